@@ -1,0 +1,225 @@
+"""The experiment loop: validate, build the dataset once, then run every trial of the plan.
+
+A trial is one server start with one configuration and one timed measurement, so repetitions of
+a point are spread over separate starts (a start is itself a source of variance) and interleaved
+with the other points in a seeded shuffled order (machines drift). Each trial is stored as soon
+as it ends; a run can be resumed and only the missing trials are run.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from knoblab.catalog import INTEGER_TYPES, Catalog
+from knoblab.errors import UserError
+from knoblab.server.binary import ServerBinary, find_binary
+from knoblab.server.sandbox import (
+    Sandbox,
+    ServerStartError,
+    catalog_for,
+    derived_template,
+    reap_orphans,
+)
+from knoblab.spec import Spec, parse_spec
+from knoblab.store import Store
+from knoblab.units import format_size
+from knoblab.workloads.query import WorkloadError
+
+
+class Listener(Protocol):
+    def message(self, text: str) -> None: ...
+    def dataset_progress(self, done: int, total: int) -> None: ...
+    def plan(self, total: int, done: int) -> None: ...
+    def trial(self, label: str, repetition: int, status: str, value: float | None,
+              error: str | None) -> None: ...
+
+
+@dataclass
+class Prepared:
+    """Everything a run needs, checked: the binary, its catalog, the points, the dataset."""
+
+    spec: Spec
+    binary: ServerBinary
+    catalog: Catalog
+    base: dict[str, str]
+    points: list[tuple[dict[str, str], dict[str, str]]]
+    template: Path
+
+
+def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, int]]:
+    """(point, repetition) pairs: every round visits each point once, in a shuffled order."""
+    rng = random.Random(seed)
+    order = []
+    for repetition in range(repetitions):
+        round_points = list(range(n_points))
+        rng.shuffle(round_points)
+        order += [(p, repetition) for p in round_points]
+    return order
+
+
+def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
+    reaped = reap_orphans(home)
+    if reaped:
+        listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
+    binary = find_binary(spec.binary)
+    catalog = catalog_for(binary, home)
+    base, points = spec.points(catalog)
+    _check_settable(catalog, [*base, *points[0].requested])
+    key = spec.dataset.key
+    listener.message(f"dataset: {spec.dataset.table} ({_dataset_size(spec)}, "
+                     f"{spec.dataset.engine}); built once, then reused")
+    template = derived_template(
+        binary, key, lambda server: spec.dataset.build(server, listener.dataset_progress), home)
+    return Prepared(spec, binary, catalog, base,
+                    [(p.requested, p.config) for p in points], template)
+
+
+def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
+    prepared = prepare(spec, home, listener)
+    knobs = list(prepared.points[0][0])
+    defaults = {}
+    for name in knobs:
+        default = prepared.catalog.knobs[name].default
+        try:
+            defaults[name] = prepared.catalog.knobs[name].normalize(default)
+        except UserError:
+            defaults[name] = default
+    run_id = store.create_run(
+        name=spec.name, kind="sweep", spec_source=spec.source,
+        server_binary=str(prepared.binary.path), server_version=prepared.binary.short_version,
+        info={
+            "knobs": knobs, "defaults": defaults, "base": prepared.base,
+            "dataset": spec.dataset.describe(prepared.template),
+            "workload": {"kind": "query", "sql": spec.workload.sql, "cache": spec.workload.cache,
+                         "repetitions": spec.repetitions,
+                         "timed_runs": spec.workload.timed_runs},
+            "statistics": vars(spec.statistics),
+        },
+        point_list=prepared.points,
+    )
+    listener.message(f"run {run_id}: {len(prepared.points)} points × {spec.repetitions} "
+                     f"repetitions on {prepared.binary.short_version}")
+    execute(run_id, prepared, store, listener)
+    return run_id
+
+
+def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str:
+    run = store.run(run_id)
+    run_id = run["id"]
+    if run["status"] == "done":
+        listener.message(f"run {run_id} is already complete")
+        return run_id
+    spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"])
+    prepared = prepare(spec, home, listener)
+    if prepared.points != store.points(run_id):
+        raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
+                        "way against this server")
+    store.set_status(run_id, "running")
+    execute(run_id, prepared, store, listener)
+    return run_id
+
+
+def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -> None:
+    spec = prepared.spec
+    order = plan_order(len(prepared.points), spec.repetitions, spec.statistics.seed)
+    finished = {(t.point_idx, t.repetition): t for t in store.trials(run_id)
+                if t.status in ("done", "failed")}
+    refused: dict[int, str] = {t.point_idx: t.error or "" for t in finished.values()
+                               if t.status == "failed" and (t.details or {}).get("start_failed")}
+    listener.plan(len(order), len(finished))
+    try:
+        for position, (point_idx, repetition) in enumerate(order):
+            if (point_idx, repetition) in finished:
+                continue
+            requested, config = prepared.points[point_idx]
+            label = ", ".join(f"{k}={v}" for k, v in requested.items())
+            started = time.time()
+            if point_idx in refused:
+                # The server refused this configuration before: it will again.
+                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                   position=position, status="failed", started_at=started,
+                                   details={"start_failed": True, "skipped": True},
+                                   error=refused[point_idx])
+                listener.trial(label, repetition, "failed", None, refused[point_idx])
+                continue
+            try:
+                value, effective, details = run_trial(prepared, config)
+            except ServerStartError as exc:
+                refused[point_idx] = str(exc)
+                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                   position=position, status="failed", started_at=started,
+                                   details={"start_failed": True}, error=str(exc))
+                listener.trial(label, repetition, "failed", None, str(exc))
+                continue
+            except WorkloadError as exc:
+                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                   position=position, status="failed", started_at=started,
+                                   error=str(exc))
+                listener.trial(label, repetition, "failed", None, str(exc))
+                continue
+            except KeyboardInterrupt:
+                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                   position=position, status="discarded", started_at=started,
+                                   error="interrupted")
+                raise
+            store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                               position=position, status="done", started_at=started,
+                               value=value, effective=effective, details=details)
+            listener.trial(label, repetition, "done", value, None)
+    except KeyboardInterrupt:
+        store.set_status(run_id, "interrupted", "interrupted by the user")
+        raise
+    except UserError as exc:
+        store.set_status(run_id, "failed", str(exc))
+        raise
+    except BaseException as exc:
+        store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        raise
+    store.set_status(run_id, "done")
+
+
+def run_trial(prepared: Prepared, config: dict[str, str]
+              ) -> tuple[float, dict[str, str], dict[str, object]]:
+    """Start a sandbox with the base settings plus this point's, measure once, stop it."""
+    catalog = prepared.catalog
+    settings = {**prepared.base, **config}
+    at_start = {k: v for k, v in settings.items() if catalog.knobs[k].startup_option}
+    after_start = {k: v for k, v in settings.items() if k not in at_start}
+    session_knobs = [k for k in settings if catalog.knobs[k].scope == "SESSION"]
+    with Sandbox(prepared.binary, prepared.template, at_start) as server:
+        if after_start:
+            conn = server.connect()
+            try:
+                with conn.cursor() as cur:
+                    for name, value in after_start.items():
+                        # Names come from the catalog; values are bound, never spliced.
+                        literal = int(value) if catalog.knobs[name].type in INTEGER_TYPES else value
+                        cur.execute(f"SET GLOBAL {name} = %s", (literal,))
+            finally:
+                conn.close()
+        effective = server.global_values(list(settings))
+        measurement = prepared.spec.workload.measure(
+            server, prepared.spec.dataset.files(server.datadir), session_knobs)
+        details = {**measurement.details, "rows": measurement.rows,
+                   "copy_seconds": round(server.copy_seconds, 3),
+                   "start_seconds": round(server.start_seconds, 3)}
+    return measurement.seconds, effective, details
+
+
+def _check_settable(catalog: Catalog, names: list[str]) -> None:
+    for name in names:
+        knob = catalog.knobs[name]
+        if not knob.startup_option and not knob.dynamic:
+            raise UserError(f"{name} can be neither set at start-up nor changed at run time "
+                            f"on {catalog.server_version}; it cannot be tuned")
+
+
+def _dataset_size(spec: Spec) -> str:
+    if spec.dataset.rows is not None:
+        return f"{spec.dataset.rows:,} rows"
+    return f"{format_size(spec.dataset.size_bytes)}B"

@@ -1,0 +1,1 @@
+"""Servers under test: sandboxes knoblab starts itself (an external target comes later)."""

@@ -1,0 +1,105 @@
+"""Which server binary runs the experiment, and what it says about itself."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from knoblab.errors import UserError
+
+DEFAULT_BINARIES = ("mariadbd", "mysqld")
+SEARCH_DIRS = ("/usr/sbin", "/usr/local/sbin", "/usr/local/mysql/bin")
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    path: Path
+    version: str  # as `--version` prints it, e.g. "Ver 10.11.19-MariaDB-0+deb12u1 for ..."
+    flavor: str  # "mariadb" or "mysql"
+
+    @property
+    def short_version(self) -> str:
+        match = re.search(r"Ver\s+(\S+)", self.version)
+        return match.group(1) if match else self.version
+
+    @property
+    def slug(self) -> str:
+        """A directory name unique to this binary build (templates are kept per build)."""
+        digest = hashlib.sha256(f"{self.path.resolve()}|{self.version}".encode()).hexdigest()[:10]
+        safe = re.sub(r"[^A-Za-z0-9.]+", "-", self.short_version)[:40]
+        return f"{safe}-{digest}"
+
+    def install_db_command(self, datadir: Path) -> list[str]:
+        """The command that initialises an empty datadir for this server."""
+        if self.flavor == "mariadb":
+            tool = _sibling(self.path, ("mariadb-install-db", "mysql_install_db"))
+            command = [
+                str(tool), "--no-defaults", f"--datadir={datadir}",
+                "--auth-root-authentication-method=normal", "--skip-test-db",
+                f"--basedir={_basedir(self.path)}",
+            ]
+        else:
+            command = [str(self.path), "--no-defaults", "--initialize-insecure",
+                       f"--datadir={datadir}"]
+        if os.geteuid() == 0:
+            command.append("--user=root")
+        return command
+
+
+def find_binary(requested: str | None = None) -> ServerBinary:
+    """The server binary named in the spec (a path or a name on PATH), or the first one found."""
+    candidates = [requested] if requested else list(DEFAULT_BINARIES)
+    for name in candidates:
+        path = _locate(name)
+        if path is not None:
+            return _describe(path)
+    wanted = requested or " or ".join(DEFAULT_BINARIES)
+    raise UserError(
+        f"server binary {wanted} not found; install it (Debian: apt-get install mariadb-server) "
+        "or set [server] binary = \"/path/to/mariadbd\""
+    )
+
+
+def _locate(name: str) -> Path | None:
+    if "/" in name:
+        path = Path(name).expanduser()
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SEARCH_DIRS))
+    return Path(found) if found else None
+
+
+def _describe(path: Path) -> ServerBinary:
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                             timeout=30, check=False)
+    except OSError as exc:
+        raise UserError(f"server binary {path} cannot be run: {exc.strerror}") from None
+    text = (out.stdout + out.stderr).strip()
+    if "Ver " not in text:
+        raise UserError(f"{path} does not look like a MySQL or MariaDB server "
+                        f"(--version printed {text[:80]!r})")
+    flavor = "mariadb" if "mariadb" in text.lower() else "mysql"
+    return ServerBinary(path=path, version=text.splitlines()[0], flavor=flavor)
+
+
+def _sibling(server: Path, names: tuple[str, ...]) -> Path:
+    base = _basedir(server)
+    for name in names:
+        for folder in (server.parent, base / "bin", base / "scripts"):
+            if (folder / name).is_file():
+                return folder / name
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    raise UserError(f"{' or '.join(names)} not found next to {server}; install the server's "
+                    "full package (Debian: mariadb-server)")
+
+
+def _basedir(server: Path) -> Path:
+    # /usr/sbin/mariadbd -> /usr ; /opt/mariadb/bin/mariadbd -> /opt/mariadb
+    return server.resolve().parent.parent

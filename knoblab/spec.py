@@ -1,0 +1,211 @@
+"""The experiment spec: a TOML file, read strictly and validated against the server's catalog.
+
+Parsing (`load_spec`) checks shape and types and needs no server; `Spec.points(catalog)` checks
+every setting against the knobs the server really has, before anything runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knoblab.catalog import Catalog
+from knoblab.errors import UserError
+from knoblab.units import parse_size
+from knoblab.workloads.dataset import ScanTable
+from knoblab.workloads.query import CACHE_MODES, QueryWorkload
+
+TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "statistics"}
+SECTION_KEYS = {
+    "server": {"kind", "binary", "config"},
+    "dataset": {"kind", "rows", "size", "engine"},
+    "workload": {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"},
+    "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
+}
+TESTS = ("welch-log", "mann-whitney")
+
+
+@dataclass(frozen=True)
+class Statistics:
+    min_effect: float = 0.03
+    alpha: float = 0.05
+    confidence: float = 0.95
+    test: str = "welch-log"
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration: the swept settings as requested and as the server's config takes them."""
+
+    requested: dict[str, str]
+    config: dict[str, str]
+
+
+@dataclass
+class Spec:
+    name: str
+    description: str
+    binary: str | None
+    base_config: dict[str, Any]
+    dataset: ScanTable
+    workload: QueryWorkload
+    repetitions: int
+    sweep: dict[str, list[Any]]
+    statistics: Statistics
+    source: str = field(default="", repr=False)
+
+    def points(self, catalog: Catalog) -> tuple[dict[str, str], list[Point]]:
+        """Validated base settings and the grid of swept points; UserError on anything wrong."""
+        base = {}
+        for name, raw in self.base_config.items():
+            knob = catalog.knob(name)
+            base[knob.name] = knob.normalize(raw)
+        axes = []
+        for name, values in self.sweep.items():
+            knob = catalog.knob(name)
+            if knob.name in base:
+                raise UserError(f"{knob.name} is both in [server.config] and [sweep]; keep one")
+            seen: dict[str, Any] = {}
+            axis = []
+            for raw in values:
+                value = knob.normalize(raw)
+                if value in seen:
+                    raise UserError(f"[sweep] {knob.name}: {raw!r} and {seen[value]!r} are the "
+                                    "same value; list each value once")
+                seen[value] = raw
+                axis.append((knob.name, _as_text(raw), value))
+            axes.append(axis)
+        points = []
+        for combo in itertools.product(*axes):
+            points.append(Point({n: r for n, r, _ in combo}, {n: v for n, _, v in combo}))
+        return base, points
+
+
+def load_spec(path: Path) -> Spec:
+    try:
+        source = path.read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read spec {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(source)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    return parse_spec(data, source, default_name=path.stem)
+
+
+def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "experiment") -> Spec:
+    _check_keys("the spec", data, TOP_KEYS)
+    server = _section(data, "server")
+    dataset = _section(data, "dataset")
+    workload = _section(data, "workload")
+    statistics = _section(data, "statistics")
+    sweep = data.get("sweep")
+    if not isinstance(sweep, dict) or not sweep:
+        raise UserError("[sweep]: give at least one setting with a list of values, "
+                        "e.g. read_buffer_size = [\"64K\", \"128K\"]")
+    for name, values in sweep.items():
+        if not isinstance(values, list) or len(values) < 2:
+            raise UserError(f"[sweep] {name}: give a list of at least two values to compare")
+        for value in values:
+            if not isinstance(value, str | int | float | bool):
+                raise UserError(f"[sweep] {name}: {value!r} is not a single value")
+
+    if server.get("kind", "sandbox") != "sandbox":
+        raise UserError(f"[server] kind = {server['kind']!r}: only \"sandbox\" is supported")
+    config = server.get("config", {})
+    if not isinstance(config, dict):
+        raise UserError("[server.config] must be a table of setting = value")
+
+    if dataset.get("kind", "scan-table") != "scan-table":
+        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
+                        "\"scan-table\"")
+    rows = dataset.get("rows")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
+    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
+    table = ScanTable(rows=rows, size_bytes=size,
+                      engine=_text(dataset, "engine", "dataset", "MyISAM"))
+
+    if workload.get("kind", "query") != "query":
+        raise UserError(f"[workload] kind = {workload['kind']!r}: supported is \"query\"")
+    sql = _text(workload, "sql", "workload", "")
+    if not sql.strip():
+        raise UserError("[workload] sql: give the statement to time, e.g. "
+                        "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
+    cache = _text(workload, "cache", "workload", "warm")
+    if cache not in CACHE_MODES:
+        raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
+    repetitions = _number(workload, "repetitions", "workload", 5, int, 1, 10_000)
+    timeout = _number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0)
+    timed_runs = _number(workload, "timed_runs", "workload", 1, int, 1, 1000)
+
+    stats = Statistics(
+        min_effect=_number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
+        alpha=_number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
+        confidence=_number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
+        test=_text(statistics, "test", "statistics", "welch-log"),
+        seed=_number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
+    )
+    if stats.test not in TESTS:
+        raise UserError(f"[statistics] test = {stats.test!r}: use one of {', '.join(TESTS)}")
+
+    return Spec(
+        name=str(data.get("name", default_name)),
+        description=str(data.get("description", "")),
+        binary=server.get("binary"),
+        base_config=config,
+        dataset=table,
+        workload=QueryWorkload(sql=sql, cache=cache, timeout=timeout, timed_runs=timed_runs),
+        repetitions=repetitions,
+        sweep=sweep,
+        statistics=stats,
+        source=source,
+    )
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    section = data.get(name, {})
+    if not isinstance(section, dict):
+        raise UserError(f"[{name}] must be a table (a [{name}] section), not a single value")
+    _check_keys(f"[{name}]", section, SECTION_KEYS[name])
+    return section
+
+
+def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
+    for key in data:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, sorted(allowed), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else \
+                f"; allowed: {', '.join(sorted(allowed))}"
+            raise UserError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _text(section: dict[str, Any], key: str, where: str, default: str) -> str:
+    value = section.get(key, default)
+    if not isinstance(value, str):
+        raise UserError(f"[{where}] {key} = {value!r}: must be text (in quotes)")
+    return value
+
+
+def _number(section: dict[str, Any], key: str, where: str, default: Any, kind: type,
+            low: float, high: float) -> Any:
+    value = section.get(key, default)
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int and not isinstance(value, int):
+        ok = False
+    if not ok or not low <= value <= high:
+        kind_name = "a whole number" if kind is int else "a number"
+        raise UserError(
+            f"[{where}] {key} = {value!r}: must be {kind_name} from {low:g} to {high:g}")
+    return kind(value)
+
+
+def _as_text(raw: Any) -> str:
+    if isinstance(raw, bool):
+        return "ON" if raw else "OFF"
+    return str(raw)

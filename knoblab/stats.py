@@ -1,0 +1,196 @@
+"""Statistics for comparing benchmark points: summaries, p-values, Holm correction, verdicts.
+
+Pure functions, no I/O.
+
+Why "welch-log" is the default test: benchmarks are usually run with few repetitions (e.g. 5).
+With 5 vs 5 samples the smallest possible exact two-sided Mann-Whitney p is 2/252 ~= 0.0079.
+With 10 points there are 9 comparisons against the best, and Holm multiplies the smallest p by 9,
+giving ~0.071 > 0.05: Mann-Whitney can then never call anything significant, however clear the
+difference. Welch's t-test has power at small n, and it is run on log(values) because effects on
+run times are multiplicative (a setting makes a query x% slower, not k ms slower).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy import stats as sps
+
+Direction = Literal["minimize", "maximize"]
+Test = Literal["welch-log", "mann-whitney"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    ci_low: float  # bootstrap CI of the median
+    ci_high: float
+    mean: float
+    stdev: float  # sample stdev (ddof=1); 0.0 when n == 1
+    minimum: float
+    maximum: float
+
+
+def summarize(
+    samples: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0
+) -> Summary:
+    """Median with a percentile-bootstrap CI of the median; seeded, so deterministic."""
+    x = np.asarray(samples, dtype=float)
+    if x.size == 0:
+        raise ValueError("summarize() needs at least one sample")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("samples must be finite")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
+    n = int(x.size)
+    median = float(np.median(x))
+    if n == 1:
+        lo = hi = median
+    else:
+        rng = np.random.default_rng(seed)
+        boot = np.median(x[rng.integers(0, n, size=(n_resamples, n))], axis=1)
+        tail = (1.0 - confidence) / 2.0
+        lo, hi = (float(q) for q in np.quantile(boot, [tail, 1.0 - tail]))
+        # The percentile CI nearly always brackets the sample median; make it a guarantee.
+        lo, hi = min(lo, median), max(hi, median)
+    return Summary(
+        n=n,
+        median=median,
+        ci_low=lo,
+        ci_high=hi,
+        mean=float(np.mean(x)),
+        stdev=float(np.std(x, ddof=1)) if n > 1 else 0.0,
+        minimum=float(np.min(x)),
+        maximum=float(np.max(x)),
+    )
+
+
+def relative_spread(summary: Summary) -> float:
+    """Width of the median's CI relative to the median, for "how precise" messages."""
+    width = summary.ci_high - summary.ci_low
+    if summary.median == 0.0:
+        return 0.0 if width == 0.0 else math.inf
+    return width / abs(summary.median)
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in input order, step-down monotone, capped at 1."""
+    ps = [float(p) for p in p_values]
+    if any(not 0.0 <= p <= 1.0 for p in ps):  # also rejects nan
+        raise ValueError("p-values must be in [0, 1]")
+    m = len(ps)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda k: ps[k])):
+        # The k-th smallest p is multiplied by (m - k); the running max keeps the order.
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def p_value(a: Sequence[float], b: Sequence[float], test: Test = "welch-log") -> float:
+    """Two-sided p-value for "a and b differ". Never nan: degenerate inputs give 0.0 or 1.0."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if test == "welch-log":
+        if np.any(xa <= 0) or np.any(xb <= 0):
+            raise ValueError("welch-log needs strictly positive values")
+        if xa.size < 2 or xb.size < 2:
+            return 1.0  # no variance estimate: no evidence
+        la, lb = np.log(xa), np.log(xb)
+        if la.min() == la.max() and lb.min() == lb.max():
+            # Both constant: t is 0/0 (equal) or x/0 (different).
+            return 0.0 if la[0] != lb[0] else 1.0
+        # From summary stats: ttest_ind warns spuriously when just one group is constant.
+        res = sps.ttest_ind_from_stats(
+            la.mean(), la.std(ddof=1), la.size, lb.mean(), lb.std(ddof=1), lb.size, equal_var=False
+        )
+        return float(res.pvalue)
+    if test == "mann-whitney":
+        if xa.size < 2 or xb.size < 2:
+            return 1.0
+        both = np.concatenate([xa, xb])
+        if both.min() == both.max():
+            return 1.0  # all values equal: rank statistic has zero variance
+        no_ties = np.unique(both).size == both.size
+        method = "exact" if no_ties and xa.size <= 8 and xb.size <= 8 else "asymptotic"
+        return float(sps.mannwhitneyu(xa, xb, alternative="two-sided", method=method).pvalue)
+    raise ValueError(f"unknown test: {test!r}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: Hashable
+    summary: Summary | None  # None when failed
+    verdict: str  # "best" | "indistinguishable" | "worse" | "failed"
+    ratio_to_best: float | None  # median / best median (None for failed)
+    effect: float | None  # relative change against the best, positive = worse
+    p_raw: float | None  # None for best and failed
+    p_adjusted: float | None  # Holm over all comparisons against the best
+
+
+@dataclass(frozen=True)
+class Judgement:
+    best: Hashable | None  # None when every point failed
+    verdicts: list[Verdict]  # same order as the input mapping
+    significant: bool  # True iff at least one point is "worse"
+    test: str
+    alpha: float
+    min_effect: float
+
+
+def _ratio(median: float, best: float) -> float:
+    if best == 0.0:
+        return 1.0 if median == 0.0 else math.copysign(math.inf, median)
+    return median / best
+
+
+def judge(
+    points: Mapping[Hashable, Sequence[float]],
+    *,
+    direction: Direction = "minimize",
+    min_effect: float = 0.03,
+    alpha: float = 0.05,
+    test: Test = "welch-log",
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Judgement:
+    """Pick the best point and say which others are worse, both significantly and materially."""
+    if direction not in ("minimize", "maximize"):
+        raise ValueError(f"unknown direction: {direction!r}")
+    summaries = {
+        k: summarize(v, confidence=confidence, seed=seed) if len(v) else None
+        for k, v in points.items()
+    }
+    alive = [k for k, s in summaries.items() if s is not None]
+    if not alive:
+        verdicts = [Verdict(k, None, "failed", None, None, None, None) for k in points]
+        return Judgement(None, verdicts, False, test, alpha, min_effect)
+
+    sign = 1.0 if direction == "minimize" else -1.0
+    best = min(alive, key=lambda k: sign * summaries[k].median)  # min() keeps the first on ties
+    best_median = summaries[best].median
+    others = [k for k in alive if k != best]
+    p_raw = {k: p_value(points[k], points[best], test) for k in others}
+    p_adj = dict(zip(others, holm([p_raw[k] for k in others]), strict=True))
+
+    verdicts = []
+    for key, s in summaries.items():
+        if s is None:
+            verdicts.append(Verdict(key, None, "failed", None, None, None, None))
+        elif key == best:
+            verdicts.append(Verdict(key, s, "best", 1.0, 0.0, None, None))
+        else:
+            ratio = _ratio(s.median, best_median)
+            effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
+            worse = p_adj[key] < alpha and effect >= min_effect
+            label = "worse" if worse else "indistinguishable"
+            verdicts.append(Verdict(key, s, label, ratio, effect, p_raw[key], p_adj[key]))
+    significant = any(v.verdict == "worse" for v in verdicts)
+    return Judgement(best, verdicts, significant, test, alpha, min_effect)

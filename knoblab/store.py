@@ -1,0 +1,178 @@
+"""Where every measurement goes the moment it exists: SQLite by default, any SQLAlchemy URL.
+
+Write side: create a run, record each trial as it finishes, mark the run's status.
+Read side: a run, its points and its trials — everything reports are built from.
+A run is resumable: its plan is derived from the stored spec and seed, and trials already
+stored as done (or failed) are not repeated.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from knoblab.errors import UserError
+
+SCHEMA_VERSION = 1
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # running, done, failed, interrupted
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float),
+    sa.Column("host", sa.Text),
+    sa.Column("spec_source", sa.Text, nullable=False),
+    sa.Column("server_binary", sa.Text),
+    sa.Column("server_version", sa.Text),
+    sa.Column("info", sa.Text),  # JSON: dataset description, schema version, ...
+    sa.Column("error", sa.Text),
+)
+
+points = sa.Table(
+    "points", metadata,
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("requested", sa.Text, nullable=False),  # JSON {knob: value as written}
+    sa.Column("config", sa.Text, nullable=False),  # JSON {knob: value as given to the server}
+)
+
+trials = sa.Table(
+    "trials", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("point_idx", sa.Integer, nullable=False),
+    sa.Column("repetition", sa.Integer, nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),  # place in the interleaved plan
+    sa.Column("status", sa.String(16), nullable=False),  # done, failed, discarded
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=False),
+    sa.Column("value", sa.Float),
+    sa.Column("effective", sa.Text),  # JSON {knob: value the server reported}
+    sa.Column("details", sa.Text),  # JSON: CPU, I/O, regime, session values, timings
+    sa.Column("error", sa.Text),
+    sa.Index("trials_by_run", "run_id", "point_idx", "repetition"),
+)
+
+
+@dataclass(frozen=True)
+class Trial:
+    point_idx: int
+    repetition: int
+    position: int
+    status: str
+    value: float | None
+    effective: dict[str, str]
+    details: dict[str, Any]
+    error: str | None
+
+
+def default_url(home: Path) -> str:
+    return f"sqlite:///{home / 'knoblab.sqlite'}"
+
+
+class Store:
+    def __init__(self, url: str) -> None:
+        try:
+            self.engine = sa.create_engine(url)
+            metadata.create_all(self.engine)
+        except (sa.exc.SQLAlchemyError, ValueError, ImportError) as exc:
+            raise UserError(f"cannot open the results store {_safe(url)}: "
+                            f"{str(exc).splitlines()[0]}") from None
+
+    # --- write side ---------------------------------------------------------------------------
+
+    def create_run(self, *, name: str, kind: str, spec_source: str, server_binary: str,
+                   server_version: str, info: dict[str, Any],
+                   point_list: list[tuple[dict[str, str], dict[str, str]]]) -> str:
+        run_id = uuid.uuid4().hex[:8]
+        with self.engine.begin() as conn:
+            conn.execute(runs.insert().values(
+                id=run_id, name=name, kind=kind, status="running", created_at=time.time(),
+                host=socket.gethostname(), spec_source=spec_source, server_binary=server_binary,
+                server_version=server_version,
+                info=json.dumps({"schema_version": SCHEMA_VERSION, **info}),
+            ))
+            conn.execute(points.insert(), [
+                {"run_id": run_id, "idx": i, "requested": json.dumps(req),
+                 "config": json.dumps(cfg)}
+                for i, (req, cfg) in enumerate(point_list)
+            ])
+        return run_id
+
+    def record_trial(self, run_id: str, *, point_idx: int, repetition: int, position: int,
+                     status: str, started_at: float, value: float | None = None,
+                     effective: dict[str, str] | None = None,
+                     details: dict[str, Any] | None = None, error: str | None = None) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(trials.insert().values(
+                run_id=run_id, point_idx=point_idx, repetition=repetition, position=position,
+                status=status, started_at=started_at, finished_at=time.time(), value=value,
+                effective=json.dumps(effective or {}), details=json.dumps(details or {}),
+                error=error,
+            ))
+
+    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
+        finished = time.time() if status != "running" else None
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(
+                status=status, finished_at=finished, error=error))
+
+    def update_info(self, run_id: str, **items: Any) -> None:
+        info = self.run(run_id)["info"]
+        info.update(items)
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(info=json.dumps(info)))
+
+    # --- read side ----------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        with self.engine.connect() as conn:
+            row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
+            if row is None:
+                matches = conn.execute(sa.select(runs.c.id).where(
+                    runs.c.id.startswith(run_id, autoescape=True))).scalars().all()
+                if len(matches) == 1:
+                    return self.run(matches[0])
+                raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
+        result = dict(row)
+        result["info"] = json.loads(result["info"] or "{}")
+        return result
+
+    def points(self, run_id: str) -> list[tuple[dict[str, str], dict[str, str]]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(points.select().where(points.c.run_id == run_id)
+                                .order_by(points.c.idx)).mappings().all()
+        return [(json.loads(r["requested"]), json.loads(r["config"])) for r in rows]
+
+    def trials(self, run_id: str) -> list[Trial]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(trials.select().where(trials.c.run_id == run_id)
+                                .order_by(trials.c.position, trials.c.id)).mappings().all()
+        return [Trial(r["point_idx"], r["repetition"], r["position"], r["status"], r["value"],
+                      json.loads(r["effective"] or "{}"), json.loads(r["details"] or "{}"),
+                      r["error"]) for r in rows]
+
+    def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(runs.select().order_by(runs.c.created_at.desc())
+                                .limit(limit)).mappings().all()
+        return [dict(r) for r in rows]
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "(unparseable URL)"

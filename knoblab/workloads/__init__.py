@@ -1,0 +1,1 @@
+"""Datasets the workloads run on, and the drivers that measure them."""

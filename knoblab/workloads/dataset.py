@@ -1,0 +1,119 @@
+"""The articles' scan table, generated inside the server and kept in a template datadir.
+
+`dt2 (grp INT UNSIGNED NOT NULL, slack VARCHAR(50))`: rows come from a cross join of the
+SEQUENCE engine with a 64Ki-row pattern table, which the server copies at about 2M rows/s;
+per-row expressions (MD5 and friends) would be four times slower. `slack` is hex text of 20–50
+characters, so `slack LIKE 'a%'` matches 1 row in 16 — as in the article (4.7M of 75M).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from knoblab.errors import UserError
+from knoblab.server.sandbox import Sandbox
+
+DATABASE = "knoblab"
+ENGINES = ("MyISAM", "Aria", "InnoDB", "MEMORY")
+BLOCK = 65536  # rows in the pattern table
+BLOCKS_PER_INSERT = 32  # 2M rows per statement: progress without per-statement overhead
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class ScanTable:
+    rows: int | None = None
+    size_bytes: int | None = None
+    engine: str = "MyISAM"
+    table: str = "dt2"
+
+    def __post_init__(self) -> None:
+        if (self.rows is None) == (self.size_bytes is None):
+            raise UserError("[dataset]: give exactly one of rows = N or size = \"500M\"")
+        if self.rows is not None and self.rows < 1:
+            raise UserError(f"[dataset] rows = {self.rows}: must be at least 1")
+        if self.size_bytes is not None and self.size_bytes < 1:
+            raise UserError("[dataset] size: must be at least 1 byte")
+        if self.engine not in ENGINES:
+            raise UserError(f"[dataset] engine = {self.engine!r}: use one of {', '.join(ENGINES)}")
+
+    @property
+    def key(self) -> str:
+        """Names the template datadir holding this dataset (bump v when the data changes)."""
+        text = json.dumps({"v": 1, **asdict(self)}, sort_keys=True)
+        return "scan-table-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def build(self, server: Sandbox, progress: Progress | None = None) -> None:
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+                cur.execute(f"USE {DATABASE}")
+                cur.execute(
+                    "CREATE TABLE pattern (id INT UNSIGNED NOT NULL, slack VARCHAR(50)) "
+                    "ENGINE=MyISAM"
+                )
+                cur.execute(
+                    "INSERT INTO pattern SELECT seq, SUBSTRING(CONCAT(MD5(seq), "
+                    f"MD5(seq + {BLOCK})), 1, 20 + seq % 31) FROM seq_0_to_{BLOCK - 1}"
+                )
+                cur.execute(
+                    f"CREATE TABLE {self.table} (grp INT UNSIGNED NOT NULL, slack VARCHAR(50)) "
+                    f"ENGINE={self.engine} DEFAULT CHARSET=latin1"
+                )
+                total = self.rows if self.rows is not None else None
+                done = 0
+                if total is None:
+                    # Size the table by bytes: load one block, measure bytes per row, extrapolate.
+                    done = self._insert(cur, 0, BLOCK)
+                    per_row = _data_length(cur, self.table) / done
+                    total = max(done, math.ceil(self.size_bytes / per_row))
+                while done < total:
+                    count = min(total - done, BLOCK * BLOCKS_PER_INSERT)
+                    done += self._insert(cur, done, count)
+                    if progress:
+                        progress(done, total)
+                cur.execute("DROP TABLE pattern")
+                cur.execute("FLUSH TABLES")
+        finally:
+            conn.close()
+
+    def _insert(self, cur: object, first: int, count: int) -> int:
+        """Rows first .. first+count-1; grp is the row number, unique."""
+        full, rest = divmod(count, BLOCK)
+        if full:
+            cur.execute(
+                f"INSERT INTO {self.table} SELECT {first} + b.seq * {BLOCK} + p.id, p.slack "
+                f"FROM seq_0_to_{full - 1} b, pattern p"
+            )
+        if rest:
+            cur.execute(
+                f"INSERT INTO {self.table} SELECT {first + full * BLOCK} + p.id, p.slack "
+                f"FROM pattern p WHERE p.id < {rest}"
+            )
+        return count
+
+    def files(self, datadir: Path) -> list[Path]:
+        """The table's files in a datadir (what the cold-cache mode evicts)."""
+        folder = datadir / DATABASE
+        return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
+
+    def describe(self, datadir: Path) -> dict[str, object]:
+        info: dict[str, object] = {"kind": "scan-table", "engine": self.engine, "table": self.table}
+        info["rows"] = self.rows
+        info["bytes"] = sum(p.stat().st_size for p in self.files(datadir))
+        return info
+
+
+def _data_length(cur: object, table: str) -> int:
+    cur.execute(
+        "SELECT DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = %s", (DATABASE, table)
+    )
+    return int(cur.fetchone()[0])

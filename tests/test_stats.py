@@ -1,0 +1,275 @@
+"""Unit tests for knoblab.stats, checked against hand-computed values."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats as sps
+
+from knoblab.stats import Summary, holm, judge, p_value, relative_spread, summarize
+
+# --------------------------------------------------------------------------- holm
+
+
+def test_holm_hand_computed():
+    # sorted: 0.005*4=0.02, 0.01*3=0.03, 0.03*2=0.06, 0.04*1=0.04 -> max(0.06, 0.04)=0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+
+
+def test_holm_caps_at_one():
+    # 0.3*3=0.9, 0.4*2=0.8 -> 0.9 (monotone), 0.5*1=0.5 -> 0.9; 0.6*3 would be 1.8 -> 1.0
+    assert holm([0.4, 0.3, 0.5]) == pytest.approx([0.9, 0.9, 0.9])
+    assert holm([0.6, 0.7]) == [1.0, 1.0]
+
+
+def test_holm_monotone_step_down():
+    # Raw 0.02*2 = 0.04 but the smaller p was already raised to 0.05 -> 0.05.
+    assert holm([0.025, 0.02]) == pytest.approx([0.04, 0.04])
+    assert holm([0.02, 0.025]) == pytest.approx([0.04, 0.04])
+    assert holm([0.04, 0.01, 0.011]) == pytest.approx([0.04, 0.03, 0.03])
+
+
+def test_holm_trivial_and_invalid():
+    assert holm([]) == []
+    assert holm([0.2]) == [0.2]
+    with pytest.raises(ValueError):
+        holm([0.1, 1.5])
+    with pytest.raises(ValueError):
+        holm([math.nan])
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1.0), max_size=30))
+def test_holm_properties(ps):
+    adj = holm(ps)
+    assert len(adj) == len(ps)
+    assert all(0.0 <= q <= 1.0 for q in adj)
+    assert all(q >= p for p, q in zip(ps, adj, strict=True))
+    for i in range(len(ps)):
+        for j in range(len(ps)):
+            if ps[i] <= ps[j]:
+                assert adj[i] <= adj[j]
+
+
+# ------------------------------------------------------------------------ p_value
+
+
+def test_mann_whitney_fully_separated_exact():
+    a = [1.0, 2.0, 3.0, 4.0, 5.0]
+    b = [6.0, 7.0, 8.0, 9.0, 10.0]
+    # Exact two-sided: 2 extreme rankings out of C(10, 5) = 252.
+    assert p_value(a, b, "mann-whitney") == pytest.approx(2 / 252, abs=1e-12)
+    assert p_value(b, a, "mann-whitney") == pytest.approx(2 / 252, abs=1e-12)
+
+
+def test_mann_whitney_degenerate():
+    assert p_value([1.0], [2.0, 3.0], "mann-whitney") == 1.0
+    assert p_value([2.0, 2.0, 2.0], [2.0, 2.0], "mann-whitney") == 1.0
+
+
+def test_welch_log_hand_computed():
+    a = [1.0, 2.0, 4.0]
+    b = [3.0, 5.0, 9.0, 11.0]
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    ma, mb = sum(la) / len(la), sum(lb) / len(lb)
+    va = sum((v - ma) ** 2 for v in la) / (len(la) - 1)
+    vb = sum((v - mb) ** 2 for v in lb) / (len(lb) - 1)
+    sa, sb = va / len(la), vb / len(lb)
+    t = (ma - mb) / math.sqrt(sa + sb)
+    df = (sa + sb) ** 2 / (sa**2 / (len(la) - 1) + sb**2 / (len(lb) - 1))
+    expected = 2 * sps.t.sf(abs(t), df)
+    got = p_value(a, b, "welch-log")
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert 0.05 < got < 0.5  # sanity: the data differ, but not decisively
+    assert p_value(b, a) == pytest.approx(expected, abs=1e-12)  # default test, symmetric
+
+
+def test_welch_log_is_scale_invariant():
+    # Multiplicative model: rescaling both groups (ms -> s) must not change the p-value.
+    a, b = [10.0, 11.0, 12.0], [13.0, 12.5, 14.0]
+    assert p_value(a, b) == pytest.approx(p_value([x / 1000 for x in a], [x / 1000 for x in b]))
+
+
+def test_welch_log_degenerate():
+    assert p_value([5.0], [1.0, 2.0, 3.0]) == 1.0
+    assert p_value([1.0, 2.0], [7.0]) == 1.0
+    assert p_value([3.0, 3.0, 3.0], [3.0, 3.0]) == 1.0
+    assert p_value([3.0, 3.0, 3.0], [4.0, 4.0]) == 0.0
+    one_constant = p_value([3.0, 3.0, 3.0], [4.0, 4.1, 3.9])
+    assert 0.0 < one_constant < 1.0 and not math.isnan(one_constant)
+
+
+@pytest.mark.parametrize("bad", [[1.0, 0.0, 2.0], [1.0, -2.0]])
+def test_welch_log_rejects_non_positive(bad):
+    with pytest.raises(ValueError):
+        p_value(bad, [1.0, 2.0])
+    with pytest.raises(ValueError):
+        p_value([1.0, 2.0], bad)
+
+
+def test_unknown_test_rejected():
+    with pytest.raises(ValueError):
+        p_value([1.0, 2.0], [3.0, 4.0], "t-test")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- summarize
+
+
+def test_summarize_odd_and_even():
+    s = summarize([3.0, 1.0, 2.0])
+    assert (s.n, s.median, s.mean, s.minimum, s.maximum) == (3, 2.0, 2.0, 1.0, 3.0)
+    assert s.stdev == pytest.approx(1.0)
+    s = summarize([4.0, 1.0, 3.0, 2.0])
+    assert s.median == 2.5
+    assert s.mean == 2.5
+    assert s.stdev == pytest.approx(math.sqrt(5 / 3))  # squared deviations sum 5, ddof=1
+
+
+def test_summarize_ci():
+    s = summarize([10.0, 12.0, 11.0, 13.0, 9.0, 10.5, 11.5])
+    assert s.minimum <= s.ci_low <= s.median <= s.ci_high <= s.maximum
+    assert s.ci_low < s.ci_high
+    narrow = summarize([10.0, 12.0, 11.0, 13.0, 9.0, 10.5, 11.5], confidence=0.5)
+    assert s.ci_low <= narrow.ci_low and narrow.ci_high <= s.ci_high
+
+
+def test_summarize_deterministic():
+    data = [5.1, 4.9, 5.3, 5.0, 5.7, 4.8]
+    assert summarize(data, seed=7) == summarize(data, seed=7)
+    assert summarize(data, seed=7, n_resamples=2000) == summarize(data, seed=7, n_resamples=2000)
+
+
+def test_summarize_single_and_empty():
+    s = summarize([4.2])
+    assert s == Summary(
+        n=1, median=4.2, ci_low=4.2, ci_high=4.2, mean=4.2, stdev=0.0, minimum=4.2, maximum=4.2
+    )
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_relative_spread():
+    s = Summary(
+        n=5, median=200.0, ci_low=190.0, ci_high=220.0, mean=0, stdev=0, minimum=0, maximum=0
+    )
+    assert relative_spread(s) == pytest.approx(0.15)
+    assert relative_spread(summarize([3.0])) == 0.0
+
+
+# -------------------------------------------------------------------------- judge
+
+
+def by_key(j):
+    return {v.key: v for v in j.verdicts}
+
+
+def test_judge_clear_ten_percent_slower_is_worse():
+    fast = [100.0, 101.0, 99.0, 100.5, 99.5]
+    slow = [110.0, 111.0, 109.0, 110.5, 109.5]
+    j = judge({"slow": slow, "fast": fast})
+    v = by_key(j)
+    assert j.best == "fast"
+    assert v["fast"].verdict == "best" and v["fast"].p_raw is None
+    assert v["slow"].verdict == "worse"
+    assert v["slow"].ratio_to_best == pytest.approx(1.1)
+    assert v["slow"].effect == pytest.approx(0.1)
+    assert v["slow"].p_adjusted == v["slow"].p_raw < 0.001  # single comparison: Holm is a no-op
+    assert j.significant
+
+
+def test_judge_tiny_effect_is_indistinguishable_despite_tiny_p():
+    base = [100.0, 100.01, 99.99, 100.005, 99.995]
+    j = judge({"a": base, "b": [x * 1.01 for x in base]})
+    v = by_key(j)["b"]
+    assert v.p_adjusted < 1e-6  # statistically unmistakable...
+    assert v.effect == pytest.approx(0.01)  # ...but below min_effect=0.03
+    assert v.verdict == "indistinguishable"
+    assert not j.significant
+    # With a lower bar the same data is "worse".
+    assert (
+        by_key(judge({"a": base, "b": [x * 1.01 for x in base]}, min_effect=0.005))["b"].verdict
+        == "worse"
+    )
+
+
+def test_judge_identical_distributions_not_significant():
+    rng = np.random.default_rng(123)
+    points = {k: list(rng.lognormal(mean=4.6, sigma=0.05, size=5)) for k in "abcd"}
+    j = judge(points)
+    assert not j.significant
+    assert sum(v.verdict == "best" for v in j.verdicts) == 1
+    assert all(v.verdict in ("best", "indistinguishable") for v in j.verdicts)
+
+
+def test_judge_failed_points():
+    j = judge({"a": [10.0, 10.1, 9.9], "dead": [], "b": [10.0, 10.2, 9.8]})
+    dead = by_key(j)["dead"]
+    assert dead.verdict == "failed"
+    assert (dead.summary, dead.ratio_to_best, dead.effect, dead.p_raw, dead.p_adjusted) == (
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
+    assert j.best == "a"
+    all_failed = judge({"x": [], "y": []})
+    assert all_failed.best is None and not all_failed.significant
+    assert [v.verdict for v in all_failed.verdicts] == ["failed", "failed"]
+
+
+def test_judge_single_live_point_is_best():
+    j = judge({"dead": [], "only": [5.0, 5.1]})
+    assert j.best == "only"
+    assert by_key(j)["only"].verdict == "best"
+    assert not j.significant
+
+
+def test_judge_maximize():
+    low = [900.0, 905.0, 895.0, 902.0, 898.0]  # throughput: higher is better
+    high = [1000.0, 1005.0, 995.0, 1002.0, 998.0]
+    j = judge({"low": low, "high": high}, direction="maximize")
+    v = by_key(j)
+    assert j.best == "high"
+    assert v["low"].ratio_to_best == pytest.approx(0.9)
+    assert v["low"].effect == pytest.approx(0.1)  # 1 - 900/1000, positive = worse
+    assert v["low"].verdict == "worse"
+    # Same data minimized picks the other point.
+    assert judge({"low": low, "high": high}).best == "low"
+
+
+def test_judge_best_choice_ties_and_order():
+    points = {"c": [3.0, 3.1, 2.9], "a": [1.0, 1.1, 0.9], "b": [1.0, 1.05, 0.95], "d": [2.0]}
+    j = judge(points)
+    assert j.best == "a"  # a and b share median 1.0; a comes first
+    assert [v.key for v in j.verdicts] == ["c", "a", "b", "d"]
+    assert by_key(j)["d"].p_raw == 1.0  # n=1: no evidence
+    assert (j.test, j.alpha, j.min_effect) == ("welch-log", 0.05, 0.03)
+
+
+def test_judge_holm_is_applied_over_all_comparisons():
+    rng = np.random.default_rng(1)
+    points = {i: list(100 * (1 + 0.05 * i) * rng.lognormal(0, 0.02, size=5)) for i in range(4)}
+    j = judge(points)
+    others = [v for v in j.verdicts if v.verdict != "best"]
+    assert [v.p_adjusted for v in others] == pytest.approx(holm([v.p_raw for v in others]))
+
+
+def test_mann_whitney_cannot_reach_significance_at_n5_with_10_points():
+    # 10 clearly separated points x 5 samples. Best exact MW p is 2/252; Holm x9 -> 0.071 > 0.05.
+    noise = [0.99, 0.995, 1.0, 1.005, 1.01]
+    points = {i: [100.0 * (1 + 0.1 * i) * e for e in noise] for i in range(10)}
+
+    mw = judge(points, test="mann-whitney")
+    assert mw.best == 0
+    assert not mw.significant
+    assert all(v.verdict != "worse" for v in mw.verdicts)
+    assert min(v.p_raw for v in mw.verdicts if v.p_raw is not None) == pytest.approx(2 / 252)
+    assert min(v.p_adjusted for v in mw.verdicts if v.p_adjusted is not None) == pytest.approx(
+        9 * 2 / 252
+    )
+
+    welch = judge(points)  # default: welch-log
+    assert welch.significant
+    assert [v.verdict for v in welch.verdicts] == ["best"] + ["worse"] * 9
