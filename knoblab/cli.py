@@ -170,6 +170,7 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     document = json.dumps(result, indent=2)
     (folder / "result.json").write_text(document)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(document)
     if any(p["n"] for p in result["points"]):
         chart = write_chart(result, folder / "chart.png")
