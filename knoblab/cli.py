@@ -160,8 +160,7 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     from knoblab.results import build_results
 
     result = build_results(store, run_id)
-    # Reports are read in terminals and in logs: never squeeze the table below 120 columns.
-    out = Console(width=None if sys.stdout.isatty() else 120)
+    out = _stdout()
     print_report(result, out)
     for warning in result["warnings"]:
         out.print(f"warning: {warning}", style="yellow", markup=False)
@@ -187,7 +186,7 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     for run in store.list_runs():
         started = dt.datetime.fromtimestamp(run["created_at"]).strftime("%Y-%m-%d %H:%M")
         table.add_row(run["id"], run["name"], run["status"], run["server_version"] or "", started)
-    Console().print(table)
+    _stdout().print(table)
     return 0
 
 
@@ -203,8 +202,13 @@ def cmd_knobs(args: argparse.Namespace, store: Store, home: Path) -> int:
     for knob in knobs:
         table.add_row(knob.name, knob.type.lower(), knob.default or "", knob.describe_range(),
                       "dynamic" if knob.dynamic else "restart", knob.scope.lower())
-    Console().print(table)
+    _stdout().print(table)
     return 0
+
+
+def _stdout() -> Console:
+    # Reports are read in terminals and in logs: never squeeze tables to 80 columns in a pipe.
+    return Console(width=None if sys.stdout.isatty() else 160)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import pymysql
+
 from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, find_binary
@@ -156,11 +158,13 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                                    details={"start_failed": True}, error=str(exc))
                 listener.trial(label, repetition, "failed", None, str(exc))
                 continue
-            except WorkloadError as exc:
+            except (WorkloadError, pymysql.MySQLError) as exc:
+                # The server died or refused mid-measurement: this trial failed, the run goes on.
+                error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
                 store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
                                    position=position, status="failed", started_at=started,
-                                   error=str(exc))
-                listener.trial(label, repetition, "failed", None, str(exc))
+                                   error=error)
+                listener.trial(label, repetition, "failed", None, error)
                 continue
             except KeyboardInterrupt:
                 store.record_trial(run_id, point_idx=point_idx, repetition=repetition,

@@ -85,6 +85,7 @@ class Sandbox:
     def start(self, timeout: float = START_TIMEOUT) -> None:
         self.dir.mkdir(parents=True, mode=0o700)
         (self.dir / "tmp").mkdir(mode=0o700)
+        self._write_owner()  # before anything slow: an interrupted copy is still cleaned up
         if self._source is not None:
             began = time.perf_counter()
             copy_datadir(self._source, self.datadir)
@@ -102,16 +103,19 @@ class Sandbox:
             start_new_session=True,  # Ctrl-C reaches knoblab, which shuts the server down itself
             preexec_fn=_die_with_parent,
         )
-        (self.dir / "owner.json").write_text(json.dumps({
-            "owner_pid": os.getpid(), "server_pid": self.process.pid,
-            "socket_dir": str(self.socket_dir), "defaults_file": str(cnf),
-        }))
+        self._write_owner()
         try:
             self._wait_ready(timeout)
         except BaseException:
             self.stop()
             raise
         self.start_seconds = time.perf_counter() - began
+
+    def _write_owner(self) -> None:
+        (self.dir / "owner.json").write_text(json.dumps({
+            "owner_pid": os.getpid(), "server_pid": self.pid,
+            "socket_dir": str(self.socket_dir or ""), "defaults_file": str(self.dir / "my.cnf"),
+        }))
 
     def connect(self, database: str | None = None, **kwargs: object) -> pymysql.Connection:
         return pymysql.connect(unix_socket=str(self.socket), user="root", password="",
@@ -132,7 +136,7 @@ class Sandbox:
 
     def stop(self) -> None:
         """Shut down cleanly, then TERM, then KILL; remove the private directories."""
-        process, self.process = self.process, None
+        process = self.process
         if process is not None and process.poll() is None:
             try:
                 conn = self.connect(connect_timeout=5)
@@ -150,6 +154,7 @@ class Sandbox:
                     continue
         elif process is not None:
             process.wait()
+        self.process = None  # only now: a Ctrl-C during shutdown leaves it to stop_all()
         _LIVE.discard(self)
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
@@ -238,11 +243,12 @@ def reap_orphans(home: Path | None = None) -> int:
             continue
         if _alive(owner["owner_pid"]):
             continue
-        server_pid = owner["server_pid"]
-        if _alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
+        server_pid = owner.get("server_pid")
+        if server_pid and _alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
             os.kill(server_pid, signal.SIGKILL)
             reaped += 1
-        shutil.rmtree(owner.get("socket_dir", ""), ignore_errors=True)
+        if owner.get("socket_dir"):
+            shutil.rmtree(owner["socket_dir"], ignore_errors=True)
         shutil.rmtree(owner_file.parent, ignore_errors=True)
     return reaped
 

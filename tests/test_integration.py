@@ -1,0 +1,369 @@
+"""Integration tests on real sandbox servers: start/stop, settings, refusal, cleanup, dataset,
+timing and the page cache. No mocks: every server here is a real mariadbd (or mysqld).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from knoblab.server.binary import ServerBinary
+from knoblab.server.sandbox import (
+    Sandbox,
+    ServerStartError,
+    base_template,
+    derived_template,
+    reap_orphans,
+)
+from knoblab.workloads.dataset import DATABASE, ScanTable
+from knoblab.workloads.query import QueryWorkload, WorkloadError, cached_fraction, evict
+
+pytestmark = pytest.mark.server
+
+REPO = Path(__file__).resolve().parent.parent
+SCAN_SQL = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'"
+SCAN = ScanTable(rows=100_000)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and text in _cmdline(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _gone(pid: int, marker: str) -> bool:
+    """The process `pid` no longer runs the server (dead, zombie, or pid reused elsewhere)."""
+    return marker not in _cmdline(pid)
+
+
+def _wait_gone(pid: int, marker: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _gone(pid, marker):
+            return True
+        time.sleep(0.05)
+    return _gone(pid, marker)
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    return inodes
+
+
+def _tcp_listen_inodes() -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A":  # 0A = TCP_LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _query(server: Sandbox, sql: str, database: str | None = DATABASE) -> tuple:
+    conn = server.connect(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def base_data(binary: ServerBinary, knoblab_home: Path) -> Path:
+    return base_template(binary, knoblab_home) / "data"
+
+
+@pytest.fixture(scope="module")
+def scan_template(binary: ServerBinary, knoblab_home: Path) -> Path:
+    return derived_template(binary, SCAN.key, SCAN.build, knoblab_home)
+
+
+@pytest.fixture
+def scan_server(binary: ServerBinary, knoblab_home: Path, scan_template: Path):
+    with Sandbox(binary, scan_template, {}, home=knoblab_home) as server:
+        yield server
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_sandbox_is_private_socket_only_and_cleaned_up(binary, knoblab_home, base_data):
+    sandbox = Sandbox(binary, base_data, {}, home=knoblab_home)
+    sandbox.start()
+    try:
+        pid = sandbox.pid
+        marker = str(sandbox.dir)
+        assert pid is not None and marker in _cmdline(pid)
+        assert sandbox.socket.is_socket()
+        assert stat.S_IMODE(os.stat(sandbox.socket_dir).st_mode) == 0o700
+        conn = sandbox.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT 1 + 1, @@skip_networking")
+                assert cur.fetchone() == (2, 1)
+        finally:
+            conn.close()
+        sockets = _socket_inodes(pid)
+        assert sockets, "the server holds no socket at all?"
+        assert not sockets & _tcp_listen_inodes(), "the sandbox listens on TCP"
+        socket_dir, private_dir = sandbox.socket_dir, sandbox.dir
+        assert private_dir.is_dir() and socket_dir.is_dir()
+    finally:
+        sandbox.stop()
+    assert _gone(pid, marker)
+    assert not private_dir.exists()
+    assert not socket_dir.exists()
+    assert sandbox.pid is None
+    assert not _processes_mentioning(marker)
+
+
+def test_settings_are_applied_and_read_back(binary, knoblab_home, scan_template):
+    settings = {"read_buffer_size": "8200", "key_buffer_size": "100000"}
+    with Sandbox(binary, scan_template, settings, home=knoblab_home) as server:
+        applied = server.global_values(["read_buffer_size", "key_buffer_size"])
+        assert applied == {"read_buffer_size": "8192", "key_buffer_size": "98304"}
+        measured = QueryWorkload(SCAN_SQL).measure(
+            server, SCAN.files(server.datadir), ["read_buffer_size"])
+        assert measured.details["session"] == {"read_buffer_size": "8192"}
+        assert measured.rows == 1
+
+
+def test_refused_configuration_raises_and_leaves_nothing(binary, knoblab_home, base_data):
+    sandbox = Sandbox(binary, base_data, {"no_such_option": "1"}, home=knoblab_home)
+    marker = str(sandbox.dir)
+    with pytest.raises(ServerStartError) as caught:
+        sandbox.start(timeout=60)
+    message = str(caught.value)
+    assert "no_such_option" in message
+    assert "unknown variable" in message.lower()  # the error log's [ERROR] line
+    assert sandbox.process is None
+    assert not sandbox.dir.exists()
+    assert sandbox.socket_dir is not None and not sandbox.socket_dir.exists()
+    assert not _processes_mentioning(marker)
+
+
+def test_exception_inside_with_stops_the_server(binary, knoblab_home, base_data):
+    seen = {}
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        Sandbox(binary, base_data, {}, home=knoblab_home) as server,
+    ):
+        seen.update(pid=server.pid, dir=server.dir, socket_dir=server.socket_dir)
+        raise RuntimeError("boom")
+    assert _gone(seen["pid"], str(seen["dir"]))
+    assert not seen["dir"].exists()
+    assert not seen["socket_dir"].exists()
+
+
+CHILD = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from knoblab.server.binary import find_binary
+    from knoblab.server.sandbox import Sandbox
+    server = Sandbox(find_binary(), Path(sys.argv[1]), {}, home=Path(sys.argv[2]))
+    server.start()
+    print(server.pid, server.dir, server.socket_dir, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_kill_9_of_the_owner_kills_the_server(knoblab_home, base_data, tmp_path):
+    home = tmp_path / "home"  # private: reap_orphans() below must see only this test's sandbox
+    env = {**os.environ, "KNOBLAB_HOME": str(knoblab_home)}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(base_data), str(home)],
+                             stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        line = child.stdout.readline()
+        assert line, f"the child did not start a sandbox (exit {child.poll()})"
+        pid_text, private_dir, socket_dir = line.split()
+        pid = int(pid_text)
+        assert private_dir in _cmdline(pid)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        assert _wait_gone(pid, private_dir, 10.0), "the server outlived its killed owner"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+    # Its private directories stay behind; the next reap_orphans() removes them.
+    assert Path(private_dir, "owner.json").exists()
+    assert reap_orphans(home) == 0  # nothing was running any more
+    assert not Path(private_dir).exists()
+    assert not Path(socket_dir).exists()
+
+
+def test_reap_orphans_kills_only_servers_whose_owner_died(binary, base_data, tmp_path):
+    home = tmp_path / "home"  # private: the counts below must see only this test's sandboxes
+    orphan = Sandbox(binary, base_data, {}, home=home)
+    kept = Sandbox(binary, base_data, {}, home=home)
+    orphan.start()
+    try:
+        kept.start()
+        owner_file = orphan.dir / "owner.json"
+        owner = json.loads(owner_file.read_text())
+        assert owner["owner_pid"] == os.getpid()
+        assert owner["server_pid"] == orphan.pid
+        owner["owner_pid"] = _dead_pid()
+        owner_file.write_text(json.dumps(owner))
+        orphan_process, orphan_dir = orphan.process, orphan.dir
+        orphan_socket_dir = orphan.socket_dir
+
+        assert reap_orphans(home) == 1
+        assert orphan_process.wait(timeout=10) == -signal.SIGKILL
+        assert not orphan_dir.exists()
+        assert not orphan_socket_dir.exists()
+        # A sandbox whose owner is alive (this process) is left alone.
+        assert kept.process.poll() is None
+        assert _query(kept, "SELECT 1", None) == ((1,),)
+        assert reap_orphans(home) == 0
+        assert kept.dir.exists()
+    finally:
+        orphan.stop()
+        kept.stop()
+    assert not kept.dir.exists()
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def test_scan_table_content(scan_server):
+    count, distinct, low, high, minimum, maximum = _query(
+        scan_server, "SELECT COUNT(*), COUNT(DISTINCT grp), MIN(LENGTH(slack)), "
+        "MAX(LENGTH(slack)), MIN(grp), MAX(grp) FROM dt2")[0]
+    assert count == 100_000
+    assert distinct == 100_000
+    assert (minimum, maximum) == (0, 99_999)
+    assert low >= 20 and high <= 50
+    assert _query(scan_server, "SELECT COUNT(*) FROM dt2 WHERE slack IS NULL")[0][0] == 0
+    (share,) = _query(scan_server, "SELECT AVG(slack LIKE 'a%') FROM dt2")[0]
+    assert 0.05 <= float(share) <= 0.075
+    # The helper table used to generate the rows is gone.
+    tables = {row[0] for row in _query(scan_server, "SHOW TABLES")}
+    assert tables == {"dt2"}
+    assert [p.name for p in SCAN.files(scan_server.datadir)] == ["dt2.MYD", "dt2.MYI"]
+
+
+def test_scan_table_sized_in_bytes(binary, knoblab_home):
+    size = 5 * 1024 * 1024
+    table = ScanTable(size_bytes=size)
+    data = derived_template(binary, table.key, table.build, knoblab_home)
+    with Sandbox(binary, data, {}, home=knoblab_home) as server:
+        (length,) = _query(
+            server, "SELECT DATA_LENGTH FROM information_schema.TABLES "
+            f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'dt2'")[0]
+        assert 0.9 * size <= int(length) <= 1.1 * size
+        (rows,) = _query(server, "SELECT COUNT(*) FROM dt2")[0]
+        assert rows <= 200_000
+
+
+def test_template_is_built_once_and_reused(binary, knoblab_home, scan_template):
+    ready = scan_template.parent / ".ready"
+    assert ready.exists()
+    before = (ready.stat().st_mtime_ns, scan_template.stat().st_mtime_ns)
+    calls = []
+    began = time.perf_counter()
+    again = derived_template(binary, SCAN.key, calls.append, knoblab_home)
+    elapsed = time.perf_counter() - began
+    assert again == scan_template
+    assert calls == []  # build was not called again
+    assert elapsed < 2.0
+    assert (ready.stat().st_mtime_ns, scan_template.stat().st_mtime_ns) == before
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def test_warm_measurement(scan_server):
+    measured = QueryWorkload(SCAN_SQL, cache="warm").measure(
+        scan_server, SCAN.files(scan_server.datadir), [])
+    assert measured.seconds > 0
+    assert measured.rows == 1
+    assert measured.details["cached_before"] >= 0.95
+    assert measured.details["session"] == {}
+    assert measured.details["regime"] in ("CPU-bound", "I/O-bound", "mixed")
+
+
+def test_cold_measurement_reads_from_disk(scan_server):
+    files = SCAN.files(scan_server.datadir)
+    measured = QueryWorkload(SCAN_SQL, cache="cold").measure(scan_server, files, [])
+    assert measured.seconds > 0
+    assert measured.rows == 1
+    assert measured.details["cached_before"] < 0.05
+    assert measured.details["read_bytes"] > 0
+    (count,) = _query(scan_server, SCAN_SQL)[0]
+    assert 5_000 <= count <= 7_500
+
+
+def test_timed_runs_reports_the_median_run(scan_server):
+    measured = QueryWorkload(SCAN_SQL, timed_runs=3).measure(
+        scan_server, SCAN.files(scan_server.datadir), ["read_buffer_size"])
+    runs = measured.details["runs"]
+    assert len(runs) == 3 and runs == sorted(runs)
+    assert round(measured.seconds, 6) == runs[1]
+    assert measured.details["session"] == {"read_buffer_size": "131072"}
+
+
+def test_cached_fraction_and_evict(tmp_path):
+    path = tmp_path / "blob.bin"
+    path.write_bytes(os.urandom(4 * 1024 * 1024))
+    assert len(path.read_bytes()) == 4 * 1024 * 1024
+    assert cached_fraction([path]) > 0.5
+    remaining = evict([path])
+    assert remaining < 0.05
+    assert cached_fraction([path]) < 0.05
+    path.read_bytes()
+    assert cached_fraction([path]) > 0.5
+    empty = tmp_path / "empty"
+    empty.touch()
+    assert cached_fraction([empty]) == 0.0
+
+
+def test_sql_error_raises_workload_error(scan_server):
+    with pytest.raises(WorkloadError) as caught:
+        QueryWorkload("SELECT no_such_column FROM dt2").measure(
+            scan_server, SCAN.files(scan_server.datadir), [])
+    assert "Unknown column 'no_such_column'" in str(caught.value)
+    # The server survives a failed statement.
+    assert _query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
