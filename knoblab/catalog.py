@@ -26,8 +26,8 @@ class Knob:
     type: str  # INT, BIGINT UNSIGNED, BOOLEAN, ENUM, SET, FLAGSET, DOUBLE, VARCHAR
     scope: str  # GLOBAL or SESSION (SESSION knobs have a global default too)
     default: str | None
-    minimum: float | None
-    maximum: float | None
+    minimum: int | float | None
+    maximum: int | float | None
     block_size: int | None
     choices: tuple[str, ...]
     dynamic: bool  # can be changed with SET GLOBAL on a running server
@@ -69,15 +69,23 @@ class Knob:
         text = str(raw)
         if any(c in text for c in "\n\r\0"):
             raise UserError(f"{where}: a value cannot contain line breaks")
-        if self.type == "ENUM":
+        if self.type == "ENUM" and self.choices:
             for choice in self.choices:
                 if choice.upper() == text.strip().upper():
                     return choice
             raise UserError(f"{where}: allowed {self.describe_range()}")
         if self.type in {"SET", "FLAGSET"} and self.choices:
             allowed = {c.upper() for c in self.choices}
-            parts = [p.strip().split("=")[0] for p in text.split(",") if p.strip()]
-            unknown = [p for p in parts if p.upper() not in allowed]
+            parts = [p.strip() for p in text.split(",") if p.strip()]
+            names = [p.split("=")[0] for p in parts]
+            unknown = [n for n in names if n.upper() not in allowed]
+            if self.type == "FLAGSET":
+                states = ("on", "off", "default")
+                bad = [p for p in parts if p.lower() != "default"
+                       and ("=" not in p or p.split("=", 1)[1].lower() not in states)]
+                if bad:
+                    raise UserError(f"{where}: write each flag as name=on, name=off or "
+                                    f"name=default (not {', '.join(bad)})")
             if unknown:
                 raise UserError(
                     f"{where}: unknown {', '.join(unknown)}; allowed {self.describe_range()}")
@@ -140,9 +148,14 @@ def _parse_integer(raw: Any, where: str) -> int:
     return parse_size(text, where)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Any) -> int | float | None:
+    """Exact integers (64-bit maxima do not survive a float), else a float, else None."""
     if value is None or value == "":
         return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        pass
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -61,7 +62,8 @@ class ConsoleListener:
             self.progress.advance(self.task)
 
     def close(self) -> None:
-        self.progress.stop()
+        if self.progress.live.is_started:
+            self.progress.stop()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))
         return args.func(args, store, home)
     except UserError as exc:
-        console.print(f"knoblab: {exc}", markup=False, highlight=False)
+        # Exactly one line, however long: scripts and CI logs grep for it.
+        print(f"knoblab: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         # A second Ctrl-C while servers shut down forces them down at once.
@@ -164,16 +167,22 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     print_report(result, out)
     for warning in result["warnings"]:
         out.print(f"warning: {warning}", style="yellow", markup=False)
-    folder = args.out or Path("knoblab-results") / f"{result['name']}-{run_id}"
-    folder.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", result["name"]).strip(".-")[:60] or "run"
+    folder = args.out or Path("knoblab-results") / f"{slug}-{run_id}"
     document = json.dumps(result, indent=2)
-    (folder / "result.json").write_text(document)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(document)
-    if any(p["n"] for p in result["points"]):
-        chart = write_chart(result, folder / "chart.png")
-        out.print(f"chart: {chart}   results: {folder / 'result.json'}", markup=False)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "result.json").write_text(document)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(document)
+        if any(p["n"] for p in result["points"]):
+            chart = write_chart(result, folder / "chart.png")
+            out.print(f"chart: {chart}   results: {folder / 'result.json'}", markup=False)
+    except OSError as exc:
+        raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
+                        f"the run is stored, write them elsewhere with: knoblab report {run_id} "
+                        "--out DIR") from None
     if all(p["verdict"] == "failed" for p in result["points"]):
         raise UserError("every configuration failed; see the errors above")
     return 0

@@ -182,7 +182,7 @@ def _title(result: dict) -> str:
     engine = f" {data['engine']}" if data.get("engine") else ""
     return (
         f"{result['name']} — {server.get('version', '?')} · {sql} ({work.get('cache', '?')} "
-        f"cache{reps}) · {rows}{size}{engine} · {result.get('regime', '?')}"
+        f"cache{reps}) · {rows}{size}{engine} · {result.get('regime') or '?'}"
     )
 
 

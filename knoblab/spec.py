@@ -88,12 +88,14 @@ class Spec:
 
 def load_spec(path: Path) -> Spec:
     try:
-        source = path.read_text()
+        source = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read spec {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file; save the spec as UTF-8 TOML") from None
     try:
         data = tomllib.loads(source)
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:  # TOMLDecodeError, and ValueError for absurd integers
         raise UserError(f"{path}: invalid TOML: {exc}") from None
     return parse_spec(data, source, default_name=path.stem)
 
@@ -117,6 +119,10 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
 
     if server.get("kind", "sandbox") != "sandbox":
         raise UserError(f"[server] kind = {server['kind']!r}: only \"sandbox\" is supported")
+    binary = server.get("binary")
+    if binary is not None and (not isinstance(binary, str) or not binary.strip()):
+        raise UserError(f"[server] binary = {binary!r}: give a name on PATH or a path, "
+                        "e.g. binary = \"/usr/sbin/mariadbd\"")
     config = server.get("config", {})
     if not isinstance(config, dict):
         raise UserError("[server.config] must be a table of setting = value")
@@ -157,7 +163,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     return Spec(
         name=str(data.get("name", default_name)),
         description=str(data.get("description", "")),
-        binary=server.get("binary"),
+        binary=binary,
         base_config=config,
         dataset=table,
         workload=QueryWorkload(sql=sql, cache=cache, timeout=timeout, timed_runs=timed_runs),
