@@ -221,8 +221,24 @@ def print_report(result: dict, console: Console) -> None:
         table.add_row(*cells)
     console.print(table)
     console.print(Text(conclusion_text(result)))
+    noise = noise_text(result)
+    if noise:
+        console.print(Text(noise, style="dim"))
     if any_changed:
         console.print(Text(_FOOTNOTE, style="dim"))
+
+
+def noise_text(result: dict) -> str:
+    """The machine's noise floor, from repeated timed runs on one server start."""
+    noise = result.get("noise")
+    if not noise:
+        return ""
+    text = (f"Noise: timed runs on one server start differed by {noise['spread_median']:.0%} "
+            f"(median over {noise['starts']} starts, at most {noise['spread_max']:.0%}).")
+    if noise["spread_median"] > result["statistics"]["min_effect"]:
+        text += (" That is more than the minimum effect: on this machine smaller differences "
+                 "need more repetitions or a quieter machine to show.")
+    return text
 
 
 # ----------------------------------------------------------------------------- chart

@@ -75,6 +75,7 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
                        "min_effect": judgement.min_effect,
                        "confidence": statistics.get("confidence", 0.95)},
         "points": points,
+        "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
         "warnings": _warnings(points),
     }
     best = points[judgement.best]["settings"] if judgement.best is not None else None
@@ -130,6 +131,20 @@ def _warnings(points: list[dict]) -> list[str]:
             warnings.append(f"the server applied the same {name} ({applied.pop()}) for every "
                             "value: this sweep measures noise")
     return warnings
+
+
+def _noise(done: list) -> dict[str, Any] | None:
+    """How much identical timed runs on one server start differ: the machine's noise floor."""
+    spreads = []
+    for trial in done:
+        runs = trial.details.get("runs") or []
+        if len(runs) > 1 and min(runs) > 0:
+            spreads.append(max(runs) / min(runs) - 1)
+    if not spreads:
+        return None
+    spreads.sort()
+    return {"starts": len(spreads), "spread_median": round(spreads[len(spreads) // 2], 4),
+            "spread_max": round(spreads[-1], 4)}
 
 
 def _mean(values: Any) -> float | None:

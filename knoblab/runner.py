@@ -141,40 +141,33 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
             requested, config = prepared.points[point_idx]
             label = ", ".join(f"{k}={v}" for k, v in requested.items())
             started = time.time()
+            outcome: dict[str, object]
             if point_idx in refused:
                 # The server refused this configuration before: it will again.
-                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                   position=position, status="failed", started_at=started,
-                                   details={"start_failed": True, "skipped": True},
-                                   error=refused[point_idx])
-                listener.trial(label, repetition, "failed", None, refused[point_idx])
-                continue
-            try:
-                value, effective, details = run_trial(prepared, config)
-            except ServerStartError as exc:
-                refused[point_idx] = str(exc)
-                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                   position=position, status="failed", started_at=started,
-                                   details={"start_failed": True}, error=str(exc))
-                listener.trial(label, repetition, "failed", None, str(exc))
-                continue
-            except (WorkloadError, pymysql.MySQLError) as exc:
-                # The server died or refused mid-measurement: this trial failed, the run goes on.
-                error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
-                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                   position=position, status="failed", started_at=started,
-                                   error=error)
-                listener.trial(label, repetition, "failed", None, error)
-                continue
-            except KeyboardInterrupt:
-                store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                   position=position, status="discarded", started_at=started,
-                                   error="interrupted")
-                raise
+                outcome = {"status": "failed", "error": refused[point_idx],
+                           "details": {"start_failed": True, "skipped": True}}
+            else:
+                try:
+                    value, effective, details = run_trial(prepared, config)
+                    outcome = {"status": "done", "value": value, "effective": effective,
+                               "details": details}
+                except ServerStartError as exc:
+                    refused[point_idx] = str(exc)
+                    outcome = {"status": "failed", "error": str(exc),
+                               "details": {"start_failed": True}}
+                except (WorkloadError, pymysql.MySQLError) as exc:
+                    # The server died or refused mid-measurement: the run goes on.
+                    error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
+                    outcome = {"status": "failed", "error": error}
+                except KeyboardInterrupt:
+                    store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                       position=position, status="discarded",
+                                       started_at=started, error="interrupted")
+                    raise
             store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                               position=position, status="done", started_at=started,
-                               value=value, effective=effective, details=details)
-            listener.trial(label, repetition, "done", value, None)
+                               position=position, started_at=started, **outcome)
+            listener.trial(label, repetition, outcome["status"], outcome.get("value"),
+                           outcome.get("error"))
     except KeyboardInterrupt:
         store.set_status(run_id, "interrupted", "interrupted by the user")
         raise

@@ -7,7 +7,13 @@ import itertools
 import pytest
 from rich.console import Console
 
-from knoblab.report import conclusion_text, point_label, print_report, write_chart
+from knoblab.report import (
+    conclusion_text,
+    noise_text,
+    point_label,
+    print_report,
+    write_chart,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -218,3 +224,14 @@ def test_write_chart_png(make, sweep, tmp_path):
     assert data[:8] == PNG_MAGIC
     assert len(data) > 10_000
     assert result == before  # presentation must not modify the results
+
+
+def test_noise_line_states_the_spread_and_warns_when_above_min_effect(sweep):
+    quiet = {**sweep, "noise": {"starts": 50, "spread_median": 0.012, "spread_max": 0.04}}
+    assert noise_text(quiet) == (
+        "Noise: timed runs on one server start differed by 1% (median over 50 starts, "
+        "at most 4%).")
+    loud = {**sweep, "noise": {"starts": 50, "spread_median": 0.22, "spread_max": 1.41}}
+    text = noise_text(loud)
+    assert "22%" in text and "141%" in text and "more repetitions" in text
+    assert noise_text({**sweep, "noise": None}) == ""
