@@ -9,7 +9,6 @@ as it ends; a run can be resumed and only the missing trials are run.
 from __future__ import annotations
 
 import random
-import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +128,7 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
 def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -> None:
     spec = prepared.spec
     order = plan_order(len(prepared.points), spec.repetitions, spec.statistics.seed)
+    store.discard_unfinished(run_id)
     finished = {(t.point_idx, t.repetition): t for t in store.trials(run_id)
                 if t.status in ("done", "failed")}
     refused: dict[int, str] = {t.point_idx: t.error or "" for t in finished.values()
@@ -140,7 +140,8 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                 continue
             requested, config = prepared.points[point_idx]
             label = ", ".join(f"{k}={v}" for k, v in requested.items())
-            started = time.time()
+            trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                         position=position)
             outcome: dict[str, object]
             if point_idx in refused:
                 # The server refused this configuration before: it will again.
@@ -160,12 +161,9 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                     error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
                     outcome = {"status": "failed", "error": error}
                 except KeyboardInterrupt:
-                    store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                       position=position, status="discarded",
-                                       started_at=started, error="interrupted")
+                    store.finish_trial(trial_id, status="discarded", error="interrupted")
                     raise
-            store.record_trial(run_id, point_idx=point_idx, repetition=repetition,
-                               position=position, started_at=started, **outcome)
+            store.finish_trial(trial_id, **outcome)
             listener.trial(label, repetition, outcome["status"], outcome.get("value"),
                            outcome.get("error"))
     except KeyboardInterrupt:

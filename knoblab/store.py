@@ -64,9 +64,28 @@ trials = sa.Table(
     sa.Index("trials_by_run", "run_id", "point_idx", "repetition"),
 )
 
+# Per-second reports of time-series workloads (sysbench), stored as each second arrives.
+seconds = sa.Table(
+    "seconds", metadata,
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
+    sa.Column("t", sa.Float, primary_key=True),  # seconds since the workload started
+    sa.Column("threads", sa.Integer),
+    sa.Column("tps", sa.Float),
+    sa.Column("qps", sa.Float),
+    sa.Column("reads", sa.Float),
+    sa.Column("writes", sa.Float),
+    sa.Column("other", sa.Float),
+    sa.Column("latency_ms", sa.Float),
+    sa.Column("errors", sa.Float),
+    sa.Column("reconnects", sa.Float),
+)
+SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
+                 "reconnects")
+
 
 @dataclass(frozen=True)
 class Trial:
+    id: int
     point_idx: int
     repetition: int
     position: int
@@ -110,17 +129,37 @@ class Store:
             ])
         return run_id
 
-    def record_trial(self, run_id: str, *, point_idx: int, repetition: int, position: int,
-                     status: str, started_at: float, value: float | None = None,
+    def begin_trial(self, run_id: str, *, point_idx: int, repetition: int,
+                    position: int) -> int:
+        """A trial row in status "running": per-second data can refer to it at once."""
+        with self.engine.begin() as conn:
+            result = conn.execute(trials.insert().values(
+                run_id=run_id, point_idx=point_idx, repetition=repetition, position=position,
+                status="running", started_at=time.time(), finished_at=time.time(),
+            ))
+            return int(result.inserted_primary_key[0])
+
+    def add_second(self, trial_id: int, t: float, **values: float) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(seconds.insert().values(trial_id=trial_id, t=t, **values))
+
+    def finish_trial(self, trial_id: int, *, status: str, value: float | None = None,
                      effective: dict[str, str] | None = None,
                      details: dict[str, Any] | None = None, error: str | None = None) -> None:
         with self.engine.begin() as conn:
-            conn.execute(trials.insert().values(
-                run_id=run_id, point_idx=point_idx, repetition=repetition, position=position,
-                status=status, started_at=started_at, finished_at=time.time(), value=value,
+            conn.execute(trials.update().where(trials.c.id == trial_id).values(
+                status=status, finished_at=time.time(), value=value,
                 effective=json.dumps(effective or {}), details=json.dumps(details or {}),
                 error=error,
             ))
+
+    def discard_unfinished(self, run_id: str) -> int:
+        """Trials left "running" by a process that died: not measurements, mark them so."""
+        with self.engine.begin() as conn:
+            result = conn.execute(trials.update().where(
+                (trials.c.run_id == run_id) & (trials.c.status == "running")
+            ).values(status="discarded", error="knoblab stopped during this trial"))
+            return result.rowcount
 
     def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         finished = time.time() if status != "running" else None
@@ -159,9 +198,20 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(trials.select().where(trials.c.run_id == run_id)
                                 .order_by(trials.c.position, trials.c.id)).mappings().all()
-        return [Trial(r["point_idx"], r["repetition"], r["position"], r["status"], r["value"],
-                      json.loads(r["effective"] or "{}"), json.loads(r["details"] or "{}"),
-                      r["error"]) for r in rows]
+        return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"], r["status"],
+                      r["value"], json.loads(r["effective"] or "{}"),
+                      json.loads(r["details"] or "{}"), r["error"]) for r in rows]
+
+    def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:
+        """Per-second reports of a run's trials, by trial id, in time order."""
+        query = (sa.select(seconds).join(trials, trials.c.id == seconds.c.trial_id)
+                 .where(trials.c.run_id == run_id).order_by(seconds.c.trial_id, seconds.c.t))
+        by_trial: dict[int, list[dict[str, float]]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                by_trial.setdefault(row["trial_id"], []).append(
+                    {k: row[k] for k in ("t", *SECOND_FIELDS)})
+        return by_trial
 
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:

@@ -248,9 +248,9 @@ def _stored_run(url: str, name: str = "stored") -> str:
     position = 0
     for repetition in range(3):
         for point, seconds in ((0, 1.0), (1, 0.5)):
-            store.record_trial(run_id, point_idx=point, repetition=repetition,
-                               position=position, status="done", started_at=1.0,
-                               value=seconds * (1 + repetition / 100),
+            trial = store.begin_trial(run_id, point_idx=point, repetition=repetition,
+                                      position=position)
+            store.finish_trial(trial, status="done", value=seconds * (1 + repetition / 100),
                                effective={"read_buffer_size": ["65536", "131072"][point]},
                                details={"regime": "CPU-bound"})
             position += 1
