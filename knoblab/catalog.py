@@ -19,6 +19,17 @@ from knoblab.units import format_size, parse_size
 
 INTEGER_TYPES = {"INT", "INT UNSIGNED", "BIGINT", "BIGINT UNSIGNED"}
 
+# Settings MariaDB dropped that articles and my.cnf files still recommend. The server only logs
+# "was removed" for some of them and starts anyway, so a sweep would measure noise.
+REMOVED_IN_MARIADB = {
+    "innodb_buffer_pool_instances": "MariaDB has one buffer pool since 10.5 (the setting was "
+                                    "ignored from 10.5.1 and removed in 10.6.0)",
+    "innodb_page_cleaners": "MariaDB has one page cleaner since 10.5 (the setting was ignored "
+                            "from 10.5.1 and removed in 10.6.0)",
+    "innodb_log_files_in_group": "MariaDB has a single redo log file since 10.5",
+    "innodb_thread_concurrency": "MariaDB no longer has InnoDB thread throttling (10.6 and later)",
+}
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -112,8 +123,12 @@ class Catalog:
         related = [k for k in self.knobs if all(w in k for w in words[:2])] if words else []
         suggestions = list(dict.fromkeys(close + sorted(related)[:3]))[:4]
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        why = ""
+        if key in REMOVED_IN_MARIADB and "mariadb" in self.server_version.lower():
+            why = (f": {REMOVED_IN_MARIADB[key]}; to study it, set [server] binary to a MySQL "
+                   "server that has it")
         raise UserError(
-            f"{name!r} is not a setting of {self.server_version}{hint} "
+            f"{name!r} is not a setting of {self.server_version}{why}{hint} "
             f"(list them with: knoblab knobs PATTERN)"
         )
 

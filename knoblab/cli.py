@@ -38,6 +38,7 @@ class ConsoleListener:
             console=console, transient=False,
         )
         self.task: int | None = None
+        self.unit = "s"
         self.dataset_task: int | None = None
 
     def message(self, text: str) -> None:
@@ -49,17 +50,27 @@ class ConsoleListener:
             self.dataset_task = self.progress.add_task("building dataset", total=total)
         self.progress.update(self.dataset_task, completed=done)
 
-    def plan(self, total: int, done: int) -> None:
+    def plan(self, total: int, done: int, unit: str) -> None:
+        self.unit = unit
         self.progress.start()
         self.task = self.progress.add_task("measuring", total=total, completed=done)
 
     def trial(self, label: str, repetition: int, status: str, value: float | None,
               error: str | None) -> None:
-        shown = f"{value:.4f} s" if value is not None else f"failed: {error}"
+        if value is None:
+            shown = f"failed: {error}"
+        else:
+            shown = f"{value:,.1f} tps" if self.unit == "tps" else f"{value:.4f} s"
         console.print(f"  {label:<40} #{repetition + 1:<3} {shown}", markup=False,
                       highlight=False)
         if self.task is not None:
             self.progress.advance(self.task)
+
+    def second(self, label: str, second: object) -> None:
+        # The live readout of a time-series run: the latest second's throughput.
+        if self.task is not None:
+            self.progress.update(self.task, description=(
+                f"measuring  {label}  {second.t:>4.0f} s  {second.tps:>9,.0f} tps"))
 
     def close(self) -> None:
         if self.progress.live.is_started:
@@ -159,7 +170,7 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
-    from knoblab.report import print_report, write_chart
+    from knoblab.report import print_report, write_charts
     from knoblab.results import build_results
 
     result = build_results(store, run_id)
@@ -177,8 +188,9 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(document)
         if any(p["n"] for p in result["points"]):
-            chart = write_chart(result, folder / "chart.png")
-            out.print(f"chart: {chart}   results: {folder / 'result.json'}", markup=False)
+            charts = write_charts(result, folder)
+            out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
+        out.print(f"results: {folder / 'result.json'}", markup=False)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the run is stored, write them elsewhere with: knoblab report {run_id} "

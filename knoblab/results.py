@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from knoblab import stats
+import numpy as np
+from scipy import stats as scipy_stats
+
+from knoblab import stats, timeseries
 from knoblab.store import Store
 
 
@@ -21,74 +24,197 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
     statistics = info.get("statistics", {})
-    samples = {
-        idx: [t.value for t in by_point[idx] if t.status == "done" and t.value is not None]
-        for idx in range(len(point_list))
-    }
-    judgement = stats.judge(
-        samples, direction="minimize", min_effect=statistics.get("min_effect", 0.03),
-        alpha=statistics.get("alpha", 0.05), test=statistics.get("test", "welch-log"),
-        confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
-    )
+    time_series = info.get("workload", {}).get("kind") == "sysbench"
+    # Thread counts are compared within themselves: the best setting may differ per count.
+    slices = [k for k in ("threads",) if time_series and point_list and k in point_list[0][0]]
+    if time_series:
+        seconds = store.seconds(run["id"])
+        evidence = {idx: _series_evidence(by_point[idx], seconds, statistics)
+                    for idx in range(len(point_list))}
+        samples = {idx: evidence[idx]["samples"] for idx in evidence}
+    else:
+        samples = {idx: [t.value for t in by_point[idx] if t.status == "done"]
+                   for idx in range(len(point_list))}
+    direction = "maximize" if time_series else "minimize"
+    verdicts, judgements = _judge_slices(samples, point_list, slices, direction, statistics)
     defaults = info.get("defaults", {})
     points = []
     for idx, (requested, config) in enumerate(point_list):
-        verdict = judgement.verdicts[idx]
+        verdict = verdicts[idx]
         done = [t for t in by_point[idx] if t.status == "done"]
         failed = [t for t in by_point[idx] if t.status == "failed"]
-        summary = verdict.summary
-        regimes = Counter(t.details.get("regime") for t in done if t.details.get("regime"))
-        points.append({
+        point = {
             "settings": requested,
             "config": config,
-            "effective": _effective(done, list(requested)),
+            "effective": _effective(done, list(config)),
             "is_default": bool(defaults) and all(defaults.get(k) == v for k, v in config.items()),
             "n": len(done),
             "failed": len(failed),
-            "median": summary.median if summary else None,
-            "ci95": [summary.ci_low, summary.ci_high] if summary else None,
-            "mean": summary.mean if summary else None,
-            "stdev": summary.stdev if summary else None,
-            "samples": [t.value for t in done],
             "ratio_to_best": verdict.ratio_to_best,
             "p_value": verdict.p_adjusted,
             "verdict": verdict.verdict,
-            "regime": regimes.most_common(1)[0][0] if regimes else None,
-            "cpu_share": _mean(t.details.get("cpu_share") for t in done),
-            "iowait_share": _mean(t.details.get("iowait_share") for t in done),
-            "read_mb": _mean((t.details.get("read_bytes") or 0) / 1e6 for t in done),
             "errors": sorted({t.error for t in failed if t.error}),
-        })
+        }
+        if time_series:
+            point.update(evidence[idx])
+        else:
+            point.update(_timing_evidence(done, verdict.summary))
+        points.append(point)
     result = {
         "run_id": run["id"],
         "name": run["name"],
         "kind": run["kind"],
         "status": run["status"],
-        "objective": {"metric": "seconds", "direction": "minimize"},
+        "objective": {"metric": "tps" if time_series else "seconds", "direction": direction},
         "server": {"binary": run["server_binary"], "version": run["server_version"]},
         "workload": info.get("workload", {}),
         "dataset": info.get("dataset", {}),
-        "knobs": info.get("knobs", []),
+        "steady": info.get("steady"),
+        "knobs": list(point_list[0][0]) if point_list else [],
+        "slices": slices,
         "base": info.get("base", {}),
         "regime": _overall_regime(points),
-        "statistics": {"test": judgement.test, "alpha": judgement.alpha,
-                       "min_effect": judgement.min_effect,
+        "statistics": {"test": statistics.get("test", "welch-log"),
+                       "alpha": statistics.get("alpha", 0.05),
+                       "min_effect": statistics.get("min_effect", 0.03),
                        "confidence": statistics.get("confidence", 0.95)},
         "points": points,
         "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
         "warnings": _warnings(points),
     }
-    best = points[judgement.best]["settings"] if judgement.best is not None else None
-    result["conclusion"] = {
-        "significant": judgement.significant,
-        "best": best,
-        "recommended": _recommended(points, judgement),
-        "text": "",
-    }
+    result["conclusion"] = _conclusion(points, judgements, slices)
     from knoblab.report import conclusion_text  # presentation lives in report
 
     result["conclusion"]["text"] = conclusion_text(result)
     return result
+
+
+SliceJudgement = tuple[dict[str, str], list[int], stats.Judgement]
+
+
+def _judge_slices(samples: dict[int, list[float]], point_list: list, slices: list[str],
+                  direction: str, statistics: dict[str, Any]
+                  ) -> tuple[dict[int, stats.Verdict], list[SliceJudgement]]:
+    """Verdicts judged within each slice (all points form one slice when there are none)."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for idx, (requested, _) in enumerate(point_list):
+        groups[tuple(requested[k] for k in slices)].append(idx)
+    verdicts: dict[int, stats.Verdict] = {}
+    judgements = []
+    for key, members in groups.items():
+        judgement = stats.judge(
+            {idx: samples[idx] for idx in members}, direction=direction,
+            min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
+            test=statistics.get("test", "welch-log"),
+            confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
+        )
+        verdicts.update({v.key: v for v in judgement.verdicts})
+        judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
+    return verdicts, judgements
+
+
+def _conclusion(points: list[dict], judgements: list[SliceJudgement],
+                slices: list[str]) -> dict[str, Any]:
+    parts = []
+    for slice_values, members, judgement in judgements:
+        group = [points[i] for i in members]
+        parts.append({
+            "slice": slice_values,
+            "significant": judgement.significant,
+            "best": points[judgement.best]["settings"] if judgement.best is not None else None,
+            "recommended": _recommended(group, judgement.significant,
+                                        None if judgement.best is None else points[judgement.best]),
+        })
+    if not slices:
+        return {**{k: v for k, v in parts[0].items() if k != "slice"}, "text": ""} if parts \
+            else {"significant": False, "best": None, "recommended": None, "text": ""}
+    # Several slices: no single best; each slice has its own.
+    return {"significant": any(p["significant"] for p in parts), "best": None,
+            "recommended": None, "by_slice": parts, "text": ""}
+
+
+def _timing_evidence(done: list, summary: stats.Summary | None) -> dict[str, Any]:
+    regimes = Counter(t.details.get("regime") for t in done if t.details.get("regime"))
+    return {
+        "median": summary.median if summary else None,
+        "ci95": [summary.ci_low, summary.ci_high] if summary else None,
+        "mean": summary.mean if summary else None,
+        "stdev": summary.stdev if summary else None,
+        "samples": [t.value for t in done],
+        "regime": regimes.most_common(1)[0][0] if regimes else None,
+        "cpu_share": _mean(t.details.get("cpu_share") for t in done),
+        "iowait_share": _mean(t.details.get("iowait_share") for t in done),
+        "read_mb": _mean((t.details.get("read_bytes") or 0) / 1e6 for t in done),
+    }
+
+
+def _series_evidence(trials: list, seconds: dict[int, list[dict]],
+                     statistics: dict[str, Any]) -> dict[str, Any]:
+    """Steady-state throughput of a point's trials, pooled, with its batch means for the test."""
+    series, windows = [], []
+    for trial in trials:
+        if trial.status not in ("done", "failed"):
+            continue
+        rows = seconds.get(trial.id, [])
+        steady = trial.details.get("steady") or {}
+        window = [steady.get("start", 0), steady.get("end", len(rows))]
+        series.append({"repetition": trial.repetition, "status": trial.status,
+                       "t": [r["t"] for r in rows], "tps": [r["tps"] for r in rows],
+                       "steady": window})
+        if trial.status == "done" and rows:
+            windows.append([r["tps"] for r in rows][window[0]:window[1]])
+    done = [t for t in trials if t.status == "done"]
+    evidence: dict[str, Any] = {"series": series, "samples": [], "regime": None}
+    if not windows:
+        return {**evidence, "mean": None, "median": None, "stdev": None, "cv": None,
+                "ci95": None, "latency_p95_ms": None, "latency_p99_ms": None,
+                "stall_seconds": 0, "zero_seconds": 0, "longest_stall": 0, "sql_errors": 0,
+                "reconnects": 0}
+    pooled = np.concatenate([np.asarray(w, dtype=float) for w in windows])
+    size = max(timeseries.batch_size(w) for w in windows)
+    batches = [m for w in windows for m in timeseries.batch_means(w, size)] or \
+        [float(np.mean(w)) for w in windows]
+    # The unit of replication is the server start: starts differ by a few percent, so seconds
+    # (or batches) of one start are not independent samples of the configuration. With one
+    # start per value only batch means remain, and they compare runs, not configurations.
+    starts = [float(np.mean(w)) for w in windows]
+    samples = starts if len(starts) >= 2 else batches
+    mean = float(pooled.mean())
+    stdev = float(pooled.std(ddof=1)) if pooled.size > 1 else 0.0
+    steadies = [t.details.get("steady", {}) for t in done]
+    return {
+        **evidence,
+        "samples": samples,
+        "compared": "server starts" if len(starts) >= 2 else "batch means of one start",
+        "mean": mean,
+        "median": float(np.median(pooled)),
+        "stdev": stdev,
+        "cv": stdev / mean if mean else None,
+        "ci95": _mean_interval(samples, statistics.get("confidence", 0.95)),
+        "latency_p95_ms": _median(t.details.get("latency_p95_ms") for t in done),
+        "latency_p99_ms": _median(t.details.get("latency_p99_ms") for t in done),
+        "stall_seconds": sum(s.get("stall_seconds", 0) for s in steadies),
+        "zero_seconds": sum(s.get("zero_seconds", 0) for s in steadies),
+        "longest_stall": max((s.get("longest_stall", 0) for s in steadies), default=0),
+        "sql_errors": round(sum(t.details.get("errors", 0) for t in done)),
+        "reconnects": round(sum(t.details.get("reconnects", 0) for t in done)),
+    }
+
+
+def _mean_interval(batches: list[float], confidence: float) -> list[float]:
+    """t-interval of the mean from batch means (near-independent, unlike the raw seconds)."""
+    k = len(batches)
+    mean = float(np.mean(batches))
+    if k < 2:
+        return [mean, mean]
+    half = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1) * np.std(batches, ddof=1)
+                 / np.sqrt(k))
+    return [mean - half, mean + half]
+
+
+def _median(values: Any) -> float | None:
+    items = [v for v in values if v is not None]
+    return float(np.median(items)) if items else None
 
 
 def _effective(done: list, knobs: list[str]) -> dict[str, str]:
@@ -102,16 +228,17 @@ def _effective(done: list, knobs: list[str]) -> dict[str, str]:
     return {name: " / ".join(v) for name, v in values.items()}
 
 
-def _recommended(points: list[dict], judgement: stats.Judgement) -> dict[str, str] | None:
+def _recommended(points: list[dict], significant: bool,
+                 best: dict | None) -> dict[str, str] | None:
     """The default when it is among the best (no change needed), else the best point."""
-    if judgement.best is None:
+    if best is None:
         return None
     for point in points:
         if point["is_default"] and point["verdict"] in ("best", "indistinguishable"):
             return point["settings"]
-    if not judgement.significant:
+    if not significant:
         return None  # nothing measurably better: keep what is configured now
-    return points[judgement.best]["settings"]
+    return best["settings"]
 
 
 def _overall_regime(points: list[dict]) -> str | None:
@@ -123,8 +250,12 @@ def _overall_regime(points: list[dict]) -> str | None:
 
 def _warnings(points: list[dict]) -> list[str]:
     warnings = []
+    if any(p.get("compared") == "batch means of one start" for p in points):
+        warnings.append("some values ran on a single server start: their tests compare runs, "
+                        "and a difference between starts (often a few percent) is not "
+                        "separated from the setting's effect; use repetitions >= 2")
     live = [p for p in points if p["n"]]
-    knobs = list(live[0]["settings"]) if live else []
+    knobs = list(live[0]["config"]) if live else []
     for name in knobs:
         applied = {p["effective"].get(name) for p in live}
         if len(live) > 1 and len(applied) == 1:

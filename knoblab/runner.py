@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -26,18 +27,21 @@ from knoblab.server.sandbox import (
     derived_template,
     reap_orphans,
 )
-from knoblab.spec import Spec, parse_spec
-from knoblab.store import Store
+from knoblab.spec import Spec, Steady, parse_spec
+from knoblab.store import SECOND_FIELDS, Store
+from knoblab.timeseries import summarize_series
 from knoblab.units import format_size
 from knoblab.workloads.query import WorkloadError
+from knoblab.workloads.sysbench import Second, SysbenchWorkload, histogram_percentile
 
 
 class Listener(Protocol):
     def message(self, text: str) -> None: ...
     def dataset_progress(self, done: int, total: int) -> None: ...
-    def plan(self, total: int, done: int) -> None: ...
+    def plan(self, total: int, done: int, unit: str) -> None: ...
     def trial(self, label: str, repetition: int, status: str, value: float | None,
               error: str | None) -> None: ...
+    def second(self, label: str, second: Second) -> None: ...
 
 
 @dataclass
@@ -70,12 +74,23 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
     binary = find_binary(spec.binary)
     catalog = catalog_for(binary, home)
     base, points = spec.points(catalog)
-    _check_settable(catalog, [*base, *points[0].requested])
-    key = spec.dataset.key
-    listener.message(f"dataset: {spec.dataset.table} ({_dataset_size(spec)}, "
-                     f"{spec.dataset.engine}); built once, then reused")
-    template = derived_template(
-        binary, key, lambda server: spec.dataset.build(server, listener.dataset_progress), home)
+    _check_settable(catalog, [*base, *points[0].config])
+    if isinstance(spec.workload, SysbenchWorkload):
+        statements = base.get("max_prepared_stmt_count",
+                              catalog.knobs["max_prepared_stmt_count"].default)
+        spec.workload.validate(max_prepared_stmt_count=int(statements))
+        work = spec.workload
+        listener.message(f"data: sysbench {work.tables} tables × {work.table_size:,} rows; "
+                         "prepared once, then reused")
+        key, build = f"sysbench-{work.prepare_key()}", work.prepare
+    else:
+        dataset = spec.dataset
+        listener.message(f"dataset: {dataset.table} ({_dataset_size(spec)}, "
+                         f"{dataset.engine}); built once, then reused")
+        key = dataset.key
+        def build(server: Sandbox) -> None:
+            dataset.build(server, listener.dataset_progress)
+    template = derived_template(binary, key, build, home)
     return Prepared(spec, binary, catalog, base,
                     [(p.requested, p.config) for p in points], template)
 
@@ -84,7 +99,7 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
     prepared = prepare(spec, home, listener)
     knobs = list(prepared.points[0][0])
     defaults = {}
-    for name in knobs:
+    for name in prepared.points[0][1]:
         default = prepared.catalog.knobs[name].default
         try:
             defaults[name] = prepared.catalog.knobs[name].normalize(default)
@@ -95,10 +110,10 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
         server_binary=str(prepared.binary.path), server_version=prepared.binary.short_version,
         info={
             "knobs": knobs, "defaults": defaults, "base": prepared.base,
-            "dataset": spec.dataset.describe(prepared.template),
-            "workload": {"kind": "query", "sql": spec.workload.sql, "cache": spec.workload.cache,
-                         "repetitions": spec.repetitions,
-                         "timed_runs": spec.workload.timed_runs},
+            "dataset": spec.dataset.describe(prepared.template) if spec.dataset else {},
+            "workload": {"kind": spec.kind, "repetitions": spec.repetitions,
+                         **_workload_info(spec)},
+            "steady": vars(spec.steady) if spec.steady else None,
             "statistics": vars(spec.statistics),
         },
         point_list=prepared.points,
@@ -133,7 +148,7 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                 if t.status in ("done", "failed")}
     refused: dict[int, str] = {t.point_idx: t.error or "" for t in finished.values()
                                if t.status == "failed" and (t.details or {}).get("start_failed")}
-    listener.plan(len(order), len(finished))
+    listener.plan(len(order), len(finished), "tps" if spec.kind == "sysbench" else "s")
     try:
         for position, (point_idx, repetition) in enumerate(order):
             if (point_idx, repetition) in finished:
@@ -148,8 +163,15 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                 outcome = {"status": "failed", "error": refused[point_idx],
                            "details": {"start_failed": True, "skipped": True}}
             else:
+                def on_second(second: Second, trial_id: int = trial_id,
+                              label: str = label) -> None:
+                    store.add_second(trial_id, second.t, **{
+                        f: getattr(second, f) for f in SECOND_FIELDS})
+                    listener.second(label, second)
+
                 try:
-                    value, effective, details = run_trial(prepared, config)
+                    value, effective, details = run_trial(prepared, requested, config,
+                                                          on_second)
                     outcome = {"status": "done", "value": value, "effective": effective,
                                "details": details}
                 except ServerStartError as exc:
@@ -178,10 +200,12 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     store.set_status(run_id, "done")
 
 
-def run_trial(prepared: Prepared, config: dict[str, str]
+def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, str],
+              on_second: Callable[[Second], None]
               ) -> tuple[float, dict[str, str], dict[str, object]]:
     """Start a sandbox with the base settings plus this point's, measure once, stop it."""
     catalog = prepared.catalog
+    workload = prepared.spec.workload
     settings = {**prepared.base, **config}
     at_start = {k: v for k, v in settings.items() if catalog.knobs[k].startup_option}
     after_start = {k: v for k, v in settings.items() if k not in at_start}
@@ -198,12 +222,55 @@ def run_trial(prepared: Prepared, config: dict[str, str]
             finally:
                 conn.close()
         effective = server.global_values(list(settings))
-        measurement = prepared.spec.workload.measure(
-            server, prepared.spec.dataset.files(server.datadir), session_knobs)
-        details = {**measurement.details, "rows": measurement.rows,
-                   "copy_seconds": round(server.copy_seconds, 3),
-                   "start_seconds": round(server.start_seconds, 3)}
-    return measurement.seconds, effective, details
+        if isinstance(workload, SysbenchWorkload):
+            threads = int(requested.get("threads", workload.threads))
+            value, details = _run_sysbench(prepared.spec, server, threads, on_second)
+        else:
+            measurement = workload.measure(
+                server, prepared.spec.dataset.files(server.datadir), session_knobs)
+            value, details = measurement.seconds, {**measurement.details,
+                                                   "rows": measurement.rows}
+        details.update(copy_seconds=round(server.copy_seconds, 3),
+                       start_seconds=round(server.start_seconds, 3))
+    return value, effective, details
+
+
+def _run_sysbench(spec: Spec, server: Sandbox, threads: int,
+                  on_second: Callable[[Second], None]) -> tuple[float, dict[str, object]]:
+    """One sysbench run; the trial's value is its steady-state mean throughput."""
+    result = spec.workload.run(server, on_second, threads=threads)
+    if result.error is not None or not result.seconds:
+        # The seconds already stored stay with the trial, marked failed.
+        raise WorkloadError(f"sysbench failed after {len(result.seconds)} s: "
+                            f"{result.error or 'no per-second report'}")
+    steady = spec.steady or Steady()
+    series = summarize_series([s.tps for s in result.seconds], warmup=steady.warmup,
+                              last=steady.window, stall_fraction=steady.stall_fraction)
+    summary = result.summary
+    details: dict[str, object] = {
+        "threads": threads, "steady": asdict(series),
+        "errors": sum(s.errors for s in result.seconds),
+        "reconnects": sum(s.reconnects for s in result.seconds),
+    }
+    if summary is not None:
+        details.update(
+            transactions=summary.transactions, sysbench_tps=summary.tps,
+            latency_avg_ms=summary.latency_avg_ms, latency_max_ms=summary.latency_max_ms,
+            latency_p95_ms=histogram_percentile(summary.histogram, 95)
+            if summary.histogram else None,
+            latency_p99_ms=histogram_percentile(summary.histogram, 99)
+            if summary.histogram else None,
+        )
+    return series.mean, details
+
+
+def _workload_info(spec: Spec) -> dict[str, object]:
+    work = spec.workload
+    if isinstance(work, SysbenchWorkload):
+        return {"test": work.test, "threads": work.threads, "tables": work.tables,
+                "table_size": work.table_size, "rand_type": work.rand_type,
+                "duration": work.duration, "rate": work.rate, "options": dict(work.options)}
+    return {"sql": work.sql, "cache": work.cache, "timed_runs": work.timed_runs}
 
 
 def _check_settable(catalog: Catalog, names: list[str]) -> None:

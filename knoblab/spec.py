@@ -18,15 +18,32 @@ from knoblab.errors import UserError
 from knoblab.units import parse_size
 from knoblab.workloads.dataset import ScanTable
 from knoblab.workloads.query import CACHE_MODES, QueryWorkload
+from knoblab.workloads.sysbench import SysbenchWorkload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "statistics"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config"},
     "dataset": {"kind", "rows", "size", "engine"},
-    "workload": {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
 }
-TESTS = ("welch-log", "mann-whitney")
+WORKLOAD_KEYS = {
+    "query": {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"},
+    "sysbench": {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration",
+                 "rate", "percentile", "warmup", "window", "stall_fraction", "repetitions",
+                 "timeout", "options"},
+}
+# Sweepable parameters of the workload itself, beside the server's settings.
+WORKLOAD_SWEEPS = {"sysbench": {"threads"}}
+TESTS = ("welch-log", "welch", "mann-whitney")
+
+
+@dataclass(frozen=True)
+class Steady:
+    """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
+
+    warmup: int | None = None  # seconds; None = detected (MSER-5)
+    window: int | None = None  # the last N seconds; None = everything after the warm-up
+    stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
 
 
 @dataclass(frozen=True)
@@ -52,12 +69,17 @@ class Spec:
     description: str
     binary: str | None
     base_config: dict[str, Any]
-    dataset: ScanTable
-    workload: QueryWorkload
+    dataset: ScanTable | None  # None for sysbench, which prepares its own tables
+    workload: QueryWorkload | SysbenchWorkload
     repetitions: int
     sweep: dict[str, list[Any]]
     statistics: Statistics
+    steady: Steady | None = None  # time-series workloads only
     source: str = field(default="", repr=False)
+
+    @property
+    def kind(self) -> str:
+        return "sysbench" if isinstance(self.workload, SysbenchWorkload) else "query"
 
     def points(self, catalog: Catalog) -> tuple[dict[str, str], list[Point]]:
         """Validated base settings and the grid of swept points; UserError on anything wrong."""
@@ -67,6 +89,9 @@ class Spec:
             base[knob.name] = knob.normalize(raw)
         axes = []
         for name, values in self.sweep.items():
+            if name in WORKLOAD_SWEEPS.get(self.kind, ()):
+                axes.append(_workload_axis(name, values))
+                continue
             knob = catalog.knob(name)
             if knob.name in base:
                 raise UserError(f"{knob.name} is both in [server.config] and [sweep]; keep one")
@@ -81,8 +106,10 @@ class Spec:
                 axis.append((knob.name, _as_text(raw), value))
             axes.append(axis)
         points = []
+        workload_params = WORKLOAD_SWEEPS.get(self.kind, set())
         for combo in itertools.product(*axes):
-            points.append(Point({n: r for n, r, _ in combo}, {n: v for n, _, v in combo}))
+            points.append(Point({n: r for n, r, _ in combo},
+                                {n: v for n, _, v in combo if n not in workload_params}))
         return base, points
 
 
@@ -106,6 +133,10 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     dataset = _section(data, "dataset")
     workload = _section(data, "workload")
     statistics = _section(data, "statistics")
+    kind = workload.get("kind", "query")
+    if not isinstance(kind, str) or kind not in WORKLOAD_KEYS:
+        raise UserError(f"[workload] kind = {kind!r}: use \"query\" or \"sysbench\"")
+    _check_keys("[workload]", workload, WORKLOAD_KEYS[kind])
     sweep = data.get("sweep")
     if not isinstance(sweep, dict) or not sweep:
         raise UserError("[sweep]: give at least one setting with a list of values, "
@@ -127,34 +158,29 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     if not isinstance(config, dict):
         raise UserError("[server.config] must be a table of setting = value")
 
-    if dataset.get("kind", "scan-table") != "scan-table":
-        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
-                        "\"scan-table\"")
-    rows = dataset.get("rows")
-    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
-        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
-    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
-    table = ScanTable(rows=rows, size_bytes=size,
-                      engine=_text(dataset, "engine", "dataset", "MyISAM"))
-
-    if workload.get("kind", "query") != "query":
-        raise UserError(f"[workload] kind = {workload['kind']!r}: supported is \"query\"")
-    sql = _text(workload, "sql", "workload", "")
-    if not sql.strip():
-        raise UserError("[workload] sql: give the statement to time, e.g. "
-                        "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
-    cache = _text(workload, "cache", "workload", "warm")
-    if cache not in CACHE_MODES:
-        raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
-    repetitions = _number(workload, "repetitions", "workload", 5, int, 1, 10_000)
-    timeout = _number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0)
-    timed_runs = _number(workload, "timed_runs", "workload", 1, int, 1, 1000)
+    repetitions = _number(workload, "repetitions", "workload", 5 if kind == "query" else 1,
+                          int, 1, 10_000)
+    steady = None
+    if kind == "query":
+        table = _scan_table(dataset)
+        work: QueryWorkload | SysbenchWorkload = _query_workload(workload)
+    else:
+        if dataset:
+            raise UserError("[dataset]: sysbench prepares its own tables; set tables and "
+                            "table_size in [workload] and remove [dataset]")
+        table = None
+        work, steady = _sysbench_workload(workload)
+    for name in sweep:
+        if name in {"sql", "cache", "tables", "table_size", "duration", "rand_type"}:
+            raise UserError(f"[sweep] {name}: only server settings"
+                            f"{' and threads' if kind == 'sysbench' else ''} can be swept")
 
     stats = Statistics(
         min_effect=_number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
         alpha=_number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
         confidence=_number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
-        test=_text(statistics, "test", "statistics", "welch-log"),
+        # Times: effects multiply (log scale). Throughput batch means: plain Welch.
+        test=_text(statistics, "test", "statistics", "welch-log" if kind == "query" else "welch"),
         seed=_number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
     )
     if stats.test not in TESTS:
@@ -166,19 +192,95 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         binary=binary,
         base_config=config,
         dataset=table,
-        workload=QueryWorkload(sql=sql, cache=cache, timeout=timeout, timed_runs=timed_runs),
+        workload=work,
         repetitions=repetitions,
         sweep=sweep,
         statistics=stats,
+        steady=steady,
         source=source,
     )
+
+
+def _scan_table(dataset: dict[str, Any]) -> ScanTable:
+    if dataset.get("kind", "scan-table") != "scan-table":
+        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
+                        "\"scan-table\"")
+    rows = dataset.get("rows")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
+    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
+    return ScanTable(rows=rows, size_bytes=size,
+                     engine=_text(dataset, "engine", "dataset", "MyISAM"))
+
+
+def _query_workload(workload: dict[str, Any]) -> QueryWorkload:
+    sql = _text(workload, "sql", "workload", "")
+    if not sql.strip():
+        raise UserError("[workload] sql: give the statement to time, e.g. "
+                        "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
+    cache = _text(workload, "cache", "workload", "warm")
+    if cache not in CACHE_MODES:
+        raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
+    return QueryWorkload(
+        sql=sql, cache=cache,
+        timeout=_number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0),
+        timed_runs=_number(workload, "timed_runs", "workload", 1, int, 1, 1000),
+    )
+
+
+def _sysbench_workload(workload: dict[str, Any]) -> tuple[SysbenchWorkload, Steady]:
+    def integer(key: str, default: int, low: int, high: int) -> int:
+        return _number(workload, key, "workload", default, int, low, high)
+
+    options = workload.get("options", {})
+    if not isinstance(options, dict) or any(
+            not isinstance(v, str | int | float | bool) for v in options.values()):
+        raise UserError("[workload.options] must be a table of sysbench option = value, "
+                        "e.g. db_ps_mode = \"disable\"")
+    warmup = workload.get("warmup", "auto")
+    if warmup != "auto":
+        warmup = integer("warmup", 0, 0, 10**7)
+    window = integer("window", 0, 0, 10**7)
+    duration = integer("duration", 60, 1, 10**7)
+    sysbench = SysbenchWorkload(
+        test=_text(workload, "test", "workload", "oltp_read_write"),
+        threads=integer("threads", 8, 1, 100_000),
+        tables=integer("tables", 4, 1, 100_000),
+        table_size=integer("table_size", 100_000, 1, 10**10),
+        rand_type=_text(workload, "rand_type", "workload", "uniform"),
+        duration=duration,
+        rate=integer("rate", 0, 0, 10**9),
+        percentile=integer("percentile", 99, 1, 100),
+        options=tuple(sorted((str(k), _as_text(v)) for k, v in options.items())),
+    )
+    steady = Steady(
+        warmup=None if warmup == "auto" else warmup,
+        window=window or None,
+        stall_fraction=_number(workload, "stall_fraction", "workload", 0.10, float, 0.0, 1.0),
+    )
+    if steady.warmup is not None and steady.warmup >= duration:
+        raise UserError(f"[workload] warmup = {steady.warmup}: must be shorter than the "
+                        f"duration ({duration} s)")
+    return sysbench, steady
+
+
+def _workload_axis(name: str, values: list[Any]) -> list[tuple[str, str, str]]:
+    axis = []
+    for raw in values:
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+            raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at least 1")
+        if any(value == str(raw) for _, _, value in axis):
+            raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
+        axis.append((name, str(raw), str(raw)))
+    return axis
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
     section = data.get(name, {})
     if not isinstance(section, dict):
         raise UserError(f"[{name}] must be a table (a [{name}] section), not a single value")
-    _check_keys(f"[{name}]", section, SECTION_KEYS[name])
+    if name in SECTION_KEYS:  # [workload]'s keys depend on its kind: checked there
+        _check_keys(f"[{name}]", section, SECTION_KEYS[name])
     return section
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats as sps
 
 Direction = Literal["minimize", "maximize"]
-Test = Literal["welch-log", "mann-whitney"]
+Test = Literal["welch-log", "welch", "mann-whitney"]
 
 
 @dataclass(frozen=True)
@@ -98,12 +98,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
 def p_value(a: Sequence[float], b: Sequence[float], test: Test = "welch-log") -> float:
     """Two-sided p-value for "a and b differ". Never nan: degenerate inputs give 0.0 or 1.0."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if test == "welch-log":
-        if np.any(xa <= 0) or np.any(xb <= 0):
+    if test in ("welch-log", "welch"):
+        # "welch" is for values that can be 0 or whose effects add up, such as batch means of
+        # throughput; "welch-log" for times, whose effects multiply.
+        if test == "welch-log" and (np.any(xa <= 0) or np.any(xb <= 0)):
             raise ValueError("welch-log needs strictly positive values")
         if xa.size < 2 or xb.size < 2:
             return 1.0  # no variance estimate: no evidence
-        la, lb = np.log(xa), np.log(xb)
+        la, lb = (np.log(xa), np.log(xb)) if test == "welch-log" else (xa, xb)
         if la.min() == la.max() and lb.min() == lb.max():
             # Both constant: t is 0/0 (equal) or x/0 (different).
             return 0.0 if la[0] != lb[0] else 1.0

@@ -351,3 +351,11 @@ def test_real_64_bit_maximum_is_exact(catalog):
         knob.normalize(2**64)
     with pytest.raises(UserError, match="out of range"):
         knob.normalize("16777216T")
+
+
+def test_removed_mariadb_setting_is_explained(catalog):
+    with pytest.raises(UserError) as info:
+        catalog.knob("innodb_buffer_pool_instances")
+    message = str(info.value)
+    assert "10.11" in message and "one buffer pool since 10.5" in message
+    assert "MySQL" in message and "innodb_buffer_pool_size" in message

@@ -4,6 +4,7 @@ import copy
 import io
 import itertools
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -12,7 +13,10 @@ from knoblab.report import (
     noise_text,
     point_label,
     print_report,
+    slice_label,
+    stalls_text,
     write_chart,
+    write_charts,
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -157,8 +161,8 @@ def test_point_label_one_knob_and_grid(sweep):
 # --------------------------------------------------------------------------- terminal
 
 
-def _render(result) -> str:
-    console = Console(record=True, width=140, color_system=None, file=io.StringIO())
+def _render(result, width=140) -> str:
+    console = Console(record=True, width=width, color_system=None, file=io.StringIO())
     print_report(result, console)
     return console.export_text()
 
@@ -235,3 +239,276 @@ def test_noise_line_states_the_spread_and_warns_when_above_min_effect(sweep):
     text = noise_text(loud)
     assert "22%" in text and "141%" in text and "more repetitions" in text
     assert noise_text({**sweep, "noise": None}) == ""
+
+
+# --------------------------------------------------------------------------- time series
+#
+# Synthetic sysbench runs: 120 s of tps per second, a 10 s warm-up ramp, then either a stable
+# level with small noise or the same level with a stall every 30 s: 3 s at 0 tps, then 2 s
+# crawling below 10% of the median. Summary numbers are computed here the way knoblab.timeseries
+# defines them (steady window, stall = below 10% of the window's median), so that the report is
+# checked against independently derived values.
+
+DURATION, WARMUP, STALL_FRACTION = 120, 10, 0.1
+
+
+def _tps(level, seed, *, stalls=False):
+    rng = np.random.default_rng(seed)
+    tps = level * (1 + 0.02 * rng.standard_normal(DURATION))
+    tps[:WARMUP] *= np.linspace(0.3, 0.95, WARMUP)  # warm-up ramp, outside the steady state
+    if stalls:
+        for start in range(WARMUP + 10, DURATION, 30):
+            tps[start:start + 3] = 0.0  # 3 s at 0 tps
+            tps[start + 3:start + 5] = level * 0.05  # then 2 s crawling
+    return np.round(tps, 2)
+
+
+def _longest(mask):
+    best = run = 0
+    for stalled in mask:
+        run = run + 1 if stalled else 0
+        best = max(best, run)
+    return best
+
+
+def _ts_point(settings, verdict, runs, *, ratio=None, p=None, default=False, p99=9.5,
+              sql_errors=0):
+    steady = [series[WARMUP:] for series in runs]
+    window = np.concatenate(steady)
+    masks = [w < STALL_FRACTION * np.median(w) for w in steady]
+    batches = [float(b.mean()) for w in steady for b in np.split(w, 5)]
+    mean, sd = float(window.mean()), float(window.std(ddof=1))
+    half = 2.0 * float(np.std(batches, ddof=1)) / np.sqrt(len(batches))
+    return {
+        "settings": dict(settings),
+        "effective": {"innodb_buffer_pool_size": str(
+            {"64M": 67108864, "128M": 134217728, "512M": 536870912}[
+                settings["innodb_buffer_pool_size"]])},
+        "is_default": default, "n": len(runs), "failed": 0,
+        "mean": mean, "median": float(np.median(window)), "stdev": sd, "cv": sd / mean,
+        "ci95": [mean - half, mean + half],
+        "latency_p95_ms": p99 * 0.7, "latency_p99_ms": p99,
+        "stall_seconds": int(sum(m.sum() for m in masks)),
+        "zero_seconds": int(sum((w == 0).sum() for w in steady)),
+        "longest_stall": max(_longest(m) for m in masks),
+        "sql_errors": sql_errors, "reconnects": 0,
+        "ratio_to_best": ratio, "p_value": p, "verdict": verdict,
+        "samples": batches,
+        "series": [{"repetition": i, "status": "done",
+                    "t": [float(t) for t in range(1, DURATION + 1)],
+                    "tps": [float(v) for v in series], "steady": [WARMUP, DURATION]}
+                   for i, series in enumerate(runs)],
+        "errors": [],
+    }
+
+
+def _ts_result(points, *, sliced=False):
+    return {
+        "run_id": "f00dfeed", "name": "oltp-buffer-pool", "kind": "sweep", "status": "done",
+        "objective": {"metric": "tps", "direction": "maximize"},
+        "server": {"binary": "/usr/sbin/mariadbd", "version": "10.11.19-MariaDB-0+deb12u1"},
+        "dataset": {},
+        "workload": {"kind": "sysbench", "test": "oltp_read_write", "threads": 8, "tables": 4,
+                     "table_size": 100000, "rand_type": "pareto", "duration": DURATION,
+                     "rate": 0, "repetitions": 2 if not sliced else 1, "options": {}},
+        "steady": {"warmup": None, "window": None, "stall_fraction": STALL_FRACTION},
+        "knobs": ["innodb_buffer_pool_size"] + (["threads"] if sliced else []),
+        "slices": ["threads"] if sliced else [],
+        "regime": None,
+        "statistics": {"test": "welch", "alpha": 0.05, "min_effect": 0.03, "confidence": 0.95},
+        "noise": None, "warnings": [],
+        "points": points,
+        "conclusion": {"significant": True, "best": {}, "recommended": {}, "text": "IGNORED"},
+    }
+
+
+@pytest.fixture
+def oltp():
+    """One knob, two runs per value: 512M stable at ~1,204 tps, 64M stalling to 0."""
+    stable = _ts_point({"innodb_buffer_pool_size": "512M"}, "best",
+                       [_tps(1204, 1), _tps(1204, 2)], ratio=1.0)
+    stalling = _ts_point({"innodb_buffer_pool_size": "64M"}, "worse",
+                         [_tps(1204, 3, stalls=True), _tps(1204, 4, stalls=True)],
+                         p=0.0004, default=True, p99=48.3, sql_errors=5)
+    stalling["ratio_to_best"] = stalling["mean"] / stable["mean"]
+    return _ts_result([stalling, stable])
+
+
+@pytest.fixture
+def oltp_sliced():
+    """Three values × threads 8 and 32: at 8 threads 512M wins and 64M stalls; at 32 all tie."""
+    points = []
+    for threads, levels in (("8", (1204, 1195, 1204)), ("32", (2010, 2030, 2021))):
+        for i, (value, level) in enumerate(zip(("64M", "128M", "512M"), levels, strict=True)):
+            stalls = threads == "8" and value == "64M"
+            runs = [_tps(level, 10 * int(threads) + i, stalls=stalls)]
+            points.append(_ts_point({"innodb_buffer_pool_size": value, "threads": threads},
+                                    "indistinguishable", runs, default=value == "128M"))
+    for group in (points[:3], points[3:]):
+        best = max(group, key=lambda p: p["mean"])
+        for p in group:
+            p["ratio_to_best"] = p["mean"] / best["mean"]
+            p["verdict"], p["p_value"] = ("best", None) if p is best else ("indistinguishable", 0.4)
+    points[0]["verdict"], points[0]["p_value"] = "worse", 0.003  # 64M at 8 threads
+    return _ts_result(points, sliced=True)
+
+
+def _rows(out):
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def test_timeseries_fixture_is_what_it_claims(oltp):
+    stalling, stable = oltp["points"]
+    assert stable["stall_seconds"] == 0 and stable["cv"] < 0.03
+    # 4 stalls per run in the steady window (at 20, 50, 80, 110 s), 5 s each, 3 of them at 0
+    assert stalling["stall_seconds"] == 2 * 4 * 5 and stalling["zero_seconds"] == 2 * 4 * 3
+    assert stalling["longest_stall"] == 5
+    assert stalling["cv"] > 0.3 > 0.03 > stable["cv"]  # CV 20× higher...
+    assert 0.8 < stalling["ratio_to_best"] < 0.85  # ...the mean only 18% lower
+
+
+def test_timeseries_table_content(oltp):
+    out = _render(oltp, 180)
+    title = out.splitlines()[0]
+    for part in ("oltp-buffer-pool", "10.11.19-MariaDB", "sysbench oltp_read_write",
+                 "8 threads", "4×100,000 rows", "pareto", "120 s × 2 runs",
+                 "steady state: warm-up detected"):
+        assert part in title, part
+    header = " ".join(out.split("───")[0].splitlines()[1:])  # three lines of headers
+    for word in ("innodb_", "buffer_", "pool_size", "applied", "mean", "tps", "95% CI",
+                 "median", "stdev", "CV", "p95", "p99", "ms", "stalls", "longest", "(s)",
+                 "errors", "vs", "best", "(Holm)", "verdict"):
+        assert word in header, word
+    assert "regime" not in out and "threads" not in header  # not sliced
+    stalling, stable = oltp["points"]
+    rows = {line.split()[0]: line for line in _rows(out)}
+    row = rows["64M"]
+    assert "(default)" in row and "64M" in row.split("(default)")[1]  # applied 67108864 → 64M
+    assert f"{stalling['mean']:,.0f}" in row
+    assert f"{stalling['cv'] * 100:.1f}%" in row
+    assert " 40 " in row and " 5 " in row  # 40 stall seconds, longest 5 s
+    assert "48.3" in row  # p99 ms
+    assert f"{(stalling['ratio_to_best'] - 1) * 100:+.1f}%" in row
+    assert "< 0.001" in row and "worse" in row
+    row = rows["512M"]
+    assert f"{stable['mean']:,.0f}" in row and "," in f"{stable['mean']:,.0f}"  # 1,2xx
+    assert f"{stable['cv'] * 100:.1f}%" in row and "9.50" in row and "best" in row
+    assert "*" not in out  # values applied as requested: no footnote
+
+
+def test_timeseries_conclusion_and_stalls_sentence(oltp):
+    text = conclusion_text(oltp)
+    stable = oltp["points"][1]
+    assert text.startswith(f"Best: 512M ({stable['mean']:,.0f} tps).")
+    assert "Worse: 64M — 18% lower (Holm-adjusted p < 0.001)." in text
+    assert "The default (64M) is 18% lower than the best: consider 512M." in text
+    assert stalls_text(oltp) == (
+        "Stalls (seconds below 10% of the steady median): "
+        "64M 40 s, longest 5 s, 24 s at 0 tps; 512M none.")
+    out = _render(oltp, 180)
+    assert "Stalls (seconds below 10% of the steady median): 64M 40 s" in " ".join(out.split())
+
+
+def test_timeseries_no_stalls_no_sentence(oltp):
+    for p in oltp["points"]:
+        p["stall_seconds"] = p["zero_seconds"] = p["longest_stall"] = 0
+    assert stalls_text(oltp) == ""
+    assert "Stalls" not in _render(oltp, 180)
+    assert stalls_text(_result([_point("1M", "best", 1.0, ratio=1.0)])) == ""  # query result
+
+
+def test_timeseries_title_fixed_warmup_and_window(oltp):
+    oltp["steady"] = {"warmup": 10, "window": 30, "stall_fraction": 0.1}
+    oltp["workload"]["repetitions"] = 1
+    title = _render(oltp, 180).splitlines()[0]
+    assert "120 s × 1 run " in title and "steady state: 10 s dropped, last 30 s" in title
+
+
+def test_sliced_labels_conclusion_per_slice(oltp_sliced):
+    points = oltp_sliced["points"]
+    assert point_label(oltp_sliced, points[0]) == "64M"
+    assert point_label(oltp_sliced, points[0], with_slice=True) == (
+        "innodb_buffer_pool_size=64M, threads=8")
+    assert slice_label(oltp_sliced, points[4]) == "threads=32"
+    text = conclusion_text(oltp_sliced)
+    eight, thirty_two = text.split(" threads=32: ")
+    best8 = max(points[:3], key=lambda p: p["mean"])
+    assert best8["settings"]["innodb_buffer_pool_size"] == "512M"
+    assert eight.startswith(f"threads=8: Best: 512M ({best8['mean']:,.0f} tps).")
+    assert "Indistinguishable from it: 128M." in eight and "Worse: 64M — " in eight
+    assert "The default (128M) is among the best: keep it." in eight
+    assert thirty_two == (
+        "No value is significantly better than another (minimum effect 3%, α = 0.05, "
+        "1 run of 120 s each): keep the default (128M).")
+    assert "innodb_buffer_pool_size=" not in text
+
+
+def test_sliced_table_and_stalls_sentence(oltp_sliced):
+    out = _render(oltp_sliced, 180)
+    assert "threads swept" in out.splitlines()[0]
+    header = next(line for line in out.splitlines() if "applied" in line)
+    assert header.index("pool_size") < header.index("threads") < header.index("applied")
+    rows = [line.split() for line in _rows(out) if line.split()[0] in ("64M", "128M", "512M")]
+    assert [(r[0], r[2] if r[1] == "(default)" else r[1]) for r in rows] == [
+        ("64M", "8"), ("128M", "8"), ("512M", "8"), ("64M", "32"), ("128M", "32"),
+        ("512M", "32")]
+    stalls = stalls_text(oltp_sliced)
+    assert stalls == ("Stalls (seconds below 10% of the steady median): threads=8: 64M 20 s, "
+                      "longest 5 s, 12 s at 0 tps; 128M none; 512M none. threads=32: 64M none; "
+                      "128M none; 512M none.")
+
+
+def _is_png(path, min_bytes=20_000):
+    data = path.read_bytes()
+    return data[:8] == PNG_MAGIC and len(data) > min_bytes
+
+
+def test_narrow_console_splits_the_table_instead_of_cutting_cells(oltp_sliced):
+    out = _render(oltp_sliced, 100)
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "…" not in out
+    headers = [line for line in out.splitlines() if line.startswith("pool_size")]
+    assert len(headers) == 2  # two tables: level and verdict, then distribution and stalls
+    assert "verdict" in headers[0] and "stdev" not in headers[0]
+    assert "errors" in headers[1] and "verdict" not in headers[1]
+    assert out.count("128M (default)") == 4  # every row in both tables, unbroken
+    assert "indistinguishable" in out and "64.3%" not in out.split("errors")[0]
+
+
+def test_write_charts_timeseries(oltp, tmp_path):
+    before = copy.deepcopy(oltp)
+    paths = write_charts(oltp, tmp_path / "out")
+    assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
+    assert all(p.parent == tmp_path / "out" and _is_png(p) for p in paths)
+    assert oltp == before  # presentation must not modify the results
+
+
+def test_write_charts_one_set_per_slice(oltp_sliced, tmp_path):
+    paths = write_charts(oltp_sliced, tmp_path)
+    assert sorted(p.name for p in paths) == sorted(
+        f"tps-{kind}-threads-{n}.png" for kind in ("over-time", "overlay", "steady")
+        for n in (8, 32))
+    assert all(_is_png(p) for p in paths)
+
+
+def test_write_charts_failed_point_and_odd_grid(oltp_sliced, tmp_path):
+    oltp_sliced["slices"], oltp_sliced["knobs"] = [], ["innodb_buffer_pool_size"]
+    points = oltp_sliced["points"][:3] + [copy.deepcopy(oltp_sliced["points"][0])]
+    points[3].update(settings={"innodb_buffer_pool_size": "4G"}, verdict="failed", n=0,
+                     failed=2, mean=None, median=None, stall_seconds=None, series=[
+                         {"repetition": 0, "status": "failed", "t": [], "tps": [],
+                          "steady": None},
+                         {"repetition": 1, "status": "failed", "t": [1.0, 2.0, 3.0],
+                          "tps": [300.0, 150.0, 0.0], "steady": [0, 3]}],
+                     errors=["server did not start"])
+    oltp_sliced["points"] = points
+    paths = write_charts(oltp_sliced, tmp_path)
+    assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
+    assert all(_is_png(p) for p in paths)
+    assert "4G failed" not in _render(oltp_sliced, 180) and "Failed: 4G (2 of 2 runs)" in (
+        conclusion_text(oltp_sliced))
+
+
+def test_write_charts_query_result_is_chart_png(sweep, tmp_path):
+    assert write_charts(sweep, tmp_path) == [tmp_path / "chart.png"]
+    assert _is_png(tmp_path / "chart.png", 10_000)

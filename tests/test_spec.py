@@ -8,7 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from knoblab.errors import UserError
-from knoblab.spec import SECTION_KEYS, TOP_KEYS, Point, Statistics, load_spec, parse_spec
+from knoblab.spec import (
+    SECTION_KEYS,
+    TOP_KEYS,
+    WORKLOAD_KEYS,
+    Point,
+    Statistics,
+    load_spec,
+    parse_spec,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -414,9 +422,8 @@ _values = st.recursive(
 
 
 def _section(name):
-    return st.one_of(
-        st.dictionaries(st.sampled_from(sorted(SECTION_KEYS[name])), _values, max_size=6),
-        _values)
+    keys = SECTION_KEYS.get(name) or set().union(*WORKLOAD_KEYS.values())
+    return st.one_of(st.dictionaries(st.sampled_from(sorted(keys)), _values, max_size=6), _values)
 
 
 _arbitrary = st.dictionaries(st.one_of(st.sampled_from(sorted(TOP_KEYS)), st.text(max_size=8)),
@@ -441,6 +448,10 @@ def test_parse_spec_raises_only_user_errors(data):
     # Whatever was accepted has the types the rest of knoblab relies on.
     assert isinstance(spec.name, str)
     assert isinstance(spec.repetitions, int) and spec.repetitions >= 1
+    if spec.kind == "sysbench":
+        assert spec.dataset is None and spec.steady is not None
+        assert isinstance(spec.workload.threads, int) and spec.workload.threads >= 1
+        return
     assert isinstance(spec.workload.sql, str) and spec.workload.sql.strip()
     assert spec.workload.cache in ("warm", "cold")
     assert isinstance(spec.base_config, dict)

@@ -273,3 +273,11 @@ def test_mann_whitney_cannot_reach_significance_at_n5_with_10_points():
     welch = judge(points)  # default: welch-log
     assert welch.significant
     assert [v.verdict for v in welch.verdicts] == ["best"] + ["worse"] * 9
+
+
+def test_plain_welch_matches_scipy_and_accepts_zeros():
+    a, b = [0.0, 10.0, 12.0, 9.0], [20.0, 22.0, 19.0, 25.0]
+    expected = sps.ttest_ind(a, b, equal_var=False).pvalue
+    assert p_value(a, b, "welch") == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError):
+        p_value(a, b, "welch-log")

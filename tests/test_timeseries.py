@@ -156,7 +156,7 @@ def test_summarize_series_zero_mean_and_bad_input():
 
 def test_batch_size_tracks_autocorrelation():
     rng = np.random.default_rng(2)
-    assert batch_size(rng.standard_normal(2000)) <= 3
+    assert batch_size(rng.standard_normal(2000)) <= 6  # 4 tau with tau ~ 1
     assert batch_size(ar1(rng, 1, 2000)[0]) >= 10  # tau = (1 + 0.9) / (1 - 0.9) = 19
     assert batch_size([7.0] * 100) == 1
     assert batch_size([1.0, 5.0, 2.0]) == 1  # n < 5
@@ -180,8 +180,9 @@ def test_batch_means_exact():
 
 def test_naive_test_is_fooled_by_autocorrelation_but_batch_means_are_not():
     # The reason this module exists: equal-mean settings must not look different.
+    # 1000 pairs: the rejection rate is itself an estimate (sd ~0.009 at 0.08), keep it tight.
     rng = np.random.default_rng(3)
-    pairs, n, alpha = 300, 600, 0.05
+    pairs, n, alpha = 1000, 600, 0.05
     a, b = ar1(rng, pairs, n), ar1(rng, pairs, n)
     naive = np.mean(sps.ttest_ind(a, b, axis=1, equal_var=False).pvalue < alpha)
     honest = np.mean([compare_series(x, y) < alpha for x, y in zip(a, b, strict=True)])
