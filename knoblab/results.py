@@ -190,7 +190,9 @@ def _series_evidence(trials: list, seconds: dict[int, list[dict]],
         "median": float(np.median(pooled)),
         "stdev": stdev,
         "cv": stdev / mean if mean else None,
-        "ci95": _mean_interval(samples, statistics.get("confidence", 0.95)),
+        # Throughput cannot be negative, whatever a t-interval on two starts says.
+        "ci95": [max(0.0, bound) for bound in
+                 _mean_interval(samples, statistics.get("confidence", 0.95))],
         "latency_p95_ms": _median(t.details.get("latency_p95_ms") for t in done),
         "latency_p99_ms": _median(t.details.get("latency_p99_ms") for t in done),
         "stall_seconds": sum(s.get("stall_seconds", 0) for s in steadies),

@@ -1,0 +1,160 @@
+"""The sysbench path end to end: the real `knoblab` command, real sysbench, real sandboxes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.server
+
+SPEC = """\
+name = "oltp-tiny"
+
+[workload]
+kind = "sysbench"
+test = "oltp_read_write"
+threads = 2
+tables = 1
+table_size = 5000
+rand_type = "pareto"
+duration = {duration}
+warmup = 1
+repetitions = {repetitions}
+
+[sweep]
+innodb_buffer_pool_size = ["16M", "64M"]
+"""
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    return {**env, "KNOBLAB_HOME": str(home), **extra}
+
+
+def _command(tmp_path: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "knoblab.cli", "--store",
+            f"sqlite:///{tmp_path / 's.sqlite'}", *args]
+
+
+def _sandbox_servers(home: Path) -> list[int]:
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "mariadbd" in text and str(home) in text:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp_path):
+    spec = tmp_path / "oltp.toml"
+    spec.write_text(SPEC.format(duration=4, repetitions=2))
+    out = subprocess.run(_command(tmp_path, "run", str(spec), "--json", str(tmp_path / "r.json"),
+                                  "--out", str(tmp_path / "out")),
+                         env=_env(knoblab_home), cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "tps" in out.stderr  # the per-trial lines speak in throughput
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["objective"] == {"metric": "tps", "direction": "maximize"}
+    assert result["workload"]["kind"] == "sysbench"
+    assert sorted(p["verdict"] for p in result["points"]).count("best") == 1
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        stored = dict(db.execute("SELECT trial_id, COUNT(*) FROM seconds GROUP BY trial_id"))
+    for point in result["points"]:
+        assert point["n"] == 2 and point["compared"] == "server starts"
+        assert len(point["samples"]) == 2  # one steady mean per start
+        assert point["mean"] > 0 and point["ci95"][0] <= point["mean"] <= point["ci95"][1]
+        assert point["latency_p99_ms"] > 0
+        for run in point["series"]:
+            assert 3 <= len(run["t"]) <= 5 and run["steady"][0] == 1  # warmup = 1 s dropped
+    assert len(stored) == 4 and all(3 <= n <= 5 for n in stored.values())
+    names = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
+    assert names == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
+    assert "mean" in out.stdout and "CV" in out.stdout
+
+
+def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home, tmp_path):
+    spec = tmp_path / "oltp.toml"
+    spec.write_text(SPEC.format(duration=12, repetitions=1))
+    store = tmp_path / "s.sqlite"
+    process = subprocess.Popen(_command(tmp_path, "run", str(spec), "--json",
+                                        str(tmp_path / "r.json")),
+                               env=_env(knoblab_home), cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait for the first trial's third second
+            if store.exists():
+                with sqlite3.connect(store) as db:
+                    seen = db.execute("SELECT COUNT(*) FROM seconds").fetchone()[0]
+                if seen >= 3:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no per-second data arrived")
+        victims = _sandbox_servers(knoblab_home)
+        assert len(victims) == 1
+        os.kill(victims[0], signal.SIGKILL)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr and "sysbench failed after" in stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    failed = [p for p in result["points"] if p["failed"]]
+    assert len(failed) == 1 and failed[0]["n"] == 0
+    partial = failed[0]["series"][0]
+    assert partial["status"] == "failed" and len(partial["t"]) >= 3  # kept, and marked
+    assert any(p["n"] == 1 for p in result["points"])  # the other value still ran
+    assert _sandbox_servers(knoblab_home) == []
+
+
+@pytest.mark.parametrize(("line", "replacement", "expected"), [
+    ('test = "oltp_read_write"', 'test = "oltp_nosuch"', "unknown sysbench test 'oltp_nosuch'"),
+    ('rand_type = "pareto"', 'rand_type = "zipf"', "zipf"),
+    ("warmup = 1", "warmup = 1\noptions = { range_sise = 10 }", "range_size"),
+    ("warmup = 1", 'warmup = 1\noptions = { "mysql-socket" = "/tmp/x" }', "mysql-socket"),
+])
+def test_bad_sysbench_input_is_one_line(knoblab_home, tmp_path, line, replacement, expected):
+    spec = tmp_path / "bad.toml"
+    spec.write_text(SPEC.format(duration=4, repetitions=1).replace(line, replacement))
+    out = subprocess.run(_command(tmp_path, "run", str(spec)), env=_env(knoblab_home),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_missing_sysbench_is_one_line(knoblab_home, tmp_path):
+    spec = tmp_path / "oltp.toml"
+    spec.write_text(SPEC.format(duration=4, repetitions=1))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    out = subprocess.run(_command(tmp_path, "run", str(spec)),
+                         env=_env(knoblab_home, PATH=str(empty)), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "apt-get install sysbench" in out.stderr
+
+
+def test_removed_knob_names_server_and_version(knoblab_home, tmp_path):
+    spec = tmp_path / "oltp.toml"
+    spec.write_text(SPEC.format(duration=4, repetitions=1).replace(
+        'innodb_buffer_pool_size = ["16M", "64M"]', "innodb_buffer_pool_instances = [1, 8]"))
+    out = subprocess.run(_command(tmp_path, "run", str(spec)), env=_env(knoblab_home),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert "10.11" in out.stderr and "MariaDB has one buffer pool" in out.stderr
+    assert "innodb_buffer_pool_size" in out.stderr
