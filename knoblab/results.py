@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from knoblab import stats, timeseries
+from knoblab import evidence, stats, timeseries
 from knoblab.store import Store
 
 
@@ -80,6 +80,7 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
                        "confidence": statistics.get("confidence", 0.95)},
         "points": points,
         "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
+        "explained_by": _explanations(by_point, point_list),
         "warnings": _warnings(points),
     }
     result["conclusion"] = _conclusion(points, judgements, slices)
@@ -107,6 +108,7 @@ def _judge_slices(samples: dict[int, list[float]], point_list: list, slices: lis
             min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
             test=statistics.get("test", "welch-log"),
             confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
+            center="mean" if direction == "maximize" else "median",
         )
         verdicts.update({v.key: v for v in judgement.verdicts})
         judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
@@ -179,7 +181,7 @@ def _series_evidence(trials: list, seconds: dict[int, list[dict]],
     # start per value only batch means remain, and they compare runs, not configurations.
     starts = [float(np.mean(w)) for w in windows]
     samples = starts if len(starts) >= 2 else batches
-    mean = float(pooled.mean())
+    mean = float(np.mean(samples))  # what the test compares and the interval is about
     stdev = float(pooled.std(ddof=1)) if pooled.size > 1 else 0.0
     steadies = [t.details.get("steady", {}) for t in done]
     return {
@@ -264,6 +266,22 @@ def _warnings(points: list[dict]) -> list[str]:
             warnings.append(f"the server applied the same {name} ({applied.pop()}) for every "
                             "value: this sweep measures noise")
     return warnings
+
+
+def _explanations(by_point: dict[int, list], point_list: list) -> list[dict[str, Any]]:
+    """The server counters that moved with the setting, consistently, in words."""
+    measurements = [(idx, t.value, t.details.get("status") or {})
+                    for idx in range(len(point_list)) for t in by_point[idx]
+                    if t.status == "done" and t.value is not None]
+    if len({idx for idx, _, _ in measurements}) < 2:
+        return []
+    labels = {idx: ", ".join(str(v) for v in requested.values())
+              for idx, (requested, _) in enumerate(point_list)}
+    return [{"counter": found.name, "per_point": {labels[k]: v for k, v in found.per_point.items()},
+             "eta_squared": round(found.eta_squared, 3),
+             "spearman": None if found.spearman is None else round(found.spearman, 3),
+             "text": evidence.describe(found, labels.__getitem__)}
+            for found in evidence.explaining_counters(measurements)]
 
 
 def _noise(done: list) -> dict[str, Any] | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import tomllib
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -19,6 +18,7 @@ import pymysql
 
 from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
+from knoblab.observe import Observation, SecondSampler
 from knoblab.server.binary import ServerBinary, find_binary
 from knoblab.server.sandbox import (
     Sandbox,
@@ -163,15 +163,10 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                 outcome = {"status": "failed", "error": refused[point_idx],
                            "details": {"start_failed": True, "skipped": True}}
             else:
-                def on_second(second: Second, trial_id: int = trial_id,
-                              label: str = label) -> None:
-                    store.add_second(trial_id, second.t, **{
-                        f: getattr(second, f) for f in SECOND_FIELDS})
-                    listener.second(label, second)
-
+                recorder = TrialRecorder(store, listener, trial_id, label)
                 try:
                     value, effective, details = run_trial(prepared, requested, config,
-                                                          on_second)
+                                                          recorder)
                     outcome = {"status": "done", "value": value, "effective": effective,
                                "details": details}
                 except ServerStartError as exc:
@@ -200,9 +195,27 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     store.set_status(run_id, "done")
 
 
+@dataclass
+class TrialRecorder:
+    """Stores what a running trial reports each second, as it arrives."""
+
+    store: Store
+    listener: Listener
+    trial_id: int
+    label: str
+
+    def second(self, second: Second) -> None:
+        self.store.add_second(self.trial_id, second.t,
+                              **{f: getattr(second, f) for f in SECOND_FIELDS})
+        self.listener.second(self.label, second)
+
+    def os_seconds(self, samples: list[tuple[float, dict[str, float]]]) -> None:
+        for t, figures in samples:
+            self.store.add_os_second(self.trial_id, t, figures)
+
+
 def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, str],
-              on_second: Callable[[Second], None]
-              ) -> tuple[float, dict[str, str], dict[str, object]]:
+              recorder: TrialRecorder) -> tuple[float, dict[str, str], dict[str, object]]:
     """Start a sandbox with the base settings plus this point's, measure once, stop it."""
     catalog = prepared.catalog
     workload = prepared.spec.workload
@@ -224,7 +237,7 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
         effective = server.global_values(list(settings))
         if isinstance(workload, SysbenchWorkload):
             threads = int(requested.get("threads", workload.threads))
-            value, details = _run_sysbench(prepared.spec, server, threads, on_second)
+            value, details = _run_sysbench(prepared.spec, server, threads, recorder)
         else:
             measurement = workload.measure(
                 server, prepared.spec.dataset.files(server.datadir), session_knobs)
@@ -236,9 +249,15 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
 
 
 def _run_sysbench(spec: Spec, server: Sandbox, threads: int,
-                  on_second: Callable[[Second], None]) -> tuple[float, dict[str, object]]:
+                  recorder: TrialRecorder) -> tuple[float, dict[str, object]]:
     """One sysbench run; the trial's value is its steady-state mean throughput."""
-    result = spec.workload.run(server, on_second, threads=threads)
+    with Observation(server) as seen, SecondSampler(server.pid) as sampler:
+        def on_second(second: Second) -> None:
+            recorder.second(second)
+            recorder.os_seconds(sampler.take())
+
+        result = spec.workload.run(server, on_second, threads=threads)
+    recorder.os_seconds(sampler.take())
     if result.error is not None or not result.seconds:
         # The seconds already stored stay with the trial, marked failed.
         raise WorkloadError(f"sysbench failed after {len(result.seconds)} s: "
@@ -248,7 +267,7 @@ def _run_sysbench(spec: Spec, server: Sandbox, threads: int,
                               last=steady.window, stall_fraction=steady.stall_fraction)
     summary = result.summary
     details: dict[str, object] = {
-        "threads": threads, "steady": asdict(series),
+        "threads": threads, "steady": asdict(series), **seen.result,
         "errors": sum(s.errors for s in result.seconds),
         "reconnects": sum(s.reconnects for s in result.seconds),
     }

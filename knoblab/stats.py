@@ -162,8 +162,13 @@ def judge(
     test: Test = "welch-log",
     confidence: float = 0.95,
     seed: int = 0,
+    center: Literal["median", "mean"] = "median",
 ) -> Judgement:
-    """Pick the best point and say which others are worse, both significantly and materially."""
+    """Pick the best point and say which others are worse, both significantly and materially.
+
+    `center` is what "best" and the effect sizes are measured on: the median for times, the
+    mean for throughput (a mean of per-start means is what the Welch test compares).
+    """
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"unknown direction: {direction!r}")
     summaries = {
@@ -176,8 +181,10 @@ def judge(
         return Judgement(None, verdicts, False, test, alpha, min_effect)
 
     sign = 1.0 if direction == "minimize" else -1.0
-    best = min(alive, key=lambda k: sign * summaries[k].median)  # min() keeps the first on ties
-    best_median = summaries[best].median
+    def level(key: Hashable) -> float:
+        return getattr(summaries[key], center)
+
+    best = min(alive, key=lambda k: sign * level(k))  # min() keeps the first on ties
     others = [k for k in alive if k != best]
     p_raw = {k: p_value(points[k], points[best], test) for k in others}
     p_adj = dict(zip(others, holm([p_raw[k] for k in others]), strict=True))
@@ -189,7 +196,7 @@ def judge(
         elif key == best:
             verdicts.append(Verdict(key, s, "best", 1.0, 0.0, None, None))
         else:
-            ratio = _ratio(s.median, best_median)
+            ratio = _ratio(level(key), level(best))
             effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
             worse = p_adj[key] < alpha and effect >= min_effect
             label = "worse" if worse else "indistinguishable"

@@ -79,6 +79,22 @@ seconds = sa.Table(
     sa.Column("errors", sa.Float),
     sa.Column("reconnects", sa.Float),
 )
+# The operating system's figures every second of a long measurement (the article's vmstat).
+os_seconds = sa.Table(
+    "os_seconds", metadata,
+    sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
+    sa.Column("t", sa.Float, primary_key=True),
+    sa.Column("cpu_user", sa.Float),
+    sa.Column("cpu_system", sa.Float),
+    sa.Column("cpu_iowait", sa.Float),
+    sa.Column("cpu_idle", sa.Float),
+    sa.Column("disk_read_bytes", sa.Float),
+    sa.Column("disk_write_bytes", sa.Float),
+    sa.Column("server_cpu_share", sa.Float),
+    sa.Column("server_read_bytes", sa.Float),
+    sa.Column("server_write_bytes", sa.Float),
+)
+OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
                  "reconnects")
 
@@ -143,6 +159,11 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(seconds.insert().values(trial_id=trial_id, t=t, **values))
 
+    def add_os_second(self, trial_id: int, t: float, figures: dict[str, float]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(os_seconds.insert().values(
+                trial_id=trial_id, t=t, **{k: figures.get(k) for k in OS_FIELDS}))
+
     def finish_trial(self, trial_id: int, *, status: str, value: float | None = None,
                      effective: dict[str, str] | None = None,
                      details: dict[str, Any] | None = None, error: str | None = None) -> None:
@@ -203,14 +224,22 @@ class Store:
                       json.loads(r["details"] or "{}"), r["error"]) for r in rows]
 
     def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:
-        """Per-second reports of a run's trials, by trial id, in time order."""
-        query = (sa.select(seconds).join(trials, trials.c.id == seconds.c.trial_id)
-                 .where(trials.c.run_id == run_id).order_by(seconds.c.trial_id, seconds.c.t))
+        """Per-second workload reports of a run's trials, by trial id, in time order."""
+        return self._per_second(seconds, SECOND_FIELDS, run_id)
+
+    def os_seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:
+        """The OS figures of every second, by trial id, in time order."""
+        return self._per_second(os_seconds, OS_FIELDS, run_id)
+
+    def _per_second(self, table: sa.Table, fields: tuple[str, ...],
+                    run_id: str) -> dict[int, list[dict[str, float]]]:
+        query = (sa.select(table).join(trials, trials.c.id == table.c.trial_id)
+                 .where(trials.c.run_id == run_id).order_by(table.c.trial_id, table.c.t))
         by_trial: dict[int, list[dict[str, float]]] = {}
         with self.engine.connect() as conn:
             for row in conn.execute(query).mappings():
                 by_trial.setdefault(row["trial_id"], []).append(
-                    {k: row[k] for k in ("t", *SECOND_FIELDS)})
+                    {k: row[k] for k in ("t", *fields)})
         return by_trial
 
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:

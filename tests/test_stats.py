@@ -281,3 +281,13 @@ def test_plain_welch_matches_scipy_and_accepts_zeros():
     assert p_value(a, b, "welch") == pytest.approx(expected, rel=1e-12)
     with pytest.raises(ValueError):
         p_value(a, b, "welch-log")
+
+
+def test_center_mean_ranks_by_mean_not_median():
+    # Medians say A is best; means say B: throughput is judged on the mean.
+    points = {"A": [10.0, 10.0, 1.0], "B": [9.0, 9.0, 9.0]}
+    assert judge(points, direction="maximize", center="median").best == "A"
+    by_mean = judge(points, direction="maximize", center="mean")
+    assert by_mean.best == "B"
+    a = next(v for v in by_mean.verdicts if v.key == "A")
+    assert a.ratio_to_best == pytest.approx(7.0 / 9.0)

@@ -16,10 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import pymysql
 
 from knoblab.errors import UserError
+from knoblab.observe import Observation
 from knoblab.server.sandbox import Sandbox
 from knoblab.workloads.dataset import DATABASE
 
@@ -73,25 +73,23 @@ class QueryWorkload:
                     f"cold cache: {cached_before:.0%} of the table is still in the page cache "
                     "after eviction; is another process holding it? Use cache = \"warm\" instead"
                 )
-        machine_before = psutil.cpu_times()
-        process = psutil.Process(server.pid)
-        cpu_before, io_before = process.cpu_times(), process.io_counters()
-        seconds, rows, session = self._run(server, timed=True, session_knobs=session_knobs)
-        cpu_after, io_after = process.cpu_times(), process.io_counters()
-        machine_after = psutil.cpu_times()
-        busy = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
-        total = sum(machine_after) - sum(machine_before)
-        iowait = (machine_after.iowait - machine_before.iowait) / total if total > 0 else 0.0
-        cpu_share = busy / seconds if seconds > 0 else 0.0
+        with Observation(server) as seen:
+            seconds, rows, session = self._run(server, timed=True, session_knobs=session_knobs)
+        figures = seen.result["os"]
+        # The server's own CPU time against the wall clock says whether the scan kept a core
+        # busy; the machine's iowait says whether it waited for the disk instead.
+        cpu_share = figures["server_cpu_seconds"] / seconds if seconds > 0 else 0.0
         return Measurement(seconds, rows, {
-            "cpu_seconds": round(busy, 4),
+            "cpu_seconds": figures["server_cpu_seconds"],
             "cpu_share": round(cpu_share, 3),
-            "iowait_share": round(iowait, 3),
-            "read_bytes": io_after.read_bytes - io_before.read_bytes,
-            "write_bytes": io_after.write_bytes - io_before.write_bytes,
+            "iowait_share": figures["cpu_iowait"],
+            "read_bytes": figures["server_read_bytes"],
+            "write_bytes": figures["server_write_bytes"],
             "cached_before": round(cached_before, 4),
-            "regime": regime(cpu_share, iowait),
+            "regime": regime(cpu_share, figures["cpu_iowait"]),
             "session": session,
+            "os": figures,
+            "status": seen.result["status"],
         })
 
     def _run(self, server: Sandbox, *, timed: bool,

@@ -1,0 +1,218 @@
+"""Unit tests for knoblab.evidence, on hand-made status snapshots and a synthetic study."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from knoblab.evidence import (
+    DEFAULT_IGNORE,
+    CounterEvidence,
+    describe,
+    explaining_counters,
+    status_delta,
+)
+from knoblab.units import format_size
+
+# --------------------------------------------------------------------------- status_delta
+
+
+def test_status_delta_numeric_float_text_and_lower_case():
+    before = {"Created_tmp_disk_tables": "3", "Innodb_data_written": "1000", "Cost": "0.5"}
+    after = {"Created_tmp_disk_tables": "5", "Innodb_data_written": "1800", "Cost": "2.25"}
+    assert status_delta(before, after) == {
+        "created_tmp_disk_tables": 2.0,
+        "innodb_data_written": 800.0,
+        "cost": 1.75,
+    }
+
+
+def test_status_delta_skips_text_and_missing_names():
+    before = {"Ssl_cipher": "", "Innodb_buffer_pool_dump_status": "OFF", "Only_before": "1",
+              "Slave_running": "OFF", "Version_like": "10.11.6", "Threads_running": "4"}
+    after = {"Ssl_cipher": "AES", "Innodb_buffer_pool_dump_status": "ON", "Only_after": "7",
+             "Slave_running": "2", "Version_like": "10.11.7", "Threads_running": "2"}
+    # A gauge is kept as after - before (may be negative); everything else is not a pair of numbers.
+    assert status_delta(before, after) == {"threads_running": -2.0}
+
+
+def test_status_delta_big_counters_are_exact_and_case_of_before_does_not_matter():
+    # 2**63 + 1 - 2**63 as floats would be 0; subtracting the integers keeps the 1.
+    before = {"HANDLER_READ_NEXT": str(2**63)}
+    after = {"Handler_read_next": str(2**63 + 1)}
+    assert status_delta(before, after) == {"handler_read_next": 1.0}
+
+
+def test_status_delta_rejects_non_finite_and_odd_number_text():
+    before = {"a": "nan", "b": "inf", "c": "1_000", "d": " 12 ", "e": "1e3", "f": "-2"}
+    after = {"a": "1", "b": "1", "c": "2_000", "d": "15", "e": "2.5e3", "f": "3"}
+    assert status_delta(before, after) == {"d": 3.0, "e": 1500.0, "f": 5.0}
+
+
+# --------------------------------------------------------------------------- explaining_counters
+
+MB = 1 << 20
+POINTS = [1 * MB, 4 * MB, 16 * MB, 64 * MB]  # tmp_table_size
+NOISE = [0.0, 1.0, -1.0]
+
+
+def _study() -> list[tuple[int, float, dict[str, float]]]:
+    """4 points x 3 runs: a GROUP BY spills to disk at 1M and 4M, fits in memory from 16M."""
+    rng = np.random.default_rng(7)
+    seconds = [10.0, 8.0, 2.0, 2.0]
+    disk = [1.0, 1.0, 0.0, 0.0]
+    written = [8e8, 4e8, 0.0, 0.0]
+    out = []
+    for i, point in enumerate(POINTS):
+        for noise in NOISE:
+            metric = seconds[i] + 0.1 * noise
+            deltas = {
+                "created_tmp_disk_tables": disk[i],
+                "innodb_data_written": written[i] + (1e7 * noise if written[i] else 0.0),
+                "uptime": round(metric + 1.0),  # the run's duration: tracks the metric, circular
+                "questions": 12.0,
+                "noisy": float(rng.uniform(0, 1000)),
+            }
+            out.append((point, metric, deltas))
+    return out
+
+
+def test_explaining_counters_finds_the_spill():
+    found = explaining_counters(_study())
+    # innodb_data_written first: its 3 levels follow the metric's ranks more closely than the
+    # 1/0 of created_tmp_disk_tables, whose six tied 1s and six tied 0s cap its Spearman.
+    assert [e.name for e in found] == ["innodb_data_written", "created_tmp_disk_tables"]
+    written, disk = found
+    # Hand check on data/1e8: levels 8, 4, 0, 0 with +-0.1 noise on the first two, mean 3.
+    # between = 3 * (25 + 1 + 9 + 9) = 132; within = 4 * 0.01 = 0.04.
+    assert written.eta_squared == pytest.approx(132 / 132.04)
+    assert written.per_point == pytest.approx({POINTS[0]: 8e8, POINTS[1]: 4e8,
+                                               POINTS[2]: 0.0, POINTS[3]: 0.0})
+    assert written.spread == 1.0  # some point at 0, another not
+    assert disk.eta_squared == 1.0 and disk.spread == 1.0
+    # The metric falls as the counters fall: positive rank correlation.
+    assert written.spearman > 0.8 and disk.spearman > 0.8
+    assert written.spearman > disk.spearman
+
+
+def test_explaining_counters_rejects_uptime_constant_and_noise():
+    # Without the ignore list uptime would explain (it is the run's duration), but questions is
+    # constant and the noisy counter differs within points as much as between them.
+    names = [e.name for e in explaining_counters(_study(), ignore=())]
+    assert "uptime" in names
+    assert "questions" not in names and "noisy" not in names
+    assert "uptime" in DEFAULT_IGNORE and "questions" in DEFAULT_IGNORE
+
+
+def test_spearman_sign_follows_the_metric():
+    # Throughput instead of time: the metric rises as disk writes fall.
+    flipped = [(p, -m, d) for p, m, d in _study()]
+    found = explaining_counters(flipped)
+    assert {e.name for e in found} == {"innodb_data_written", "created_tmp_disk_tables"}
+    assert all(e.spearman < -0.8 for e in found)
+
+
+def test_eta_squared_and_spread_hand_computed():
+    # A: 9, 10, 11; B: 7, 8, 9. Mean 9; between = 3*(1 + 1) = 6; within = 2 + 2 = 4 -> 0.6.
+    # Medians 10 and 8 -> spread (10 - 8) / 10 = 0.2.
+    study = [("A", 1.0, {"c": 9.0}), ("A", 2.0, {"c": 10.0}), ("A", 3.0, {"c": 11.0}),
+             ("B", 4.0, {"c": 7.0}), ("B", 5.0, {"c": 8.0}), ("B", 6.0, {"c": 9.0})]
+    assert explaining_counters(study) == []  # 0.6 < 0.8
+    (found,) = explaining_counters(study, min_eta_squared=0.5)
+    assert found.eta_squared == pytest.approx(0.6)
+    assert found.spread == pytest.approx(0.2)
+    assert found.per_point == {"A": 10.0, "B": 8.0}
+    assert explaining_counters(study, min_eta_squared=0.5, min_spread=0.21) == []
+
+
+def test_single_run_per_point_uses_spread_alone():
+    study = [("A", 1.0, {"c": 10.0, "d": 10.0}), ("B", 2.0, {"c": 0.0, "d": 9.0})]
+    (found,) = explaining_counters(study)  # d: spread 0.1 < 0.2
+    assert found.name == "c" and found.eta_squared == 1.0 and found.spearman == pytest.approx(-1)
+
+
+def test_missing_counter_only_drops_that_measurement():
+    study = [("A", 1.0, {"c": 5.0}), ("A", 1.0, {}), ("B", 2.0, {"c": 0.0}),
+             ("B", 2.0, {"c": 0.0})]
+    (found,) = explaining_counters(study)
+    assert found.per_point == {"A": 5.0, "B": 0.0}
+
+
+def test_at_most_two_per_family_preferred():
+    study = []
+    for i, point in enumerate("ABC"):
+        for run in range(2):
+            level = 3 - i
+            deltas = {
+                "innodb_buffer_pool_reads": level * 100.0,
+                "innodb_buffer_pool_read_requests": level * 1000.0,
+                "innodb_buffer_pool_pages_flushed": level * 10.0,
+                "sort_merge_passes": float(level > 1) + run * 0.01,  # 1, 1, 0: weaker Spearman
+            }
+            study.append((point, level + run * 0.1, deltas))
+    names = [e.name for e in explaining_counters(study, top=3)]
+    assert sum(n.startswith("innodb_buffer_pool_") for n in names) == 2
+    assert "sort_merge_passes" in names
+    # With room to spare, the third one of the family still comes, after the others.
+    names = [e.name for e in explaining_counters(study, top=5)]
+    assert len(names) == 4 and names[2] == "sort_merge_passes"
+
+
+def test_top_and_empty():
+    assert explaining_counters([]) == []
+    assert explaining_counters([("A", 1.0, {"c": 1.0}), ("A", 2.0, {"c": 2.0})]) == []
+    assert len(explaining_counters(_study(), top=1)) == 1
+    with pytest.raises(ValueError):
+        explaining_counters(_study(), top=-1)
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def test_describe_counts():
+    per_point = {MB: 1.0, 2 * MB: 1.0, 4 * MB: 1.0, 8 * MB: 1.0, 16 * MB: 0.0, 32 * MB: 0.0}
+    ev = CounterEvidence("created_tmp_disk_tables", per_point, 1.0, 0.9, 1.0)
+    assert describe(ev, format_size) == "created_tmp_disk_tables: 1 per run at 1M–8M, 0 from 16M"
+
+
+def test_describe_bytes():
+    ev = CounterEvidence("innodb_data_written", {MB: 8.2e8, 16 * MB: 0.0, 32 * MB: 0.0},
+                         1.0, 0.9, 1.0)
+    assert describe(ev, format_size) == "innodb_data_written: 820 MB at 1M, 0 from 16M"
+
+
+def test_describe_rounding_units_and_positions():
+    ev = CounterEvidence("innodb_os_log_written", {"a": 999_999.0, "b": 1_234_567.0,
+                                                   "c": 2.5e9, "d": 512.0}, 1.0, None, 1.0)
+    # 999 999 rounds to 3 significant digits first, so it reads 1 MB, not 1000 KB.
+    assert describe(ev, str) == ("innodb_os_log_written: 1 MB at a, 1.23 MB at b, 2.5 GB at c, "
+                                 "512 B at d")
+    # Pages, not bytes, despite the _written suffix; values rounded to 3 significant digits
+    # merge into one group; a last group of one point is "at", not "from".
+    ev = CounterEvidence("innodb_pages_written", {"a": 12_345.0, "b": 12_349.0, "c": 0.25},
+                         1.0, None, 1.0)
+    assert describe(ev, str, per="per query") == ("innodb_pages_written: 12300 per query at a–b, "
+                                                  "0.25 at c")
+    ev = CounterEvidence("select_scan", {"a": 2.0, "b": 2.0}, 1.0, None, 0.0)
+    assert describe(ev, str) == "select_scan: 2 per run at all points"
+
+
+# --------------------------------------------------------------------------- properties
+
+_names = st.sampled_from(["c", "d", "innodb_data_written", "uptime", "com_select"])
+_measurement = st.tuples(st.sampled_from(["A", "B", "C"]), st.floats(allow_nan=False),
+                         st.dictionaries(_names, st.floats(allow_nan=False), max_size=5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_measurement, max_size=10), st.integers(0, 4))
+def test_explaining_counters_never_raises(measurements, top):
+    found = explaining_counters(measurements, top=top)
+    assert len(found) <= top
+    for ev in found:
+        assert 0.0 <= ev.eta_squared <= 1.0 and 0.0 <= ev.spread <= 1.0
+        assert ev.spearman is None or -1.0 <= ev.spearman <= 1.0
+        assert all(math.isfinite(v) for v in ev.per_point.values())
+        assert describe(ev, str).startswith(ev.name + ": ")
