@@ -1,8 +1,9 @@
 """Presentation of a finished results dict: terminal table, conclusion sentence, PNG charts.
 
-Two kinds of results: query sweeps (one timed query per sample) and time-series runs
-(`workload.kind == "sysbench"`: tps every second, judged on the steady state, optionally sliced
-by thread count so that verdicts compare values only at the same concurrency).
+Two kinds of results: query sweeps (one timed query per sample, optionally sliced by dataset
+variant: rows, engine, slack_type) and time-series runs (`workload.kind == "sysbench"`: tps every
+second, judged on the steady state, optionally sliced by thread count). Either way verdicts only
+compare values within one slice (same data size, same concurrency).
 
 Pure formatting: every number shown here was computed elsewhere (see knoblab.stats and
 knoblab.timeseries); the only thing recomputed is which seconds to mark as stalls on a chart.
@@ -89,12 +90,16 @@ def _is_size_knob(result: dict, knob: str) -> bool:
     return any(str(p["settings"].get(knob, "")).strip()[-1:].isalpha() for p in result["points"])
 
 
-def _applied(result: dict, point: dict, knob: str) -> tuple[str, bool]:
-    """(compact effective value, whether it differs from the requested one)."""
+def _applied(result: dict, point: dict, knob: str,
+             requested_as: str | None = None) -> tuple[str, bool]:
+    """(compact effective value, whether it differs from the requested one).
+
+    `requested_as`: the knob whose requested value `knob` was given (a tied follower's leader).
+    """
     effective = (point.get("effective") or {}).get(knob)
     if effective is None:
         return "—", False
-    requested = point["settings"].get(knob)
+    requested = point["settings"].get(requested_as or knob)
     eff_n, req_n = _as_number(effective), _as_number(requested)
     text = str(effective)
     if eff_n is not None and eff_n.is_integer() and _is_size_knob(result, knob):
@@ -104,6 +109,33 @@ def _applied(result: dict, point: dict, knob: str) -> tuple[str, bool]:
     else:
         changed = str(effective).strip().lower() != str(requested).strip().lower()
     return text + ("*" if changed else ""), changed
+
+
+def _applied_cell(result: dict, point: dict, knobs: list[str]) -> tuple[str, bool]:
+    """The applied values of `knobs`, plus a tied follower's when the server gave it another
+    value than its leader's ("16M, max_heap_table_size=32M*"); whether any was changed."""
+    applied = [_applied(result, point, k) for k in knobs]
+    texts = [text for text, _ in applied]
+    changed = any(c for _, c in applied)
+    for follower, leader in _tied(result).items():
+        if leader not in knobs:
+            continue
+        text, follower_changed = _applied(result, point, follower, requested_as=leader)
+        if text != "—" and text.rstrip("*") != applied[knobs.index(leader)][0].rstrip("*"):
+            texts.append(f"{follower}={text}")
+            changed |= follower_changed
+    return ", ".join(texts), changed
+
+
+def _tied(result: dict) -> dict[str, str]:
+    """{follower: leader} of the knobs set to another knob's value (missing in old results)."""
+    return dict(result.get("tied") or {})
+
+
+def tied_text(result: dict) -> str:
+    """"max_heap_table_size tied to tmp_table_size", or "" when no knob is tied."""
+    return "; ".join(f"{follower} tied to {leader}"
+                     for follower, leader in _tied(result).items())
 
 
 def _slice_knobs(result: dict) -> list[str]:
@@ -119,10 +151,12 @@ def _value_knobs(result: dict) -> list[str]:
 def point_label(result: dict, point: dict, *, with_slice: bool = False) -> str:
     """"128K" for one knob, "read_buffer_size=128K, sort_buffer_size=2M" for a grid.
 
-    Slice knobs (result["slices"], e.g. threads) are left out unless `with_slice`: points are
-    only ever compared within their slice, which is named separately (see slice_label).
+    Slice knobs (result["slices"], e.g. threads or rows) are left out unless `with_slice`:
+    points are only ever compared within their slice, which is named separately (slice_label).
     """
-    knobs = list(result["knobs"]) if with_slice else _value_knobs(result)
+    knobs = _value_knobs(result)
+    if with_slice:
+        knobs += [k for k in _slice_knobs(result) if k not in knobs]
     if len(knobs) == 1:
         return str(point["settings"][knobs[0]])
     return ", ".join(f"{k}={point['settings'][k]}" for k in knobs)
@@ -261,61 +295,151 @@ def stalls_text(result: dict) -> str:
             + " ".join(groups))
 
 
+def explanation_lines(result: dict) -> list[str]:
+    """Per slice, the server counters that moved with the setting, in words:
+    "Explained by the server's counters at rows=1000000: created_tmp_disk_tables: …; …."
+
+    result["explained_by"] is [{"slice": {...}, "counters": [{"text": ...}, ...]}, ...]; a flat
+    list of counters (results written before slicing) counts as one unsliced group. Slices
+    without a counter get no line; no line at all when nothing was found (or old results).
+    """
+    entries = result.get("explained_by") or []
+    groups: list[tuple[dict, list[dict]]] = []
+    flat = [e for e in entries if isinstance(e, dict) and "counters" not in e]
+    if flat:
+        groups.append(({}, flat))
+    groups += [(e.get("slice") or {}, e.get("counters") or []) for e in entries
+               if isinstance(e, dict) and "counters" in e]
+    lines = []
+    for where, counters in groups:
+        texts = [str(c.get("text") or "").strip() for c in counters]
+        texts = [t for t in texts if t]
+        if not texts:
+            continue
+        at = " at " + ", ".join(f"{k}={v}" for k, v in where.items()) if where else ""
+        lines.append(f"Explained by the server's counters{at}: {'; '.join(texts)}.")
+    return lines
+
+
 # ----------------------------------------------------------------------------- terminal
+
+
+def _as_count(value: object) -> float | None:
+    """A row count from a setting ("1000000"); None when it is not a number."""
+    try:
+        return float(str(value).replace("_", "").replace(",", ""))
+    except ValueError:
+        return _as_number(value)
+
+
+def _count(n: float) -> str:
+    """Rows as people write them: 1000000 -> "1M", 4000000 -> "4M", 250000 -> "250K"."""
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{suffix}"
+    return f"{n:.3g}"
 
 
 def _title(result: dict) -> str:
     server, work, data = result["server"], result["workload"], result["dataset"]
+    sliced, points = _slice_knobs(result), result["points"]
     sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
     sql = sql if len(sql) <= 70 else sql[:67] + "..."
     reps = f", {work['repetitions']} reps" if work.get("repetitions") else ""
-    rows = f"{data['rows']:,} rows" if data.get("rows") is not None else data.get("kind", "")
+    counts = sorted({c for p in points if "rows" in sliced
+                     and (c := _as_count(p["settings"].get("rows"))) is not None})
+    if data.get("rows") is not None:
+        rows = f"{data['rows']:,} rows"
+    elif counts:  # one dataset per size: the sizes are in the table
+        rows = "–".join(dict.fromkeys((_count(counts[0]), _count(counts[-1])))) + " rows"
+    else:
+        rows = data.get("kind", "")
     size = f", {data['bytes'] / 1e6:.1f} MB" if data.get("bytes") else ""
-    engine = f" {data['engine']}" if data.get("engine") else ""
+    if "engine" in sliced:
+        engine = " " + "/".join(dict.fromkeys(str(p["settings"].get("engine")) for p in points))
+    else:
+        engine = f" {data['engine']}" if data.get("engine") else ""
     return (
         f"{result['name']} — {server.get('version', '?')} · {sql} ({work.get('cache', '?')} "
         f"cache{reps}) · {rows}{size}{engine} · {result.get('regime') or '?'}"
     )
 
 
+def _print_title(result: dict, title: str, console: Console) -> None:
+    console.print(Text(title, style="bold"))
+    tied = tied_text(result)
+    if tied:
+        console.print(Text(tied, style="dim"))
+
+
+_QUERY_HEADERS = ["applied", "n", "median", "95% CI", "vs best", "p (Holm)", "verdict",
+                  "read MB", "iowait", "regime"]
+
+
+def _query_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bool]:
+    """(headers, rows of cells, indexes of rows ending a slice, any value changed).
+
+    Columns: the compared knobs, the slice knobs (rows, engine … when sliced), then
+    _QUERY_HEADERS. "read MB" is what the server read from disk per run, "iowait" the share of
+    the run's CPU time spent waiting for the disk: the evidence behind the regime.
+    """
+    values, sliced = _value_knobs(result), _slice_knobs(result)
+    sliced = [k for k in sliced if k not in values]
+    headers = values + sliced + _QUERY_HEADERS
+    rows: list[list[Text]] = []
+    ends: set[int] = set()
+    any_changed = False
+    for _, points in slices(result):
+        for p in points:
+            cells = [Text(str(p["settings"].get(k, "—"))) for k in values]
+            if p.get("is_default"):
+                cells[-1].append(" (default)", style="dim")
+            cells += [Text(str(p["settings"].get(k, "—"))) for k in sliced]
+            applied, changed = _applied_cell(result, p, values)
+            any_changed |= changed
+            n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
+            alive = p["verdict"] != "failed" and p.get("median") is not None
+            ci = p.get("ci95") or [None, None]
+            ratio, read_mb, iowait = p.get("ratio_to_best"), p.get("read_mb"), p.get("iowait_share")
+            cells += [
+                Text(applied),
+                Text(n),
+                Text(_num(p["median"]) if alive else "—"),
+                Text(f"{_num(ci[0])}–{_num(ci[1])}" if alive and ci[0] is not None else "—"),
+                Text("—" if ratio is None or p["verdict"] == "best"
+                     else f"{(ratio - 1) * 100:+.1f}%"),
+                Text(_p(p["p_value"]) if p.get("p_value") is not None else "—"),
+                Text(p["verdict"], style=_RICH_STYLE.get(p["verdict"], "")),
+                Text("—" if read_mb is None or not p["n"] else f"{read_mb:,.1f}"),
+                Text("—" if iowait is None or not p["n"] else f"{iowait * 100:.0f}%"),
+                Text(str(p.get("regime") or "—")),
+            ]
+            rows.append(cells)
+        ends.add(len(rows) - 1)
+    ends.discard(len(rows) - 1)
+    return headers, rows, ends, any_changed
+
+
 def print_report(result: dict, console: Console) -> None:
-    """Title, one table row per point, the conclusion, and a footnote on changed values."""
+    """Title, one table row per point, the conclusion, the counters that explain it, and a
+    footnote on changed values.
+
+    Sliced results list each slice's points together, a blank line between slices. When the
+    table does not fit the console, the same rows are shown as two tables (level and verdict,
+    then the evidence) rather than with cut-off cells.
+    """
     if _is_timeseries(result):
         _print_timeseries(result, console)
         return
-    knobs = result["knobs"]
-    console.print(Text(_title(result), style="bold"))
-    table = Table(show_edge=False, header_style="bold")
-    for knob in knobs:
-        table.add_column(knob)
-    for name in ("applied", "n", "median", "95% CI", "vs best", "p (Holm)", "verdict", "regime"):
-        justify = "left" if name in ("applied", "verdict", "regime") else "right"
-        table.add_column(name, justify=justify)
-
-    any_changed = False
-    for p in result["points"]:
-        cells = [Text(str(p["settings"][k])) for k in knobs]
-        if p.get("is_default"):
-            cells[-1].append(" (default)", style="dim")
-        applied = [_applied(result, p, k) for k in knobs]
-        any_changed |= any(changed for _, changed in applied)
-        n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
-        alive = p["verdict"] != "failed" and p.get("median") is not None
-        ci = p.get("ci95") or [None, None]
-        ratio = p.get("ratio_to_best")
-        cells += [
-            Text(", ".join(text for text, _ in applied)),
-            Text(n),
-            Text(_num(p["median"]) if alive else "—"),
-            Text(f"{_num(ci[0])}–{_num(ci[1])}" if alive and ci[0] is not None else "—"),
-            Text("—" if ratio is None or p["verdict"] == "best" else f"{(ratio - 1) * 100:+.1f}%"),
-            Text(_p(p["p_value"]) if p.get("p_value") is not None else "—"),
-            Text(p["verdict"], style=_RICH_STYLE.get(p["verdict"], "")),
-            Text(str(p.get("regime") or "—")),
-        ]
-        table.add_row(*cells)
-    console.print(table)
+    _print_title(result, _title(result), console)
+    headers, rows, ends, any_changed = _query_rows(result)
+    labels = len(headers) - len(_QUERY_HEADERS)
+    # applied, median … verdict; then n, read MB, iowait, regime
+    _print_table(console, headers, rows, ends, labels, len(_value_knobs(result)),
+                 [(0, 2, 3, 4, 5, 6), (1, 7, 8, 9)])
     console.print(Text(conclusion_text(result)))
+    for line in explanation_lines(result):
+        console.print(Text(line))
     noise = noise_text(result)
     if noise:
         console.print(Text(noise, style="dim"))
@@ -376,8 +500,8 @@ def _timeseries_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int
             if p.get("is_default"):
                 cells[-1].append(" (default)", style="dim")
             cells += [Text(str(p["settings"][k])) for k in sliced]
-            applied = [_applied(result, p, k) for k in values]
-            any_changed |= any(changed for _, changed in applied)
+            applied, changed = _applied_cell(result, p, values)
+            any_changed |= changed
             n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
             alive = p["verdict"] != "failed" and p.get("mean") is not None
             ci = p.get("ci95") or [None, None]
@@ -386,7 +510,7 @@ def _timeseries_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int
             if p.get("reconnects"):
                 errors += f" +{p['reconnects']} reconn."
             cells += [
-                Text(", ".join(text for text, _ in applied)),
+                Text(applied),
                 Text(n),
                 num(p.get("mean"), alive),
                 Text(f"{_num(ci[0])}–{_num(ci[1])}" if alive and ci[0] is not None else "—"),
@@ -414,17 +538,46 @@ def _timeseries_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int
 
 
 def _table(headers: list[str], rows: list[list[Text]], ends: set[int], keep: list[int],
-           labels: int) -> Table:
-    """The columns `keep` of the rows; the first `labels` columns (the values) may wrap."""
+           labels: int, wraps: int) -> Table:
+    """The columns `keep` of the rows; the first `labels` columns (values and slices) are
+    left-aligned, and the first `wraps` of them (the values) may wrap, as may "applied"."""
     # No vertical rules and two spaces between columns: 17 columns fit about 140 characters.
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
                   collapse_padding=True, header_style="bold")
     for i in keep:
-        left = i < labels or headers[i] in ("applied", "verdict")
-        table.add_column(headers[i], justify="left" if left else "right", no_wrap=i >= labels)
+        left = i < labels or headers[i] in ("applied", "verdict", "regime")
+        table.add_column(headers[i], justify="left" if left else "right",
+                         no_wrap=i >= wraps and headers[i] != "applied",
+                         overflow="fold" if headers[i] == "applied" else "ellipsis")
     for r, cells in enumerate(rows):
         table.add_row(*(cells[i] for i in keep), end_section=r in ends)
     return table
+
+
+def _print_table(console: Console, headers: list[str], rows: list[list[Text]], ends: set[int],
+                 labels: int, wraps: int, halves: list[tuple[int, ...]]) -> None:
+    """One table, or, when it does not fit the console, two with the label columns repeated
+    (`halves` are the columns of each, counted after the labels), rather than cut-off cells.
+    Long knob names in the headers break after underscores when space is short."""
+    def width(table: Table) -> Measurement:
+        # measured against a very wide console: Measurement.get clamps to the console width
+        return Measurement.get(console, console.options.update_width(10_000), table)
+
+    wrapped = [_wrap_name(h, 10) if i < labels and "\n" not in h else h
+               for i, h in enumerate(headers)]
+    every = list(range(len(headers)))
+    table = _table(headers, rows, ends, every, labels, wraps)
+    if width(table).maximum > console.width:
+        table = _table(wrapped, rows, ends, every, labels, wraps)
+    if width(table).minimum <= console.width:
+        console.print(table)
+        return
+    for half in halves:
+        keep = [*range(labels), *(labels + i for i in half)]
+        table = _table(headers, rows, ends, keep, labels, wraps)
+        if width(table).maximum > console.width:
+            table = _table(wrapped, rows, ends, keep, labels, wraps)
+        console.print(table)
 
 
 def _print_timeseries(result: dict, console: Console) -> None:
@@ -433,22 +586,15 @@ def _print_timeseries(result: dict, console: Console) -> None:
     When the 17 columns do not fit the console, the same rows are shown as two tables (level
     and verdict, then stability) rather than with cut-off cells.
     """
-    console.print(Text(_timeseries_title(result), style="bold"))
+    _print_title(result, _timeseries_title(result), console)
     headers, rows, ends, any_changed = _timeseries_rows(result)
+    # level and verdict, then the shape of the distribution and the stalls
     labels = len(headers) - 15
-    everything = list(range(len(headers)))
-    table = _table(headers, rows, ends, everything, labels)
-    # measured against a very wide console: Measurement.get clamps to the console width
-    natural = Measurement.get(console, console.options.update_width(10_000), table)
-    if natural.minimum <= console.width:
-        console.print(table)
-    else:
-        # level and verdict, then the shape of the distribution and the stalls
-        first = [*range(labels), *(labels + i for i in (0, 1, 2, 3, 12, 13, 14))]
-        second = [*range(labels), *(labels + i for i in (4, 5, 6, 7, 8, 9, 10, 11))]
-        console.print(_table(headers, rows, ends, first, labels))
-        console.print(_table(headers, rows, ends, second, labels))
+    _print_table(console, headers, rows, ends, labels, labels,
+                 [(0, 1, 2, 3, 12, 13, 14), (4, 5, 6, 7, 8, 9, 10, 11)])
     console.print(Text(conclusion_text(result)))
+    for line in explanation_lines(result):
+        console.print(Text(line))
     stalls, noise = stalls_text(result), noise_text(result)
     if stalls:
         console.print(Text(stalls))
@@ -485,14 +631,23 @@ def _draw(ax, x: float, p: dict, colour: str, rng: np.random.Generator, jitter=0
     ax.scatter(x + rng.uniform(-jitter, jitter, samples.size), samples, s=12, color=colour,
                alpha=0.3, linewidths=0, zorder=2)
     lo, hi = p.get("ci95") or (p["median"], p["median"])
-    ax.errorbar(x, p["median"], yerr=[[p["median"] - lo], [hi - p["median"]]], fmt="o", ms=7,
+    yerr = [[max(0.0, p["median"] - lo)], [max(0.0, hi - p["median"])]]
+    ax.errorbar(x, p["median"], yerr=yerr, fmt="o", ms=7,
                 color=colour, ecolor=colour, capsize=4, zorder=3)
 
 
 def write_chart(result: dict, path: pathlib.Path) -> pathlib.Path:
-    """Median ± 95% CI per point (plus raw samples) on a categorical x axis; PNG at `path`."""
-    path = pathlib.Path(path)
-    points, knobs = result["points"], result["knobs"]
+    """Median ± 95% CI per point (plus raw samples) on a categorical x axis; PNG at `path`.
+
+    Every point of `result`; write_charts draws one such chart per slice instead.
+    """
+    return _chart_query(result, result["points"], "", pathlib.Path(path))
+
+
+def _chart_query(result: dict, points: list[dict], slice_name: str,
+                 path: pathlib.Path) -> pathlib.Path:
+    """write_chart for `points` (one slice, named in the title when not "")."""
+    knobs = _value_knobs(result)
     first = knobs[0]
     xs = list(dict.fromkeys(str(p["settings"][first]) for p in points))
     position = {v: i for i, v in enumerate(xs)}
@@ -542,12 +697,11 @@ def write_chart(result: dict, path: pathlib.Path) -> pathlib.Path:
     ax.set_xlim(-0.6, len(xs) - 0.4)
     ax.set_xlabel(first)
     ax.set_ylabel(f"{result['objective']['metric']} (median, 95% CI)")
-    ax.set_title(f"{result['name']} — {result['server'].get('version', '?')}")
+    where = f" · {slice_name}" if slice_name else ""
+    ax.set_title(f"{result['name']} — {result['server'].get('version', '?')}{where}")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="best")
-    fig.savefig(path, format="png", dpi=110)
-    fig.clear()  # a bare Figure is not registered with pyplot: nothing else to close
-    return path
+    return _save(fig, path)
 
 
 # ----------------------------------------------------------------------------- time-series charts
@@ -560,16 +714,24 @@ _VALUE_COLOURS = ["C0", "C1", "C4", "C5", "C9", "C6", "C8", "C7"]
 def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
     """Every chart for `result` in `folder` (created if missing); returns the paths written.
 
-    Query results: chart.png (see write_chart). Time-series results, per slice (a suffix such
-    as "-threads-8" when sliced): tps-over-time.png (one panel per value), tps-overlay.png (all
-    values on one axis) and tps-steady.png (steady mean ± stdev and 95% CI per value).
+    Charts are drawn per slice, with a suffix such as "-threads-8" or "-rows-1000000" when the
+    result is sliced. Query results: chart.png (see write_chart), plus scaling.png (time against
+    rows, see _chart_scaling) when rows were swept. Time-series results: tps-over-time.png (one
+    panel per value), tps-overlay.png (all values on one axis), tps-steady.png (steady mean ±
+    stdev and 95% CI per value) and, when the OS was sampled every second, os-over-time.png
+    (CPU and disk per second, one panel per value).
     """
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if not _is_timeseries(result):
-        return [write_chart(result, folder / "chart.png")]
-    colours = _value_colours(result)
     paths = []
+    if not _is_timeseries(result):
+        for name, points in slices(result):
+            suffix = _file_suffix(result, points[0]) if name else ""
+            paths.append(_chart_query(result, points, name, folder / f"chart{suffix}.png"))
+        if _scales_with_rows(result):
+            paths.append(_chart_scaling(result, folder / "scaling.png"))
+        return paths
+    colours = _value_colours(result)
     for name, points in slices(result):
         suffix = _file_suffix(result, points[0]) if name else ""
         paths.append(_chart_over_time(result, points, name, colours,
@@ -577,6 +739,8 @@ def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
         paths.append(_chart_overlay(result, points, name, colours,
                                     folder / f"tps-overlay{suffix}.png"))
         paths.append(_chart_steady(result, points, name, folder / f"tps-steady{suffix}.png"))
+        if any(_os_run(p) is not None for p in points):
+            paths.append(_chart_os(result, points, name, folder / f"os-over-time{suffix}.png"))
     return paths
 
 
@@ -775,4 +939,219 @@ def _chart_steady(result: dict, points: list[dict], slice_name: str,
     ax.set_title(_chart_title(result, f"steady-state {metric}", slice_name))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- data size
+
+def _scales_with_rows(result: dict) -> bool:
+    """Were rows swept (a slice) over at least two sizes? Then time against size is charted."""
+    if _is_timeseries(result) or "rows" not in _slice_knobs(result):
+        return False
+    counts = {_as_count(p["settings"].get("rows")) for p in result["points"]} - {None}
+    return len(counts) >= 2
+
+
+def _log_axis_labels(axis, low: float, high: float, formatter) -> None:
+    """Plain numbers on a log axis ("0.5", "2", not "5×10⁻¹"), also at 2× and 5× when the axis
+    spans little more than a decade (else it would carry one label or none)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: formatter(v)))
+    span = high / low if low > 0 else math.inf
+    if span < 300:
+        subs = (2.0, 3.0, 5.0) if span < 30 else (2.0, 5.0)
+        axis.set_minor_locator(LogLocator(base=10, subs=subs))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: formatter(v)))
+    else:
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _short(x: float) -> str:
+    """An axis label or a factor: "0.5", "2", "19.3", "1,200"."""
+    return _num(x) if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _chart_scaling(result: dict, path: pathlib.Path) -> pathlib.Path:
+    """Median time against rows on log–log axes, one line per value (95% CI bars), and per line
+    a faint dotted line growing linearly from its smallest size: a line bending above its
+    reference takes more than linearly longer as the data grows (e.g. a temporary table
+    spilling to disk). Failed points are left out."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    others = [k for k in _slice_knobs(result) if k != "rows"]  # e.g. engine: its own lines
+
+    def line_of(p: dict) -> str:
+        extra = ", ".join(f"{k}={p['settings'].get(k)}" for k in others)
+        return point_label(result, p) + (f", {extra}" if extra else "")
+
+    names = list(dict.fromkeys(line_of(p) for p in result["points"]))
+    lines: dict[str, list[tuple[float, dict]]] = {name: [] for name in names}
+    for p in result["points"]:
+        rows = _as_count(p["settings"].get("rows"))
+        if rows is not None and p["verdict"] != "failed" and p.get("median") is not None:
+            lines[line_of(p)].append((rows, p))
+    lines = {name: sorted(members, key=lambda m: m[0]) for name, members in lines.items()
+             if members}
+    counts = sorted({rows for members in lines.values() for rows, _ in members})
+
+    fig = Figure(figsize=(10.5, 5.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    handles = []
+    for i, (name, members) in enumerate(lines.items()):
+        colour = _VALUE_COLOURS[i % len(_VALUE_COLOURS)]
+        dodge = 10 ** ((i - (len(lines) - 1) / 2) * 0.008)  # bars side by side, not on top
+        rows = np.array([r for r, _ in members]) * dodge
+        medians = np.array([p["median"] for _, p in members])
+        cis = [p.get("ci95") or (p["median"], p["median"]) for _, p in members]
+        yerr = np.clip([medians - np.array([lo for lo, _ in cis]),
+                        np.array([hi for _, hi in cis]) - medians], 0, None)
+        ax.errorbar(rows, medians, yerr=yerr, color=colour, marker="o", ms=6,
+                    lw=1.6, capsize=3, zorder=3)
+        worse = [j for j, (_, p) in enumerate(members) if p["verdict"] == "worse"]
+        ax.plot(rows[worse], medians[worse], ls="", marker="o", ms=6, mfc="white", mec=colour,
+                mew=1.5, zorder=4)
+        best = [j for j, (_, p) in enumerate(members) if p["verdict"] == "best"]
+        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13, color=_MPL_COLOUR["best"],
+                mec="white", mew=0.6, zorder=5)
+        r0, m0 = members[0][0], medians[0]
+        label = name + (" (default)" if any(p.get("is_default") for _, p in members) else "")
+        if len(members) > 1:
+            ax.plot(rows[[0, -1]], m0 * np.array([r0, members[-1][0]]) / r0, color=colour,
+                    ls=":", lw=1.4, alpha=0.65, zorder=2)
+            label += (f": ×{_short(medians[-1] / m0)} time for "
+                      f"×{_short(members[-1][0] / r0)} rows")
+        handles.append(Line2D([], [], color=colour, marker="o", lw=1.6, label=label))
+    handles += [
+        Line2D([], [], color="0.4", ls=":", lw=1.3, label="linear from the smallest size"),
+        Line2D([], [], color="0.4", ls="", marker="o", mfc="white", mew=1.5,
+               label="worse than the best at that size"),
+        Line2D([], [], color=_MPL_COLOUR["best"], ls="", marker="*", ms=12,
+               label="best at that size"),
+    ]
+    ax.xaxis.set_major_locator(FixedLocator(counts))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(counts, [_count(c) for c in counts])
+    if counts:
+        ax.set_xlim(counts[0] / 1.35, counts[-1] * 1.35)
+    _log_axis_labels(ax.yaxis, *ax.get_ylim(), _short)
+    ax.set_xlabel("rows (log scale)")
+    ax.set_ylabel(f"{result['objective']['metric']} (median, 95% CI, log scale)")
+    work = result["workload"]
+    sql = " ".join(str(work.get("sql") or "").split())
+    sql = sql if len(sql) <= 80 else sql[:77] + "..."
+    ax.set_title(f"{result['name']} — time against data size\n"
+                 f"{sql} · {work.get('cache', '?')} cache · "
+                 f"{result['server'].get('version', '?')}", fontsize="medium")
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
+              title=", ".join(_value_knobs(result)), title_fontsize="small")
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- OS over time
+
+_OS_CPU = (("cpu_user", "user", "#4c72b0"), ("cpu_system", "system", "#dd8452"),
+           ("cpu_iowait", "iowait", "#c44e52"))
+_OS_DISK = (("disk_read_bytes", "disk read", "#1a1a1a"),
+            ("disk_write_bytes", "disk write", "#8e44ad"))
+
+
+def _os_run(point: dict) -> dict | None:
+    """The OS samples of the point's first repetition that has any, or None."""
+    runs = [s for s in point.get("os_series") or []
+            if any(s.get(k) for k, _, _ in _OS_CPU + _OS_DISK)]
+    return min(runs, key=lambda s: s.get("repetition") or 0) if runs else None
+
+
+def _os_arrays(run: dict) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """(t, CPU user/system/iowait in % of all cores, disk read/write in MB/s) of one run.
+
+    CPU figures are shares (0–1, as knoblab.observe writes them); values above 1.5 are taken to
+    be percentages already. Missing seconds count as 0.
+    """
+    n = max(len(run.get(k) or []) for k, _, _ in _OS_CPU + _OS_DISK)
+
+    def values(key: str) -> np.ndarray:
+        raw = [np.nan if v is None else v for v in (run.get(key) or [])][:n]
+        return np.nan_to_num(np.pad(np.asarray(raw, dtype=float), (0, n - len(raw)),
+                                    constant_values=np.nan))
+
+    t = np.asarray(run.get("t") or [], dtype=float)[:n]
+    if t.size < n:
+        t = np.arange(1, n + 1, dtype=float)
+    cpu = [values(k) for k, _, _ in _OS_CPU]
+    scale = 1.0 if max((float(c.max()) for c in cpu if c.size), default=0.0) > 1.5 else 100.0
+    return t, [c * scale for c in cpu], [values(k) / 1e6 for k, _, _ in _OS_DISK]
+
+
+def _chart_os(result: dict, points: list[dict], slice_name: str,
+              path: pathlib.Path) -> pathlib.Path:
+    """vmstat as small multiples: per value (its first run), CPU user/system/iowait stacked
+    (% of all cores, left axis) and disk read/write MB/s (lines, right axis); same axes in every
+    panel, the steady window of that run between dotted lines."""
+    ncols = min(3, len(points))
+    nrows = math.ceil(len(points) / ncols)
+    fig = Figure(figsize=(4.4 * ncols + 1.0, 2.8 * nrows + 1.4), layout="constrained")
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+    data = {id(p): _os_arrays(run) for p in points if (run := _os_run(p)) is not None}
+    disk_top = max((float(d.max()) for _, _, disk in data.values() for d in disk if d.size),
+                   default=0.0)
+    disk_top = (disk_top or 1.0) * 1.3  # room for the facts line, as on the CPU side
+    t_max = max((float(t.max()) for t, _, _ in data.values() if t.size), default=1.0)
+    twins = []
+    for i, (ax, p) in enumerate(zip(axes.flat, points, strict=False)):
+        twin = ax.twinx()
+        twins.append(twin)
+        twin.set_ylim(0, disk_top)
+        rightmost = i % ncols == ncols - 1 or i == len(points) - 1
+        twin.tick_params(right=rightmost, labelright=rightmost)
+        if rightmost:
+            twin.set_ylabel("disk MB/s")
+        ax.set_title(f"{_title_label(result, p)} — {p['verdict']}", fontsize="medium",
+                     color=_MPL_COLOUR.get(p["verdict"], "black"), fontweight="bold")
+        ax.grid(alpha=0.3)
+        if id(p) not in data:
+            ax.text(0.5, 0.5, "no OS samples", transform=ax.transAxes, ha="center",
+                    va="center", color="0.4")
+            continue
+        t, cpu, disk = data[id(p)]
+        ax.stackplot(t, *cpu, colors=[c for _, _, c in _OS_CPU], alpha=0.55, lw=0, zorder=1)
+        for values, (_, _, colour) in zip(disk, _OS_DISK, strict=True):
+            twin.plot(t, values, color=colour, lw=1.2, zorder=3)
+        run = _os_run(p) or {}
+        tps = next((s for s in p.get("series") or []
+                    if s.get("repetition") == run.get("repetition") and s.get("steady")), None)
+        if tps is not None:
+            seconds, values, start, end = _series(tps)
+            if end > start:
+                for edge in (seconds[start] - 0.5, seconds[end - 1] + 0.5):
+                    ax.axvline(edge, color="0.2", ls=":", lw=1, zorder=2)
+        means = [float(c.mean()) for c in cpu]
+        rates = [float(d.mean()) for d in disk]
+        ax.text(0.02, 0.97, f"user {means[0]:.0f}%, sys {means[1]:.0f}%, iowait "
+                f"{means[2]:.0f}% · read {_short(rates[0])}, write {_short(rates[1])} MB/s",
+                transform=ax.transAxes, va="top", fontsize="x-small", zorder=5,
+                bbox={"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1.5})
+    cells = list(axes.flat)
+    for i, ax in enumerate(cells):
+        if i >= len(points):  # an empty cell of the last row
+            ax.remove()
+        elif i + ncols >= len(points):  # the lowest panel of its column: x ticks and label
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("time (s)")
+    cells[0].set_ylim(0, 130)  # 0–100% and room for the facts line
+    cells[0].set_yticks([0, 25, 50, 75, 100])
+    cells[0].set_xlim(0, t_max + 1)
+    fig.supylabel("CPU, % of all cores (stacked)")
+    fig.suptitle(_chart_title(result, "CPU and disk per second (vmstat, first run)", slice_name))
+    handles = [Patch(color=colour, alpha=0.55, lw=0, label=f"CPU {name}")
+               for _, name, colour in _OS_CPU]
+    handles += [Line2D([], [], color=colour, lw=1.2, label=f"{name} (MB/s, right axis)")
+                for _, name, colour in _OS_DISK]
+    handles.append(Line2D([], [], color="0.2", ls=":", lw=1, label="steady state (tps)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(6, 3 * ncols),
+               fontsize="small", frameon=False)
     return _save(fig, path)

@@ -25,11 +25,13 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
         by_point[trial.point_idx].append(trial)
     statistics = info.get("statistics", {})
     time_series = info.get("workload", {}).get("kind") == "sysbench"
-    # Thread counts are compared within themselves: the best setting may differ per count.
-    slices = [k for k in ("threads",) if time_series and point_list and k in point_list[0][0]]
+    # Thread counts and dataset variants are compared within themselves: the best setting may
+    # differ per thread count or data size, and times at 1M and 4M rows are not comparable.
+    slice_keys = ("threads",) if time_series else ("rows", "engine", "slack_type")
+    slices = [k for k in slice_keys if point_list and k in point_list[0][0]]
     if time_series:
-        seconds = store.seconds(run["id"])
-        evidence = {idx: _series_evidence(by_point[idx], seconds, statistics)
+        seconds, os_seconds = store.seconds(run["id"]), store.os_seconds(run["id"])
+        evidence = {idx: _series_evidence(by_point[idx], seconds, os_seconds, statistics)
                     for idx in range(len(point_list))}
         samples = {idx: evidence[idx]["samples"] for idx in evidence}
     else:
@@ -80,7 +82,8 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
                        "confidence": statistics.get("confidence", 0.95)},
         "points": points,
         "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
-        "explained_by": _explanations(by_point, point_list),
+        "explained_by": _explanations(by_point, point_list, slices),
+        "tied": info.get("tied", {}),
         "warnings": _warnings(points),
     }
     result["conclusion"] = _conclusion(points, judgements, slices)
@@ -147,13 +150,27 @@ def _timing_evidence(done: list, summary: stats.Summary | None) -> dict[str, Any
         "cpu_share": _mean(t.details.get("cpu_share") for t in done),
         "iowait_share": _mean(t.details.get("iowait_share") for t in done),
         "read_mb": _mean((t.details.get("read_bytes") or 0) / 1e6 for t in done),
+        "os": {
+            "disk_read_mb": _median((t.details.get("os") or {}).get("disk_read_bytes", 0) / 1e6
+                                    for t in done),
+            "disk_write_mb": _median((t.details.get("os") or {}).get("disk_write_bytes", 0) / 1e6
+                                     for t in done),
+            **{name: _median((t.details.get("os") or {}).get(name) for t in done)
+               for name in ("cpu_user", "cpu_system", "cpu_iowait")},
+        },
     }
 
 
 def _series_evidence(trials: list, seconds: dict[int, list[dict]],
+                     os_seconds: dict[int, list[dict]],
                      statistics: dict[str, Any]) -> dict[str, Any]:
     """Steady-state throughput of a point's trials, pooled, with its batch means for the test."""
     series, windows = [], []
+    os_series = [{"repetition": t.repetition,
+                  **{name: [row[name] for row in os_seconds[t.id]]
+                     for name in ("t", "cpu_user", "cpu_system", "cpu_iowait",
+                                  "disk_read_bytes", "disk_write_bytes")}}
+                 for t in trials if os_seconds.get(t.id)]
     for trial in trials:
         if trial.status not in ("done", "failed"):
             continue
@@ -166,7 +183,8 @@ def _series_evidence(trials: list, seconds: dict[int, list[dict]],
         if trial.status == "done" and rows:
             windows.append([r["tps"] for r in rows][window[0]:window[1]])
     done = [t for t in trials if t.status == "done"]
-    evidence: dict[str, Any] = {"series": series, "samples": [], "regime": None}
+    evidence: dict[str, Any] = {"series": series, "os_series": os_series, "samples": [],
+                                "regime": None}
     if not windows:
         return {**evidence, "mean": None, "median": None, "stdev": None, "cv": None,
                 "ci95": None, "latency_p95_ms": None, "latency_p99_ms": None,
@@ -268,20 +286,30 @@ def _warnings(points: list[dict]) -> list[str]:
     return warnings
 
 
-def _explanations(by_point: dict[int, list], point_list: list) -> list[dict[str, Any]]:
-    """The server counters that moved with the setting, consistently, in words."""
-    measurements = [(idx, t.value, t.details.get("status") or {})
-                    for idx in range(len(point_list)) for t in by_point[idx]
-                    if t.status == "done" and t.value is not None]
-    if len({idx for idx, _, _ in measurements}) < 2:
-        return []
-    labels = {idx: ", ".join(str(v) for v in requested.values())
-              for idx, (requested, _) in enumerate(point_list)}
-    return [{"counter": found.name, "per_point": {labels[k]: v for k, v in found.per_point.items()},
-             "eta_squared": round(found.eta_squared, 3),
-             "spearman": None if found.spearman is None else round(found.spearman, 3),
-             "text": evidence.describe(found, labels.__getitem__)}
-            for found in evidence.explaining_counters(measurements)]
+def _explanations(by_point: dict[int, list], point_list: list,
+                  slices: list[str]) -> list[dict[str, Any]]:
+    """Per slice, the server counters that moved with the setting, consistently, in words."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for idx, (requested, _) in enumerate(point_list):
+        groups[tuple(requested[k] for k in slices)].append(idx)
+    found_by_slice = []
+    for key, members in groups.items():
+        measurements = [(idx, t.value, t.details.get("status") or {})
+                        for idx in members for t in by_point[idx]
+                        if t.status == "done" and t.value is not None]
+        if len({idx for idx, _, _ in measurements}) < 2:
+            continue
+        labels = {idx: ", ".join(str(v) for k, v in point_list[idx][0].items()
+                                 if k not in slices) for idx in members}
+        counters = [{"counter": found.name,
+                     "per_point": {labels[k]: v for k, v in found.per_point.items()},
+                     "eta_squared": round(found.eta_squared, 3),
+                     "spearman": None if found.spearman is None else round(found.spearman, 3),
+                     "text": evidence.describe(found, labels.__getitem__)}
+                    for found in evidence.explaining_counters(measurements)]
+        found_by_slice.append({"slice": dict(zip(slices, key, strict=True)),
+                               "counters": counters})
+    return found_by_slice
 
 
 def _noise(done: list) -> dict[str, Any] | None:

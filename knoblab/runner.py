@@ -31,6 +31,7 @@ from knoblab.spec import Spec, Steady, parse_spec
 from knoblab.store import SECOND_FIELDS, Store
 from knoblab.timeseries import summarize_series
 from knoblab.units import format_size
+from knoblab.workloads.dataset import ScanTable
 from knoblab.workloads.query import WorkloadError
 from knoblab.workloads.sysbench import Second, SysbenchWorkload, histogram_percentile
 
@@ -53,7 +54,12 @@ class Prepared:
     catalog: Catalog
     base: dict[str, str]
     points: list[tuple[dict[str, str], dict[str, str]]]
-    template: Path
+    templates: dict[str, Path]  # datadir template by data key (one per dataset variant)
+
+    def data_key(self, requested: dict[str, str]) -> str:
+        if isinstance(self.spec.workload, SysbenchWorkload):
+            return f"sysbench-{self.spec.workload.prepare_key()}"
+        return self.spec.dataset_for(requested).key
 
 
 def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, int]]:
@@ -75,6 +81,7 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
     catalog = catalog_for(binary, home)
     base, points = spec.points(catalog)
     _check_settable(catalog, [*base, *points[0].config])
+    templates: dict[str, Path] = {}
     if isinstance(spec.workload, SysbenchWorkload):
         statements = base.get("max_prepared_stmt_count",
                               catalog.knobs["max_prepared_stmt_count"].default)
@@ -82,17 +89,22 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
         work = spec.workload
         listener.message(f"data: sysbench {work.tables} tables × {work.table_size:,} rows; "
                          "prepared once, then reused")
-        key, build = f"sysbench-{work.prepare_key()}", work.prepare
+        key = f"sysbench-{work.prepare_key()}"
+        templates[key] = derived_template(binary, key, work.prepare, home)
     else:
-        dataset = spec.dataset
-        listener.message(f"dataset: {dataset.table} ({_dataset_size(spec)}, "
-                         f"{dataset.engine}); built once, then reused")
-        key = dataset.key
-        def build(server: Sandbox) -> None:
-            dataset.build(server, listener.dataset_progress)
-    template = derived_template(binary, key, build, home)
+        variants = {spec.dataset_for(p.requested).key: spec.dataset_for(p.requested)
+                    for p in points}
+        for key, dataset in variants.items():
+            listener.message(f"dataset: {dataset.table} ({_dataset_size(dataset)}, "
+                             f"{dataset.engine}, slack {dataset.slack_type}); built once, "
+                             "then reused")
+
+            def build(server: Sandbox, dataset: ScanTable = dataset) -> None:
+                dataset.build(server, listener.dataset_progress)
+
+            templates[key] = derived_template(binary, key, build, home)
     return Prepared(spec, binary, catalog, base,
-                    [(p.requested, p.config) for p in points], template)
+                    [(p.requested, p.config) for p in points], templates)
 
 
 def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
@@ -110,7 +122,8 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
         server_binary=str(prepared.binary.path), server_version=prepared.binary.short_version,
         info={
             "knobs": knobs, "defaults": defaults, "base": prepared.base,
-            "dataset": spec.dataset.describe(prepared.template) if spec.dataset else {},
+            "dataset": _describe_data(prepared),
+            "tied": spec.tied,
             "workload": {"kind": spec.kind, "repetitions": spec.repetitions,
                          **_workload_info(spec)},
             "steady": vars(spec.steady) if spec.steady else None,
@@ -223,7 +236,9 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
     at_start = {k: v for k, v in settings.items() if catalog.knobs[k].startup_option}
     after_start = {k: v for k, v in settings.items() if k not in at_start}
     session_knobs = [k for k in settings if catalog.knobs[k].scope == "SESSION"]
-    with Sandbox(prepared.binary, prepared.template, at_start) as server:
+    template = prepared.templates[prepared.data_key(requested)]
+    dataset = prepared.spec.dataset_for(requested)
+    with Sandbox(prepared.binary, template, at_start) as server:
         if after_start:
             conn = server.connect()
             try:
@@ -239,8 +254,7 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
             threads = int(requested.get("threads", workload.threads))
             value, details = _run_sysbench(prepared.spec, server, threads, recorder)
         else:
-            measurement = workload.measure(
-                server, prepared.spec.dataset.files(server.datadir), session_knobs)
+            measurement = workload.measure(server, dataset.files(server.datadir), session_knobs)
             value, details = measurement.seconds, {**measurement.details,
                                                    "rows": measurement.rows}
         details.update(copy_seconds=round(server.copy_seconds, 3),
@@ -300,7 +314,22 @@ def _check_settable(catalog: Catalog, names: list[str]) -> None:
                             f"on {catalog.server_version}; it cannot be tuned")
 
 
-def _dataset_size(spec: Spec) -> str:
-    if spec.dataset.rows is not None:
-        return f"{spec.dataset.rows:,} rows"
-    return f"{format_size(spec.dataset.size_bytes)}B"
+def _dataset_size(dataset: ScanTable) -> str:
+    if dataset.rows is not None:
+        return f"{dataset.rows:,} rows"
+    return f"{format_size(dataset.size_bytes)}B"
+
+
+def _describe_data(prepared: Prepared) -> dict[str, object]:
+    """The dataset of the run; with variants, each of them by its swept parameters."""
+    spec = prepared.spec
+    if spec.dataset is None:
+        return {}
+    described = {}
+    for requested, _ in prepared.points:
+        dataset = spec.dataset_for(requested)
+        described[dataset.key] = dataset.describe(prepared.templates[dataset.key])
+    first = next(iter(described.values()))
+    if len(described) == 1:
+        return first
+    return {**first, "rows": None, "bytes": None, "variants": list(described.values())}

@@ -9,21 +9,21 @@ from __future__ import annotations
 import difflib
 import itertools
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
 from knoblab.units import parse_size
-from knoblab.workloads.dataset import ScanTable
+from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, ScanTable
 from knoblab.workloads.query import CACHE_MODES, QueryWorkload
 from knoblab.workloads.sysbench import SysbenchWorkload
 
-TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "statistics"}
+TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "tie", "statistics"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config"},
-    "dataset": {"kind", "rows", "size", "engine"},
+    "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
 }
 WORKLOAD_KEYS = {
@@ -32,8 +32,9 @@ WORKLOAD_KEYS = {
                  "rate", "percentile", "warmup", "window", "stall_fraction", "repetitions",
                  "timeout", "options"},
 }
-# Sweepable parameters of the workload itself, beside the server's settings.
-WORKLOAD_SWEEPS = {"sysbench": {"threads"}}
+# Sweepable beside the server's settings: the workload's concurrency, and the query workload's
+# dataset (each variant of the dataset is built once into a template of its own).
+SWEEPABLE = {"sysbench": {"threads"}, "query": {"rows", "engine", "slack_type"}}
 TESTS = ("welch-log", "welch", "mann-whitney")
 
 
@@ -75,7 +76,21 @@ class Spec:
     sweep: dict[str, list[Any]]
     statistics: Statistics
     steady: Steady | None = None  # time-series workloads only
+    tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     source: str = field(default="", repr=False)
+
+    def dataset_for(self, requested: dict[str, str]) -> ScanTable | None:
+        """The dataset variant a point runs on (its swept rows, engine or slack_type)."""
+        if self.dataset is None:
+            return None
+        changes: dict[str, Any] = {}
+        if "rows" in requested:
+            changes.update(rows=int(requested["rows"]), size_bytes=None)
+        if "engine" in requested:
+            changes["engine"] = requested["engine"]
+        if "slack_type" in requested:
+            changes["slack_type"] = requested["slack_type"]
+        return replace(self.dataset, **changes) if changes else self.dataset
 
     @property
     def kind(self) -> str:
@@ -89,8 +104,8 @@ class Spec:
             base[knob.name] = knob.normalize(raw)
         axes = []
         for name, values in self.sweep.items():
-            if name in WORKLOAD_SWEEPS.get(self.kind, ()):
-                axes.append(_workload_axis(name, values))
+            if name in SWEEPABLE[self.kind]:
+                axes.append(_parameter_axis(name, values))
                 continue
             knob = catalog.knob(name)
             if knob.name in base:
@@ -106,11 +121,29 @@ class Spec:
                 axis.append((knob.name, _as_text(raw), value))
             axes.append(axis)
         points = []
-        workload_params = WORKLOAD_SWEEPS.get(self.kind, set())
         for combo in itertools.product(*axes):
-            points.append(Point({n: r for n, r, _ in combo},
-                                {n: v for n, _, v in combo if n not in workload_params}))
+            config = {n: v for n, _, v in combo if n not in SWEEPABLE[self.kind]}
+            points.append(Point({n: r for n, r, _ in combo}, config))
+        for follower, leader in self.tied.items():
+            self._tie(catalog, follower, leader, base, points)
         return base, points
+
+    def _tie(self, catalog: Catalog, follower: str, leader: str, base: dict[str, str],
+             points: list[Point]) -> None:
+        """Give `follower` the leader's value everywhere (tmp_table_size needs its twin)."""
+        follower_knob, leader_knob = catalog.knob(follower), catalog.knob(leader)
+        if follower_knob.name in base or follower_knob.name in points[0].config:
+            raise UserError(f"[tie] {follower_knob.name} follows {leader_knob.name}: remove it "
+                            "from [server.config] and [sweep]")
+        if leader_knob.name in base:
+            base[follower_knob.name] = follower_knob.normalize(base[leader_knob.name])
+            return
+        if leader_knob.name not in points[0].config:
+            raise UserError(f"[tie] {follower_knob.name} = {leader!r}: the leader must be swept "
+                            "or set in [server.config]")
+        for point in points:
+            point.config[follower_knob.name] = follower_knob.normalize(
+                point.config[leader_knob.name])
 
 
 def load_spec(path: Path) -> Spec:
@@ -162,6 +195,12 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
                           int, 1, 10_000)
     steady = None
     if kind == "query":
+        if "rows" in sweep:
+            if "rows" in dataset or "size" in dataset:
+                raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
+                                "from [dataset]")
+            first = sweep["rows"][0]
+            dataset = {**dataset, "rows": first if isinstance(first, int) else 1}
         table = _scan_table(dataset)
         work: QueryWorkload | SysbenchWorkload = _query_workload(workload)
     else:
@@ -171,9 +210,13 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         table = None
         work, steady = _sysbench_workload(workload)
     for name in sweep:
-        if name in {"sql", "cache", "tables", "table_size", "duration", "rand_type"}:
-            raise UserError(f"[sweep] {name}: only server settings"
-                            f"{' and threads' if kind == 'sysbench' else ''} can be swept")
+        if name in {"sql", "cache", "tables", "table_size", "duration", "rand_type", "size"}:
+            extra = ", ".join(sorted(SWEEPABLE[kind]))
+            raise UserError(f"[sweep] {name}: only server settings and {extra} can be swept")
+    tied = data.get("tie", {})
+    if not isinstance(tied, dict) or not all(isinstance(v, str) for v in tied.values()):
+        raise UserError("[tie] must be a table of follower = \"leader\", e.g. "
+                        "max_heap_table_size = \"tmp_table_size\"")
 
     stats = Statistics(
         min_effect=_number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
@@ -197,6 +240,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         sweep=sweep,
         statistics=stats,
         steady=steady,
+        tied=dict(tied),
         source=source,
     )
 
@@ -210,7 +254,9 @@ def _scan_table(dataset: dict[str, Any]) -> ScanTable:
         raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
     size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
     return ScanTable(rows=rows, size_bytes=size,
-                     engine=_text(dataset, "engine", "dataset", "MyISAM"))
+                     engine=_text(dataset, "engine", "dataset", "MyISAM"),
+                     slack_type=_text(dataset, "slack_type", "dataset", "VARCHAR(50)"),
+                     index=_flag(dataset, "index", "dataset"))
 
 
 def _query_workload(workload: dict[str, Any]) -> QueryWorkload:
@@ -264,14 +310,23 @@ def _sysbench_workload(workload: dict[str, Any]) -> tuple[SysbenchWorkload, Stea
     return sysbench, steady
 
 
-def _workload_axis(name: str, values: list[Any]) -> list[tuple[str, str, str]]:
+def _parameter_axis(name: str, values: list[Any]) -> list[tuple[str, str, str]]:
+    """An axis of a sweepable parameter that is not a server setting."""
+    choices = {"engine": ENGINES, "slack_type": SLACK_TYPES}.get(name)
     axis = []
     for raw in values:
-        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-            raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at least 1")
-        if any(value == str(raw) for _, _, value in axis):
+        if choices is None:
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at least 1")
+            value = str(raw)
+        else:
+            match = [c for c in choices if isinstance(raw, str) and c.lower() == raw.lower()]
+            if not match:
+                raise UserError(f"[sweep] {name} = {raw!r}: use one of {', '.join(choices)}")
+            value = match[0]
+        if any(existing == value for _, _, existing in axis):
             raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
-        axis.append((name, str(raw), str(raw)))
+        axis.append((name, value, value))
     return axis
 
 
@@ -291,6 +346,13 @@ def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
             hint = f"; did you mean {close[0]!r}?" if close else \
                 f"; allowed: {', '.join(sorted(allowed))}"
             raise UserError(f"{where}: unknown key {key!r}{hint}")
+
+
+def _flag(section: dict[str, Any], key: str, where: str) -> bool:
+    value = section.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"[{where}] {key} = {value!r}: must be true or false")
+    return value
 
 
 def _text(section: dict[str, Any], key: str, where: str, default: str) -> str:

@@ -10,11 +10,13 @@ from rich.console import Console
 
 from knoblab.report import (
     conclusion_text,
+    explanation_lines,
     noise_text,
     point_label,
     print_report,
     slice_label,
     stalls_text,
+    tied_text,
     write_chart,
     write_charts,
 )
@@ -512,3 +514,260 @@ def test_write_charts_failed_point_and_odd_grid(oltp_sliced, tmp_path):
 def test_write_charts_query_result_is_chart_png(sweep, tmp_path):
     assert write_charts(sweep, tmp_path) == [tmp_path / "chart.png"]
     assert _is_png(tmp_path / "chart.png", 10_000)
+
+
+# --------------------------------------------------------------------------- query slices
+#
+# A GROUP BY whose temporary table spills to disk when tmp_table_size is too small for the
+# data: tmp_table_size 1M/16M/64M (max_heap_table_size tied to it) × 1M/4M/16M rows. 64M grows
+# linearly (0.45 s per million rows); 1M always spills; 16M spills from 16M rows.
+
+TMP_MEDIANS = {  # (tmp_table_size, rows) -> median seconds
+    ("1M", "1000000"): 0.72, ("1M", "4000000"): 3.10, ("1M", "16000000"): 13.9,
+    ("16M", "1000000"): 0.452, ("16M", "4000000"): 1.82, ("16M", "16000000"): 12.6,
+    ("64M", "1000000"): 0.450, ("64M", "4000000"): 1.80, ("64M", "16000000"): 7.20,
+}
+TMP_BYTES = {"1M": "1048576", "16M": "16777216", "64M": "67108864"}
+
+
+def _tmp_point(size, rows):
+    median = TMP_MEDIANS[(size, rows)]
+    best = TMP_MEDIANS[("64M", rows)]
+    spills = median / best > 1.03
+    applied = {"tmp_table_size": TMP_BYTES[size], "max_heap_table_size": TMP_BYTES[size]}
+    point = _point(None, "worse" if spills else "indistinguishable", median,
+                   settings={"tmp_table_size": size, "rows": rows}, ratio=median / best,
+                   p=0.0002 if spills else 0.62, default=size == "16M")
+    point.update(
+        effective=dict(applied), config=dict(applied),
+        read_mb=int(rows) / 1e6 * 38.5 if spills else 0.0,
+        iowait_share=0.08 if spills else 0.0,
+        regime="mixed" if spills else "CPU-bound",
+        os={"disk_read_mb": 92.9 if spills else 0.0, "disk_write_mb": 40.0 if spills else 0.0,
+            "cpu_user": 0.48, "cpu_system": 0.02, "cpu_iowait": 0.08 if spills else 0.0})
+    if size == "64M":
+        point.update(verdict="best", p_value=None, ratio_to_best=1.0)
+    return point
+
+
+def _counter(text):
+    return {"counter": text.split(":")[0], "text": text, "eta_squared": 0.99, "spearman": -0.9}
+
+
+@pytest.fixture
+def tmp_tables():
+    # points in sweep order (tmp_table_size outer, rows inner): the report groups them by rows
+    points = [_tmp_point(size, rows) for size in ("1M", "16M", "64M")
+              for rows in ("1000000", "4000000", "16000000")]
+    result = _result(points, knobs=("tmp_table_size", "rows"))
+    result.update(
+        name="tmp-table-spill", slices=["rows"], regime="mixed",
+        tied={"max_heap_table_size": "tmp_table_size"},
+        workload={"kind": "query", "repetitions": 5, "cache": "warm",
+                  "sql": "SELECT b, COUNT(*) FROM t GROUP BY b"},
+        dataset={"kind": "scan-table", "rows": None, "bytes": None, "engine": "InnoDB",
+                 "variants": []},
+        explained_by=[
+            {"slice": {"rows": "1000000"}, "counters": [
+                _counter("created_tmp_disk_tables: 1 per run at 1M, 0 from 16M"),
+                _counter("handler_write: 1.0e6 per run at 1M, 0 from 16M")]},
+            {"slice": {"rows": "4000000"}, "counters": []},
+            {"slice": {"rows": "16000000"}, "counters": [
+                _counter("created_tmp_disk_tables: 1 per run at 1M–16M, 0 at 64M")]},
+        ])
+    return result
+
+
+def test_explanation_lines_per_slice(tmp_tables):
+    assert explanation_lines(tmp_tables) == [
+        "Explained by the server's counters at rows=1000000: created_tmp_disk_tables: 1 per "
+        "run at 1M, 0 from 16M; handler_write: 1.0e6 per run at 1M, 0 from 16M.",
+        "Explained by the server's counters at rows=16000000: created_tmp_disk_tables: 1 per "
+        "run at 1M–16M, 0 at 64M.",
+    ]
+    out = " ".join(_render(tmp_tables, 160).split())
+    conclusion = out.index("rows=1000000: Best:")
+    first, second = (out.index(line) for line in explanation_lines(tmp_tables))
+    assert conclusion < first < second  # after the conclusion, in slice order
+    assert "counters at rows=4000000" not in out  # nothing found there: no line
+
+
+def test_explanation_unsliced_empty_missing_and_flat(sweep):
+    assert explanation_lines(sweep) == []  # results from before the key existed
+    assert "Explained by" not in _render(sweep)
+    sweep["explained_by"] = [{"slice": {}, "counters": []}]
+    assert explanation_lines(sweep) == [] and "Explained by" not in _render(sweep)
+    sweep["explained_by"] = [{"slice": {}, "counters": [
+        _counter("key_reads: 0 per run at all points"), {"counter": "x", "text": ""}]}]
+    assert explanation_lines(sweep) == [
+        "Explained by the server's counters: key_reads: 0 per run at all points."]
+    assert "Explained by the server's counters: key_reads: 0 per run at all points." in (
+        " ".join(_render(sweep).split()))
+    # the flat list results.py wrote before slicing: one unsliced line
+    sweep["explained_by"] = [_counter("a: 1 per run at 8200, 0 from 128K"),
+                             _counter("b: 2 per run at 2M")]
+    assert explanation_lines(sweep) == [
+        "Explained by the server's counters: a: 1 per run at 8200, 0 from 128K; "
+        "b: 2 per run at 2M."]
+
+
+def test_explanation_line_for_timeseries(oltp):
+    oltp["explained_by"] = [{"slice": {}, "counters": [
+        _counter("innodb_buffer_pool_wait_free: 31 per run at 64M, 0 at 512M")]}]
+    out = " ".join(_render(oltp, 180).split())
+    line = ("Explained by the server's counters: innodb_buffer_pool_wait_free: 31 per run at "
+            "64M, 0 at 512M.")
+    assert out.index("Best: 512M") < out.index(line) < out.index("Stalls (")
+
+
+def test_query_table_read_mb_and_iowait_columns(sweep):
+    sweep["points"][2].update(read_mb=92.93, iowait_share=0.124, regime="IO-bound")
+    sweep["points"][4].update(read_mb=None, iowait_share=None)  # the failed point
+    out = _render(sweep)
+    header = next(line for line in out.splitlines() if "applied" in line)
+    assert header.index("verdict") < header.index("read MB") < header.index("iowait") < (
+        header.index("regime"))
+    rows = {line.split()[0]: line.split() for line in _rows(out)}
+    assert rows["2M"][-3:] == ["92.9", "12%", "IO-bound"]
+    assert rows["128K"][-3:] == ["0.0", "0%", "CPU-bound"]
+    assert rows["32M"][-3:] == ["—", "—", "—"]
+    assert max(len(line) for line in out.splitlines()) <= 140
+
+
+def test_query_table_narrow_console_splits_instead_of_cutting(sweep):
+    out = _render(sweep, 80)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    headers = [line for line in out.splitlines() if "applied" in line or "read MB" in line]
+    assert len(headers) == 2 and "verdict" in headers[0] and "iowait" in headers[1]
+
+
+def test_sliced_query_table(tmp_tables):
+    out = _render(tmp_tables, 160)
+    lines = out.splitlines()
+    assert "SELECT b, COUNT(*) FROM t GROUP BY b" in lines[0]
+    assert "1M–16M rows" in lines[0] and "InnoDB" in lines[0]
+    assert lines[1] == "max_heap_table_size tied to tmp_table_size"
+    header = next(line for line in lines if "applied" in line)
+    assert header.index("tmp_table_size") < header.index("rows") < header.index("applied")
+    body = lines[lines.index(header) + 2:]
+    table = body[:body.index(next(line for line in body if line.startswith("rows=")))]
+    cells = [line.split() for line in table]
+    assert [(c[0], c[2] if c[1] == "(default)" else c[1]) if c else () for c in cells] == [
+        ("1M", "1000000"), ("16M", "1000000"), ("64M", "1000000"), (),
+        ("1M", "4000000"), ("16M", "4000000"), ("64M", "4000000"), (),
+        ("1M", "16000000"), ("16M", "16000000"), ("64M", "16000000")]
+    spill = cells[8]  # 1M at 16M rows
+    assert spill[spill.index("worse") + 1:] == ["616.0", "8%", "mixed"]
+    assert "13.9" in spill and "+93.1%" in spill
+    assert "*" not in "".join(table)  # follower applied as its leader: not shown,
+    assert "the server rounded" not in out  # no footnote
+    assert "max_heap_table_size=" not in out
+
+
+def test_sliced_query_conclusion_per_slice(tmp_tables):
+    text = conclusion_text(tmp_tables)
+    one, rest = text.split(" rows=4000000: ")
+    four, sixteen = rest.split(" rows=16000000: ")
+    assert one == (
+        "rows=1000000: Best: 64M (0.450 s). Indistinguishable from it: 16M. Worse: 1M — 60% "
+        "slower (Holm-adjusted p < 0.001). The default (16M) is among the best: keep it.")
+    assert four.startswith("Best: 64M (1.80 s). Indistinguishable from it: 16M. Worse: 1M — 72%")
+    assert sixteen == (
+        "Best: 64M (7.20 s). Worse: 1M, 16M — 75–93% slower (Holm-adjusted p < 0.001). "
+        "The default (16M) is 75% slower than the best: consider 64M.")
+    assert "rows=1000000: Best" in _render(tmp_tables, 160)
+
+
+def test_tied_follower_shown_when_the_server_applied_another_value(tmp_tables, sweep):
+    point = tmp_tables["points"][0]  # 1M at 1M rows
+    point["effective"]["max_heap_table_size"] = "16777216"  # the server kept 16M
+    out = _render(tmp_tables, 160)
+    row = next(line for line in out.splitlines() if "max_heap_table_size=" in line)
+    assert "1M, max_heap_table_size=16M*" in row
+    assert out.rstrip().endswith("* the server rounded or changed the requested value")
+    assert tied_text(sweep) == "" and "tied to" not in _render(sweep)
+
+
+def test_write_charts_sliced_query_and_scaling(tmp_tables, tmp_path):
+    before = copy.deepcopy(tmp_tables)
+    paths = write_charts(tmp_tables, tmp_path)
+    assert [p.name for p in paths] == [
+        "chart-rows-1000000.png", "chart-rows-4000000.png", "chart-rows-16000000.png",
+        "scaling.png"]
+    assert all(_is_png(p) for p in paths)
+    assert tmp_tables == before  # presentation must not modify the results
+
+
+def test_scaling_skips_failed_points_and_needs_two_sizes(tmp_tables, tmp_path):
+    failed = tmp_tables["points"][4]  # 16M at 4M rows
+    failed.update(verdict="failed", median=None, ci95=None, n=0, failed=5, samples=[])
+    assert (tmp_path / "scaling.png") in write_charts(tmp_tables, tmp_path)
+    assert _is_png(tmp_path / "scaling.png")
+    one_size = {**tmp_tables, "points": [p for p in tmp_tables["points"]
+                                         if p["settings"]["rows"] == "1000000"]}
+    assert [p.name for p in write_charts(one_size, tmp_path / "one")] == [
+        "chart-rows-1000000.png"]
+
+
+# --------------------------------------------------------------------------- OS over time
+
+
+def _os_series(runs, *, reads_mb, stalls):
+    series = []
+    for i, tps in enumerate(runs):
+        rng = np.random.default_rng(100 + i)
+        stalled = np.asarray(tps) < 0.1 * np.median(tps)
+        user = np.where(stalled, 0.05, 0.55) + 0.02 * rng.standard_normal(tps.size)
+        iowait = np.where(stalled, 0.6, 0.03) if stalls else np.full(tps.size, 0.01)
+        write = np.where(stalled, 180e6, 12e6) + 1e6 * rng.standard_normal(tps.size)
+        series.append({"repetition": i, "t": [float(t) for t in range(1, tps.size + 1)],
+                       "cpu_user": user.clip(0).tolist(), "cpu_system": [0.12] * tps.size,
+                       "cpu_iowait": iowait.tolist(),
+                       "disk_read_bytes": [reads_mb * 1e6] * tps.size,
+                       "disk_write_bytes": write.clip(0).tolist()})
+    return series
+
+
+def test_write_charts_os_over_time(oltp, tmp_path):
+    stalling, stable = oltp["points"]
+    stalling["os_series"] = _os_series([_tps(1204, 3, stalls=True), _tps(1204, 4, stalls=True)],
+                                       reads_mb=25, stalls=True)
+    stable["os_series"] = _os_series([_tps(1204, 1)], reads_mb=0.5, stalls=False)
+    before = copy.deepcopy(oltp)
+    paths = write_charts(oltp, tmp_path)
+    assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png",
+                                       "os-over-time.png"]
+    assert _is_png(paths[-1])
+    assert oltp == before
+
+
+def test_write_charts_os_over_time_per_slice_and_only_with_samples(oltp_sliced, tmp_path):
+    names = [p.name for p in write_charts(oltp_sliced, tmp_path / "none")]
+    assert not any(name.startswith("os-") for name in names)  # no samples, no chart
+    for p in oltp_sliced["points"][:2]:  # threads=8 only, and not every point
+        runs = [np.asarray(s["tps"]) for s in p["series"]]
+        p["os_series"] = _os_series(runs, reads_mb=4, stalls=False)
+    oltp_sliced["points"][2]["os_series"] = []
+    names = [p.name for p in write_charts(oltp_sliced, tmp_path)]
+    assert [n for n in names if n.startswith("os-")] == ["os-over-time-threads-8.png"]
+    assert _is_png(tmp_path / "os-over-time-threads-8.png")
+
+
+def test_two_slice_keys_name_files_and_lines(tmp_tables, tmp_path):
+    engines = copy.deepcopy(tmp_tables["points"])
+    for p in tmp_tables["points"]:
+        p["settings"]["engine"] = "InnoDB"
+    for p in engines:
+        p["settings"]["engine"] = "MyISAM"
+        p["median"], p["ci95"] = p["median"] * 0.8, [v * 0.8 for v in p["ci95"]]
+    tmp_tables.update(points=tmp_tables["points"] + engines, slices=["rows", "engine"],
+                      knobs=["tmp_table_size", "rows", "engine"])
+    assert point_label(tmp_tables, engines[0]) == "1M"
+    assert point_label(tmp_tables, engines[0], with_slice=True) == (
+        "tmp_table_size=1M, rows=1000000, engine=MyISAM")
+    assert "rows=1000000, engine=MyISAM: Best: 64M" in conclusion_text(tmp_tables)
+    assert "InnoDB/MyISAM" in _render(tmp_tables, 160).splitlines()[0]
+    names = [p.name for p in write_charts(tmp_tables, tmp_path)]
+    assert names[0] == "chart-rows-1000000-engine-InnoDB.png" and len(names) == 7
+    assert names[-1] == "scaling.png" and _is_png(tmp_path / "scaling.png")

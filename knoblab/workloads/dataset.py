@@ -20,6 +20,7 @@ from knoblab.server.sandbox import Sandbox
 
 DATABASE = "knoblab"
 ENGINES = ("MyISAM", "Aria", "InnoDB", "MEMORY")
+SLACK_TYPES = ("VARCHAR(50)", "CHAR(50)")  # the first article's comments ask about CHAR
 BLOCK = 65536  # rows in the pattern table
 BLOCKS_PER_INSERT = 32  # 2M rows per statement: progress without per-statement overhead
 
@@ -32,6 +33,8 @@ class ScanTable:
     size_bytes: int | None = None
     engine: str = "MyISAM"
     table: str = "dt2"
+    slack_type: str = "VARCHAR(50)"
+    index: bool = False  # an index on grp, for index workloads (key cache, range scans)
 
     def __post_init__(self) -> None:
         if (self.rows is None) == (self.size_bytes is None):
@@ -42,6 +45,9 @@ class ScanTable:
             raise UserError("[dataset] size: must be at least 1 byte")
         if self.engine not in ENGINES:
             raise UserError(f"[dataset] engine = {self.engine!r}: use one of {', '.join(ENGINES)}")
+        if self.slack_type not in SLACK_TYPES:
+            raise UserError(f"[dataset] slack_type = {self.slack_type!r}: use one of "
+                            f"{', '.join(SLACK_TYPES)}")
 
     @property
     def key(self) -> str:
@@ -64,7 +70,8 @@ class ScanTable:
                     f"MD5(seq + {BLOCK})), 1, 20 + seq % 31) FROM seq_0_to_{BLOCK - 1}"
                 )
                 cur.execute(
-                    f"CREATE TABLE {self.table} (grp INT UNSIGNED NOT NULL, slack VARCHAR(50)) "
+                    f"CREATE TABLE {self.table} (grp INT UNSIGNED NOT NULL, "
+                    f"slack {self.slack_type}) "
                     f"ENGINE={self.engine} DEFAULT CHARSET=latin1"
                 )
                 total = self.rows if self.rows is not None else None
@@ -79,6 +86,8 @@ class ScanTable:
                     done += self._insert(cur, done, count)
                     if progress:
                         progress(done, total)
+                if self.index:
+                    cur.execute(f"ALTER TABLE {self.table} ADD INDEX grp (grp)")
                 cur.execute("DROP TABLE pattern")
                 cur.execute("FLUSH TABLES")
         finally:
@@ -105,7 +114,8 @@ class ScanTable:
         return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
 
     def describe(self, datadir: Path) -> dict[str, object]:
-        info: dict[str, object] = {"kind": "scan-table", "engine": self.engine, "table": self.table}
+        info: dict[str, object] = {"kind": "scan-table", "engine": self.engine,
+                                   "table": self.table, "slack_type": self.slack_type}
         info["rows"] = self.rows
         info["bytes"] = sum(p.stat().st_size for p in self.files(datadir))
         return info
