@@ -71,6 +71,11 @@ def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp
     assert sorted(p["verdict"] for p in result["points"]).count("best") == 1
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         stored = dict(db.execute("SELECT trial_id, COUNT(*) FROM seconds GROUP BY trial_id"))
+        os_stored = dict(db.execute(
+            "SELECT trial_id, COUNT(*) FROM os_seconds GROUP BY trial_id"))
+        busy = db.execute("SELECT MAX(server_cpu_share) FROM os_seconds").fetchone()[0]
+    assert set(os_stored) == set(stored) and all(n >= 3 for n in os_stored.values())
+    assert busy > 0  # the vmstat of the run: the server was seen working
     for point in result["points"]:
         assert point["n"] == 2 and point["compared"] == "server starts"
         assert len(point["samples"]) == 2  # one steady mean per start
@@ -80,7 +85,7 @@ def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp
             assert 3 <= len(run["t"]) <= 5 and run["steady"][0] == 1  # warmup = 1 s dropped
     assert len(stored) == 4 and all(3 <= n <= 5 for n in stored.values())
     names = sorted(p.name for p in (tmp_path / "out").glob("*.png"))
-    assert names == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
+    assert names == ["os-over-time.png", "tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
     assert "mean" in out.stdout and "CV" in out.stdout
 
 
