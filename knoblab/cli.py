@@ -48,7 +48,7 @@ class ConsoleListener:
         if self.dataset_task is None:
             self.progress.start()
             self.dataset_task = self.progress.add_task("building dataset", total=total)
-        self.progress.update(self.dataset_task, completed=done)
+        self.progress.update(self.dataset_task, completed=done, total=total)
 
     def plan(self, total: int, done: int, unit: str) -> None:
         self.unit = unit

@@ -31,6 +31,9 @@ DEFAULT_IGNORE: frozenset[str] = frozenset({
     "aborted_clients", "memory_used", "memory_used_initial", "last_query_cost", "busy_time",
     "cpu_time",
 })
+# Clocks by another name: the server's own query time (the metric itself) and background threads
+# that tick once a second. They "explain" every slower run and say nothing about why.
+CLOCK_LIKE = re.compile(r"_time$|_loops$|^innodb_background_log_sync$")
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _BYTE_FAMILIES = ("innodb_data_", "innodb_os_log_")  # their _read/_written count bytes, not pages
@@ -125,7 +128,8 @@ def explaining_counters(
     if top < 0:
         raise ValueError("top must be >= 0")
     skip = {name.lower() for name in ignore}
-    names = dict.fromkeys(n for _, _, d in measurements for n in d if n.lower() not in skip)
+    names = dict.fromkeys(n for _, _, d in measurements for n in d
+                          if n.lower() not in skip and not CLOCK_LIKE.search(n.lower()))
     found = []
     for name in names:
         # A measurement without this counter (e.g. the server died) just does not count for it.

@@ -79,7 +79,11 @@ class Observation:
         self.result: dict[str, Any] = {}
 
     def __enter__(self) -> Observation:
+        # Reading SHOW GLOBAL STATUS moves counters itself (a temporary table, a Com_show_status,
+        # bytes sent): two reads in a row measure that cost, which is taken off the result.
+        first = global_status(self.server)
         self._status = global_status(self.server)
+        self._probe = status_delta(first, self._status)
         self._os = OsCounters(self.server.pid)
         return self
 
@@ -89,6 +93,7 @@ class Observation:
         os_figures = OsCounters(self.server.pid).since(self._os)
         try:
             status = status_delta(self._status, global_status(self.server))
+            status = {name: value - self._probe.get(name, 0) for name, value in status.items()}
         except pymysql.MySQLError:
             status = {}  # the server died during the measurement: the caller reports that
         self.result = {"status": status, "os": os_figures}
@@ -108,12 +113,16 @@ class SecondSampler:
                                         daemon=True)
 
     def __enter__(self) -> SecondSampler:
+        self._began = self._last = OsCounters(self._pid)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
+        now = OsCounters(self._pid)  # the last, partial second: short runs get one sample too
+        if now.when - self._last.when > 0.05:
+            self._samples.append((round(now.when - self._began.when, 3), now.since(self._last)))
 
     def take(self) -> list[tuple[float, dict[str, float]]]:
         taken = []
@@ -122,8 +131,7 @@ class SecondSampler:
         return taken
 
     def _run(self) -> None:
-        began = last = OsCounters(self._pid)
         while not self._stop.wait(self._interval):
             now = OsCounters(self._pid)
-            self._samples.append((round(now.when - began.when, 3), now.since(last)))
-            last = now
+            self._samples.append((round(now.when - self._began.when, 3), now.since(self._last)))
+            self._last = now

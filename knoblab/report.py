@@ -1041,7 +1041,7 @@ def _chart_scaling(result: dict, path: pathlib.Path) -> pathlib.Path:
     ax.set_ylabel(f"{result['objective']['metric']} (median, 95% CI, log scale)")
     work = result["workload"]
     sql = " ".join(str(work.get("sql") or "").split())
-    sql = sql if len(sql) <= 80 else sql[:77] + "..."
+    sql = sql if len(sql) <= 60 else sql[:57] + "..."
     ax.set_title(f"{result['name']} — time against data size\n"
                  f"{sql} · {work.get('cache', '?')} cache · "
                  f"{result['server'].get('version', '?')}", fontsize="medium")

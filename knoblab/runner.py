@@ -210,7 +210,7 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
 
 @dataclass
 class TrialRecorder:
-    """Stores what a running trial reports each second, as it arrives."""
+    """Stores what a running trial reports each second (workload and OS), as it arrives."""
 
     store: Store
     listener: Listener
@@ -254,7 +254,11 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
             threads = int(requested.get("threads", workload.threads))
             value, details = _run_sysbench(prepared.spec, server, threads, recorder)
         else:
-            measurement = workload.measure(server, dataset.files(server.datadir), session_knobs)
+            # The OS figures of every second, warm-up included: long queries get their vmstat.
+            with SecondSampler(server.pid) as sampler:
+                measurement = workload.measure(server, dataset.files(server.datadir),
+                                               session_knobs)
+            recorder.os_seconds(sampler.take())
             value, details = measurement.seconds, {**measurement.details,
                                                    "rows": measurement.rows}
         details.update(copy_seconds=round(server.copy_seconds, 3),

@@ -216,3 +216,16 @@ def test_explaining_counters_never_raises(measurements, top):
         assert ev.spearman is None or -1.0 <= ev.spearman <= 1.0
         assert all(math.isfinite(v) for v in ev.per_point.values())
         assert describe(ev, str).startswith(ev.name + ": ")
+
+
+def test_clock_like_counters_never_explain():
+    # query_time and once-a-second background loops grow with the run's length, like the metric.
+    measurements = []
+    for key, seconds in (("1M", 4.0), ("16M", 2.5), ("256M", 1.0)):
+        for wobble in (0.0, 0.01):
+            measurements.append((key, seconds + wobble, {
+                "query_time": seconds + wobble, "innodb_master_thread_idle_loops": round(seconds),
+                "innodb_background_log_sync": round(seconds),
+                "created_tmp_disk_tables": 1.0 if key != "256M" else 0.0}))
+    names = [e.name for e in explaining_counters(measurements)]
+    assert names == ["created_tmp_disk_tables"]

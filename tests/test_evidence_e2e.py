@@ -28,6 +28,7 @@ repetitions = 2
 
 [sweep]
 tmp_table_size = ["16K", "64M"]
+join_buffer_size = ["128K", "1M"]   # a second setting, which this query does not use
 rows = [20_000, 40_000]
 
 [tie]
@@ -66,13 +67,14 @@ def groupby_run(knoblab_home, tmp_path_factory):
     return folder, out, json.loads((folder / "r.json").read_text())
 
 
-def test_grid_of_setting_and_size_has_every_point_and_a_verdict_per_size(groupby_run):
+def test_grid_of_two_settings_and_two_sizes(groupby_run):
     folder, out, result = groupby_run
     assert result["slices"] == ["rows"]
-    assert len(result["points"]) == 4 and all(p["n"] == 2 for p in result["points"])
+    assert result["knobs"] == ["tmp_table_size", "join_buffer_size", "rows"]
+    assert len(result["points"]) == 8 and all(p["n"] == 2 for p in result["points"])
     for rows in ("20000", "40000"):
         in_slice = [p for p in result["points"] if p["settings"]["rows"] == rows]
-        assert len(in_slice) == 2
+        assert len(in_slice) == 4
         assert sum(p["verdict"] == "best" for p in in_slice) == 1
         assert f"rows={rows}" in out.stdout  # a conclusion per size
     names = sorted(p.name for p in (folder / "out").glob("*.png"))
@@ -100,6 +102,8 @@ def test_temporary_table_on_disk_is_counted_and_explained(groupby_run):
             assert disk_tables == 0  # 64M keeps it in memory
         assert trial.details["os"]["server_cpu_seconds"] > 0
         assert trial.details["os"]["seconds"] > 0
+    per_second = store.os_seconds(result["run_id"])
+    assert per_second and all(rows[0]["t"] > 0 for rows in per_second.values())
     for part in result["explained_by"]:
         named = [c["counter"] for c in part["counters"]]
         assert "created_tmp_disk_tables" in named, named
