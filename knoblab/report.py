@@ -711,6 +711,18 @@ _STALL_COLOUR = "#d62728"
 _VALUE_COLOURS = ["C0", "C1", "C4", "C5", "C9", "C6", "C8", "C7"]
 
 
+def _tidy_grid(axes, n_panels: int, ncols: int) -> list:
+    """Remove the empty cells of a small-multiples grid; label the lowest panel of each column."""
+    cells = list(axes.flat)
+    for i, ax in enumerate(cells):
+        if i >= n_panels:  # an empty cell of the last row
+            ax.remove()
+        elif i + ncols >= n_panels:  # the lowest panel of its column: x ticks and label
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("time (s)")
+    return cells
+
+
 def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
     """Every chart for `result` in `folder` (created if missing); returns the paths written.
 
@@ -844,13 +856,7 @@ def _chart_over_time(result: dict, points: list[dict], slice_name: str,
         ax.set_title(f"{_title_label(result, p)} — {p['verdict']}", fontsize="medium",
                      color=_MPL_COLOUR.get(p["verdict"], "black"), fontweight="bold")
         ax.grid(alpha=0.3)
-    cells = list(axes.flat)
-    for i, ax in enumerate(cells):
-        if i >= len(points):  # an empty cell of the last row
-            ax.remove()
-        elif i + ncols >= len(points):  # the lowest panel of its column: x ticks and label
-            ax.xaxis.set_tick_params(labelbottom=True)
-            ax.set_xlabel("time (s)")
+    cells = _tidy_grid(axes, len(points), ncols)
     cells[0].set_ylim(0, top * 1.25)  # room for the facts line above the highest second
     fig.supylabel(f"{metric} per second")
     fig.suptitle(_chart_title(result, f"{metric} per second", slice_name))
@@ -1135,13 +1141,7 @@ def _chart_os(result: dict, points: list[dict], slice_name: str,
                 f"{means[2]:.0f}% · read {_short(rates[0])}, write {_short(rates[1])} MB/s",
                 transform=ax.transAxes, va="top", fontsize="x-small", zorder=5,
                 bbox={"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1.5})
-    cells = list(axes.flat)
-    for i, ax in enumerate(cells):
-        if i >= len(points):  # an empty cell of the last row
-            ax.remove()
-        elif i + ncols >= len(points):  # the lowest panel of its column: x ticks and label
-            ax.xaxis.set_tick_params(labelbottom=True)
-            ax.set_xlabel("time (s)")
+    cells = _tidy_grid(axes, len(points), ncols)
     cells[0].set_ylim(0, 130)  # 0–100% and room for the facts line
     cells[0].set_yticks([0, 25, 50, 75, 100])
     cells[0].set_xlim(0, t_max + 1)
