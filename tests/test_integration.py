@@ -332,6 +332,10 @@ def test_cold_measurement_reads_from_disk(scan_server):
     assert measured.rows == 1
     assert measured.details["cached_before"] < 0.05
     assert measured.details["read_bytes"] > 0
+    # The OS evidence agrees: the server process and the machine's disks both read.
+    assert measured.details["os"]["server_read_bytes"] == measured.details["read_bytes"]
+    assert measured.details["os"]["disk_read_bytes"] > 0
+    assert measured.details["status"]["com_select"] == 1  # net of knoblab's own probing
     (count,) = _query(scan_server, SCAN_SQL)[0]
     assert 5_000 <= count <= 7_500
 
@@ -367,3 +371,15 @@ def test_sql_error_raises_workload_error(scan_server):
     assert "Unknown column 'no_such_column'" in str(caught.value)
     # The server survives a failed statement.
     assert _query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
+
+
+def test_char_variant_of_the_scan_table(binary: ServerBinary, knoblab_home: Path):
+    """The first article's comments ask about CHAR instead of VARCHAR: a variant of its own."""
+    char = ScanTable(rows=2_000, slack_type="CHAR(50)")
+    assert char.key != ScanTable(rows=2_000).key
+    template = derived_template(binary, char.key, char.build, knoblab_home)
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        (column_type,) = _query(server, "SELECT COLUMN_TYPE FROM information_schema.COLUMNS "
+                                "WHERE TABLE_NAME = 'dt2' AND COLUMN_NAME = 'slack'")[0]
+        (rows,) = _query(server, "SELECT COUNT(*) FROM knoblab.dt2")[0]
+    assert column_type == "char(50)" and rows == 2_000

@@ -457,3 +457,34 @@ def test_parse_spec_raises_only_user_errors(data):
     assert isinstance(spec.base_config, dict)
     assert spec.sweep and all(isinstance(v, list) and len(v) >= 2 for v in spec.sweep.values())
     assert (spec.dataset.rows is None) != (spec.dataset.size_bytes is None)
+
+
+def test_dataset_variants_are_sweepable_and_sliced(catalog):
+    spec = parse_spec({
+        "dataset": {"rows": 1000},
+        "workload": {"sql": "SELECT 1"},
+        "sweep": {"read_buffer_size": ["64K", "128K"], "engine": ["myisam", "Aria"],
+                  "slack_type": ["VARCHAR(50)", "char(50)"]},
+    })
+    _, points = spec.points(catalog)
+    assert len(points) == 8
+    assert all(set(p.config) == {"read_buffer_size"} for p in points)  # not server settings
+    variants = {spec.dataset_for(p.requested) for p in points}
+    assert {(v.engine, v.slack_type) for v in variants} == {
+        ("MyISAM", "VARCHAR(50)"), ("MyISAM", "CHAR(50)"), ("Aria", "VARCHAR(50)"),
+        ("Aria", "CHAR(50)")}
+    assert len({v.key for v in variants}) == 4  # one template each
+
+
+def test_tie_follows_the_leader_and_is_validated(catalog):
+    data = {"dataset": {"rows": 1000}, "workload": {"sql": "SELECT 1"},
+            "sweep": {"tmp_table_size": ["1M", "16M"]},
+            "tie": {"max_heap_table_size": "tmp_table_size"}}
+    _, points = parse_spec(data).points(catalog)
+    assert [p.config["max_heap_table_size"] for p in points] == ["1048576", "16777216"]
+    data["tie"] = {"max_heap_table_size": "sort_buffer_size"}
+    with pytest.raises(UserError, match="leader must be swept"):
+        parse_spec(data).points(catalog)
+    data["tie"] = {"max_heap_table_size": 5}
+    with pytest.raises(UserError, match=r"\[tie\]"):
+        parse_spec(data)
