@@ -212,17 +212,19 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def cmd_knobs(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.safety import safety_class
     from knoblab.server.binary import find_binary
 
     catalog = sandbox.catalog_for(find_binary(args.binary), home)
     knobs = catalog.matching(args.pattern)
     if not knobs:
         raise UserError(f"no setting of {catalog.server_version} matches {args.pattern!r}")
-    table = Table("name", "type", "default", "allowed", "change", "scope",
+    table = Table("name", "type", "default", "allowed", "change", "scope", "class",
                   title=f"{len(knobs)} settings of {catalog.server_version}")
     for knob in knobs:
         table.add_row(knob.name, knob.type.lower(), knob.default or "", knob.describe_range(),
-                      "dynamic" if knob.dynamic else "restart", knob.scope.lower())
+                      "dynamic" if knob.dynamic else "restart", knob.scope.lower(),
+                      safety_class(knob.name))
     _stdout().print(table)
     return 0
 

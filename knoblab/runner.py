@@ -16,6 +16,7 @@ from typing import Protocol
 
 import pymysql
 
+from knoblab import safety
 from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
@@ -81,6 +82,10 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
     catalog = catalog_for(binary, home)
     base, points = spec.points(catalog)
     _check_settable(catalog, [*base, *points[0].config])
+    safety.check([(p.requested, p.config) for p in points], base, catalog,
+                 connections=lambda requested: _connections(spec, requested),
+                 allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                 memory_budget=spec.memory_budget)
     templates: dict[str, Path] = {}
     if isinstance(spec.workload, SysbenchWorkload):
         statements = base.get("max_prepared_stmt_count",
@@ -308,6 +313,13 @@ def _workload_info(spec: Spec) -> dict[str, object]:
                 "table_size": work.table_size, "rand_type": work.rand_type,
                 "duration": work.duration, "rate": work.rate, "options": dict(work.options)}
     return {"sql": work.sql, "cache": work.cache, "timed_runs": work.timed_runs}
+
+
+def _connections(spec: Spec, requested: dict[str, str]) -> int:
+    """Connections a point's workload opens, plus knoblab's own for counters and settings."""
+    if isinstance(spec.workload, SysbenchWorkload):
+        return int(requested.get("threads", spec.workload.threads)) + 2
+    return 2
 
 
 def _check_settable(catalog: Catalog, names: list[str]) -> None:

@@ -22,7 +22,7 @@ from knoblab.workloads.sysbench import SysbenchWorkload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "tie", "statistics"}
 SECTION_KEYS = {
-    "server": {"kind", "binary", "config"},
+    "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget"},
     "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
 }
@@ -77,6 +77,8 @@ class Spec:
     statistics: Statistics
     steady: Steady | None = None  # time-series workloads only
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
+    allow_durability_tradeoff: bool = False
+    memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
     source: str = field(default="", repr=False)
 
     def dataset_for(self, requested: dict[str, str]) -> ScanTable | None:
@@ -241,6 +243,9 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         statistics=stats,
         steady=steady,
         tied=dict(tied),
+        allow_durability_tradeoff=_flag(server, "allow_durability_tradeoff", "server"),
+        memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
+        if "memory_budget" in server else None,
         source=source,
     )
 

@@ -1,0 +1,126 @@
+"""Refuse what should not run: durability given up without consent, memory the machine lacks.
+
+Every knob has a class: "durability" (some value lets a crash lose or corrupt committed data),
+"resource" (it sizes memory or disk use) or "safe". A spec whose points give up durability runs
+only with `[server] allow_durability_tradeoff = true`; a configuration whose estimated memory is
+over the budget (80% of RAM unless `[server] memory_budget` says otherwise) is refused, with the
+estimate broken down, before any server starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import psutil
+
+from knoblab.catalog import Catalog
+from knoblab.errors import UserError
+from knoblab.units import format_size
+
+# value (as the server's config takes it) -> what a crash can cost with it, or None if safe.
+DURABILITY: dict[str, Callable[[str], str | None]] = {
+    "innodb_flush_log_at_trx_commit": lambda v: None if v in ("1", "3") else
+    "a crash can lose the last second of committed transactions",
+    "sync_binlog": lambda v: None if v == "1" else
+    "a crash can lose binary-log events of committed transactions",
+    "innodb_doublewrite": lambda v: None if v.upper() not in ("OFF", "0") else
+    "a crash during a page write can leave torn, unrecoverable pages",
+    "innodb_flush_method": lambda v: "data and log writes are not synced to disk"
+    if v.lower() in ("nosync", "littlesync") else None,
+    "delay_key_write": lambda v: "a crash can leave MyISAM indexes corrupt"
+    if v.upper() == "ALL" else None,
+}
+RESOURCE = re.compile(r"(_size|_buffer|buffer_|_cache|cache_|max_connections|_pool|_stack)")
+
+SERVER_BASELINE = 128 << 20  # an idle sandbox's resident memory beyond its buffers (~100 MB)
+GLOBAL_BUFFERS = ("innodb_buffer_pool_size", "key_buffer_size", "aria_pagecache_buffer_size",
+                  "innodb_log_buffer_size", "query_cache_size")
+SESSION_BUFFERS = ("read_buffer_size", "read_rnd_buffer_size", "sort_buffer_size",
+                   "join_buffer_size", "thread_stack", "net_buffer_length")
+
+
+def safety_class(name: str) -> str:
+    if name in DURABILITY:
+        return "durability"
+    return "resource" if RESOURCE.search(name) else "safe"
+
+
+def durability_costs(settings: Mapping[str, str]) -> dict[str, str]:
+    """For each setting that gives up durability at its value: what a crash can cost."""
+    costs = {}
+    for name, value in settings.items():
+        rule = DURABILITY.get(name)
+        cost = rule(str(value)) if rule else None
+        if cost:
+            costs[name] = cost
+    return costs
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    total: int
+    parts: list[tuple[str, int]]  # (what, bytes), largest first
+
+    def describe(self) -> str:
+        return " + ".join(f"{what} {format_size_rounded(size)}" for what, size in self.parts)
+
+
+def estimate_memory(settings: Mapping[str, str], catalog: Catalog,
+                    connections: int) -> MemoryEstimate:
+    """Global buffers + per-connection buffers × connections + the server's own baseline."""
+    def value(name: str) -> int:
+        raw = settings.get(name)
+        if raw is None:
+            knob = catalog.knobs.get(name)
+            raw = knob.default if knob else None
+        try:
+            return int(float(raw)) if raw is not None else 0
+        except ValueError:
+            return 0
+
+    parts = [(name, value(name)) for name in GLOBAL_BUFFERS if value(name)]
+    per_session = sum(value(name) for name in SESSION_BUFFERS)
+    # An in-memory temporary table may grow to the smaller of the two before going to disk.
+    temp_table = min(value("tmp_table_size") or 0, value("max_heap_table_size") or 0)
+    per_connection = per_session + temp_table
+    parts.append((f"{connections} connections × {format_size_rounded(per_connection)} "
+                  "(session buffers and a temporary table)", per_connection * connections))
+    parts.append(("server baseline", SERVER_BASELINE))
+    parts.sort(key=lambda part: -part[1])
+    return MemoryEstimate(sum(size for _, size in parts), parts)
+
+
+def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, str],
+          catalog: Catalog, *, connections: Callable[[dict[str, str]], int],
+          allow_durability_tradeoff: bool, memory_budget: int | None) -> None:
+    """UserError for the first point that gives up durability without consent or won't fit."""
+    budget = memory_budget or int(psutil.virtual_memory().total * 0.8)
+    where = "[server] memory_budget" if memory_budget else "80% of this machine's memory"
+    for requested, config in points:
+        settings = {**base, **config}
+        label = ", ".join(f"{k}={v}" for k, v in requested.items()) or "the base configuration"
+        costs = durability_costs(settings)
+        if costs and not allow_durability_tradeoff:
+            name, cost = next(iter(costs.items()))
+            raise UserError(
+                f"{label}: {name} = {settings[name]} gives up durability ({cost}); if that is "
+                "a trade-off you accept, set allow_durability_tradeoff = true in [server]")
+        estimate = estimate_memory(settings, catalog, connections(requested))
+        if estimate.total > budget:
+            raise UserError(
+                f"{label}: estimated memory {format_size_rounded(estimate.total)} is over the "
+                f"budget of {format_size_rounded(budget)} ({where}): {estimate.describe()}; "
+                "lower the values or set [server] memory_budget")
+
+
+def format_size_rounded(n: int) -> str:
+    """Sizes for people: exact K/M/G when exact, else one decimal in the largest unit."""
+    exact = format_size(n)
+    if exact != str(n):
+        return exact
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f}{unit}"
+    return f"{n}B"
