@@ -309,8 +309,10 @@ def test_run_streams_seconds_that_agree_with_the_summary(sysbench_server):
     assert all(b.t > a.t for a, b in zip(seen, seen[1:], strict=False))
     assert all(s.threads == 4 and s.tps > 0 for s in seen)
     # Streaming: each second arrived as sysbench printed it, not all at the end.
-    assert arrivals[-1] - arrivals[0] >= 3.0
-    assert finished - arrivals[0] >= 3.0
+    # Streaming, not all at once at the end: the lines arrive about a second apart (a loaded
+    # machine may delay the first one a little, hence not a full 3 s).
+    assert arrivals[-1] - arrivals[0] >= 2.5
+    assert finished - arrivals[0] >= 2.5
     assert "--rand-type=uniform" in result.command and "--percentile=95" in result.command
 
     summary = result.summary
@@ -321,8 +323,12 @@ def test_run_streams_seconds_that_agree_with_the_summary(sysbench_server):
     # up to total_time: a few ms more when the last report is printed at --time, a whole second
     # more when its timer ended the run just before that report. Compare like with like: the
     # total pro-rated to the span the seconds cover.
-    in_reported_seconds = summary.transactions * seen[-1].t / summary.total_time
-    assert sum(s.tps for s in seen) == pytest.approx(in_reported_seconds, rel=0.01)
+    reported = sum(s.tps for s in seen)
+    if summary.total_time - seen[-1].t < 0.5:  # the usual case: the last report was printed
+        assert reported == pytest.approx(summary.transactions, rel=0.01)
+    else:  # the last second went unreported: the series holds the rest, and no more
+        in_reported_seconds = summary.transactions * seen[-1].t / summary.total_time
+        assert in_reported_seconds * 0.97 <= reported <= summary.transactions
     # The histogram holds every event, and its 95th percentile is sysbench's own: equal up to
     # one bucket (sysbench rounds the rank half up, buckets are 1.8% apart) and the rounding
     # to two decimals of its report.
