@@ -9,6 +9,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import (
@@ -24,6 +25,9 @@ from rich.table import Table
 from knoblab.errors import UserError
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url
+
+if TYPE_CHECKING:
+    from knoblab.workloads.sysbench import Second
 
 console = Console(stderr=True)
 
@@ -66,7 +70,7 @@ class ConsoleListener:
         if self.task is not None:
             self.progress.advance(self.task)
 
-    def second(self, label: str, second: object) -> None:
+    def second(self, label: str, second: Second) -> None:
         # The live readout of a time-series run: the latest second's throughput.
         if self.task is not None:
             self.progress.update(self.task, description=(

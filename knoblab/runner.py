@@ -1,9 +1,10 @@
 """The experiment loop: validate, build the dataset once, then run every trial of the plan.
 
-A trial is one server start with one configuration and one timed measurement, so repetitions of
-a point are spread over separate starts (a start is itself a source of variance) and interleaved
-with the other points in a seeded shuffled order (machines drift). Each trial is stored as soon
-as it ends; a run can be resumed and only the missing trials are run.
+A trial is one server start with one configuration and one measurement (a query's median of its
+timed runs, or one sysbench run), so repetitions of a point are spread over separate starts (a
+start is itself a source of variance) and interleaved with the other points in a seeded
+shuffled order (machines drift). Each trial is stored as soon as it ends; a run can be resumed
+and only the missing trials are run.
 """
 
 from __future__ import annotations
