@@ -295,6 +295,36 @@ def stalls_text(result: dict) -> str:
             + " ".join(groups))
 
 
+def durability_lines(result: dict) -> list[str]:
+    """A line of its own for every gain bought by giving up durability, against the best
+    durable value of the same slice: such a gain must never pass unlabelled."""
+    lines = []
+    maximize = result["objective"]["direction"] == "maximize"
+    for name, points in slices(result):
+        def level(p: dict) -> float | None:
+            return _centre(result, p) if p["verdict"] != "failed" else None
+
+        durable = [p for p in points if not p.get("durability") and level(p) is not None]
+        reference = (max if maximize else min)(durable, key=level, default=None)
+        prefix = f"{name}: " if name else ""
+        for p in points:
+            costs = p.get("durability") or {}
+            if not costs or level(p) is None:
+                continue
+            given_up = "; ".join(f"{knob} = {(p.get('config') or {}).get(knob, '?')}: {cost}"
+                                 for knob, cost in costs.items())
+            if reference is None:
+                change = "no durable value was measured to compare with"
+            else:
+                ratio = level(p) / level(reference) - 1
+                what = _unit(result) if maximize else "time"
+                change = (f"{ratio:+.0%} {what} against the best durable value "
+                          f"({point_label(result, reference)})")
+            lines.append(f"{prefix}{point_label(result, p)}: {change}, bought by giving up "
+                         f"durability — {given_up}.")
+    return lines
+
+
 def explanation_lines(result: dict) -> list[str]:
     """Per slice, the server counters that moved with the setting, in words:
     "Explained by the server's counters at rows=1000000: created_tmp_disk_tables: …; …."
@@ -438,6 +468,8 @@ def print_report(result: dict, console: Console) -> None:
     _print_table(console, headers, rows, ends, labels, len(_value_knobs(result)),
                  [(0, 2, 3, 4, 5, 6), (1, 7, 8, 9)])
     console.print(Text(conclusion_text(result)))
+    for line in durability_lines(result):
+        console.print(Text(line, style="bold yellow"))
     for line in explanation_lines(result):
         console.print(Text(line))
     noise = noise_text(result)
@@ -593,6 +625,8 @@ def _print_timeseries(result: dict, console: Console) -> None:
     _print_table(console, headers, rows, ends, labels, labels,
                  [(0, 1, 2, 3, 12, 13, 14), (4, 5, 6, 7, 8, 9, 10, 11)])
     console.print(Text(conclusion_text(result)))
+    for line in durability_lines(result):
+        console.print(Text(line, style="bold yellow"))
     for line in explanation_lines(result):
         console.print(Text(line))
     stalls, noise = stalls_text(result), noise_text(result)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
-from knoblab import evidence, stats, timeseries
+from knoblab import evidence, safety, stats, timeseries
 from knoblab.store import Store
 
 
@@ -56,6 +56,8 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
             "p_value": verdict.p_adjusted,
             "verdict": verdict.verdict,
             "errors": sorted({t.error for t in failed if t.error}),
+            # What a crash could cost with this point's settings: shown on a line of its own.
+            "durability": safety.durability_costs({**info.get("base", {}), **config}),
         }
         if time_series:
             point.update(evidence[idx])

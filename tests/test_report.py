@@ -10,6 +10,7 @@ from rich.console import Console
 
 from knoblab.report import (
     conclusion_text,
+    durability_lines,
     explanation_lines,
     noise_text,
     point_label,
@@ -771,3 +772,22 @@ def test_two_slice_keys_name_files_and_lines(tmp_tables, tmp_path):
     names = [p.name for p in write_charts(tmp_tables, tmp_path)]
     assert names[0] == "chart-rows-1000000-engine-InnoDB.png" and len(names) == 7
     assert names[-1] == "scaling.png" and _is_png(tmp_path / "scaling.png")
+
+
+def test_durability_gain_gets_a_line_of_its_own():
+    knob = "innodb_flush_log_at_trx_commit"
+    risky = _point("0", "best", 0.50, ratio=1.0, settings={knob: "0"})
+    risky["config"] = {knob: "0"}
+    risky["durability"] = {"innodb_flush_log_at_trx_commit":
+                           "a crash can lose the last second of committed transactions"}
+    safe = _point("1", "worse", 0.61, ratio=1.22, p=0.001, default=True, settings={knob: "1"})
+    safe["durability"] = {}
+    result = _result([safe, risky], knobs=("innodb_flush_log_at_trx_commit",))
+    lines = durability_lines(result)
+    assert lines == ["0: -18% time against the best durable value (1), bought by giving up "
+                     "durability — innodb_flush_log_at_trx_commit = 0: a crash can lose the "
+                     "last second of committed transactions."]
+    console = Console(record=True, width=200)
+    print_report(result, console)
+    assert "bought by giving up durability" in console.export_text()
+    assert durability_lines(_result([safe], knobs=("innodb_flush_log_at_trx_commit",))) == []
