@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import re
@@ -206,8 +207,6 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     table = Table("run", "name", "status", "server", "started")
-    import datetime as dt
-
     for run in store.list_runs():
         started = dt.datetime.fromtimestamp(run["created_at"]).strftime("%Y-%m-%d %H:%M")
         table.add_row(run["id"], run["name"], run["status"], run["server_version"] or "", started)

@@ -406,6 +406,18 @@ _QUERY_HEADERS = ["applied", "n", "median", "95% CI", "vs best", "p (Holm)", "ve
                   "read MB", "iowait", "regime"]
 
 
+def _row_start(result: dict, p: dict, values: list[str],
+               sliced: list[str]) -> tuple[list[Text], str, str, bool]:
+    """What every table row begins with: the point's values, slice, applied values and n."""
+    cells = [Text(str(p["settings"].get(k, "—"))) for k in values]
+    if p.get("is_default"):
+        cells[-1].append(" (default)", style="dim")
+    cells += [Text(str(p["settings"].get(k, "—"))) for k in sliced]
+    applied, changed = _applied_cell(result, p, values)
+    n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
+    return cells, applied, n, changed
+
+
 def _query_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bool]:
     """(headers, rows of cells, indexes of rows ending a slice, any value changed).
 
@@ -421,13 +433,8 @@ def _query_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bo
     any_changed = False
     for _, points in slices(result):
         for p in points:
-            cells = [Text(str(p["settings"].get(k, "—"))) for k in values]
-            if p.get("is_default"):
-                cells[-1].append(" (default)", style="dim")
-            cells += [Text(str(p["settings"].get(k, "—"))) for k in sliced]
-            applied, changed = _applied_cell(result, p, values)
+            cells, applied, n, changed = _row_start(result, p, values, sliced)
             any_changed |= changed
-            n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
             alive = p["verdict"] != "failed" and p.get("median") is not None
             ci = p.get("ci95") or [None, None]
             ratio, read_mb, iowait = p.get("ratio_to_best"), p.get("read_mb"), p.get("iowait_share")
@@ -528,13 +535,8 @@ def _timeseries_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int
     any_changed = False
     for _, points in slices(result):
         for p in points:
-            cells = [Text(str(p["settings"][k])) for k in values]
-            if p.get("is_default"):
-                cells[-1].append(" (default)", style="dim")
-            cells += [Text(str(p["settings"][k])) for k in sliced]
-            applied, changed = _applied_cell(result, p, values)
+            cells, applied, n, changed = _row_start(result, p, values, sliced)
             any_changed |= changed
-            n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
             alive = p["verdict"] != "failed" and p.get("mean") is not None
             ci = p.get("ci95") or [None, None]
             ratio, cv, stall = p.get("ratio_to_best"), p.get("cv"), p.get("stall_seconds")

@@ -13,6 +13,7 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from knoblab import evidence, safety, stats, timeseries
+from knoblab.report import conclusion_text
 from knoblab.store import Store
 
 
@@ -89,8 +90,6 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
         "warnings": _warnings(points),
     }
     result["conclusion"] = _conclusion(points, judgements, slices)
-    from knoblab.report import conclusion_text  # presentation lives in report
-
     result["conclusion"]["text"] = conclusion_text(result)
     return result
 
