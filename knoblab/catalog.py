@@ -28,6 +28,8 @@ REMOVED_IN_MARIADB = {
                             "from 10.5.1 and removed in 10.6.0)",
     "innodb_log_files_in_group": "MariaDB has a single redo log file since 10.5",
     "innodb_thread_concurrency": "MariaDB no longer has InnoDB thread throttling (10.6 and later)",
+    "innodb_additional_mem_pool_size": "InnoDB allocates through the system allocator; the "
+                                       "setting was removed in MariaDB 10.2 (and MySQL 5.7.4)",
 }
 
 

@@ -138,7 +138,11 @@ def explaining_counters(
         ev = _evidence(name, rows)
         if ev is not None and ev.eta_squared >= min_eta_squared and ev.spread >= min_spread:
             found.append(ev)
-    found.sort(key=lambda e: (-e.eta_squared * abs(e.spearman or 0.0), -e.spread, e.name))
+    # Near-equal scores are ties (counters moving with the same split of the runs); among
+    # them a counter that is zero at some points and not at others comes first: a code path
+    # taken or not (a temporary table on disk, a read from disk) is the clearest explanation.
+    found.sort(key=lambda e: (-round(e.eta_squared * abs(e.spearman or 0.0), 2),
+                              not _switches(e), -e.spread, e.name))
     picked: list[CounterEvidence] = []
     spare: list[CounterEvidence] = []
     families: Counter[str] = Counter()
@@ -147,6 +151,11 @@ def explaining_counters(
         (picked if families[family] < 2 else spare).append(ev)
         families[family] += 1
     return (picked + spare)[:top]  # "at most 2 per family" is a preference: fill up if short
+
+
+def _switches(ev: CounterEvidence) -> bool:
+    levels = list(ev.per_point.values())
+    return min(levels) == 0 < max(levels)
 
 
 def _is_bytes(name: str) -> bool:

@@ -3,7 +3,9 @@
 Two kinds of results: query sweeps (one timed query per sample, optionally sliced by dataset
 variant: rows, engine, slack_type) and time-series runs (`workload.kind == "sysbench"`: tps every
 second, judged on the steady state, optionally sliced by thread count). Either way verdicts only
-compare values within one slice (same data size, same concurrency).
+compare values within one slice (same data size, same concurrency). A steps run (`kind ==
+"steps"`, of either workload) applies setting changes one on top of the other; any run may also
+compare several server builds (`servers_compared`).
 
 Pure formatting: every number shown here was computed elsewhere (see knoblab.stats and
 knoblab.timeseries); the only thing recomputed is which seconds to mark as stalls on a chart.
@@ -14,12 +16,14 @@ from __future__ import annotations
 import math
 import pathlib
 import re
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
@@ -261,7 +265,11 @@ def conclusion_text(result: dict) -> str:
 
     A sliced result (result["slices"], e.g. threads) gets one judgement per slice, each
     prefixed with the slice ("threads=8: Best: 512M (1,204 tps). … threads=32: No value …").
+    A steps run names the steps that gained, those to leave out and the total, per slice, then
+    the servers compared.
     """
+    if _is_steps(result):
+        return _steps_conclusion(result)
     groups = slices(result)
     if len(groups) == 1 and not groups[0][0]:
         return _judge(result, groups[0][1])
@@ -297,7 +305,11 @@ def stalls_text(result: dict) -> str:
 
 def durability_lines(result: dict) -> list[str]:
     """A line of its own for every gain bought by giving up durability, against the best
-    durable value of the same slice: such a gain must never pass unlabelled."""
+    durable value of the same slice: such a gain must never pass unlabelled. For a steps run,
+    a line for every step that gives up durability, prefixed with its slice."""
+    if _is_steps(result):
+        return [(f"{_where(e.get('slice'))}: " if _where(e.get("slice")) else "") + line
+                for e in result.get("steps") or [] for line in _step_durability(result, e)]
     lines = []
     maximize = result["objective"]["direction"] == "maximize"
     for name, points in slices(result):
@@ -463,11 +475,21 @@ def print_report(result: dict, console: Console) -> None:
 
     Sliced results list each slice's points together, a blank line between slices. When the
     table does not fit the console, the same rows are shown as two tables (level and verdict,
-    then the evidence) rather than with cut-off cells.
+    then the evidence) rather than with cut-off cells. A steps run (result["kind"] == "steps")
+    gets a table per slice of the steps applied one on top of the other (_print_steps). Runs
+    on several servers end with a table per configuration compared across them.
     """
-    if _is_timeseries(result):
+    if _is_steps(result):
+        _print_steps(result, console)
+    elif _is_timeseries(result):
         _print_timeseries(result, console)
-        return
+    else:
+        _print_query(result, console)
+    # any kind may have been run on several servers
+    _print_servers(result, console)
+
+
+def _print_query(result: dict, console: Console) -> None:
     _print_title(result, _title(result), console)
     headers, rows, ends, any_changed = _query_rows(result)
     labels = len(headers) - len(_QUERY_HEADERS)
@@ -767,18 +789,31 @@ def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
     rows, see _chart_scaling) when rows were swept. Time-series results: tps-over-time.png (one
     panel per value), tps-overlay.png (all values on one axis), tps-steady.png (steady mean ±
     stdev and 95% CI per value) and, when the OS was sampled every second, os-over-time.png
-    (CPU and disk per second, one panel per value).
+    (CPU and disk per second, one panel per value). Steps runs: steps-waterfall.png per slice
+    ("-binary-gcc"), see _chart_waterfall. Any run compared on several servers: servers.png.
     """
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    if not _is_timeseries(result):
+    if _is_steps(result):
+        paths = [_chart_waterfall(result, entry, folder /
+                                  f"steps-waterfall{_dict_suffix(entry.get('slice'))}.png")
+                 for entry in result.get("steps") or []]
+    elif _is_timeseries(result):
+        paths = _timeseries_charts(result, folder)
+    else:
+        paths = []
         for name, points in slices(result):
             suffix = _file_suffix(result, points[0]) if name else ""
             paths.append(_chart_query(result, points, name, folder / f"chart{suffix}.png"))
         if _scales_with_rows(result):
             paths.append(_chart_scaling(result, folder / "scaling.png"))
-        return paths
+    if result.get("servers_compared"):
+        paths.append(_chart_servers(result, folder / "servers.png"))
+    return paths
+
+
+def _timeseries_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
+    paths = []
     colours = _value_colours(result)
     for name, points in slices(result):
         suffix = _file_suffix(result, points[0]) if name else ""
@@ -1190,4 +1225,711 @@ def _chart_os(result: dict, points: list[dict], slice_name: str,
     handles.append(Line2D([], [], color="0.2", ls=":", lw=1, label="steady state (tps)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(6, 3 * ncols),
                fontsize="small", frameon=False)
+    return _save(fig, path)
+
+
+# ----------------------------------------------------------------------------- steps
+#
+# A steps run applies setting changes one on top of the other from a base and measures every
+# step (result["kind"] == "steps"); result["steps"] holds, per slice, one row per step with its
+# change against the step before and against the base, judged elsewhere (knoblab.results).
+# Several server builds may be compared on the same configurations (result["servers_compared"]).
+
+_MINUS = "\u2212"  # a real minus sign: "−8%" does not read as a dash in a table
+_STEP_VERDICT = {  # verdict → (what people read, rich style)
+    "base": ("—", "dim"),
+    "gain": ("gain", "green"),
+    "loss": ("loss: leave it out", "red"),
+    "no measurable effect": ("no measurable effect: leave it out", ""),
+    "failed": ("failed", "magenta"),
+    "unavailable": ("not on this server", "magenta"),
+}
+_GIVES_UP = "gives up durability"
+_STEP_COLOUR = {"base": "#4c72b0", "gain": "#2ca02c", "loss": "#d62728",
+                "no measurable effect": "#a0a0a0"}
+_DURABILITY_EDGE = "#b8860b"
+
+
+def _is_steps(result: dict) -> bool:
+    return result.get("kind") == "steps"
+
+
+def _signed(x: float, decimals: int) -> str:
+    """"+3.0", "−8.0" (true minus sign); no sign when it rounds to zero."""
+    text = f"{abs(x):.{decimals}f}"
+    if float(text) == 0:
+        return text
+    return ("+" if x > 0 else _MINUS) + text
+
+
+def _change(compared: dict | None, decimals: int = 1) -> str:
+    """"−8.0% [−10, −6]": a ratio as a percent change with its 95% interval; "—" if none."""
+    if not compared or compared.get("ratio") is None:
+        return "—"
+    text = _signed((compared["ratio"] - 1) * 100, decimals) + "%"
+    ci = compared.get("ci95")
+    if ci and None not in ci:
+        lo, hi = ((c - 1) * 100 for c in ci)
+        d = 0 if round(max(abs(lo), abs(hi)), 1) >= 10 else 1  # whole percents once large
+        text += f" [{_signed(lo, d)}, {_signed(hi, d)}]"
+    return text
+
+
+def _where(slice_: dict | None) -> str:
+    """"threads=8" for a slice dict, "" for the unsliced {}."""
+    return ", ".join(f"{k}={v}" for k, v in (slice_ or {}).items())
+
+
+def _dict_suffix(slice_: dict | None) -> str:
+    """"-binary-gcc" (file-name safe) for a slice dict, "" for {}."""
+    parts = [str(part) for item in (slice_ or {}).items() for part in item]
+    return "".join("-" + re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in parts)
+
+
+def _step_label(row: dict) -> str:
+    if row.get("label"):
+        return str(row["label"])
+    change = row.get("change") or {}
+    return "+ " + ", ".join(f"{k}={v}" for k, v in change.items()) if change else "base"
+
+
+def _step_name(row: dict) -> str:
+    """The change without the "+ ": "innodb_buffer_pool_size=700M" (for sentences)."""
+    change = row.get("change") or {}
+    if change:
+        return " + ".join(f"{k}={v}" for k, v in change.items())
+    return _step_label(row).removeprefix("+ ")
+
+
+def _base_label(entry: dict) -> str:
+    """What step 0 is called: "defaults" or "base"."""
+    first = next((r for r in entry.get("rows") or [] if r.get("step") == 0), None)
+    return _step_label(first) if first else "base"
+
+
+def _durability_knob(cost: str) -> str | None:
+    match = re.match(r"\s*([A-Za-z0-9_.]+)\s*=", cost)
+    return match.group(1) if match else None
+
+
+def _step_costs(row: dict) -> list[str]:
+    """What a crash can cost because of this step's own change (for step 0: of the base).
+
+    Costs that name a knob the step does not change are left out: they were bought by an
+    earlier step and are reported there.
+    """
+    change = row.get("change") or {}
+    costs = [str(c) for c in row.get("durability") or [] if str(c).strip()]
+    if not change:
+        return costs
+    return [c for c in costs if _durability_knob(c) in (None, *change)]
+
+
+def _cost_text(row: dict, costs: list[str]) -> str:
+    """The costs, without "knob = value: " when the step's label already names that knob."""
+    change = row.get("change") or {}
+    if len(change) == 1 and all(_durability_knob(c) in change for c in costs):
+        costs = [re.sub(r"^\s*[A-Za-z0-9_.]+\s*=[^:]*:\s*", "", c) for c in costs]
+    return "; ".join(costs)
+
+
+def _measured(row: dict) -> bool:
+    return row.get("center") is not None and row.get("verdict") not in ("failed", "unavailable")
+
+
+def _what_changes(result: dict) -> str:
+    """"time" when less is better, else the metric ("tps")."""
+    return "time" if result["objective"]["direction"] == "minimize" else _unit(result)
+
+
+def _centre_name(result: dict) -> str:
+    """"median s" for timed runs, "mean tps" for throughput."""
+    word = "mean" if _is_timeseries(result) or result["objective"]["metric"] == "tps" else "median"
+    return f"{word} {_unit(result)}"
+
+
+def _server_info(result: dict, label: str) -> dict:
+    return next((s for s in result.get("servers") or [] if s.get("label") == label), {})
+
+
+def _step_durability(result: dict, entry: dict) -> list[str]:
+    """A line for each step that gives up durability (and for a base that already does)."""
+    lines = []
+    for row in entry.get("rows") or []:
+        costs = _step_costs(row)
+        if not costs:
+            continue
+        head = f"step {row.get('step')} ({_step_label(row)})"
+        given_up = _cost_text(row, costs)
+        previous = row.get("vs_previous")
+        if row.get("step") == 0:
+            lines.append(f"{head}: the starting point already gives up durability — "
+                         f"{given_up}.")
+        elif not _measured(row) or not previous or previous.get("ratio") is None:
+            what = _STEP_VERDICT.get(row.get("verdict"), (row.get("verdict"), ""))[0]
+            lines.append(f"{head}: {what}; it would give up durability — {given_up}.")
+        else:
+            change = (f"{_signed((previous['ratio'] - 1) * 100, 0)}% "
+                      f"{_what_changes(result)}")
+            if row.get("verdict") == "gain":
+                lines.append(f"{head}: {change}, bought by giving up durability — {given_up}.")
+            else:
+                what = _STEP_VERDICT.get(row.get("verdict"), (row.get("verdict"), ""))[0]
+                lines.append(f"{head}: {change} ({what}), and it gives up durability — "
+                             f"{given_up}.")
+    return lines
+
+
+def _step_notes(result: dict, entry: dict) -> list[str]:
+    """Why a step has no number: its note, or the first error of its failed runs."""
+    lines = []
+    points = result.get("points") or []
+    for row in entry.get("rows") or []:
+        head = f"step {row.get('step')} ({_step_label(row)})"
+        if row.get("note"):
+            lines.append(f"{head}: {row['note']}.")
+        elif row.get("verdict") == "failed":
+            index = row.get("point")
+            point = points[index] if isinstance(index, int) and index < len(points) else {}
+            error = str((point.get("errors") or [""])[0]).strip()
+            lines.append(f"{head}: failed" + (f" — {error.splitlines()[0][:120]}." if error
+                                              else "."))
+    return lines
+
+
+def _total_text(result: dict, entry: dict) -> str:
+    """"defaults → all steps: 9.18 s → 6.50 s, −29% [−31, −27], significant (p < 0.001).\""""
+    total, rows = entry.get("total"), entry.get("rows") or []
+    base = next((r for r in rows if r.get("step") == 0 and _measured(r)), None)
+    measured = [r for r in rows if r.get("step") and _measured(r)]
+    if not total or total.get("ratio") is None or base is None or not measured:
+        return ""
+    last, unit = measured[-1], _unit(result)
+    steps = max(r.get("step") or 0 for r in rows)
+    until = "all steps" if last.get("step") == steps else f"step {last.get('step')}"
+    verdict = "significant" if total.get("significant") else "not significant"
+    if total.get("p_value") is not None:
+        p = _p(total["p_value"])
+        verdict += f" (p {p})" if p.startswith("<") else f" (p = {p})"
+    return (f"{_step_label(base)} → {until}: {_num(base['center'])} {unit} → "
+            f"{_num(last['center'])} {unit}, {_change(total, 0)}, {verdict}.")
+
+
+def _interaction_text(result: dict, entry: dict) -> str:
+    """The changes measured alone, multiplied, against all of them applied together."""
+    inter = entry.get("interaction") or {}
+    cumulative, product = inter.get("cumulative"), inter.get("product_of_alone")
+    if not cumulative or not product:
+        return ""
+    what = _what_changes(result)
+    minimize = result["objective"]["direction"] == "minimize"
+    gap = cumulative / product - 1
+    if abs(gap) < (result.get("statistics") or {}).get("min_effect", 0.03):
+        how = "they add up about independently"
+    elif (gap < 0) == minimize:
+        how = "together they do more than each alone predicts: they reinforce each other"
+    else:
+        how = ("together they do less than each alone predicts: they partly buy the same "
+               "gain, or one undoes another")
+    return (f"Each change measured alone from the {_base_label(entry)}, multiplied together, "
+            f"predicts {_signed((product - 1) * 100, 0)}% {what}; applied one on top of the "
+            f"other they gave {_signed((cumulative - 1) * 100, 0)}%: {how} (point estimates, "
+            f"not tested).")
+
+
+def _steps_judge(result: dict, entry: dict) -> str:
+    """The conclusion for one slice of a steps run."""
+    rows = [r for r in entry.get("rows") or [] if r.get("step")]
+    if not rows:
+        return "No step was measured."
+
+    def names(verdict: str, mark: bool = False) -> str:
+        return ", ".join(_step_name(r) + (f" ({_GIVES_UP})" if mark and _step_costs(r) else "")
+                         for r in rows if r.get("verdict") == verdict)
+
+    sentences = []
+    gains = names("gain", mark=True)
+    sentences.append(f"Steps with a measurable gain: {gains}." if gains
+                     else "No step gave a measurable gain.")
+    for verdict, head in (("no measurable effect", "No measurable effect, leave out"),
+                          ("loss", "Measurable loss, leave out"),
+                          ("failed", "Failed"), ("unavailable", "Not on this server")):
+        if names(verdict):
+            sentences.append(f"{head}: {names(verdict)}.")
+    total = entry.get("total")
+    if total and total.get("ratio") is not None:
+        verdict = "significant" if total.get("significant") else "not significant"
+        sentences.append(f"All steps together: {_signed((total['ratio'] - 1) * 100, 0)}% "
+                         f"{_what_changes(result)} ({verdict}).")
+    return " ".join(sentences)
+
+
+def _at_text(at: str) -> str:
+    """"step 5: + x=4M" → "step 5 (+ x=4M)", so that it reads inside a sentence."""
+    match = re.match(r"^(step \d+):\s*(.+)$", str(at))
+    return f"{match.group(1)} ({match.group(2)})" if match else str(at)
+
+
+def _servers_judge(result: dict) -> str:
+    """One sentence per compared configuration: the best server and how much worse the rest."""
+    sentences = []
+    better = "faster" if result["objective"]["direction"] == "minimize" else "better"
+    for entry in result.get("servers_compared") or []:
+        rows = entry.get("rows") or []
+        where = _where({k: v for k, v in (entry.get("slice") or {}).items() if k != "binary"})
+        head = f"Servers compared at {_at_text(entry.get('at', '?'))}"
+        head += f", {where}" if where else ""
+        best = next((r for r in rows if r.get("verdict") == "best"), None)
+        if best is None:
+            sentences.append(f"{head}: every server failed.")
+            continue
+        if not entry.get("significant"):
+            sentences.append(f"{head}: no server is measurably {better} than another.")
+            continue
+        text = f"{head}: best {best['binary']} ({_num(best['center'])} {_unit(result)})"
+        worse = [r for r in rows if r.get("verdict") == "worse"]
+        if worse:
+            text += "; worse: " + ", ".join(
+                f"{r['binary']} ({_signed((r['ratio_to_best'] - 1) * 100, 0)}% "
+                f"{_what_changes(result)})" for r in worse)
+        same = [r["binary"] for r in rows if r.get("verdict") == "indistinguishable"]
+        if same:
+            text += f"; indistinguishable from it: {', '.join(same)}"
+        sentences.append(text + ".")
+    return " ".join(sentences)
+
+
+def _steps_conclusion(result: dict) -> str:
+    entries = result.get("steps") or []
+    if not entries:
+        return "No step was measured."
+    parts = []
+    for entry in entries:
+        where = _where(entry.get("slice"))
+        parts.append((f"{where}: " if where else "") + _steps_judge(result, entry))
+    servers = _servers_judge(result)
+    return " ".join(parts + ([servers] if servers else []))
+
+
+def _steps_title(result: dict) -> str:
+    """"name — version · what was run · settings applied one by one from the defaults"."""
+    work = result.get("workload") or {}
+    servers = [s for s in result.get("servers") or [] if s.get("label")]
+    if len(servers) > 1:
+        server = "servers " + ", ".join(s["label"] for s in servers)
+    else:
+        server = (result.get("server") or {}).get("version", "?")
+    reps = work.get("repetitions")
+    if _is_timeseries(result):
+        what = f"sysbench {work.get('test', '?')}"
+        if work.get("threads") is not None:
+            what += f", {work['threads']} threads"
+        if work.get("duration"):
+            what += f", {work['duration']} s × {reps or 1} run{'' if reps in (None, 1) else 's'}"
+    else:
+        sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
+        what = sql if len(sql) <= 70 else sql[:67] + "..."
+        extra = [f"{work['cache']} cache" if work.get("cache") else "",
+                 f"{reps} reps" if reps else ""]
+        if any(extra):
+            what += f" ({', '.join(e for e in extra if e)})"
+        rows = (result.get("dataset") or {}).get("rows")
+        if rows is not None:
+            what += f" · {rows:,} rows"
+    base = _base_label((result.get("steps") or [{}])[0])
+    return (f"{result.get('name', '?')} — {server} · {what} · settings applied one by one from "
+            f"the {base}")
+
+
+def _slice_heading(result: dict, entry: dict) -> str:
+    """The slice, and for a server slice the server's version and compiler."""
+    slice_ = entry.get("slice") or {}
+    text = _where(slice_)
+    if "binary" in slice_:
+        info = _server_info(result, str(slice_["binary"]))
+        facts = [info.get("version"), (info.get("compile") or {}).get("compiler")]
+        if any(facts):
+            text += f" ({', '.join(f for f in facts if f)})"
+    return text
+
+
+def _split(text: str) -> tuple[Text, Text]:
+    """A "value [interval]" cell on one line, and stacked on two for narrow consoles."""
+    return Text(text), Text(text.replace(" [", "\n[", 1))
+
+
+def _fits(console: Console, table: Table) -> bool:
+    # measured against a very wide console: Measurement.get clamps to the console width
+    wide = console.options.update_width(10_000)
+    return Measurement.get(console, wide, table).minimum <= console.width
+
+
+def _print_fitting(console: Console, columns: dict[str, dict], rows: list[dict],
+                   layouts: list[tuple[list[list[str]], bool]]) -> None:
+    """Print the first layout whose tables all fit the console, else the last one.
+
+    `columns`: key → {"header", "justify", "wrap" (may wrap at spaces), "min_width"};
+    `rows`: key → a Text, or (one line, stacked) for cells whose interval may go on a second
+    line; a layout is (the keys of each table, whether to stack). Tables keep the style of the
+    other reports: no vertical rules, bold headers.
+    """
+    def build(keys: list[str], stacked: bool) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                      collapse_padding=True, header_style="bold")
+        grid = [[row[k][1 if stacked else 0] if isinstance(row[k], tuple) else row[k]
+                 for k in keys] for row in rows]
+        for i, key in enumerate(keys):
+            spec = columns[key]
+            header, min_width = spec["header"], spec.get("min_width")
+            if not spec.get("wrap"):
+                # rich measures a cell's minimum as its longest word, even in a no_wrap column:
+                # without this a table seems to fit and then squeezes the wrapping columns
+                lines = [line for cells in grid for line in cells[i].plain.split("\n")]
+                min_width = max(cell_len(line) for line in lines) if lines else 1
+                if stacked and isinstance(rows[0][key] if rows else None, tuple):
+                    # a stacked column is as narrow as its cells: its header wraps to them
+                    width = max(min_width, *map(len, header.split()))
+                    header = "\n".join(textwrap.fill(part, width)
+                                        for part in header.replace(" [", "\n[").split("\n"))
+                min_width = max(min_width, *(cell_len(line) for line in header.split("\n")))
+            table.add_column(header, justify=spec.get("justify", "left"),
+                             no_wrap=not spec.get("wrap"), min_width=min_width,
+                             overflow="fold")
+        for cells in grid:
+            table.add_row(*cells)
+        return table
+
+    chosen = layouts[-1]
+    for layout in layouts:
+        tables, stacked = layout
+        if all(_fits(console, build(keys, stacked)) for keys in tables):
+            chosen = layout
+            break
+    tables, stacked = chosen
+    for keys in tables:
+        console.print(build(keys, stacked))
+
+
+def _print_step_table(result: dict, entry: dict, console: Console) -> None:
+    """The article's table: each step, its level, its change against the step before and the
+    base, and what to do with it. Narrow consoles get two tables (the steps with their level
+    and verdict, then the comparisons) rather than cut-off cells."""
+    rows = entry.get("rows") or []
+    base = _base_label(entry)
+    ns = {r.get("n") for r in rows if _measured(r)}
+    # several changes in one step: one per line, so that no knob name is ever broken
+    labels = [re.sub(r",\s+", ",\n  ", _step_label(r)) for r in rows]
+    columns: dict[str, dict] = {
+        "step": {"header": "step", "justify": "right"},
+        "setting": {"header": "setting added"},
+        "centre": {"header": f"{_centre_name(result)} [95% CI]", "justify": "right"},
+        "n": {"header": "n", "justify": "right"},
+        "previous": {"header": "vs previous", "justify": "right"},
+        "base": {"header": f"vs {base}", "justify": "right"},
+        "alone": {"header": f"alone vs {base}", "justify": "right"},
+        "p": {"header": "p (Holm)", "justify": "right"},
+        "verdict": {"header": "verdict", "wrap": True, "min_width": 12},
+    }
+    cells = []
+    for row, label in zip(rows, labels, strict=True):
+        alive = _measured(row)
+        ci = row.get("ci95") or [None, None]
+        centre = "—"
+        if alive:
+            centre = _num(row["center"])
+            if None not in ci:
+                centre += f" [{_num(ci[0])}–{_num(ci[1])}]"
+        previous = row.get("vs_previous") or {}
+        alone = (row.get("alone") or {}).get("vs_base")
+        text, style = _STEP_VERDICT.get(row.get("verdict"), (str(row.get("verdict")), ""))
+        verdict = Text(text, style=style)
+        if _step_costs(row) and row.get("step"):
+            verdict.append(f" — {_GIVES_UP}", style="bold yellow")
+        change_style = ""
+        if previous.get("significant") and row.get("verdict") in ("gain", "loss"):
+            change_style = "green" if row["verdict"] == "gain" else "red"
+        cells.append({
+            "step": Text(str(row.get("step", "?"))),
+            "setting": Text(label, style="dim" if row.get("step") == 0 else ""),
+            "centre": _split(centre),
+            "n": Text(str(row.get("n", "—"))),
+            "previous": tuple(Text(t.plain, style=change_style)
+                              for t in _split(_change(row.get("vs_previous") if alive else None))),
+            "base": _split(_change(row.get("vs_base") if alive else None)),
+            "alone": _split(_change(alone)),
+            "p": Text(_p(previous["p_value"]) if alive and previous.get("p_value") is not None
+                      else "—"),
+            "verdict": verdict,
+        })
+    keys = ["step", "setting", "centre"] + (["n"] if len(ns) > 1 else [])
+    compare = ["previous", "base"] + (["alone"] if any(r.get("alone") for r in rows) else [])
+    every = keys + compare + ["p", "verdict"]
+    halves = [keys + ["verdict"], ["step", *compare, "p"]]
+    _print_fitting(console, columns, cells,
+                   [([every], False), ([every], True), (halves, False), (halves, True)])
+
+
+def _print_steps(result: dict, console: Console) -> None:
+    """Title, per slice the steps table, durability, total and interaction; the conclusion."""
+    _print_title(result, _steps_title(result), console)
+    entries = result.get("steps") or []
+    rows = [r for e in entries for r in e.get("rows") or [] if _measured(r)]
+    ns = sorted({r["n"] for r in rows if r.get("n") is not None})
+    if ns:
+        runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+        word = _centre_name(result).split()[0]
+        console.print(Text(f"Each step is the {word} of {runs} runs with its 95% interval; "
+                           "vs previous and p (Holm-adjusted) compare it with the step before.",
+                           style="dim"))
+    for i, entry in enumerate(entries):
+        if i or _where(entry.get("slice")):
+            console.print()
+        if _where(entry.get("slice")):
+            console.print(Text(_slice_heading(result, entry), style="bold"))
+        _print_step_table(result, entry, console)
+        for line in _step_notes(result, entry):
+            console.print(Text(line))
+        for line in _step_durability(result, entry):
+            console.print(Text(line, style="bold yellow"))
+        for line in (_total_text(result, entry), _interaction_text(result, entry)):
+            if line:
+                console.print(Text(line))
+    console.print()
+    console.print(Text(conclusion_text(result)))
+    for line in explanation_lines(result):
+        console.print(Text(line))
+    noise = noise_text(result)
+    if noise:
+        console.print(Text(noise, style="dim"))
+
+
+def server_lines(result: dict) -> list[str]:
+    """A line for every server that lacks settings or was left out (result["servers"])."""
+    lines = []
+    what = "steps" if _is_steps(result) else "points"
+    for server in result.get("servers") or []:
+        label = server.get("label") or server.get("binary") or "?"
+        if server.get("error"):
+            where = f" ({server['binary']})" if server.get("binary") not in (None, label) else ""
+            lines.append(f"{label}{where} was left out: {server['error']}")
+        missing = list(server.get("missing") or [])
+        if missing:
+            it = "it" if len(missing) == 1 else "them"
+            lines.append(f"{label} lacks {', '.join(missing)}: {what} using {it} were left out "
+                         "on that server")
+    return lines
+
+
+def _print_servers(result: dict, console: Console) -> None:
+    """A table per configuration measured on every server, then what each server lacked."""
+    for entry in result.get("servers_compared") or []:
+        rows = entry.get("rows") or []
+        where = _where({k: v for k, v in (entry.get("slice") or {}).items() if k != "binary"})
+        console.print()
+        console.print(Text(f"servers compared at {_at_text(entry.get('at', '?'))}"
+                           + (f" · {where}" if where else ""), style="bold"))
+        infos = [_server_info(result, str(r.get("binary"))) for r in rows]
+        columns: dict[str, dict] = {
+            "server": {"header": "server"},
+            "version": {"header": "version"},
+            "compiler": {"header": "compiler", "wrap": True},
+            "centre": {"header": f"{_centre_name(result)} [95% CI]", "justify": "right"},
+            "n": {"header": "n", "justify": "right"},
+            "best": {"header": "vs best", "justify": "right"},
+            "p": {"header": "p (Holm)", "justify": "right"},
+            "verdict": {"header": "verdict"},
+        }
+        cells = []
+        for row, info in zip(rows, infos, strict=True):
+            alive = row.get("verdict") != "failed" and row.get("center") is not None
+            ci = row.get("ci95") or [None, None]
+            centre = "—"
+            if alive:
+                centre = _num(row["center"])
+                if None not in ci:
+                    centre += f" [{_num(ci[0])}–{_num(ci[1])}]"
+            ratio = row.get("ratio_to_best")
+            cells.append({
+                "server": Text(str(row.get("binary", "?"))),
+                "version": Text(str(info.get("version") or "—")),
+                "compiler": Text(str((info.get("compile") or {}).get("compiler") or "—")),
+                "centre": _split(centre),
+                "n": Text(str(row.get("n", "—"))),
+                "best": Text("—" if ratio is None or row.get("verdict") == "best" or not alive
+                             else f"{_signed((ratio - 1) * 100, 1)}%"),
+                "p": Text(_p(row["p_value"]) if row.get("p_value") is not None else "—"),
+                "verdict": Text(str(row.get("verdict")),
+                                style=_RICH_STYLE.get(row.get("verdict"), "")),
+            })
+        compiled = any((i.get("compile") or {}).get("compiler") for i in infos)
+        full = ["server", "version"] + (["compiler"] if compiled else [])
+        judged = ["centre", "n", "best", "p", "verdict"]
+        # too narrow: who the servers are, then how they did; else only how they did
+        _print_fitting(console, columns, cells,
+                       [([full + judged], False), ([full, ["server", *judged]], False),
+                        ([["server", *judged]], False), ([["server", *judged]], True)])
+        if not entry.get("significant"):
+            better = "faster" if result["objective"]["direction"] == "minimize" else "better"
+            console.print(Text(f"No server is measurably {better} than another here."))
+    lines = server_lines(result)
+    if lines and not result.get("servers_compared"):
+        console.print()
+    for line in lines:
+        console.print(Text(line, style="yellow"))
+
+
+def _chart_waterfall(result: dict, entry: dict, path: pathlib.Path) -> pathlib.Path:
+    """The steps as a waterfall: the base level, then each step floating from the level before
+    to its own (green gain, red loss, grey no measurable effect; hatched when it gives up
+    durability) with its 95% CI, and a last bar for all steps together."""
+    rows = entry.get("rows") or []
+    minimize = result["objective"]["direction"] == "minimize"
+    n_bars = len(rows) + 1
+    fig = Figure(figsize=(max(7.5, 1.15 * n_bars + 2.5), 5.8), layout="constrained")
+    ax = fig.add_subplot()
+    ticks, tops = [], [0.0]
+    previous: tuple[float, float] | None = None  # (x, level) of the last measured step
+    trans = ax.get_xaxis_transform()
+    any_alone = any_durable = False
+    for x, row in enumerate(rows):
+        label = _step_label(row)
+        wrapped = "\n".join(_wrap_name(part, 16) for part in label.split(", "))
+        ticks.append(f"{row.get('step')}\n{wrapped}")
+        if not _measured(row):
+            failed = row.get("verdict") == "failed"
+            ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=_MPL_COLOUR["failed"],
+                    transform=trans)
+            ax.text(x, 0.08, "failed" if failed else "not on\nthis server", ha="center",
+                    color=_MPL_COLOUR["failed"], fontsize="small", transform=trans)
+            continue
+        centre = row["center"]
+        durable = bool(_step_costs(row)) and bool(row.get("step"))
+        any_durable |= durable
+        if previous is None or not row.get("step"):
+            bottom, colour = 0.0, _STEP_COLOUR["base"]
+        else:
+            bottom = previous[1]
+            colour = _STEP_COLOUR.get(row.get("verdict"), _STEP_COLOUR["no measurable effect"])
+            ax.plot([previous[0] + 0.3, x - 0.3], [bottom, bottom], ls=":", lw=1, color="0.45",
+                    zorder=1)
+        ax.bar(x, centre - bottom, bottom=bottom, width=0.6, color=colour,
+               edgecolor=_DURABILITY_EDGE if durable else colour, linewidth=1.5 if durable else 0,
+               hatch="///" if durable else None, zorder=2)
+        lo, hi = row.get("ci95") or (centre, centre)
+        ax.errorbar(x, centre, yerr=[[max(0.0, centre - lo)], [max(0.0, hi - centre)]],
+                    fmt="none", ecolor="black", elinewidth=1.2, capsize=4, zorder=3)
+        tops.append(max(hi, centre))
+        change = row.get("vs_previous") if row.get("step") else None
+        text = _num(centre)
+        if change and change.get("ratio") is not None:
+            text += f"\n{_signed((change['ratio'] - 1) * 100, 1)}%"
+        # above the bar and its interval: a gain's bar reaches up to the level before
+        ax.annotate(text, (x, max(hi, centre, bottom)), xytext=(0, 4),
+                    textcoords="offset points", ha="center", va="bottom", fontsize="small")
+        alone = row.get("alone") or {}
+        if alone.get("center") is not None:
+            any_alone = True
+            ax.plot(x + 0.38, alone["center"], marker="D", ms=6, mfc="white", mec="0.25",
+                    ls="", zorder=4)
+            tops.append(alone["center"])
+        previous = (x, centre)
+    base = next((r for r in rows if r.get("step") == 0 and _measured(r)), None)
+    total = entry.get("total") or {}
+    if previous is not None and base is not None and rows.index(base) != previous[0]:
+        x = len(rows)
+        ratio = total.get("ratio", previous[1] / base["center"])
+        better = (ratio < 1) == minimize
+        colour = (_STEP_COLOUR["gain" if better else "loss"] if total.get("significant")
+                  else _STEP_COLOUR["no measurable effect"])
+        ax.plot([previous[0] + 0.3, x - 0.3], [previous[1]] * 2, ls=":", lw=1, color="0.45")
+        ax.bar(x, previous[1], width=0.6, color=colour, alpha=0.85, edgecolor="black",
+               linewidth=1.2, zorder=2)
+        ax.axhline(base["center"], ls="--", lw=1, color=_STEP_COLOUR["base"], alpha=0.6,
+                   zorder=1)
+        ax.annotate(f"{_num(previous[1])}\n{_signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
+                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="small", fontweight="bold")
+        ticks.append("all steps")
+    ax.set_xticks(range(len(ticks)), ticks, fontsize="small")
+    ax.set_xlim(-0.6, len(ticks) - 0.4)
+    ax.set_ylim(0, max(tops) * 1.18 or 1.0)  # room for the labels above the bars
+    ax.set_ylabel(f"{result['objective']['metric']} ({_centre_name(result).split()[0]}, "
+                  "95% CI)")
+    where = _slice_heading(result, entry)
+    # a server slice names its version already
+    version = "" if "binary" in (entry.get("slice") or {}) else \
+        f"\n{(result.get('server') or {}).get('version', '?')}"
+    ax.set_title(f"{result.get('name', '?')} — settings applied one by one"
+                 + (f" · {where}" if where else "") + version, fontsize="medium")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+    shown = [v for v in ("gain", "loss", "no measurable effect")
+             if any(r.get("verdict") == v for r in rows)]
+    handles = [Patch(color=_STEP_COLOUR["base"], label=_base_label(entry)),
+               *(Patch(color=_STEP_COLOUR[v], label=v) for v in shown),
+               Line2D([], [], color="black", marker="_", ms=10, ls="", label="95% CI")]
+    if any_durable:
+        handles.append(Patch(facecolor="white", edgecolor=_DURABILITY_EDGE, hatch="///",
+                             label=_GIVES_UP))
+    if any_alone:
+        handles.append(Line2D([], [], marker="D", ms=6, mfc="white", mec="0.25", ls="",
+                              label=f"the change alone from the {_base_label(entry)}"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+def _chart_servers(result: dict, path: pathlib.Path) -> pathlib.Path:
+    """Each server's level with its 95% CI, one panel per configuration compared."""
+    entries = result.get("servers_compared") or []
+    ncols = min(3, len(entries))
+    nrows = math.ceil(len(entries) / ncols)
+    most = max((len(e.get("rows") or []) for e in entries), default=1)
+    fig = Figure(figsize=(max(4.0, 1.2 * most + 2.0) * ncols, 3.8 * nrows + 0.8),
+                 layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax, entry in zip(axes.flat, entries, strict=False):
+        rows = entry.get("rows") or []
+        tops = [0.0]
+        for x, row in enumerate(rows):
+            colour = _MPL_COLOUR.get(row.get("verdict"), "black")
+            if row.get("verdict") == "failed" or row.get("center") is None:
+                trans = ax.get_xaxis_transform()
+                ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
+                ax.text(x, 0.08, "failed", ha="center", color=colour, transform=trans)
+                continue
+            centre = row["center"]
+            lo, hi = row.get("ci95") or (centre, centre)
+            ax.errorbar(x, centre, yerr=[[max(0.0, centre - lo)], [max(0.0, hi - centre)]],
+                        fmt="o", ms=8, color=colour, ecolor=colour, capsize=5, zorder=3)
+            ratio = row.get("ratio_to_best")
+            text = _num(centre)
+            if ratio is not None and row.get("verdict") != "best":
+                text += f" ({_signed((ratio - 1) * 100, 0)}%)"
+            ax.annotate(text, (x, hi), xytext=(0, 5), textcoords="offset points", ha="center",
+                        va="bottom", fontsize="small", color=colour)
+            tops.append(hi)
+        names = []
+        for row in rows:
+            compiler = (_server_info(result, str(row.get("binary"))).get("compile")
+                        or {}).get("compiler")
+            names.append(str(row.get("binary")) + (f"\n{compiler}" if compiler else ""))
+        ax.set_xticks(range(len(rows)), names, fontsize="small")
+        ax.set_xlim(-0.6, len(rows) - 0.4)
+        ax.set_ylim(0, max(tops) * 1.2 or 1.0)
+        where = _where({k: v for k, v in (entry.get("slice") or {}).items() if k != "binary"})
+        title = "\n".join(_wrap_name(part, 40) for part in
+                          [_at_text(entry.get("at", "?"))] + ([where] if where else []))
+        ax.set_title(title, fontsize="small")
+        ax.set_ylabel(f"{result['objective']['metric']} ({_centre_name(result).split()[0]}, "
+                      "95% CI)")
+        ax.grid(axis="y", alpha=0.3)
+    for ax in list(axes.flat)[len(entries):]:
+        ax.remove()
+    fig.suptitle(f"{result.get('name', '?')} — servers compared")
+    shown = [v for v in _MPL_COLOUR
+             if any(r.get("verdict") == v for e in entries for r in e.get("rows") or [])]
+    fig.legend(handles=[Line2D([], [], marker="x" if v == "failed" else "o", ls="",
+                               color=_MPL_COLOUR[v], label=v) for v in shown],
+               loc="outside lower center", ncols=max(1, len(shown)), fontsize="small",
+               frameon=False)
     return _save(fig, path)

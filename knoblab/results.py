@@ -28,8 +28,13 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
     time_series = info.get("workload", {}).get("kind") == "sysbench"
     # Thread counts and dataset variants are compared within themselves: the best setting may
     # differ per thread count or data size, and times at 1M and 4M rows are not comparable.
-    slice_keys = ("threads",) if time_series else ("rows", "engine", "slack_type")
+    # Several servers: each is judged on its own (a setting may suit one build and not
+    # another); the servers are then compared with each other configuration by configuration.
+    slice_keys = ("binary", "threads") if time_series else ("binary", "rows", "engine",
+                                                             "slack_type")
     slices = [k for k in slice_keys if point_list and k in point_list[0][0]]
+    steps_info = info.get("steps") or [None] * len(point_list)
+    unavailable = {int(i): why for i, why in (info.get("unavailable") or {}).items()}
     if time_series:
         seconds, os_seconds = store.seconds(run["id"]), store.os_seconds(run["id"])
         evidence = {idx: _series_evidence(by_point[idx], seconds, os_seconds, statistics)
@@ -56,10 +61,16 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
             "ratio_to_best": verdict.ratio_to_best,
             "p_value": verdict.p_adjusted,
             "verdict": verdict.verdict,
-            "errors": sorted({t.error for t in failed if t.error}),
+            "errors": sorted({t.error for t in failed if t.error}) +
+            ([unavailable[idx]] if idx in unavailable else []),
+            "unavailable": unavailable.get(idx),
             # What a crash could cost with this point's settings: shown on a line of its own.
             "durability": safety.durability_costs({**info.get("base", {}), **config}),
         }
+        if steps_info[idx] is not None:
+            step = steps_info[idx]
+            point.update(step=step["step"], role=step["role"], change=step["change"],
+                         label=step["label"])
         if time_series:
             point.update(evidence[idx])
         else:
@@ -72,6 +83,9 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
         "status": run["status"],
         "objective": {"metric": "tps" if time_series else "seconds", "direction": direction},
         "server": {"binary": run["server_binary"], "version": run["server_version"]},
+        "servers": info.get("servers") or [{
+            "label": "", "binary": run["server_binary"], "version": run["server_version"],
+            "compile": {}, "missing": [], "error": None}],
         "workload": info.get("workload", {}),
         "dataset": info.get("dataset", {}),
         "steady": info.get("steady"),
@@ -85,11 +99,22 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
                        "confidence": statistics.get("confidence", 0.95)},
         "points": points,
         "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
-        "explained_by": _explanations(by_point, point_list, slices),
+        "explained_by": _explanations(by_point, point_list, slices, steps_info),
         "tied": info.get("tied", {}),
-        "warnings": _warnings(points),
+        "warnings": list(info.get("warnings") or []) + _warnings(points),
     }
+    centre = "mean" if time_series else "median"
+    if run["kind"] == "steps":
+        result["steps"] = _steps(points, samples, slices, direction, centre, statistics)
+    if "binary" in slices:
+        result["servers_compared"] = _servers_compared(points, samples, judgements,
+                                                       run["kind"], direction, centre,
+                                                       statistics)
     result["conclusion"] = _conclusion(points, judgements, slices)
+    if run["kind"] == "steps":
+        result["conclusion"]["recommended_steps"] = [
+            {"slice": part["slice"], "settings": _recommended_steps(part)}
+            for part in result["steps"]]
     result["conclusion"]["text"] = conclusion_text(result)
     return result
 
@@ -287,8 +312,8 @@ def _warnings(points: list[dict]) -> list[str]:
     return warnings
 
 
-def _explanations(by_point: dict[int, list], point_list: list,
-                  slices: list[str]) -> list[dict[str, Any]]:
+def _explanations(by_point: dict[int, list], point_list: list, slices: list[str],
+                  steps_info: list[dict | None]) -> list[dict[str, Any]]:
     """Per slice, the server counters that moved with the setting, consistently, in words."""
     groups: dict[tuple, list[int]] = defaultdict(list)
     for idx, (requested, _) in enumerate(point_list):
@@ -300,8 +325,9 @@ def _explanations(by_point: dict[int, list], point_list: list,
                         if t.status == "done" and t.value is not None]
         if len({idx for idx, _, _ in measurements}) < 2:
             continue
-        labels = {idx: ", ".join(str(v) for k, v in point_list[idx][0].items()
-                                 if k not in slices) for idx in members}
+        labels = {idx: _step_name(steps_info[idx]) if steps_info[idx] else
+                  ", ".join(str(v) for k, v in point_list[idx][0].items() if k not in slices)
+                  for idx in members}
         counters = [{"counter": found.name,
                      "per_point": {labels[k]: v for k, v in found.per_point.items()},
                      "eta_squared": round(found.eta_squared, 3),
@@ -311,6 +337,10 @@ def _explanations(by_point: dict[int, list], point_list: list,
         found_by_slice.append({"slice": dict(zip(slices, key, strict=True)),
                                "counters": counters})
     return found_by_slice
+
+
+def _step_name(step: dict) -> str:
+    return f"step {step['step']}{' alone' if step['role'] == 'alone' else ''}"
 
 
 def _noise(done: list) -> dict[str, Any] | None:
@@ -330,3 +360,163 @@ def _noise(done: list) -> dict[str, Any] | None:
 def _mean(values: Any) -> float | None:
     items = [v for v in values if v is not None]
     return round(sum(items) / len(items), 4) if items else None
+
+
+def _change(a: list[float], b: list[float], centre: str,
+            statistics: dict[str, Any]) -> dict[str, Any]:
+    found = stats.compare(a, b, test=statistics.get("test", "welch-log"), center=centre,
+                          confidence=statistics.get("confidence", 0.95),
+                          seed=statistics.get("seed", 0))
+    return {"ratio": found.ratio, "ci95": [found.ci_low, found.ci_high], "p_raw": found.p_raw,
+            "p_value": None, "significant": False}
+
+
+def _settle(changes: list[dict[str, Any]], statistics: dict[str, Any]) -> None:
+    """Holm over one family of comparisons, then significance: p below alpha and an effect of
+    at least the minimum effect."""
+    for change, adjusted in zip(changes, stats.holm([c["p_raw"] for c in changes]),
+                                strict=True):
+        change["p_value"] = adjusted
+        change["significant"] = bool(adjusted < statistics.get("alpha", 0.05) and
+                                     abs(change["ratio"] - 1) >=
+                                     statistics.get("min_effect", 0.03))
+
+
+def _better(change: dict[str, Any], direction: str) -> bool:
+    return change["ratio"] < 1 if direction == "minimize" else change["ratio"] > 1
+
+
+def _steps(points: list[dict], samples: dict[int, list[float]], slices: list[str],
+           direction: str, centre: str, statistics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The article's table per slice: every step against the previous measured step and
+    against step 0, each change alone against step 0 when measured, and the total.
+
+    All comparisons of a slice form one Holm family: a table of many steps should not call
+    one of them significant by chance.
+    """
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for idx, point in enumerate(points):
+        groups[tuple(point["settings"].get(k) for k in slices)].append(idx)
+    tables = []
+    for key, members in groups.items():
+        cumulative = sorted((i for i in members if points[i]["role"] == "cumulative"),
+                            key=lambda i: points[i]["step"])
+        alone = {points[i]["step"]: i for i in members if points[i]["role"] == "alone"}
+        base = cumulative[0]
+        family: list[dict[str, Any]] = []
+
+        def measure(a: int, b: int, family: list = family) -> dict[str, Any] | None:
+            if not samples[a] or not samples[b]:
+                return None
+            change = _change(samples[a], samples[b], centre, statistics)
+            family.append(change)
+            return change
+
+        rows, previous = [], base
+        for idx in cumulative:
+            point = points[idx]
+            row: dict[str, Any] = {
+                "step": point["step"], "label": point["label"], "change": point["change"],
+                "point": idx, "center": point.get(centre), "ci95": point.get("ci95"),
+                "n": point["n"], "vs_previous": None, "vs_base": None, "alone": None,
+                "verdict": "base" if idx == base else None,
+                "durability": [f"{name} = {point['change'][name]}: {cost}" for name, cost
+                               in safety.durability_costs(point["config"]).items()
+                               if name in point["change"]],
+                "note": point["unavailable"],
+            }
+            if idx != base:
+                if point["unavailable"]:
+                    row["verdict"] = "unavailable"
+                elif not samples[idx]:
+                    row["verdict"] = "failed"
+                else:
+                    row["vs_previous"] = measure(previous, idx)
+                    row["vs_base"] = measure(base, idx)
+                    previous = idx
+                if point["step"] in alone and samples[alone[point["step"]]]:
+                    other = alone[point["step"]]
+                    row["alone"] = {"point": other, "center": points[other].get(centre),
+                                    "vs_base": measure(base, other)}
+            rows.append(row)
+        total = measure(base, previous) if previous != base else None
+        _settle(family, statistics)
+        for row in rows:
+            change = row["vs_previous"]
+            if row["verdict"] is None and change is not None:
+                row["verdict"] = "no measurable effect" if not change["significant"] else \
+                    "gain" if _better(change, direction) else "loss"
+            elif row["verdict"] is None:
+                row["verdict"] = "failed"  # the previous step failed: nothing to compare with
+        # Effects that multiply independently give a total equal to the product of the
+        # effects alone; a gap is an interaction (e.g. a bigger log matters only once the
+        # buffer pool is big).
+        interaction = None
+        measured = [r for r in rows[1:] if r["vs_base"]]
+        if measured:
+            alones = [measured[0]["vs_base"]] + [r["alone"] and r["alone"]["vs_base"]
+                                                 for r in measured[1:]]
+            if total is not None and len(measured) > 1 and all(alones):
+                interaction = {"cumulative": total["ratio"],
+                               "product_of_alone": float(np.prod([a["ratio"] for a in alones]))}
+        for change in family:
+            change.pop("p_raw", None)
+        tables.append({"slice": dict(zip(slices, key, strict=True)), "rows": rows,
+                       "total": total, "interaction": interaction})
+    return tables
+
+
+def _recommended_steps(table: dict[str, Any]) -> dict[str, str]:
+    """The settings of the steps that measurably helped; the others are left out."""
+    settings: dict[str, str] = {}
+    for row in table["rows"]:
+        if row["verdict"] == "gain":
+            settings.update(row["change"])
+    return settings
+
+
+def _servers_compared(points: list[dict], samples: dict[int, list[float]],
+                      judgements: list[SliceJudgement], kind: str, direction: str,
+                      centre: str, statistics: dict[str, Any]) -> list[dict[str, Any]]:
+    """The servers against each other, configuration by configuration: for a steps run at
+    step 0 and at the last step (the article's final comparison of builds), for a sweep at
+    every point."""
+    configurations: dict[tuple, list[int]] = defaultdict(list)
+    for idx, point in enumerate(points):
+        same = {k: v for k, v in point["settings"].items() if k != "binary"}
+        key = (point.get("role"), point.get("step"), tuple(sorted(same.items())))
+        configurations[key].append(idx)
+    if kind == "steps":
+        steps = [k for k in configurations if k[0] == "cumulative"]
+        last = max(k[1] for k in steps)
+        keys = [k for k in steps if k[1] in (0, last)]
+    else:
+        keys = list(configurations)
+    compared = []
+    for key in keys:
+        members = [i for i in configurations[key] if not points[i]["unavailable"]]
+        if len(members) < 2:
+            continue
+        judgement = stats.judge(
+            {idx: samples[idx] for idx in members}, direction=direction,
+            min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
+            test=statistics.get("test", "welch-log"),
+            confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
+            center=centre)
+        first = points[members[0]]
+        if kind == "steps":
+            at = f"step {first['step']}: {first['label']}" if first["step"] else first["label"]
+        else:
+            at = ", ".join(f"{k}={v}" for k, v in first["settings"].items() if k != "binary")
+        rows = []
+        for verdict in judgement.verdicts:
+            point = points[verdict.key]
+            rows.append({"binary": point["settings"]["binary"], "point": verdict.key,
+                         "center": None if verdict.summary is None
+                         else getattr(verdict.summary, centre),
+                         "ci95": point.get("ci95"), "n": point["n"],
+                         "ratio_to_best": verdict.ratio_to_best, "p_value": verdict.p_adjusted,
+                         "verdict": verdict.verdict})
+        compared.append({"at": at, "slice": {}, "rows": rows,
+                         "significant": judgement.significant})
+    return compared

@@ -9,9 +9,10 @@ and only the missing trials are run.
 
 from __future__ import annotations
 
+import json
 import random
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -21,7 +22,7 @@ from knoblab import safety
 from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
-from knoblab.server.binary import ServerBinary, find_binary
+from knoblab.server.binary import ServerBinary, compile_info, find_binary
 from knoblab.server.sandbox import (
     Sandbox,
     ServerStartError,
@@ -29,12 +30,13 @@ from knoblab.server.sandbox import (
     derived_template,
     reap_orphans,
 )
-from knoblab.spec import Spec, Steady, parse_spec
+from knoblab.spec import SWEEPABLE, Point, Spec, Steady, parse_spec
 from knoblab.store import SECOND_FIELDS, Store
 from knoblab.timeseries import summarize_series
 from knoblab.units import format_size
 from knoblab.workloads.dataset import ScanTable
 from knoblab.workloads.query import WorkloadError
+from knoblab.workloads.script import ScriptWorkload
 from knoblab.workloads.sysbench import Second, SysbenchWorkload, histogram_percentile
 
 
@@ -48,20 +50,52 @@ class Listener(Protocol):
 
 
 @dataclass
-class Prepared:
-    """Everything a run needs, checked: the binary, its catalog, the points, the dataset."""
+class Target:
+    """One server build under test: its binary, catalog, base settings and data templates."""
 
-    spec: Spec
+    label: str  # "" when only one server is measured
     binary: ServerBinary
     catalog: Catalog
-    base: dict[str, str]
+    base: dict[str, str] = field(default_factory=dict)
+    lacking: list[str] = field(default_factory=list)  # settings of the spec it does not have
+    templates: dict[str, Path] = field(default_factory=dict)  # datadir template by data key
+
+    def describe(self) -> dict[str, object]:
+        return {"label": self.label, "binary": str(self.binary.path),
+                "version": self.binary.short_version, "version_line": self.binary.version,
+                "compile": compile_info(self.binary), "missing": self.lacking, "error": None}
+
+
+@dataclass
+class Prepared:
+    """Everything a run needs, checked: the servers, the points, the datasets."""
+
+    spec: Spec
+    targets: dict[str, Target]
     points: list[tuple[dict[str, str], dict[str, str]]]
-    templates: dict[str, Path]  # datadir template by data key (one per dataset variant)
+    steps: list[dict[str, object] | None]  # per point, its step (steps experiments)
+    unavailable: dict[int, str]  # points not run, and why (a step that changes nothing here)
+    left_out: dict[str, str]  # servers that could not be used, and why
+    warnings: list[str]
+
+    def target(self, requested: dict[str, str]) -> Target:
+        return self.targets[requested.get("binary", "")]
 
     def data_key(self, requested: dict[str, str]) -> str:
-        if isinstance(self.spec.workload, SysbenchWorkload):
-            return f"sysbench-{self.spec.workload.prepare_key()}"
+        work = self.spec.workload
+        if isinstance(work, SysbenchWorkload | ScriptWorkload):
+            return f"{'sysbench-' if isinstance(work, SysbenchWorkload) else ''}" \
+                f"{work.prepare_key()}"
         return self.spec.dataset_for(requested).key
+
+    def describe_servers(self) -> list[dict[str, object]]:
+        described = [t.describe() for t in self.targets.values()]
+        for label, error in self.left_out.items():
+            binary = self.spec.servers.get(label, "")
+            described.append({"label": label, "binary": binary, "version": None,
+                              "version_line": None, "compile": {}, "missing": [],
+                              "error": error})
+        return described
 
 
 def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, int]]:
@@ -79,66 +113,185 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
-    binary = find_binary(spec.binary)
-    catalog = catalog_for(binary, home)
-    base, points = spec.points(catalog)
-    _check_settable(catalog, [*base, *points[0].config])
-    safety.check([(p.requested, p.config) for p in points], base, catalog,
-                 connections=lambda requested: _connections(spec, requested),
-                 allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                 memory_budget=spec.memory_budget)
-    templates: dict[str, Path] = {}
-    if isinstance(spec.workload, SysbenchWorkload):
-        statements = base.get("max_prepared_stmt_count",
-                              catalog.knobs["max_prepared_stmt_count"].default)
-        spec.workload.validate(max_prepared_stmt_count=int(statements))
-        work = spec.workload
-        listener.message(f"data: sysbench {work.tables} tables × {work.table_size:,} rows; "
+    targets, left_out = _targets(spec, home, listener)
+    per_target = _points_per_target(spec, targets)
+    points: list[tuple[dict[str, str], dict[str, str]]] = []
+    steps: list[dict[str, object] | None] = []
+    unavailable: dict[int, str] = {}
+    warnings: list[str] = []
+    for label, (target_points, target_warnings) in per_target.items():
+        where = f" on {label}" if label else ""
+        warnings += [f"{w}{where}" for w in target_warnings]
+        for point in target_points:
+            requested = {"binary": label, **point.requested} if label else point.requested
+            if point.step and point.step.get("skip"):
+                unavailable[len(points)] = str(point.step["skip"])
+            points.append((requested, point.config))
+            steps.append(point.step)
+    for target in targets.values():
+        catalog = target.catalog
+        names = [*target.base, *(n for _, config in points for n in config)]
+        _check_settable(catalog, list(dict.fromkeys(names)))
+        mine = [p for i, p in enumerate(points)
+                if prepared_label(p[0]) == target.label and i not in unavailable]
+        safety.check(mine, target.base, catalog,
+                     connections=lambda requested: _connections(spec, requested),
+                     allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                     memory_budget=spec.memory_budget)
+    for warning in warnings:
+        listener.message(f"warning: {warning}")
+    prepared = Prepared(spec, targets, points, steps, unavailable, left_out, warnings)
+    for target in targets.values():
+        _build_templates(prepared, target, home, listener)
+    return prepared
+
+
+def prepared_label(requested: dict[str, str]) -> str:
+    return requested.get("binary", "")
+
+
+def _targets(spec: Spec, home: Path, listener: Listener
+             ) -> tuple[dict[str, Target], dict[str, str]]:
+    """The servers to measure. With several, one that cannot be used is left out with its
+    reason and the others still run; with one, its problem is the run's error."""
+    if not spec.servers:
+        binary = find_binary(spec.binary)
+        return {"": Target("", binary, catalog_for(binary, home))}, {}
+    targets, left_out = {}, {}
+    for label, name in spec.servers.items():
+        try:
+            binary = find_binary(name)
+            targets[label] = Target(label, binary, catalog_for(binary, home))
+        except UserError as exc:
+            left_out[label] = str(exc)
+            listener.message(f"server {label} is left out: {exc}")
+    if not targets:
+        raise UserError("no server could be used: " +
+                        "; ".join(f"{label}: {why}" for label, why in left_out.items()))
+    if len(targets) == 1:
+        listener.message(f"warning: only {next(iter(targets))} is left; nothing to compare it "
+                         "with")
+    for target in targets.values():
+        listener.message(f"server {target.label}: {target.binary.short_version} "
+                         f"({target.binary.path})")
+    return targets, left_out
+
+
+def _points_per_target(spec: Spec, targets: dict[str, Target]
+                       ) -> dict[str, tuple[list[Point], list[str]]]:
+    """Each server's points, validated against its own catalog. A setting no server has is
+    an error (a typo, most likely); one that only some lack is left out on those."""
+    names = spec.setting_names()
+    for target in targets.values():
+        target.lacking = [n for n in names if not _has(target.catalog, n)]
+    for name in names:
+        if all(name in t.lacking for t in targets.values()):
+            next(iter(targets.values())).catalog.knob(name)  # raises, with suggestions
+    swept = [n for n in spec.sweep if n not in SWEEPABLE[spec.kind]]
+    complete = [t for t in targets.values() if not set(swept) & set(t.lacking)]
+    if not complete:
+        raise UserError("no server compared has all the swept settings "
+                        f"({', '.join(swept)}); sweep settings they share")
+    reference = None
+    per_target = {}
+    for target in [*complete, *(t for t in targets.values() if t not in complete)]:
+        if target in complete:
+            target.base, points, warnings = spec.points(target.catalog,
+                                                        frozenset(target.lacking))
+            reference = reference or points
+        else:
+            # A swept setting this server lacks: its points are kept, and not run.
+            lacks = ", ".join(n for n in swept if n in target.lacking)
+            target.base = spec.base_settings(target.catalog, frozenset(target.lacking))
+            points = [Point(p.requested, {}, {"skip": f"not on this server: {lacks}"})
+                      for p in reference]
+            warnings = []
+        per_target[target.label] = (points, warnings)
+    return {label: per_target[label] for label in targets}
+
+
+def _has(catalog: Catalog, name: str) -> bool:
+    try:
+        catalog.knob(name)
+    except UserError:
+        return False
+    return True
+
+
+def _build_templates(prepared: Prepared, target: Target, home: Path,
+                     listener: Listener) -> None:
+    spec = prepared.spec
+    on = f" for {target.label}" if target.label else ""
+    work = spec.workload
+    if isinstance(work, SysbenchWorkload):
+        statements = target.base.get(
+            "max_prepared_stmt_count", target.catalog.knobs["max_prepared_stmt_count"].default)
+        work.validate(max_prepared_stmt_count=int(statements))
+        listener.message(f"data{on}: sysbench {work.tables} tables × {work.table_size:,} rows; "
                          "prepared once, then reused")
-        key = f"sysbench-{work.prepare_key()}"
-        templates[key] = derived_template(binary, key, work.prepare, home)
-    else:
-        variants = {spec.dataset_for(p.requested).key: spec.dataset_for(p.requested)
-                    for p in points}
-        for key, dataset in variants.items():
-            listener.message(f"dataset: {dataset.table} ({_dataset_size(dataset)}, "
-                             f"{dataset.engine}, slack {dataset.slack_type}); built once, "
-                             "then reused")
+        key = prepared.data_key({})
+        target.templates[key] = derived_template(target.binary, key, work.prepare,
+                                                 home)
+        return
+    if isinstance(work, ScriptWorkload):
+        listener.message(f"data{on}: the script's setup, run once, then reused")
+        key = prepared.data_key({})
+        target.templates[key] = derived_template(target.binary, key, work.prepare,
+                                                 home)
+        return
+    variants = {spec.dataset_for(r).key: spec.dataset_for(r) for r, _ in prepared.points}
+    for key, dataset in variants.items():
+        listener.message(f"dataset{on}: {dataset.table} ({_dataset_size(dataset)}, "
+                         f"{dataset.engine}, slack {dataset.slack_type}); built once, "
+                         "then reused")
 
-            def build(server: Sandbox, dataset: ScanTable = dataset) -> None:
-                dataset.build(server, listener.dataset_progress)
+        def build(server: Sandbox, dataset: ScanTable = dataset) -> None:
+            dataset.build(server, listener.dataset_progress)
 
-            templates[key] = derived_template(binary, key, build, home)
-    return Prepared(spec, binary, catalog, base,
-                    [(p.requested, p.config) for p in points], templates)
+        target.templates[key] = derived_template(target.binary, key, build,
+                                                 home)
 
 
 def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
     prepared = prepare(spec, home, listener)
-    knobs = list(prepared.points[0][0])
+    first = next(iter(prepared.targets.values()))
+    if spec.steps:
+        knobs = list(dict.fromkeys(k for r, _ in prepared.points for k in r))
+    else:
+        knobs = list(prepared.points[0][0])
     defaults = {}
-    for name in prepared.points[0][1]:
-        default = prepared.catalog.knobs[name].default
+    for name in dict.fromkeys(n for _, config in prepared.points for n in config):
+        knob = first.catalog.knobs.get(name)
+        if knob is None:
+            continue
         try:
-            defaults[name] = prepared.catalog.knobs[name].normalize(default)
+            defaults[name] = knob.normalize(knob.default)
         except UserError:
-            defaults[name] = default
+            defaults[name] = knob.default
+    binaries = [t.binary for t in prepared.targets.values()]
+    versions = ", ".join(dict.fromkeys(b.short_version for b in binaries))
     run_id = store.create_run(
-        name=spec.name, kind="sweep", spec_source=spec.source,
-        server_binary=str(prepared.binary.path), server_version=prepared.binary.short_version,
+        name=spec.name, kind=spec.experiment, spec_source=spec.source,
+        server_binary=", ".join(str(b.path) for b in binaries), server_version=versions,
         info={
-            "knobs": knobs, "defaults": defaults, "base": prepared.base,
+            "knobs": knobs, "defaults": defaults, "base": first.base,
             "dataset": _describe_data(prepared),
             "tied": spec.tied,
             "workload": {"kind": spec.kind, "repetitions": spec.repetitions,
                          **_workload_info(spec)},
             "steady": vars(spec.steady) if spec.steady else None,
             "statistics": vars(spec.statistics),
+            "servers": prepared.describe_servers(),
+            "steps": prepared.steps if spec.steps else None,
+            "one_at_a_time": spec.one_at_a_time,
+            "unavailable": {str(i): why for i, why in prepared.unavailable.items()},
+            "warnings": prepared.warnings,
+            "spec_dir": str(spec.base_dir) if spec.base_dir else None,
         },
         point_list=prepared.points,
     )
     listener.message(f"run {run_id}: {len(prepared.points)} points × {spec.repetitions} "
-                     f"repetitions on {prepared.binary.short_version}")
+                     f"repetitions on {versions}")
     execute(run_id, prepared, store, listener)
     return run_id
 
@@ -149,11 +302,17 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
     if run["status"] == "done":
         listener.message(f"run {run_id} is already complete")
         return run_id
-    spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"])
+    spec_dir = run["info"].get("spec_dir")
+    spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"],
+                      base_dir=Path(spec_dir) if spec_dir else None)
     prepared = prepare(spec, home, listener)
     if prepared.points != store.points(run_id):
         raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
                         "way against this server")
+    workload = {"kind": spec.kind, "repetitions": spec.repetitions, **_workload_info(spec)}
+    if json.loads(json.dumps(workload)) != run["info"].get("workload"):
+        raise UserError(f"run {run_id} cannot be resumed: its workload changed since it began "
+                        "(a script file edited?); start a new run")
     store.set_status(run_id, "running")
     execute(run_id, prepared, store, listener)
     return run_id
@@ -161,7 +320,11 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
 
 def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -> None:
     spec = prepared.spec
-    order = plan_order(len(prepared.points), spec.repetitions, spec.statistics.seed)
+    # Points that cannot run here (a step that changes nothing, a setting the server lacks)
+    # are not planned at all: their place in the results says why.
+    order = [(p, r) for p, r in plan_order(len(prepared.points), spec.repetitions,
+                                           spec.statistics.seed)
+             if p not in prepared.unavailable]
     store.discard_unfinished(run_id)
     finished = {(t.point_idx, t.repetition): t for t in store.trials(run_id)
                 if t.status in ("done", "failed")}
@@ -173,7 +336,7 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
             if (point_idx, repetition) in finished:
                 continue
             requested, config = prepared.points[point_idx]
-            label = ", ".join(f"{k}={v}" for k, v in requested.items())
+            label = _trial_label(prepared, point_idx)
             trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
                                          position=position)
             outcome: dict[str, object]
@@ -214,6 +377,16 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     store.set_status(run_id, "done")
 
 
+def _trial_label(prepared: Prepared, point_idx: int) -> str:
+    requested, _ = prepared.points[point_idx]
+    step = prepared.steps[point_idx]
+    if step is None:
+        return ", ".join(f"{k}={v}" for k, v in requested.items())
+    on = f"{requested['binary']}: " if "binary" in requested else ""
+    alone = " alone" if step["role"] == "alone" else ""
+    return f"{on}step {step['step']}{alone} ({step['label']})"
+
+
 @dataclass
 class TrialRecorder:
     """Stores what a running trial reports each second (workload and OS), as it arrives."""
@@ -236,15 +409,15 @@ class TrialRecorder:
 def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, str],
               recorder: TrialRecorder) -> tuple[float, dict[str, str], dict[str, object]]:
     """Start a sandbox with the base settings plus this point's, measure once, stop it."""
-    catalog = prepared.catalog
+    target = prepared.target(requested)
+    catalog = target.catalog
     workload = prepared.spec.workload
-    settings = {**prepared.base, **config}
+    settings = {**target.base, **config}
     at_start = {k: v for k, v in settings.items() if catalog.knobs[k].startup_option}
     after_start = {k: v for k, v in settings.items() if k not in at_start}
     session_knobs = [k for k in settings if catalog.knobs[k].scope == "SESSION"]
-    template = prepared.templates[prepared.data_key(requested)]
-    dataset = prepared.spec.dataset_for(requested)
-    with Sandbox(prepared.binary, template, at_start) as server:
+    template = target.templates[prepared.data_key(requested)]
+    with Sandbox(target.binary, template, at_start) as server:
         if after_start:
             conn = server.connect()
             try:
@@ -260,10 +433,14 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
             threads = int(requested.get("threads", workload.threads))
             value, details = _run_sysbench(prepared.spec, server, threads, recorder)
         else:
-            # The OS figures of every second, warm-up included: long queries get their vmstat.
+            # The OS figures of every second, warm-up included: long runs get their vmstat.
             with SecondSampler(server.pid) as sampler:
-                measurement = workload.measure(server, dataset.files(server.datadir),
-                                               session_knobs)
+                if isinstance(workload, ScriptWorkload):
+                    measurement = workload.measure(server)
+                else:
+                    dataset = prepared.spec.dataset_for(requested)
+                    measurement = workload.measure(server, dataset.files(server.datadir),
+                                                   session_knobs)
             recorder.os_seconds(sampler.take())
             value, details = measurement.seconds, {**measurement.details,
                                                    "rows": measurement.rows}
@@ -313,6 +490,8 @@ def _workload_info(spec: Spec) -> dict[str, object]:
         return {"test": work.test, "threads": work.threads, "tables": work.tables,
                 "table_size": work.table_size, "rand_type": work.rand_type,
                 "duration": work.duration, "rate": work.rate, "options": dict(work.options)}
+    if isinstance(work, ScriptWorkload):
+        return work.describe()
     return {"sql": work.sql, "cache": work.cache, "timed_runs": work.timed_runs}
 
 
@@ -320,6 +499,8 @@ def _connections(spec: Spec, requested: dict[str, str]) -> int:
     """Connections a point's workload opens, plus knoblab's own for counters and settings."""
     if isinstance(spec.workload, SysbenchWorkload):
         return int(requested.get("threads", spec.workload.threads)) + 2
+    if isinstance(spec.workload, ScriptWorkload):
+        return spec.workload.connections + 2
     return 2
 
 
@@ -345,7 +526,8 @@ def _describe_data(prepared: Prepared) -> dict[str, object]:
     described = {}
     for requested, _ in prepared.points:
         dataset = spec.dataset_for(requested)
-        described[dataset.key] = dataset.describe(prepared.templates[dataset.key])
+        template = next(iter(prepared.targets.values())).templates[dataset.key]
+        described[dataset.key] = dataset.describe(template)
     first = next(iter(described.values()))
     if len(described) == 1:
         return first

@@ -18,23 +18,28 @@ from knoblab.errors import UserError
 from knoblab.units import parse_size
 from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, ScanTable
 from knoblab.workloads.query import CACHE_MODES, QueryWorkload
+from knoblab.workloads.script import ScriptWorkload
 from knoblab.workloads.sysbench import SysbenchWorkload
 
-TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "tie", "statistics"}
+TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
+            "statistics"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget"},
     "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
+    "steps": {"one_at_a_time"},
 }
 WORKLOAD_KEYS = {
     "query": {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"},
     "sysbench": {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration",
                  "rate", "percentile", "warmup", "window", "stall_fraction", "repetitions",
                  "timeout", "options"},
+    "script": {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
+               "transaction", "repetitions", "timeout"},
 }
 # Sweepable beside the server's settings: the workload's concurrency, and the query workload's
 # dataset (each variant of the dataset is built once into a template of its own).
-SWEEPABLE = {"sysbench": {"threads"}, "query": {"rows", "engine", "slack_type"}}
+SWEEPABLE = {"sysbench": {"threads"}, "query": {"rows", "engine", "slack_type"}, "script": set()}
 TESTS = ("welch-log", "welch", "mann-whitney")
 
 
@@ -58,10 +63,16 @@ class Statistics:
 
 @dataclass(frozen=True)
 class Point:
-    """One configuration: the swept settings as requested and as the server's config takes them."""
+    """One configuration: the swept settings as requested and as the server's config takes them.
+
+    In a steps experiment `requested` and `config` hold the cumulative settings, and `step`
+    says which step (0 = the base), whether it is cumulative or one change "alone", and what
+    the step adds.
+    """
 
     requested: dict[str, str]
     config: dict[str, str]
+    step: dict[str, Any] | None = None
 
 
 @dataclass
@@ -70,11 +81,15 @@ class Spec:
     description: str
     binary: str | None
     base_config: dict[str, Any]
-    dataset: ScanTable | None  # None for sysbench, which prepares its own tables
-    workload: QueryWorkload | SysbenchWorkload
+    dataset: ScanTable | None  # None for sysbench and scripts, which make their own tables
+    workload: QueryWorkload | SysbenchWorkload | ScriptWorkload
     repetitions: int
     sweep: dict[str, list[Any]]
     statistics: Statistics
+    steps: list[dict[str, Any]] = field(default_factory=list)  # [[step]] tables, in order
+    one_at_a_time: bool = False  # also measure each step's change alone, from the base
+    servers: dict[str, str] = field(default_factory=dict)  # label -> binary, when 2+ compared
+    base_dir: Path | None = None  # where the files the spec names are (script files)
     steady: Steady | None = None  # time-series workloads only
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
@@ -96,14 +111,39 @@ class Spec:
 
     @property
     def kind(self) -> str:
-        return "sysbench" if isinstance(self.workload, SysbenchWorkload) else "query"
+        if isinstance(self.workload, SysbenchWorkload):
+            return "sysbench"
+        return "script" if isinstance(self.workload, ScriptWorkload) else "query"
 
-    def points(self, catalog: Catalog) -> tuple[dict[str, str], list[Point]]:
-        """Validated base settings and the grid of swept points; UserError on anything wrong."""
+    @property
+    def experiment(self) -> str:
+        return "steps" if self.steps else "sweep"
+
+    def setting_names(self) -> list[str]:
+        """Every server setting the spec names (base, sweep, steps), as written."""
+        names = [*self.base_config, *(n for n in self.sweep if n not in SWEEPABLE[self.kind])]
+        names += [n for step in self.steps for n in step]
+        return list(dict.fromkeys(names))
+
+    def base_settings(self, catalog: Catalog, lacking: frozenset[str] = frozenset()
+                      ) -> dict[str, str]:
         base = {}
         for name, raw in self.base_config.items():
-            knob = catalog.knob(name)
-            base[knob.name] = knob.normalize(raw)
+            if name not in lacking:
+                knob = catalog.knob(name)
+                base[knob.name] = knob.normalize(raw)
+        return base
+
+    def points(self, catalog: Catalog, lacking: frozenset[str] = frozenset()
+               ) -> tuple[dict[str, str], list[Point], list[str]]:
+        """Validated base settings, the points and warnings; UserError on anything wrong.
+
+        Settings named in `lacking` (ones this server does not have, when several servers are
+        compared) are left out of the base and the steps.
+        """
+        base = self.base_settings(catalog, lacking)
+        if self.steps:
+            return (base, *self._step_points(catalog, base, lacking))
         axes = []
         for name, values in self.sweep.items():
             if name in SWEEPABLE[self.kind]:
@@ -128,24 +168,87 @@ class Spec:
             points.append(Point({n: r for n, r, _ in combo}, config))
         for follower, leader in self.tied.items():
             self._tie(catalog, follower, leader, base, points)
-        return base, points
+        return base, points, []
+
+    def _step_points(self, catalog: Catalog, base: dict[str, str], lacking: frozenset[str]
+                     ) -> tuple[list[Point], list[str]]:
+        """Step 0 is the base; step i adds its settings to step i-1's; with one_at_a_time each
+        change from the second step on is also measured alone, from the base.
+
+        A step that changes nothing here (its values are already in force, or this server
+        lacks its settings) keeps its place, marked `skip`, so every server compared has the
+        same steps; it is not measured.
+        """
+        warnings: list[str] = []
+        requested: dict[str, str] = {}
+        config: dict[str, str] = {}
+
+        def in_force(name: str) -> str | None:
+            if name in config:
+                return config[name]
+            if name in base:
+                return base[name]
+            knob = catalog.knobs[name]
+            try:
+                return knob.normalize(knob.default)
+            except UserError:
+                return knob.default
+
+        cumulative = [Point({}, {}, {"step": 0, "role": "cumulative", "change": {},
+                                     "label": "base" if self.base_config else "defaults"})]
+        alone: list[Point] = []
+        for number, step in enumerate(self.steps, start=1):
+            change_req, change_config, unchanged = {}, {}, []
+            missing = [name for name in step if name in lacking]
+            for name, raw in step.items():
+                if name in lacking:
+                    continue
+                knob = catalog.knob(name)
+                value = knob.normalize(raw)
+                if value == in_force(knob.name):
+                    unchanged.append(f"{knob.name} is already {_as_text(raw)}")
+                    continue
+                change_req[knob.name], change_config[knob.name] = _as_text(raw), value
+            skip = None
+            if unchanged:
+                skip = "changes nothing" if not change_req else None
+                what, left = ("changes nothing", "it was") if skip else \
+                    ("partly changes nothing", "that part was")
+                warnings.append(f"step {number} {what}: {'; '.join(unchanged)} at that point; "
+                                f"{left} left out")
+            if missing and not change_req:
+                skip = f"not on this server: {', '.join(missing)}"
+            requested.update(change_req)
+            config.update(change_config)
+            shown = change_req or {name: _as_text(raw) for name, raw in step.items()}
+            meta = {"step": number, "role": "cumulative", "change": change_req,
+                    "label": "+ " + ", ".join(f"{k}={v}" for k, v in shown.items()),
+                    "lacking": missing, "skip": skip}
+            cumulative.append(Point(dict(requested), dict(config), meta))
+            if self.one_at_a_time and number > 1:
+                alone.append(Point(dict(change_req), dict(change_config),
+                                   {**meta, "role": "alone"}))
+        for follower, leader in self.tied.items():
+            self._tie(catalog, follower, leader, base, [*cumulative, *alone])
+        return cumulative + alone, warnings
 
     def _tie(self, catalog: Catalog, follower: str, leader: str, base: dict[str, str],
              points: list[Point]) -> None:
         """Give `follower` the leader's value everywhere (tmp_table_size needs its twin)."""
         follower_knob, leader_knob = catalog.knob(follower), catalog.knob(leader)
-        if follower_knob.name in base or follower_knob.name in points[0].config:
+        if follower_knob.name in base or any(follower_knob.name in p.config for p in points):
             raise UserError(f"[tie] {follower_knob.name} follows {leader_knob.name}: remove it "
-                            "from [server.config] and [sweep]")
+                            "from [server.config], [sweep] and the steps")
         if leader_knob.name in base:
             base[follower_knob.name] = follower_knob.normalize(base[leader_knob.name])
             return
-        if leader_knob.name not in points[0].config:
-            raise UserError(f"[tie] {follower_knob.name} = {leader!r}: the leader must be swept "
-                            "or set in [server.config]")
+        if not any(leader_knob.name in point.config for point in points):
+            raise UserError(f"[tie] {follower_knob.name} = {leader!r}: the leader must be swept, "
+                            "set in a step or in [server.config]")
         for point in points:
-            point.config[follower_knob.name] = follower_knob.normalize(
-                point.config[leader_knob.name])
+            if leader_knob.name in point.config:
+                point.config[follower_knob.name] = follower_knob.normalize(
+                    point.config[leader_knob.name])
 
 
 def load_spec(path: Path) -> Spec:
@@ -159,10 +262,12 @@ def load_spec(path: Path) -> Spec:
         data = tomllib.loads(source)
     except ValueError as exc:  # TOMLDecodeError, and ValueError for absurd integers
         raise UserError(f"{path}: invalid TOML: {exc}") from None
-    return parse_spec(data, source, default_name=path.stem)
+    return parse_spec(data, source, default_name=path.stem, base_dir=path.parent.resolve())
 
 
-def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "experiment") -> Spec:
+def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "experiment",
+               base_dir: Path | None = None) -> Spec:
+    """The spec from parsed TOML; `base_dir` is where files the spec names are looked for."""
     _check_keys("the spec", data, TOP_KEYS)
     server = _section(data, "server")
     dataset = _section(data, "dataset")
@@ -170,12 +275,20 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     statistics = _section(data, "statistics")
     kind = workload.get("kind", "query")
     if not isinstance(kind, str) or kind not in WORKLOAD_KEYS:
-        raise UserError(f"[workload] kind = {kind!r}: use \"query\" or \"sysbench\"")
+        raise UserError(f"[workload] kind = {kind!r}: use \"query\", \"sysbench\" or "
+                        "\"script\"")
     _check_keys("[workload]", workload, WORKLOAD_KEYS[kind])
+    steps = _steps(data)
     sweep = data.get("sweep")
-    if not isinstance(sweep, dict) or not sweep:
+    if steps and sweep is not None:
+        raise UserError("a spec has either [sweep] or [[step]] tables, not both; run the two "
+                        "studies as two specs")
+    if steps:
+        sweep = {}
+    elif not isinstance(sweep, dict) or not sweep:
         raise UserError("[sweep]: give at least one setting with a list of values, "
-                        "e.g. read_buffer_size = [\"64K\", \"128K\"]")
+                        "e.g. read_buffer_size = [\"64K\", \"128K\"]; or apply settings "
+                        "one by one with [[step]] tables")
     for name, values in sweep.items():
         if not isinstance(values, list) or len(values) < 2:
             raise UserError(f"[sweep] {name}: give a list of at least two values to compare")
@@ -185,18 +298,21 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
 
     if server.get("kind", "sandbox") != "sandbox":
         raise UserError(f"[server] kind = {server['kind']!r}: only \"sandbox\" is supported")
-    binary = server.get("binary")
-    if binary is not None and (not isinstance(binary, str) or not binary.strip()):
-        raise UserError(f"[server] binary = {binary!r}: give a name on PATH or a path, "
-                        "e.g. binary = \"/usr/sbin/mariadbd\"")
+    binary, servers = _binaries(server.get("binary"))
     config = server.get("config", {})
     if not isinstance(config, dict):
         raise UserError("[server.config] must be a table of setting = value")
 
-    repetitions = _number(workload, "repetitions", "workload", 5 if kind == "query" else 1,
+    repetitions = _number(workload, "repetitions", "workload", 1 if kind == "sysbench" else 5,
                           int, 1, 10_000)
     steady = None
-    if kind == "query":
+    if kind == "script":
+        if dataset:
+            raise UserError("[dataset]: a script makes its own tables in its setup; remove "
+                            "[dataset]")
+        table = None
+        work = _script_workload(workload, base_dir)
+    elif kind == "query":
         if "rows" in sweep:
             if "rows" in dataset or "size" in dataset:
                 raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
@@ -225,7 +341,8 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         alpha=_number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
         confidence=_number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
         # Times: effects multiply (log scale). Throughput batch means: plain Welch.
-        test=_text(statistics, "test", "statistics", "welch-log" if kind == "query" else "welch"),
+        test=_text(statistics, "test", "statistics",
+                   "welch" if kind == "sysbench" else "welch-log"),
         seed=_number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
     )
     if stats.test not in TESTS:
@@ -243,10 +360,80 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         statistics=stats,
         steady=steady,
         tied=dict(tied),
+        steps=steps,
+        one_at_a_time=_flag(_section(data, "steps"), "one_at_a_time", "steps"),
+        servers=servers,
+        base_dir=base_dir,
         allow_durability_tradeoff=_flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
         source=source,
+    )
+
+
+def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = data.get("step", [])
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        raise UserError("[[step]]: each step is a table of settings, e.g.\n[[step]]\n"
+                        "innodb_flush_log_at_trx_commit = 0")
+    if "steps" in data and not steps:
+        raise UserError("[steps] is set but there is no [[step]]; add one [[step]] table per "
+                        "change to apply")
+    for number, step in enumerate(steps, start=1):
+        if not step:
+            raise UserError(f"step {number} is empty; give it at least one setting = value")
+        for name, value in step.items():
+            if isinstance(value, dict | list) or name in {"threads", "rows", "binary"}:
+                raise UserError(f"step {number}: {name} = {value!r}: a step sets server "
+                                "settings to single values")
+    return steps
+
+
+def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
+    """One binary, or several compared: a list of names/paths or a table of label = path."""
+    example = ("e.g. binary = \"/usr/sbin/mariadbd\", or to compare servers "
+               "binary = {gcc = \"/usr/sbin/mariadbd\", icc = \"/opt/icc/sbin/mariadbd\"}")
+    if raw is None:
+        return None, {}
+    if isinstance(raw, str) and raw.strip():
+        return raw, {}
+    if isinstance(raw, list):
+        if len(set(map(str, raw))) < len(raw):
+            raise UserError("[server] binary: a binary is listed twice; list each server once")
+        raw = {str(item): item for item in raw}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and v.strip()
+                                            for v in raw.values()):
+        raise UserError(f"[server] binary = {raw!r}: give a name on PATH or a path, {example}")
+    if len(raw) < 2:
+        raise UserError(f"[server] binary: to compare servers give two or more different "
+                        f"binaries, {example}")
+    if len(set(raw.values())) < len(raw):
+        raise UserError("[server] binary: a binary is listed twice; list each server once")
+    return None, dict(raw)
+
+
+def _script_workload(workload: dict[str, Any], base_dir: Path | None) -> ScriptWorkload:
+    texts = {}
+    for part in ("setup", "body"):
+        if part in workload and f"{part}_file" in workload:
+            raise UserError(f"[workload] give {part} or {part}_file, not both")
+        if f"{part}_file" in workload:
+            name = _text(workload, f"{part}_file", "workload", "")
+            path = (base_dir or Path.cwd()) / name
+            try:
+                texts[part] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+                raise UserError(f"[workload] {part}_file = {name!r}: cannot read {path}: "
+                                f"{reason}") from None
+        else:
+            texts[part] = _text(workload, part, "workload", "")
+    return ScriptWorkload(
+        setup=texts["setup"], body=texts["body"],
+        connections=_number(workload, "connections", "workload", 1, int, 1, 10_000),
+        iterations=_number(workload, "iterations", "workload", 1000, int, 1, 10**9),
+        transaction=_number(workload, "transaction", "workload", 1, int, 1, 10**9),
+        timeout=_number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0),
     )
 
 

@@ -203,3 +203,37 @@ def judge(
             verdicts.append(Verdict(key, s, label, ratio, effect, p_raw[key], p_adj[key]))
     significant = any(v.verdict == "worse" for v in verdicts)
     return Judgement(best, verdicts, significant, test, alpha, min_effect)
+
+
+@dataclass(frozen=True)
+class Change:
+    """`b` against `a`: the ratio of their centres, its interval, and the test's p-value."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_raw: float
+
+
+def compare(a: Sequence[float], b: Sequence[float], *, test: Test = "welch-log",
+            center: Literal["median", "mean"] = "median", confidence: float = 0.95,
+            n_resamples: int = 4000, seed: int = 0) -> Change:
+    """How b differs from a, as center(b) / center(a) with a bootstrap interval.
+
+    Each sample is resampled on its own (they come from different server starts); with one
+    value on a side that side has no spread to resample and the interval narrows accordingly.
+    """
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size == 0 or xb.size == 0:
+        raise ValueError("both samples need at least one value")
+    middle = np.median if center == "median" else np.mean
+    ratio = _ratio(float(middle(xb)), float(middle(xa)))
+    rng = np.random.default_rng(seed)
+    ca = middle(rng.choice(xa, size=(n_resamples, xa.size)), axis=1)
+    cb = middle(rng.choice(xb, size=(n_resamples, xb.size)), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = cb / ca
+    ratios = ratios[np.isfinite(ratios)]
+    tail = (1 - confidence) / 2 * 100
+    low, high = (np.percentile(ratios, [tail, 100 - tail]) if ratios.size else (ratio, ratio))
+    return Change(ratio, float(low), float(high), p_value(xa, xb, test))

@@ -18,6 +18,7 @@ import pytest
 
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import (
+    STOP_TIMEOUT,
     Sandbox,
     ServerStartError,
     base_template,
@@ -194,6 +195,21 @@ def test_exception_inside_with_stops_the_server(binary, knoblab_home, base_data)
     assert _gone(seen["pid"], str(seen["dir"]))
     assert not seen["dir"].exists()
     assert not seen["socket_dir"].exists()
+
+
+def test_a_server_that_cannot_be_told_to_shut_down_is_signalled_at_once(binary, knoblab_home,
+                                                                          base_data):
+    # Stopped mid-start (no socket yet) or hung, SHUTDOWN cannot reach the server: stop()
+    # must signal it rather than wait minutes for an exit nobody asked for (Ctrl-C then hung).
+    server = Sandbox(binary, base_data, {}, home=knoblab_home)
+    server.start()
+    pid = server.pid
+    server.socket.unlink()  # as if it were not listening yet
+    began = time.monotonic()
+    server.stop()
+    assert time.monotonic() - began < STOP_TIMEOUT / 4
+    assert _gone(pid, str(server.dir))
+    assert not server.dir.exists()
 
 
 CHILD = textwrap.dedent("""

@@ -112,7 +112,7 @@ def test_example_spec_loads_and_validates(catalog):
     assert spec.name == "read-buffer-scan"
     assert spec.repetitions == 5
     assert spec.dataset.rows == 2_000_000
-    base, points = spec.points(catalog)
+    base, points, _ = spec.points(catalog)
     assert base == {}
     assert len(points) == 10
     assert points[0] == Point({"read_buffer_size": "8200"}, {"read_buffer_size": "8200"})
@@ -154,7 +154,7 @@ def test_example_spec_loads_and_validates(catalog):
         ({"workload__sql": None}, ["[workload] sql", "give the statement", "sql = "]),
         ({"workload__sql": "  "}, ["[workload] sql", "give the statement"]),
         ({"workload__sql": 5}, ["[workload] sql = 5", "must be text"]),
-        ({"workload__kind": "script"}, ["[workload] kind = 'script'", '"query"']),
+        ({"workload__kind": "tpcc"}, ["[workload] kind = 'tpcc'", '"query"', '"script"']),
         # [statistics]
         ({"statistics__test": "t-test"},
          ["[statistics] test = 't-test'", "welch-log", "mann-whitney"]),
@@ -220,7 +220,8 @@ def test_parse_spec_does_not_mutate_its_input():
 
 
 def _points(catalog, **changes):
-    return parse_spec(_with(**changes)).points(catalog)
+    base, points, _ = parse_spec(_with(**changes)).points(catalog)
+    return base, points
 
 
 @pytest.mark.server
@@ -466,7 +467,7 @@ def test_dataset_variants_are_sweepable_and_sliced(catalog):
         "sweep": {"read_buffer_size": ["64K", "128K"], "engine": ["myisam", "Aria"],
                   "slack_type": ["VARCHAR(50)", "char(50)"]},
     })
-    _, points = spec.points(catalog)
+    _, points, _ = spec.points(catalog)
     assert len(points) == 8
     assert all(set(p.config) == {"read_buffer_size"} for p in points)  # not server settings
     variants = {spec.dataset_for(p.requested) for p in points}
@@ -480,7 +481,7 @@ def test_tie_follows_the_leader_and_is_validated(catalog):
     data = {"dataset": {"rows": 1000}, "workload": {"sql": "SELECT 1"},
             "sweep": {"tmp_table_size": ["1M", "16M"]},
             "tie": {"max_heap_table_size": "tmp_table_size"}}
-    _, points = parse_spec(data).points(catalog)
+    _, points, _ = parse_spec(data).points(catalog)
     assert [p.config["max_heap_table_size"] for p in points] == ["1048576", "16777216"]
     data["tie"] = {"max_heap_table_size": "sort_buffer_size"}
     with pytest.raises(UserError, match="leader must be swept"):

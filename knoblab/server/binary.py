@@ -6,6 +6,7 @@ import hashlib
 import os
 import re
 import shutil
+import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,3 +104,54 @@ def _sibling(server: Path, names: tuple[str, ...]) -> Path:
 def _basedir(server: Path) -> Path:
     # /usr/sbin/mariadbd -> /usr ; /opt/mariadb/bin/mariadbd -> /opt/mariadb
     return server.resolve().parent.parent
+
+
+def compile_info(binary: ServerBinary) -> dict[str, str | None]:
+    """What the server says about its build, and the compiler recorded in the ELF file.
+
+    Two builds of one version (GCC vs ICC, -O2 vs -O3) differ only here.
+    """
+    match = re.search(r"for\s+(\S+)\s+on\s+(\S+)(?:\s+\((.*)\))?", binary.version)
+    compilers = _elf_comment(binary.path)
+    return {
+        "os": match.group(1) if match else None,
+        "machine": match.group(2) if match else None,
+        "comment": match.group(3) if match and match.group(3) else None,
+        "compiler": "; ".join(compilers) if compilers else None,  # None: stripped binary
+        "sha256": _digest(binary.path),  # tells two builds of one version apart
+    }
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def _elf_comment(path: Path) -> list[str]:
+    """The strings of a 64-bit little-endian ELF file's .comment section (compiler banners)."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(64)
+            if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
+                return []
+            shoff, = struct.unpack_from("<Q", header, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", header, 0x3A)
+            f.seek(shoff)
+            table = f.read(shentsize * shnum)
+            sections = [struct.unpack_from("<IIQQQQ", table, i * shentsize)
+                        for i in range(shnum)]
+            _, _, _, _, names_at, names_size = sections[shstrndx]
+            f.seek(names_at)
+            names = f.read(names_size)
+            for name_at, _, _, _, offset, size in sections:
+                if names[name_at:names.index(b"\0", name_at)] == b".comment":
+                    f.seek(offset)
+                    raw = f.read(min(size, 1 << 16))
+                    texts = [t.decode("utf-8", "replace") for t in raw.split(b"\0") if t]
+                    return list(dict.fromkeys(texts))
+    except (OSError, struct.error, ValueError, IndexError):
+        pass
+    return []

@@ -138,13 +138,16 @@ class Sandbox:
         """Shut down cleanly, then TERM, then KILL; remove the private directories."""
         process = self.process
         if process is not None and process.poll() is None:
+            steps: list[tuple[signal.Signals | None, float]] = [(None, STOP_TIMEOUT)]
             try:
                 conn = self.connect(connect_timeout=5)
                 conn.query("SHUTDOWN")
                 conn.close()
             except pymysql.MySQLError:
-                pass
-            for sig, wait in ((None, STOP_TIMEOUT), (signal.SIGTERM, 30.0), (signal.SIGKILL, 30.0)):
+                # Not listening yet (stopped mid-start) or hung: nothing will shut it down
+                # unless it is told by a signal, so do not wait for it first.
+                steps = []
+            for sig, wait in (*steps, (signal.SIGTERM, 30.0), (signal.SIGKILL, 30.0)):
                 if sig is not None:
                     process.send_signal(sig)
                 try:

@@ -1,0 +1,427 @@
+"""A built-in SQL-script workload: K connections each run a body of SQL N times, timed together.
+
+For write-heavy loads the article measured by hand, e.g. single-row INSERTs in autocommit or in
+transactions of N rows. `setup` runs once into a template datadir (DDL, seed rows); `body` is
+one iteration and may hold several statements. The server splits the statements
+(CLIENT.MULTI_STATEMENTS): a Python split on ';' would break on quoted semicolons and compound
+statements. The body's placeholders `{connection}` (1..K), `{iteration}` (0..N-1) and `{row}`
+(unique across connections: (connection - 1) * N + iteration + 1) become integers by plain text
+replacement, not str.format, so SQL braces stay as they are.
+
+The client is Python: `client_cpu_seconds` in the details is the workers' own CPU time. When it
+comes near wall time x connections, knoblab's client (not the server) may be the bottleneck and
+the measured rate says little about the setting under test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+import pymysql
+from pymysql.constants import CLIENT
+
+from knoblab.errors import UserError
+from knoblab.observe import Observation
+from knoblab.server.sandbox import Sandbox
+from knoblab.workloads.dataset import DATABASE
+from knoblab.workloads.query import Measurement, WorkloadError, regime
+
+# After a failure or the timeout: how long workers get to stop once their connections are
+# killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).
+STOP_GRACE = 10.0
+_PLACEHOLDER = re.compile(r"\{(connection|iteration|row)\}")
+
+
+# --- placeholders ---------------------------------------------------------------------------
+
+
+def substitute(body: str, connection: int, iteration: int, row: int) -> str:
+    """The body with its placeholders replaced: the reference for `BodyTemplate.render`."""
+    return (body.replace("{connection}", str(connection))
+            .replace("{iteration}", str(iteration))
+            .replace("{row}", str(row)))
+
+
+class BodyTemplate:
+    """The body split once on its placeholders, so each iteration only joins strings."""
+
+    def __init__(self, body: str) -> None:
+        parts = _PLACEHOLDER.split(body)  # literal, name, literal, name, ..., literal
+        self._literals = parts[0::2]
+        self._names = parts[1::2]
+
+    def render(self, connection: int, iteration: int, row: int) -> str:
+        if not self._names:
+            return self._literals[0]
+        values = {"connection": str(connection), "iteration": str(iteration), "row": str(row)}
+        out = [self._literals[0]]
+        for name, literal in zip(self._names, self._literals[1:], strict=True):
+            out.append(values[name])
+            out.append(literal)
+        return "".join(out)
+
+
+# --- a best-effort SQL lexer ----------------------------------------------------------------
+
+
+def split_statements(sql: str) -> list[str]:
+    """Top-level statements, best-effort: quotes and comments are honoured; compound
+    statements (BEGIN ... END) are split on their inner ';' too. Comment-only pieces dropped.
+
+    Only for counting and describing: the server itself splits what is sent.
+    """
+    return [sql[start:end].strip() for start, end in _statement_spans(sql)]
+
+
+def _statement_spans(sql: str) -> list[tuple[int, int]]:
+    """(start, end) of each piece holding SQL; end is its ';' or the end of the text."""
+    spans: list[tuple[int, int]] = []
+    start, content, i, n = 0, False, 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`":
+            i = _end_of_quote(sql, i)
+            content = True
+            continue
+        if ch == "#" or (sql.startswith("--", i) and (i + 2 == n or sql[i + 2] in " \t\r\n")):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if sql.startswith("/*", i):
+            # /*! and /*M! are executable comments: the server runs what they hold.
+            if sql.startswith("/*!", i) or sql.startswith("/*M!", i):
+                content = True
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        if ch == ";":
+            if content:
+                spans.append((start, i))
+            start, content = i + 1, False
+        elif not ch.isspace():
+            content = True
+        i += 1
+    if content:
+        spans.append((start, n))
+    return spans
+
+
+def _end_of_quote(sql: str, i: int) -> int:
+    """Index just past the quoted string starting at i (doubled quotes and backslashes)."""
+    quote, i, n = sql[i], i + 1, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch == "\\" and quote != "`":
+            i += 2
+        elif ch == quote:
+            if i + 1 < n and sql[i + 1] == quote:
+                i += 2
+            else:
+                return i + 1
+        else:
+            i += 1
+    return n
+
+
+def trim_comment_tail(sql: str) -> str:
+    """The SQL without the comments and blanks after its last statement's ';'.
+
+    MariaDB answers a comment after the last ';' with one more, empty, result, which would
+    count as a statement; nothing the server runs is lost by leaving it out.
+    """
+    spans = _statement_spans(sql)
+    if spans and spans[-1][1] < len(sql):
+        return sql[:spans[-1][1] + 1]
+    return sql
+
+
+# --- the workload ---------------------------------------------------------------------------
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class ScriptWorkload:
+    setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
+    body: str  # SQL one iteration runs; may hold several statements
+    connections: int = 1  # K concurrent connections
+    iterations: int = 1000  # per connection
+    transaction: int = 1  # iterations per transaction; 1 = autocommit
+    timeout: float = 3600.0  # seconds for the whole timed body
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.setup, str):
+            raise UserError("[workload] setup must be SQL text (a string); use \"\" for none")
+        if not isinstance(self.body, str) or not self.body.strip():
+            raise UserError("[workload] body is empty: give the SQL one iteration runs, e.g. "
+                            "body = \"INSERT INTO t (id) VALUES ({row})\"")
+        if not split_statements(self.body):
+            raise UserError("[workload] body holds only comments: give at least one SQL "
+                            "statement")
+        for key, least in (("connections", 1), ("iterations", 1), ("transaction", 1)):
+            value = getattr(self, key)
+            if not _whole(value) or value < least:
+                raise UserError(f"[workload] {key} = {value!r}: must be a whole number of at "
+                                f"least {least}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, int | float) \
+                or not math.isfinite(self.timeout) or self.timeout <= 0:
+            raise UserError(f"[workload] timeout = {self.timeout!r}: must be a number of "
+                            "seconds above 0")
+
+    # -- the data template --------------------------------------------------------------------
+
+    def prepare_key(self) -> str:
+        """Names the template datadir: the setup text alone determines its data."""
+        return "script-" + hashlib.sha256(self.setup.encode()).hexdigest()[:12]
+
+    def prepare(self, server: Sandbox) -> None:
+        """Create the database and run `setup` in it; UserError naming the failing statement."""
+        conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
+                cur.execute(f"USE `{DATABASE}`")
+                if not split_statements(self.setup):
+                    return  # sending only comments/blanks gets "Query was empty"
+                done = 0
+                try:
+                    cur.execute(trim_comment_tail(self.setup))
+                    done = 1
+                    while cur.nextset():
+                        done += 1
+                except pymysql.MySQLError as exc:
+                    raise UserError(f"script setup failed at statement {done + 1}: "
+                                    f"{_error_text(exc)}") from None
+        finally:
+            conn.close()
+
+    # -- the measurement ----------------------------------------------------------------------
+
+    def measure(self, server: Sandbox) -> Measurement:
+        """Run the body on K connections at once; seconds from the common start to the last
+        worker's finish. WorkloadError on any SQL error (all workers stop) or the timeout.
+
+        details["statements"] counts the result sets the server returned for the body (BEGIN
+        and COMMIT left out): exact for plain statements, one per result inside a compound
+        block. details["client_cpu_seconds"] near seconds x connections means the Python
+        client, not the server, set the pace.
+        """
+        run = _Run(self, server)
+        try:
+            run.open()
+            run.start()
+            with Observation(server) as seen:
+                run.go()
+        finally:
+            run.shut_down()
+        seconds = run.seconds
+        figures = seen.result["os"]
+        # As in query.py: the server's CPU time against the wall clock says whether it kept a
+        # core busy; the machine's iowait whether it waited for the disk (fsyncs) instead.
+        cpu_share = figures["server_cpu_seconds"] / seconds if seconds > 0 else 0.0
+        rows = self.connections * self.iterations
+        statements = sum(w.statements for w in run.workers)
+        transactions = sum(w.commits for w in run.workers) if self.transaction > 1 else rows
+        return Measurement(seconds, rows, {
+            "statements": statements,
+            "statements_per_iteration": round(statements / rows, 3),
+            "transactions": transactions,
+            "per_connection_seconds": [round(w.finished - run.began, 6) for w in run.workers],
+            "iterations_per_second": round(rows / seconds, 3) if seconds > 0 else None,
+            "client_cpu_seconds": round(sum(w.cpu_seconds for w in run.workers), 4),
+            "cpu_seconds": figures["server_cpu_seconds"],
+            "cpu_share": round(cpu_share, 3),
+            "iowait_share": figures["cpu_iowait"],
+            "read_bytes": figures["server_read_bytes"],
+            "write_bytes": figures["server_write_bytes"],
+            "regime": regime(cpu_share, figures["cpu_iowait"]),
+            "os": figures,
+            "status": seen.result["status"],
+        })
+
+    def describe(self) -> dict[str, object]:
+        """A plain dict for the results JSON."""
+        return {
+            "kind": "script",
+            "connections": self.connections,
+            "iterations": self.iterations,
+            "transaction": self.transaction,
+            "statements_per_iteration": len(split_statements(self.body)),  # best-effort
+            "timeout": self.timeout,
+            "setup": self.setup,
+            "body": self.body,
+        }
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, pymysql.MySQLError) and len(exc.args) >= 2:
+        text = f"({exc.args[0]}) {exc.args[1]}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())  # one line: a 1064 quotes the SQL near the error, newlines too
+
+
+@dataclass
+class _Worker:
+    connection: int  # 1-based, as in {connection}
+    conn: pymysql.Connection
+    thread_id: int  # the server's connection id, for KILL
+    thread: threading.Thread | None = None
+    statements: int = 0
+    commits: int = 0
+    finished: float = 0.0
+    cpu_seconds: float = 0.0
+    completed: bool = False
+
+
+class _Run:
+    """One measurement's workers, their shared signals, and the clean-up after them."""
+
+    def __init__(self, workload: ScriptWorkload, server: Sandbox) -> None:
+        self.workload = workload
+        self.server = server
+        self.template = BodyTemplate(trim_comment_tail(workload.body))
+        self.workers: list[_Worker] = []
+        self.stop = threading.Event()  # checked between iterations
+        self.wake = threading.Event()  # the main thread: all done, or a failure
+        self.lock = threading.Lock()
+        self.failure: str | None = None
+        self.done = 0
+        self.began = 0.0
+        self.seconds = 0.0
+        # The main thread is a party too: it releases the workers once Observation has read
+        # the counters, so the observed interval holds the timed part and little else.
+        self.barrier = threading.Barrier(workload.connections + 1, action=self._release)
+
+    def _release(self) -> None:
+        self.began = time.perf_counter()
+
+    def open(self) -> None:
+        """All K connections before the clock: connecting is not part of the measurement."""
+        socket_timeout = math.ceil(self.workload.timeout) + STOP_GRACE
+        for connection in range(1, self.workload.connections + 1):
+            try:
+                conn = self.server.connect(DATABASE, client_flag=CLIENT.MULTI_STATEMENTS,
+                                           read_timeout=socket_timeout,
+                                           write_timeout=socket_timeout)
+            except pymysql.MySQLError as exc:
+                raise WorkloadError(f"script connection {connection} failed: "
+                                    f"{_error_text(exc)}") from None
+            self.workers.append(_Worker(connection, conn, conn.thread_id()))
+
+    def start(self) -> None:
+        for worker in self.workers:
+            worker.thread = threading.Thread(target=self._work, args=(worker,), daemon=True,
+                                             name=f"knoblab-script-{worker.connection}")
+            worker.thread.start()
+
+    def go(self) -> None:
+        """Release the workers and wait for them, the first failure, or the timeout."""
+        self.barrier.wait()
+        remaining = self.workload.timeout - (time.perf_counter() - self.began)
+        self.wake.wait(max(remaining, 0.0))
+        with self.lock:
+            if self.failure is not None:
+                raise WorkloadError(self.failure)
+            if self.done < len(self.workers):
+                self.stop.set()  # from here on the workers' errors are the kill's echo
+                raise WorkloadError(
+                    f"script body exceeded the timeout of {self.workload.timeout:g} s")
+        self.seconds = max(w.finished for w in self.workers) - self.began
+
+    def shut_down(self) -> None:
+        """Stop every worker and close every connection, whatever happened."""
+        if not all(w.completed for w in self.workers):
+            self.stop.set()
+            self.barrier.abort()  # workers still at the barrier leave at once
+            self._kill([w for w in self.workers if w.thread and w.thread.is_alive()])
+        deadline = time.monotonic() + STOP_GRACE
+        for worker in self.workers:
+            if worker.thread is None:
+                _close(worker.conn)  # never handed to a thread
+            else:
+                worker.thread.join(max(deadline - time.monotonic(), 0.0))
+        # A thread still alive here is stuck on a dead socket: its read_timeout ends it, and it
+        # closes its connection itself.
+
+    def _kill(self, workers: list[_Worker]) -> None:
+        # A statement in progress (a SLEEP, a lock wait) only ends when the server ends it.
+        if not workers:
+            return
+        try:
+            conn = self.server.connect(connect_timeout=5)
+        except pymysql.MySQLError:
+            return  # the server is gone, and the workers' sockets with it
+        try:
+            with conn.cursor() as cur:
+                for worker in workers:
+                    # 1094 unknown thread: it already ended.
+                    with contextlib.suppress(pymysql.MySQLError):
+                        cur.execute(f"KILL CONNECTION {worker.thread_id}")
+        finally:
+            conn.close()
+
+    def _fail(self, worker: _Worker, where: str, exc: BaseException) -> None:
+        with self.lock:
+            if self.failure is None and not self.stop.is_set():
+                self.failure = (f"script body failed on connection {worker.connection}, {where}: "
+                                f"{_error_text(exc)}")
+            self.stop.set()
+        self.wake.set()
+
+    def _work(self, worker: _Worker) -> None:
+        conn, workload = worker.conn, self.workload
+        per_txn, total = workload.transaction, workload.iterations
+        first_row = (worker.connection - 1) * total + 1
+        try:
+            cur = conn.cursor()
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                return  # the run was called off before the start
+            cpu = time.thread_time()
+            where = "iteration 0"
+            try:
+                for iteration in range(total):
+                    if self.stop.is_set():
+                        return
+                    if per_txn > 1 and iteration % per_txn == 0:
+                        where = f"BEGIN before iteration {iteration}"
+                        cur.execute("BEGIN")
+                    where = f"iteration {iteration}"
+                    cur.execute(self.template.render(worker.connection, iteration,
+                                                     first_row + iteration))
+                    worker.statements += 1
+                    while cur.nextset():  # an error in a later statement surfaces here
+                        worker.statements += 1
+                    if per_txn > 1 and (iteration % per_txn == per_txn - 1
+                                        or iteration == total - 1):
+                        where = f"COMMIT after iteration {iteration}"
+                        cur.execute("COMMIT")
+                        worker.commits += 1
+            except Exception as exc:  # any failure stops the run; its message is the result
+                self._fail(worker, where, exc)
+                return
+            finally:
+                worker.finished = time.perf_counter()
+                worker.cpu_seconds = time.thread_time() - cpu
+            with self.lock:
+                worker.completed = True
+                self.done += 1
+                if self.done == len(self.workers):
+                    self.wake.set()
+        finally:
+            _close(conn)
+
+
+def _close(conn: pymysql.Connection) -> None:
+    with contextlib.suppress(pymysql.MySQLError):  # already closed
+        conn.close()

@@ -1,0 +1,157 @@
+"""Steps experiments and servers compared, checked against the real server's catalog: the
+points a spec of [[step]] tables makes, steps that change nothing, settings a server lacks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from knoblab.catalog import Catalog
+from knoblab.errors import UserError
+from knoblab.runner import Target, _points_per_target
+from knoblab.spec import parse_spec
+
+SCRIPT = {"kind": "script", "setup": "CREATE TABLE t (id INT PRIMARY KEY)",
+          "body": "INSERT INTO t VALUES ({row})", "iterations": 10}
+
+
+def _spec(step_list, **top):
+    return parse_spec({"workload": dict(SCRIPT), "step": step_list, **top})
+
+
+def test_steps_are_cumulative_from_the_defaults(catalog):
+    spec = _spec([{"innodb_flush_log_at_trx_commit": 2}, {"innodb_buffer_pool_size": "256M"},
+                  {"innodb_log_buffer_size": "4M"}],
+                 server={"allow_durability_tradeoff": True})
+    assert spec.experiment == "steps" and spec.kind == "script"
+    base, points, warnings = spec.points(catalog)
+    assert base == {} and warnings == []
+    assert [p.step["step"] for p in points] == [0, 1, 2, 3]
+    assert points[0].config == {} and points[0].step["label"] == "defaults"
+    assert points[2].config == {"innodb_flush_log_at_trx_commit": "2",
+                                "innodb_buffer_pool_size": str(256 << 20)}
+    assert points[3].step["change"] == {"innodb_log_buffer_size": "4M"}
+    assert points[3].step["label"] == "+ innodb_log_buffer_size=4M"
+    assert len(points[3].config) == 3
+
+
+def test_one_at_a_time_adds_each_later_change_alone(catalog):
+    spec = _spec([{"sort_buffer_size": "4M"}, {"read_buffer_size": "1M"},
+                  {"join_buffer_size": "1M"}], steps={"one_at_a_time": True})
+    _, points, _ = spec.points(catalog)
+    alone = [p for p in points if p.step["role"] == "alone"]
+    # Step 1 alone is step 1 itself: measured once.
+    assert [p.step["step"] for p in alone] == [2, 3]
+    assert alone[0].config == {"read_buffer_size": str(1 << 20)}
+    assert alone[1].config == {"join_buffer_size": str(1 << 20)}
+
+
+def test_base_settings_label_step_zero_as_base(catalog):
+    spec = _spec([{"sort_buffer_size": "4M"}], server={"config": {"read_buffer_size": "1M"}})
+    base, points, _ = spec.points(catalog)
+    assert base == {"read_buffer_size": str(1 << 20)}
+    assert points[0].step["label"] == "base"
+
+
+def test_a_step_that_changes_nothing_keeps_its_place_and_is_not_run(catalog):
+    default = catalog.knobs["innodb_log_buffer_size"].default
+    spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": default},
+                  {"sort_buffer_size": "4M", "read_buffer_size": "1M"}])
+    _, points, warnings = spec.points(catalog)
+    assert points[2].step["skip"] == "changes nothing"
+    assert points[2].config == points[1].config
+    assert points[3].step["change"] == {"read_buffer_size": "1M"}  # the repeated part dropped
+    assert any(w.startswith("step 2 changes nothing: innodb_log_buffer_size is already")
+               for w in warnings), warnings
+    assert any(w.startswith("step 3 partly changes nothing: sort_buffer_size is already 4M")
+               for w in warnings), warnings
+
+
+def test_tie_follows_its_leader_in_the_steps_that_set_it(catalog):
+    spec = _spec([{"sort_buffer_size": "4M"}, {"tmp_table_size": "64M"}],
+                 tie={"max_heap_table_size": "tmp_table_size"})
+    _, points, _ = spec.points(catalog)
+    assert "max_heap_table_size" not in points[1].config
+    assert points[2].config["max_heap_table_size"] == str(64 << 20)
+
+
+@pytest.mark.parametrize("data, fragment", [
+    ({"step": [{}]}, "step 1 is empty"),
+    ({"step": [{"sort_buffer_size": ["1M", "2M"]}]}, "single values"),
+    ({"step": [{"threads": 4}]}, "server settings"),
+    ({"step": "x"}, "[[step]]"),
+    ({"steps": {"one_at_a_time": True}}, "no [[step]]"),
+    ({"step": [{"sort_buffer_size": "1M"}], "sweep": {"read_buffer_size": ["1M", "2M"]}},
+     "either [sweep] or [[step]]"),
+    ({"step": [{"sort_buffer_size": "1M"}], "steps": {"one_at_a_tim": True}},
+     "did you mean 'one_at_a_time'"),
+    ({"step": [{"sort_buffer_size": "1M"}], "server": {"binary": ["mariadbd"]}},
+     "two or more"),
+    ({"step": [{"sort_buffer_size": "1M"}], "server": {"binary": ["a", "b", "a"]}},
+     "listed twice"),
+    ({"step": [{"sort_buffer_size": "1M"}], "server": {"binary": {"gcc": 5, "icc": "x"}}},
+     "[server] binary"),
+])
+def test_bad_steps_and_servers_are_refused_with_one_line(data, fragment):
+    with pytest.raises(UserError) as caught:
+        parse_spec({"workload": dict(SCRIPT), **data})
+    assert fragment in str(caught.value)
+    assert "\n" not in str(caught.value).split("e.g.")[0]
+
+
+def test_script_files_are_read_relative_to_the_spec(tmp_path):
+    (tmp_path / "setup.sql").write_text("CREATE TABLE t (id INT);\n")
+    workload = {"kind": "script", "setup_file": "setup.sql", "body": "INSERT INTO t VALUES (1)"}
+    spec = parse_spec({"workload": workload, "step": [{"sort_buffer_size": "1M"}]},
+                      base_dir=tmp_path)
+    assert spec.workload.setup == "CREATE TABLE t (id INT);\n"
+    with pytest.raises(UserError, match="cannot read"):
+        parse_spec({"workload": {**workload, "setup_file": "nope.sql"},
+                    "step": [{"sort_buffer_size": "1M"}]}, base_dir=tmp_path)
+
+
+def _without(catalog: Catalog, *names: str, version: str = "older-server") -> Catalog:
+    return Catalog(version, {k: v for k, v in catalog.knobs.items() if k not in names})
+
+
+def _targets(binary, catalog, **catalogs: Catalog) -> dict[str, Target]:
+    return {label: Target(label, binary, c) for label, c in
+            {"full": catalog, **catalogs}.items()}
+
+
+def test_a_step_a_server_lacks_is_kept_in_place_and_not_run_there(binary, catalog):
+    spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"},
+                  {"read_buffer_size": "1M"}])
+    spec = dataclasses.replace(spec, servers={"full": "a", "old": "b"})
+    targets = _targets(binary, catalog, old=_without(catalog, "innodb_log_buffer_size"))
+    per_target = _points_per_target(spec, targets)
+    assert targets["old"].lacking == ["innodb_log_buffer_size"]
+    full, _ = per_target["full"]
+    old, _ = per_target["old"]
+    assert len(full) == len(old) == 4  # same steps on every server
+    assert old[2].step["skip"] == "not on this server: innodb_log_buffer_size"
+    assert "innodb_log_buffer_size" not in old[3].config
+    assert full[3].config["innodb_log_buffer_size"] == str(4 << 20)
+
+
+def test_a_swept_setting_a_server_lacks_leaves_its_points_unrun(binary, catalog):
+    spec = parse_spec({"workload": dict(SCRIPT),
+                       "sweep": {"sort_buffer_size": ["1M", "4M"]},
+                       "server": {"binary": {"full": "a", "old": "b"},
+                                  "config": {"read_buffer_size": "1M"}}})
+    targets = _targets(binary, catalog, old=_without(catalog, "sort_buffer_size"))
+    per_target = _points_per_target(spec, targets)
+    assert [p.config for p in per_target["full"][0]] == [{"sort_buffer_size": str(1 << 20)},
+                                                        {"sort_buffer_size": str(4 << 20)}]
+    old = per_target["old"][0]
+    assert [p.step["skip"] for p in old] == ["not on this server: sort_buffer_size"] * 2
+    assert targets["old"].base == {"read_buffer_size": str(1 << 20)}
+
+
+def test_a_setting_no_server_has_is_an_error_with_suggestions(binary, catalog):
+    spec = _spec([{"sort_bufer_size": "4M"}])
+    spec = dataclasses.replace(spec, servers={"full": "a", "old": "b"})
+    targets = _targets(binary, catalog, old=_without(catalog))
+    with pytest.raises(UserError, match="did you mean sort_buffer_size"):
+        _points_per_target(spec, targets)
