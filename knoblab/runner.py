@@ -128,26 +128,21 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
                 unavailable[len(points)] = str(point.step["skip"])
             points.append((requested, point.config))
             steps.append(point.step)
+    prepared = Prepared(spec, targets, points, steps, unavailable, left_out, warnings)
     for target in targets.values():
-        catalog = target.catalog
-        names = [*target.base, *(n for _, config in points for n in config)]
-        _check_settable(catalog, list(dict.fromkeys(names)))
         mine = [p for i, p in enumerate(points)
-                if prepared_label(p[0]) == target.label and i not in unavailable]
-        safety.check(mine, target.base, catalog,
+                if prepared.target(p[0]) is target and i not in unavailable]
+        names = [*target.base, *(n for _, config in mine for n in config)]
+        _check_settable(target.catalog, list(dict.fromkeys(names)))
+        safety.check(mine, target.base, target.catalog,
                      connections=lambda requested: _connections(spec, requested),
                      allow_durability_tradeoff=spec.allow_durability_tradeoff,
                      memory_budget=spec.memory_budget)
     for warning in warnings:
         listener.message(f"warning: {warning}")
-    prepared = Prepared(spec, targets, points, steps, unavailable, left_out, warnings)
     for target in targets.values():
         _build_templates(prepared, target, home, listener)
     return prepared
-
-
-def prepared_label(requested: dict[str, str]) -> str:
-    return requested.get("binary", "")
 
 
 def _targets(spec: Spec, home: Path, listener: Listener

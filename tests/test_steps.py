@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from knoblab import runner
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
 from knoblab.runner import Target, _points_per_target
@@ -155,3 +156,35 @@ def test_a_setting_no_server_has_is_an_error_with_suggestions(binary, catalog):
     targets = _targets(binary, catalog, old=_without(catalog))
     with pytest.raises(UserError, match="did you mean sort_buffer_size"):
         _points_per_target(spec, targets)
+
+
+class Quiet:
+    def message(self, text: str) -> None: ...
+    def dataset_progress(self, done: int, total: int) -> None: ...
+
+
+@pytest.mark.server
+def test_prepare_runs_on_each_server_only_what_it_has(binary, knoblab_home, tmp_path,
+                                                      monkeypatch):
+    # An older server is stood in for by the same build whose catalog lacks one setting.
+    twin = tmp_path / "bin" / "mariadbd"
+    twin.parent.mkdir()
+    twin.symlink_to(binary.path)
+    real = runner.catalog_for
+
+    def catalog_for(server, home):
+        found = real(server, home)
+        return _without(found, "innodb_log_buffer_size") if server.path == twin else found
+
+    monkeypatch.setattr(runner, "catalog_for", catalog_for)
+    spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"}],
+                 server={"binary": {"new": str(binary.path), "old": str(twin)}})
+    prepared = runner.prepare(spec, knoblab_home, Quiet())
+    labels = [(r.get("binary"), s["step"]) for (r, _), s in zip(prepared.points, prepared.steps,
+                                                                 strict=True)]
+    assert labels == [("new", 0), ("new", 1), ("new", 2), ("old", 0), ("old", 1), ("old", 2)]
+    assert prepared.unavailable == {5: "not on this server: innodb_log_buffer_size"}
+    servers = {s["label"]: s for s in prepared.describe_servers()}
+    assert servers["old"]["missing"] == ["innodb_log_buffer_size"]
+    assert servers["new"]["missing"] == [] and servers["new"]["error"] is None
+    assert prepared.target({"binary": "old"}).templates  # the script's data, built for it too
