@@ -25,6 +25,7 @@ from rich.table import Table
 
 from knoblab.errors import UserError
 from knoblab.server import sandbox
+from knoblab.server.external import Endpoint
 from knoblab.store import Store, default_url
 
 if TYPE_CHECKING:
@@ -111,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(report)
     report.set_defaults(func=cmd_report)
 
+    restore = sub.add_parser("restore", help="put back settings a killed run left changed "
+                             "on a running server")
+    restore.add_argument("run_id", nargs="?", help="only this run's (default: every run's)")
+    restore.set_defaults(func=cmd_restore)
+
     runs = sub.add_parser("runs", help="list recent runs")
     runs.set_defaults(func=cmd_runs)
 
@@ -162,12 +168,37 @@ def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def _measure(action, args: argparse.Namespace, store: Store) -> int:
+    _warn_pending(store)
     listener = ConsoleListener()
     try:
         run_id = action(listener)
     finally:
         listener.close()
     return _show(store, run_id, args)
+
+
+def _warn_pending(store: Store) -> None:
+    """A run killed while it had a running server's settings changed: say so at every start."""
+    by_run: dict[str, list[dict]] = {}
+    for row in store.pending_restores():
+        by_run.setdefault(row["run_id"], []).append(row)
+    for run_id, rows in by_run.items():
+        where = Endpoint(**rows[0]["server"]).describe()
+        names = ", ".join(r["name"] for r in rows)
+        console.print(f"knoblab: warning: run {run_id} left {names} changed on {where}; put "
+                      f"them back with: knoblab restore {run_id}", style="yellow", markup=False)
+
+
+def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.server.external import restore_pending
+
+    run_id = store.run(args.run_id)["id"] if args.run_id else None
+    restored = restore_pending(store, run_id)
+    if not restored:
+        print("nothing to restore: no run left a setting changed")
+    for run, where, names in restored:
+        print(f"run {run}: put back {', '.join(names)} on {where}")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:

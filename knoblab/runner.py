@@ -9,6 +9,7 @@ and only the missing trials are run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import tomllib
@@ -23,6 +24,7 @@ from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.server.binary import ServerBinary, compile_info, find_binary
+from knoblab.server.external import ExternalServer, Settings, ensure_data, restoring
 from knoblab.server.sandbox import (
     Sandbox,
     ServerStartError,
@@ -34,8 +36,8 @@ from knoblab.spec import SWEEPABLE, Point, Spec, Steady, parse_spec
 from knoblab.store import SECOND_FIELDS, Store
 from knoblab.timeseries import summarize_series
 from knoblab.units import format_size
-from knoblab.workloads.dataset import ScanTable
-from knoblab.workloads.query import WorkloadError
+from knoblab.workloads.dataset import DATABASE, ScanTable
+from knoblab.workloads.query import QueryWorkload, WorkloadError
 from knoblab.workloads.script import ScriptWorkload
 from knoblab.workloads.sysbench import Second, SysbenchWorkload, histogram_percentile
 
@@ -51,18 +53,29 @@ class Listener(Protocol):
 
 @dataclass
 class Target:
-    """One server build under test: its binary, catalog, base settings and data templates."""
+    """One server under test: a binary knoblab starts sandboxes of, or a running server."""
 
     label: str  # "" when only one server is measured
-    binary: ServerBinary
+    binary: ServerBinary | None
     catalog: Catalog
+    external: ExternalServer | None = None
     base: dict[str, str] = field(default_factory=dict)
     lacking: list[str] = field(default_factory=list)  # settings of the spec it does not have
     templates: dict[str, Path] = field(default_factory=dict)  # datadir template by data key
 
+    @property
+    def version(self) -> str:
+        return self.binary.short_version if self.binary else self.catalog.server_version
+
     def describe(self) -> dict[str, object]:
+        if self.binary is None:
+            assert self.external is not None
+            return {"label": self.label, "binary": None,
+                    "endpoint": self.external.endpoint.describe(), "version": self.version,
+                    "version_line": self.version, "compile": {}, "missing": self.lacking,
+                    "error": None}
         return {"label": self.label, "binary": str(self.binary.path),
-                "version": self.binary.short_version, "version_line": self.binary.version,
+                "version": self.version, "version_line": self.binary.version,
                 "compile": compile_info(self.binary), "missing": self.lacking, "error": None}
 
 
@@ -109,7 +122,7 @@ def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, in
     return order
 
 
-def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
+def prepare(spec: Spec, home: Path, listener: Listener, store: Store) -> Prepared:
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
@@ -132,12 +145,17 @@ def prepare(spec: Spec, home: Path, listener: Listener) -> Prepared:
     for target in targets.values():
         mine = [p for i, p in enumerate(points)
                 if prepared.target(p[0]) is target and i not in unavailable]
-        names = [*target.base, *(n for _, config in mine for n in config)]
-        _check_settable(target.catalog, list(dict.fromkeys(names)))
+        names = list(dict.fromkeys([*target.base, *(n for _, c in mine for n in c)]))
+        _check_settable(target.catalog, names)
+        if target.external is not None:
+            _check_external(spec, prepared, target, names, store)
+        # The memory budget is this machine's: it says nothing about a server elsewhere.
+        local = target.external is None or target.external.pid is not None
         safety.check(mine, target.base, target.catalog,
                      connections=lambda requested: _connections(spec, requested),
                      allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                     memory_budget=spec.memory_budget)
+                     memory_budget=spec.memory_budget,
+                     check_memory=local or spec.memory_budget is not None)
     for warning in warnings:
         listener.message(f"warning: {warning}")
     for target in targets.values():
@@ -149,6 +167,10 @@ def _targets(spec: Spec, home: Path, listener: Listener
              ) -> tuple[dict[str, Target], dict[str, str]]:
     """The servers to measure. With several, one that cannot be used is left out with its
     reason and the others still run; with one, its problem is the run's error."""
+    if spec.external is not None:
+        server = ExternalServer(spec.external)
+        server.probe()
+        return {"": Target("", None, server.catalog(), external=server)}, {}
     if not spec.servers:
         binary = find_binary(spec.binary)
         return {"": Target("", binary, catalog_for(binary, home))}, {}
@@ -167,8 +189,7 @@ def _targets(spec: Spec, home: Path, listener: Listener
         listener.message(f"warning: only {next(iter(targets))} is left; nothing to compare it "
                          "with")
     for target in targets.values():
-        listener.message(f"server {target.label}: {target.binary.short_version} "
-                         f"({target.binary.path})")
+        listener.message(f"server {target.label}: {target.version} ({target.binary.path})")
     return targets, left_out
 
 
@@ -205,6 +226,36 @@ def _points_per_target(spec: Spec, targets: dict[str, Target]
     return {label: per_target[label] for label in targets}
 
 
+def _check_external(spec: Spec, prepared: Prepared, target: Target, names: list[str],
+                    store: Store) -> None:
+    """What a running server allows: settings changed at run time, data in knoblab's own
+    database, nothing left changed by an earlier run."""
+    server = target.external
+    assert server is not None
+    where = server.endpoint.describe()
+    for row in store.pending_restores():
+        if row["server"] == server.endpoint.as_dict():
+            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
+                            f"it back first with: knoblab restore {row['run_id']}")
+    restart = [n for n in names if not target.catalog.knobs[n].dynamic]
+    if restart:
+        raise UserError(f"{', '.join(restart)} can only be set at start-up: knoblab changes a "
+                        f"running server's settings with SET GLOBAL and does not restart "
+                        f"{where}; measure them on sandbox servers (remove [server] kind)")
+    if isinstance(spec.workload, SysbenchWorkload):
+        raise UserError("sysbench runs need a sandbox server: on a running server its tables "
+                        "and passwords would live outside knoblab's own database; use kind = "
+                        "\"query\" or \"script\", or remove [server] kind")
+    if isinstance(spec.workload, QueryWorkload) and spec.workload.cache == "cold" and \
+            server.datadir is None:
+        raise UserError(f"cache = \"cold\" needs the server's files on this machine to evict "
+                        f"them, and {where}'s data directory is not here; use cache = \"warm\"")
+    variants = {prepared.data_key(r) for r, _ in prepared.points}
+    if len(variants) > 1:
+        raise UserError("a running server holds one dataset at a time; sweep rows, engine or "
+                        "slack_type on sandbox servers")
+
+
 def _has(catalog: Catalog, name: str) -> bool:
     try:
         catalog.knob(name)
@@ -218,6 +269,19 @@ def _build_templates(prepared: Prepared, target: Target, home: Path,
     spec = prepared.spec
     on = f" for {target.label}" if target.label else ""
     work = spec.workload
+    if target.external is not None:
+        key = prepared.data_key(prepared.points[0][0])
+        if isinstance(work, ScriptWorkload):
+            build = work.prepare
+        else:
+            dataset = spec.dataset_for(prepared.points[0][0])
+
+            def build(server: ExternalServer) -> None:
+                dataset.build(server, listener.dataset_progress)
+        listener.message(f"data: in database {DATABASE} on "
+                         f"{target.external.endpoint.describe()}, which knoblab owns")
+        ensure_data(target.external, key, build)
+        return
     if isinstance(work, SysbenchWorkload):
         statements = target.base.get(
             "max_prepared_stmt_count", target.catalog.knobs["max_prepared_stmt_count"].default)
@@ -248,7 +312,7 @@ def _build_templates(prepared: Prepared, target: Target, home: Path,
 
 
 def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
-    prepared = prepare(spec, home, listener)
+    prepared = prepare(spec, home, listener, store)
     first = next(iter(prepared.targets.values()))
     if spec.steps:
         knobs = list(dict.fromkeys(k for r, _ in prepared.points for k in r))
@@ -263,11 +327,16 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
             defaults[name] = knob.normalize(knob.default)
         except UserError:
             defaults[name] = knob.default
-    binaries = [t.binary for t in prepared.targets.values()]
-    versions = ", ".join(dict.fromkeys(b.short_version for b in binaries))
+    if first.external is not None:
+        # On a running server the baseline is what it runs now, not the compiled-in default.
+        defaults = first.external.global_values(list(defaults))
+    targets = list(prepared.targets.values())
+    versions = ", ".join(dict.fromkeys(t.version for t in targets))
     run_id = store.create_run(
         name=spec.name, kind=spec.experiment, spec_source=spec.source,
-        server_binary=", ".join(str(b.path) for b in binaries), server_version=versions,
+        server_binary=", ".join(str(t.binary.path) if t.binary else
+                                t.external.endpoint.describe() for t in targets),
+        server_version=versions,
         info={
             "knobs": knobs, "defaults": defaults, "base": first.base,
             "dataset": _describe_data(prepared),
@@ -300,7 +369,7 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
     spec_dir = run["info"].get("spec_dir")
     spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"],
                       base_dir=Path(spec_dir) if spec_dir else None)
-    prepared = prepare(spec, home, listener)
+    prepared = prepare(spec, home, listener, store)
     if prepared.points != store.points(run_id):
         raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
                         "way against this server")
@@ -326,40 +395,16 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     refused: dict[int, str] = {t.point_idx: t.error or "" for t in finished.values()
                                if t.status == "failed" and (t.details or {}).get("start_failed")}
     listener.plan(len(order), len(finished), "tps" if spec.kind == "sysbench" else "s")
+    external = next(iter(prepared.targets.values())).external
+    settings = None
+    if external is not None:
+        target = next(iter(prepared.targets.values()))
+        touched = list(dict.fromkeys([*target.base, *(n for _, c in prepared.points
+                                                        for n in c)]))
+        settings = Settings(external, target.catalog, store, run_id, touched)
     try:
-        for position, (point_idx, repetition) in enumerate(order):
-            if (point_idx, repetition) in finished:
-                continue
-            requested, config = prepared.points[point_idx]
-            label = _trial_label(prepared, point_idx)
-            trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                         position=position)
-            outcome: dict[str, object]
-            if point_idx in refused:
-                # The server refused this configuration before: it will again.
-                outcome = {"status": "failed", "error": refused[point_idx],
-                           "details": {"start_failed": True, "skipped": True}}
-            else:
-                recorder = TrialRecorder(store, listener, trial_id, label)
-                try:
-                    value, effective, details = run_trial(prepared, requested, config,
-                                                          recorder)
-                    outcome = {"status": "done", "value": value, "effective": effective,
-                               "details": details}
-                except ServerStartError as exc:
-                    refused[point_idx] = str(exc)
-                    outcome = {"status": "failed", "error": str(exc),
-                               "details": {"start_failed": True}}
-                except (WorkloadError, pymysql.MySQLError) as exc:
-                    # The server died or refused mid-measurement: the run goes on.
-                    error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
-                    outcome = {"status": "failed", "error": error}
-                except KeyboardInterrupt:
-                    store.finish_trial(trial_id, status="discarded", error="interrupted")
-                    raise
-            store.finish_trial(trial_id, **outcome)
-            listener.trial(label, repetition, outcome["status"], outcome.get("value"),
-                           outcome.get("error"))
+        with restoring(settings) if settings else contextlib.nullcontext():
+            _run_plan(run_id, prepared, store, listener, order, finished, refused, settings)
     except KeyboardInterrupt:
         store.set_status(run_id, "interrupted", "interrupted by the user")
         raise
@@ -370,6 +415,44 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
         raise
     store.set_status(run_id, "done")
+
+
+def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
+              order: list[tuple[int, int]], finished: dict, refused: dict[int, str],
+              settings: Settings | None) -> None:
+    for position, (point_idx, repetition) in enumerate(order):
+        if (point_idx, repetition) in finished:
+            continue
+        requested, config = prepared.points[point_idx]
+        label = _trial_label(prepared, point_idx)
+        trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                     position=position)
+        outcome: dict[str, object]
+        if point_idx in refused:
+            # The server refused this configuration before: it will again.
+            outcome = {"status": "failed", "error": refused[point_idx],
+                       "details": {"start_failed": True, "skipped": True}}
+        else:
+            recorder = TrialRecorder(store, listener, trial_id, label)
+            try:
+                value, effective, details = run_trial(prepared, requested, config, recorder,
+                                                      settings)
+                outcome = {"status": "done", "value": value, "effective": effective,
+                           "details": details}
+            except ServerStartError as exc:
+                refused[point_idx] = str(exc)
+                outcome = {"status": "failed", "error": str(exc),
+                           "details": {"start_failed": True}}
+            except (WorkloadError, pymysql.MySQLError) as exc:
+                # The server died or refused mid-measurement: the run goes on.
+                error = str(exc) if isinstance(exc, WorkloadError) else f"server error: {exc}"
+                outcome = {"status": "failed", "error": error}
+            except KeyboardInterrupt:
+                store.finish_trial(trial_id, status="discarded", error="interrupted")
+                raise
+        store.finish_trial(trial_id, **outcome)
+        listener.trial(label, repetition, outcome["status"], outcome.get("value"),
+                       outcome.get("error"))
 
 
 def _trial_label(prepared: Prepared, point_idx: int) -> str:
@@ -402,15 +485,24 @@ class TrialRecorder:
 
 
 def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, str],
-              recorder: TrialRecorder) -> tuple[float, dict[str, str], dict[str, object]]:
-    """Start a sandbox with the base settings plus this point's, measure once, stop it."""
+              recorder: TrialRecorder, changer: Settings | None = None
+              ) -> tuple[float, dict[str, str], dict[str, object]]:
+    """One measurement with the base settings plus this point's: on a sandbox started for it
+    (and stopped after), or on the running server with its settings changed in place."""
     target = prepared.target(requested)
     catalog = target.catalog
-    workload = prepared.spec.workload
     settings = {**target.base, **config}
+    if target.external is not None:
+        assert changer is not None
+        server = target.external
+        if isinstance(prepared.spec.workload, ScriptWorkload):
+            # The script writes: every measurement starts from freshly set-up tables.
+            ensure_data(server, prepared.data_key(requested), prepared.spec.workload.prepare,
+                        fresh=True)
+        changer.apply(settings)
+        return _measure(prepared, requested, server, settings, recorder)
     at_start = {k: v for k, v in settings.items() if catalog.knobs[k].startup_option}
     after_start = {k: v for k, v in settings.items() if k not in at_start}
-    session_knobs = [k for k in settings if catalog.knobs[k].scope == "SESSION"]
     template = target.templates[prepared.data_key(requested)]
     with Sandbox(target.binary, template, at_start) as server:
         if after_start:
@@ -423,25 +515,33 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
                         cur.execute(f"SET GLOBAL {name} = %s", (literal,))
             finally:
                 conn.close()
-        effective = server.global_values(list(settings))
-        if isinstance(workload, SysbenchWorkload):
-            threads = int(requested.get("threads", workload.threads))
-            value, details = _run_sysbench(prepared.spec, server, threads, recorder)
-        else:
-            # The OS figures of every second, warm-up included: long runs get their vmstat.
-            with SecondSampler(server.pid) as sampler:
-                if isinstance(workload, ScriptWorkload):
-                    measurement = workload.measure(server)
-                else:
-                    dataset = prepared.spec.dataset_for(requested)
-                    measurement = workload.measure(server, dataset.files(server.datadir),
-                                                   session_knobs)
-            recorder.os_seconds(sampler.take())
-            value, details = measurement.seconds, {**measurement.details,
-                                                   "rows": measurement.rows}
+        value, effective, details = _measure(prepared, requested, server, settings, recorder)
         details.update(copy_seconds=round(server.copy_seconds, 3),
                        start_seconds=round(server.start_seconds, 3))
     return value, effective, details
+
+
+def _measure(prepared: Prepared, requested: dict[str, str], server: Sandbox | ExternalServer,
+             settings: dict[str, str], recorder: TrialRecorder
+             ) -> tuple[float, dict[str, str], dict[str, object]]:
+    catalog = prepared.target(requested).catalog
+    workload = prepared.spec.workload
+    session_knobs = [k for k in settings if catalog.knobs[k].scope == "SESSION"]
+    effective = server.global_values(list(settings))
+    if isinstance(workload, SysbenchWorkload):
+        threads = int(requested.get("threads", workload.threads))
+        value, details = _run_sysbench(prepared.spec, server, threads, recorder)
+        return value, effective, details
+    # The OS figures of every second, warm-up included: long runs get their vmstat.
+    with SecondSampler(server.pid) as sampler:
+        if isinstance(workload, ScriptWorkload):
+            measurement = workload.measure(server)
+        else:
+            dataset = prepared.spec.dataset_for(requested)
+            files = dataset.files(server.datadir) if server.datadir else []
+            measurement = workload.measure(server, files, session_knobs)
+    recorder.os_seconds(sampler.take())
+    return measurement.seconds, effective, {**measurement.details, "rows": measurement.rows}
 
 
 def _run_sysbench(spec: Spec, server: Sandbox, threads: int,
@@ -521,8 +621,9 @@ def _describe_data(prepared: Prepared) -> dict[str, object]:
     described = {}
     for requested, _ in prepared.points:
         dataset = spec.dataset_for(requested)
-        template = next(iter(prepared.targets.values())).templates[dataset.key]
-        described[dataset.key] = dataset.describe(template)
+        target = next(iter(prepared.targets.values()))
+        datadir = target.external.datadir if target.external else target.templates[dataset.key]
+        described[dataset.key] = dataset.describe(datadir)
     first = next(iter(described.values()))
     if len(described) == 1:
         return first

@@ -94,7 +94,8 @@ def estimate_memory(settings: Mapping[str, str], catalog: Catalog,
 
 def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, str],
           catalog: Catalog, *, connections: Callable[[dict[str, str]], int],
-          allow_durability_tradeoff: bool, memory_budget: int | None) -> None:
+          allow_durability_tradeoff: bool, memory_budget: int | None,
+          check_memory: bool = True) -> None:
     """UserError for the first point that gives up durability without consent or won't fit."""
     budget = memory_budget or int(psutil.virtual_memory().total * 0.8)
     where = "[server] memory_budget" if memory_budget else "80% of this machine's memory"
@@ -107,6 +108,8 @@ def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, s
             raise UserError(
                 f"{label}: {name} = {settings[name]} gives up durability ({cost}); if that is "
                 "a trade-off you accept, set allow_durability_tradeoff = true in [server]")
+        if not check_memory:
+            continue
         estimate = estimate_memory(settings, catalog, connections(requested))
         if estimate.total > budget:
             raise UserError(

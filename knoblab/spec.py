@@ -15,6 +15,7 @@ from typing import Any
 
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
+from knoblab.server.external import Endpoint
 from knoblab.units import parse_size
 from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, ScanTable
 from knoblab.workloads.query import CACHE_MODES, QueryWorkload
@@ -24,7 +25,8 @@ from knoblab.workloads.sysbench import SysbenchWorkload
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
             "statistics"}
 SECTION_KEYS = {
-    "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget"},
+    "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
+               "host", "port", "socket", "user", "password", "password_env", "option_file"},
     "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
@@ -90,6 +92,7 @@ class Spec:
     one_at_a_time: bool = False  # also measure each step's change alone, from the base
     servers: dict[str, str] = field(default_factory=dict)  # label -> binary, when 2+ compared
     base_dir: Path | None = None  # where the files the spec names are (script files)
+    external: Endpoint | None = None  # a running server to tune, instead of sandboxes
     steady: Steady | None = None  # time-series workloads only
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
@@ -296,8 +299,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
             if not isinstance(value, str | int | float | bool):
                 raise UserError(f"[sweep] {name}: {value!r} is not a single value")
 
-    if server.get("kind", "sandbox") != "sandbox":
-        raise UserError(f"[server] kind = {server['kind']!r}: only \"sandbox\" is supported")
+    external = _external(server)
     binary, servers = _binaries(server.get("binary"))
     config = server.get("config", {})
     if not isinstance(config, dict):
@@ -364,6 +366,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         one_at_a_time=_flag(_section(data, "steps"), "one_at_a_time", "steps"),
         servers=servers,
         base_dir=base_dir,
+        external=external,
         allow_durability_tradeoff=_flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
@@ -387,6 +390,44 @@ def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:
                 raise UserError(f"step {number}: {name} = {value!r}: a step sets server "
                                 "settings to single values")
     return steps
+
+
+SANDBOX_ONLY = ("binary",)
+EXTERNAL_ONLY = ("host", "port", "socket", "user", "password_env", "option_file")
+
+
+def _external(server: dict[str, Any]) -> Endpoint | None:
+    if "password" in server:
+        raise UserError("[server] password: a password is never written in a spec; name the "
+                        "environment variable holding it (password_env = \"MYSQL_PWD\") or an "
+                        "option file (option_file = \"~/.my.cnf\")")
+    kind = server.get("kind", "sandbox")
+    if kind not in ("sandbox", "external"):
+        raise UserError(f"[server] kind = {kind!r}: use \"sandbox\" (a server knoblab starts) or "
+                        "\"external\" (a running server)")
+    if kind == "sandbox":
+        for key in EXTERNAL_ONLY:
+            if key in server:
+                raise UserError(f"[server] {key}: only for kind = \"external\"; a sandbox is "
+                                "reached on its own private socket")
+        return None
+    for key in SANDBOX_ONLY:
+        if key in server:
+            raise UserError(f"[server] {key}: not for kind = \"external\" (the running server "
+                            "is whatever binary it is); remove it")
+    if "host" in server and "socket" in server:
+        raise UserError("[server] give host (and port) or socket, not both")
+    endpoint = Endpoint(
+        host=_text(server, "host", "server", "127.0.0.1") if "socket" not in server else None,
+        port=_number(server, "port", "server", 3306, int, 1, 65535),
+        socket=_text(server, "socket", "server", "") or None,
+        user=_text(server, "user", "server", "root"),
+        password_env=_text(server, "password_env", "server", "") or None,
+        option_file=_text(server, "option_file", "server", "") or None,
+    )
+    if endpoint.option_file and not Path(endpoint.option_file).expanduser().is_file():
+        raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")
+    return endpoint
 
 
 def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:

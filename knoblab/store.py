@@ -94,6 +94,18 @@ os_seconds = sa.Table(
     sa.Column("server_read_bytes", sa.Float),
     sa.Column("server_write_bytes", sa.Float),
 )
+# Settings knoblab changed on a server it does not own, with their original values: written
+# before the change, so a restore is possible after any crash (`knoblab restore`).
+saved_settings = sa.Table(
+    "saved_settings", metadata,
+    sa.Column("run_id", sa.String(32), sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("server", sa.Text, nullable=False),  # JSON: how to reach it, never a password
+    sa.Column("original", sa.Text),  # NULL when the server's value was NULL
+    sa.Column("status", sa.String(16), nullable=False),  # changed, restored
+    sa.Column("saved_at", sa.Float, nullable=False),
+    sa.Column("restored_at", sa.Float),
+)
 OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
                  "reconnects")
@@ -193,6 +205,36 @@ class Store:
         info.update(items)
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(info=json.dumps(info)))
+
+    def save_original(self, run_id: str, server: dict[str, Any], name: str,
+                      original: str | None) -> None:
+        """Record a setting's original value before knoblab first changes it (once per run)."""
+        with self.engine.begin() as conn:
+            found = conn.execute(sa.select(saved_settings.c.name).where(
+                (saved_settings.c.run_id == run_id) & (saved_settings.c.name == name))).first()
+            if found is None:
+                conn.execute(saved_settings.insert().values(
+                    run_id=run_id, name=name, server=json.dumps(server, sort_keys=True),
+                    original=original, status="changed", saved_at=time.time()))
+            else:
+                conn.execute(saved_settings.update().where(
+                    (saved_settings.c.run_id == run_id) & (saved_settings.c.name == name)
+                ).values(status="changed", restored_at=None))
+
+    def mark_restored(self, run_id: str, names: list[str]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(saved_settings.update().where(
+                (saved_settings.c.run_id == run_id) & saved_settings.c.name.in_(names)
+            ).values(status="restored", restored_at=time.time()))
+
+    def pending_restores(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Settings still changed: by a run that was killed, or whose restore failed."""
+        query = saved_settings.select().where(saved_settings.c.status == "changed")
+        if run_id is not None:
+            query = query.where(saved_settings.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(saved_settings.c.saved_at)).mappings().all()
+        return [{**dict(r), "server": json.loads(r["server"])} for r in rows]
 
     # --- read side ----------------------------------------------------------------------------
 

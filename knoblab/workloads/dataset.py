@@ -113,11 +113,12 @@ class ScanTable:
         folder = datadir / DATABASE
         return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
 
-    def describe(self, datadir: Path) -> dict[str, object]:
+    def describe(self, datadir: Path | None) -> dict[str, object]:
+        """What the dataset is; its size on disk when its files are on this machine."""
         info: dict[str, object] = {"kind": "scan-table", "engine": self.engine,
                                    "table": self.table, "slack_type": self.slack_type}
         info["rows"] = self.rows
-        info["bytes"] = sum(p.stat().st_size for p in self.files(datadir))
+        info["bytes"] = sum(p.stat().st_size for p in self.files(datadir)) if datadir else None
         return info
 
 

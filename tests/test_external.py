@@ -1,0 +1,283 @@
+"""Tuning a running server: the MariaDB on 127.0.0.1:3306 (root, no password), changed with
+SET GLOBAL and always put back — at the end, on Ctrl-C, and after kill -9 with
+`knoblab restore`. Its benchmark data lives only in the database knoblab created."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from knoblab.store import Store
+
+pytestmark = pytest.mark.server
+
+SERVER = '[server]\nkind = "external"\nhost = "127.0.0.1"\nport = 3306\nuser = "{user}"\n{extra}'
+SPEC = """\
+name = "external-{name}"
+{server}
+[dataset]
+rows = 20_000
+
+[workload]
+sql = "{sql}"
+repetitions = {repetitions}
+
+[sweep]
+read_buffer_size = ["64K", "1M"]
+sort_buffer_size = ["{sort}", "4M"]
+"""
+
+
+def _connect(**kwargs) -> pymysql.Connection:
+    options = {"host": "127.0.0.1", "port": 3306, "user": "root", "autocommit": True, **kwargs}
+    return pymysql.connect(**options)
+
+
+def _globals(*names: str) -> dict[str, str]:
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT " + ", ".join(f"@@GLOBAL.{n}" for n in names))
+            return dict(zip(names, map(str, cur.fetchone()), strict=True))
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def reachable():
+    try:
+        _connect().close()
+    except pymysql.MySQLError as exc:
+        pytest.fail(f"the MariaDB on 127.0.0.1:3306 is needed for these tests: {exc}")
+
+
+@pytest.fixture()
+def originals():
+    """The server's values before the test; the test must leave them exactly so."""
+    before = _globals("read_buffer_size", "sort_buffer_size")
+    yield before
+    after = _globals("read_buffer_size", "sort_buffer_size")
+    if after != before:  # put them back for the other tests, then fail this one
+        conn = _connect()
+        with conn.cursor() as cur:
+            for name, value in before.items():
+                cur.execute(f"SET GLOBAL {name} = %s", (int(value),))
+        conn.close()
+    assert after == before
+
+
+def _spec(tmp_path: Path, *, name: str = "sweep", user: str = "root", extra: str = "",
+          sql: str = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'", repetitions: int = 2,
+          sort: str = "1M") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SPEC.format(name=name, server=SERVER.format(user=user, extra=extra),
+                                sql=sql, repetitions=repetitions, sort=sort))
+    return path
+
+
+def _env(knoblab_home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
+    return {**env, "KNOBLAB_HOME": str(knoblab_home), **extra}
+
+
+def _command(store: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
+
+
+def _knoblab(knoblab_home: Path, store: Path, *args: str, **env: str):
+    return subprocess.run(_command(store, *args), env=_env(knoblab_home, **env),
+                          cwd=store.parent, capture_output=True, text=True, timeout=300)
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"knoblab exited early ({proc.returncode}): "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for the run to get there")
+
+
+def test_sweep_changes_settings_on_new_connections_and_puts_them_back(knoblab_home, tmp_path,
+                                                                      originals):
+    store = tmp_path / "s.sqlite"
+    out = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path)), "--json",
+                   str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert len(result["points"]) == 4 and all(p["n"] == 2 for p in result["points"])
+    for point in result["points"]:
+        # The value the measured connection ran with, read back on the server.
+        assert point["effective"]["read_buffer_size"] == str(
+            {"64K": 65536, "1M": 1 << 20}[point["settings"]["read_buffer_size"]])
+    assert result["servers"][0]["endpoint"] == "root@127.0.0.1:3306"
+    saved = Store(f"sqlite:///{store}").pending_restores()
+    assert saved == []  # everything put back: nothing left pending
+    # The originals the run recorded are the server's values before it (checked by `originals`).
+
+
+def test_ctrl_c_puts_the_settings_back(knoblab_home, tmp_path, originals):
+    store = tmp_path / "s.sqlite"
+    spec = _spec(tmp_path, name="ctrl-c", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
+                 repetitions=6)
+    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: store.exists() and _done(store) >= 2, proc)
+        assert _globals("sort_buffer_size") != originals or \
+            _globals("read_buffer_size") != originals  # mid-run: something is changed
+        os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 130
+    assert Store(f"sqlite:///{store}").pending_restores() == []
+
+
+def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
+    store = tmp_path / "s.sqlite"
+    spec = _spec(tmp_path, name="kill", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
+                 repetitions=6, sort="3M")
+    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: store.exists() and _done(store) >= 1, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    pending = Store(f"sqlite:///{store}").pending_restores()
+    assert {row["name"] for row in pending} == {"read_buffer_size", "sort_buffer_size"}
+    assert {row["name"]: row["original"] for row in pending} == originals
+    assert all("password" not in json.dumps(row["server"]).lower() or
+               row["server"]["password_env"] is None for row in pending)
+    assert _globals("read_buffer_size", "sort_buffer_size") != originals
+
+    # Every later start says so; a new run on that server is refused until it is restored.
+    again = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path, name="again")))
+    assert again.returncode == 2
+    assert "knoblab restore" in again.stdout + again.stderr
+    assert "put it back first" in again.stderr
+
+    restored = _knoblab(knoblab_home, store, "restore")
+    assert restored.returncode == 0, restored.stderr
+    assert "read_buffer_size" in restored.stdout and "sort_buffer_size" in restored.stdout
+    assert _globals("read_buffer_size", "sort_buffer_size") == originals
+    assert Store(f"sqlite:///{store}").pending_restores() == []
+    nothing = _knoblab(knoblab_home, store, "restore")
+    assert nothing.returncode == 0 and "nothing to restore" in nothing.stdout
+
+
+def _done(store: Path) -> int:
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(store, timeout=5)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM trials WHERE status = 'done'").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def test_restart_only_setting_is_refused_naming_it(knoblab_home, tmp_path, originals):
+    spec = _spec(tmp_path, name="restart").read_text().replace(
+        'sort_buffer_size = ["1M", "4M"]', 'innodb_sort_buffer_size = ["1M", "4M"]')
+    path = tmp_path / "restart.toml"
+    path.write_text(spec)
+    out = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(path))
+    assert out.returncode == 2
+    assert "innodb_sort_buffer_size can only be set at start-up" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_database_knoblab_did_not_create_is_left_alone(knoblab_home, tmp_path, originals):
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS knoblab")  # knoblab's own, from other tests
+            cur.execute("CREATE DATABASE knoblab")
+            cur.execute("CREATE TABLE knoblab.precious (id INT)")
+        out = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(_spec(tmp_path)))
+        assert out.returncode == 2
+        assert "was not created by knoblab" in out.stderr
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES FROM knoblab")
+            assert cur.fetchall() == (("precious",),)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("DROP DATABASE IF EXISTS knoblab")
+        conn.close()
+
+
+def test_password_from_the_environment_is_used_and_never_stored(knoblab_home, tmp_path,
+                                                                 originals):
+    password = "kn0bl4b-Secret-771"
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("DROP USER IF EXISTS 'knoblab_test'@'127.0.0.1'")
+            cur.execute("CREATE USER 'knoblab_test'@'127.0.0.1' IDENTIFIED BY %s", (password,))
+            cur.execute("GRANT ALL ON knoblab.* TO 'knoblab_test'@'127.0.0.1'")
+            cur.execute("GRANT SUPER, PROCESS, RELOAD ON *.* TO 'knoblab_test'@'127.0.0.1'")
+        store = tmp_path / "s.sqlite"
+        spec = _spec(tmp_path, user="knoblab_test", extra='password_env = "KNOBLAB_TEST_PW"\n',
+                     repetitions=1)
+        wrong = _knoblab(knoblab_home, store, "run", str(spec), KNOBLAB_TEST_PW="wrong")
+        assert wrong.returncode == 2
+        assert "refused the login ($KNOBLAB_TEST_PW)" in wrong.stderr
+        out = _knoblab(knoblab_home, store, "run", str(spec), "--json",
+                       str(tmp_path / "r.json"), "--out", str(tmp_path / "o"),
+                       KNOBLAB_TEST_PW=password)
+        assert out.returncode == 0, out.stderr
+        for written in [store, *tmp_path.rglob("*.json"), *tmp_path.rglob("*.toml")]:
+            assert password.encode() not in written.read_bytes(), written
+        assert password not in out.stdout + out.stderr + wrong.stdout + wrong.stderr
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("DROP USER IF EXISTS 'knoblab_test'@'127.0.0.1'")
+        conn.close()
+
+
+def test_a_writing_script_starts_from_fresh_tables_every_time(knoblab_home, tmp_path,
+                                                              originals):
+    spec = tmp_path / "script.toml"
+    spec.write_text(SERVER.format(user="root", extra="") + """
+[workload]
+kind = "script"
+setup = "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB"
+body = "INSERT INTO t VALUES ({row})"
+connections = 2
+iterations = 50
+repetitions = 2
+
+[sweep]
+sort_buffer_size = ["1M", "4M"]
+""")
+    store = tmp_path / "s.sqlite"
+    out = _knoblab(knoblab_home, store, "run", str(spec), "--json", str(tmp_path / "r.json"),
+                   "--out", str(tmp_path / "o"))
+    assert out.returncode == 0, out.stderr
+    trials = Store(f"sqlite:///{store}").trials(json.loads(
+        (tmp_path / "r.json").read_text())["run_id"])
+    # The same ids inserted four times: only fresh tables make that possible.
+    assert [t.status for t in trials] == ["done"] * 4
+    assert all(t.details["status"]["com_insert"] == 100 for t in trials)
