@@ -180,7 +180,8 @@ def test_prepare_runs_on_each_server_only_what_it_has(binary, knoblab_home, tmp_
     monkeypatch.setattr(runner, "catalog_for", catalog_for)
     spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"}],
                  server={"binary": {"new": str(binary.path), "old": str(twin)}})
-    prepared = runner.prepare(spec, knoblab_home, Quiet(), Store(f"sqlite:///{tmp_path / 's.sqlite'}"))
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    prepared = runner.prepare(spec, knoblab_home, Quiet(), store)
     labels = [(r.get("binary"), s["step"]) for (r, _), s in zip(prepared.points, prepared.steps,
                                                                  strict=True)]
     assert labels == [("new", 0), ("new", 1), ("new", 2), ("old", 0), ("old", 1), ("old", 2)]
