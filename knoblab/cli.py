@@ -233,6 +233,12 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
                         "--out DIR") from None
     if all(p["verdict"] == "failed" for p in result["points"]):
         raise UserError("every configuration failed; see the errors above")
+    # Most measurements failed: the report stands on the few left, and the exit code says so.
+    failed = sum(p["failed"] for p in result["points"])
+    measured = sum(p["n"] for p in result["points"])
+    if 2 * failed > failed + measured:
+        raise UserError(f"{failed} of {failed + measured} measurements failed; the results "
+                        f"above rest on the remaining {measured} — see the errors above")
     return 0
 
 

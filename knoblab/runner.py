@@ -24,7 +24,14 @@ from knoblab.catalog import INTEGER_TYPES, Catalog
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.server.binary import ServerBinary, compile_info, find_binary
-from knoblab.server.external import ExternalServer, Settings, ensure_data, restoring
+from knoblab.server.external import (
+    ExternalServer,
+    ServerRefused,
+    Settings,
+    check_include,
+    ensure_data,
+    restoring,
+)
 from knoblab.server.sandbox import (
     Sandbox,
     ServerStartError,
@@ -238,10 +245,14 @@ def _check_external(spec: Spec, prepared: Prepared, target: Target, names: list[
             raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
                             f"it back first with: knoblab restore {row['run_id']}")
     restart = [n for n in names if not target.catalog.knobs[n].dynamic]
+    if restart and not (server.endpoint.restart_command and server.endpoint.config_include):
+        raise UserError(f"{', '.join(restart)} can only be set at start-up: to let knoblab "
+                        f"restart {where} give [server] restart_command (e.g. [\"systemctl\", "
+                        "\"restart\", \"mariadb\"]) and config_include (a file its "
+                        "configuration includes, which knoblab owns), or measure them on "
+                        "sandbox servers")
     if restart:
-        raise UserError(f"{', '.join(restart)} can only be set at start-up: knoblab changes a "
-                        f"running server's settings with SET GLOBAL and does not restart "
-                        f"{where}; measure them on sandbox servers (remove [server] kind)")
+        check_include(server.endpoint)
     if isinstance(spec.workload, SysbenchWorkload):
         raise UserError("sysbench runs need a sandbox server: on a running server its tables "
                         "and passwords would live outside knoblab's own database; use kind = "
@@ -439,7 +450,7 @@ def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
                                                       settings)
                 outcome = {"status": "done", "value": value, "effective": effective,
                            "details": details}
-            except ServerStartError as exc:
+            except (ServerStartError, ServerRefused) as exc:
                 refused[point_idx] = str(exc)
                 outcome = {"status": "failed", "error": str(exc),
                            "details": {"start_failed": True}}

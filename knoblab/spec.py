@@ -26,7 +26,8 @@ TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "st
             "statistics"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
-               "host", "port", "socket", "user", "password", "password_env", "option_file"},
+               "host", "port", "socket", "user", "password", "password_env", "option_file",
+               "restart_command", "config_include"},
     "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
@@ -393,7 +394,8 @@ def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 SANDBOX_ONLY = ("binary",)
-EXTERNAL_ONLY = ("host", "port", "socket", "user", "password_env", "option_file")
+EXTERNAL_ONLY = ("host", "port", "socket", "user", "password_env", "option_file",
+                 "restart_command", "config_include")
 
 
 def _external(server: dict[str, Any]) -> Endpoint | None:
@@ -417,6 +419,16 @@ def _external(server: dict[str, Any]) -> Endpoint | None:
                             "is whatever binary it is); remove it")
     if "host" in server and "socket" in server:
         raise UserError("[server] give host (and port) or socket, not both")
+    command = server.get("restart_command")
+    if command is not None and (not isinstance(command, list) or not command or
+                                not all(isinstance(a, str) and a for a in command)):
+        raise UserError(f"[server] restart_command = {command!r}: give the command as a list "
+                        "of words, run without a shell, e.g. [\"systemctl\", \"restart\", "
+                        "\"mariadb\"]")
+    include = _text(server, "config_include", "server", "") or None
+    if (command is None) != (include is None):
+        raise UserError("[server] restart_command and config_include go together: knoblab "
+                        "writes restart-only settings to config_include, then restarts")
     endpoint = Endpoint(
         host=_text(server, "host", "server", "127.0.0.1") if "socket" not in server else None,
         port=_number(server, "port", "server", 3306, int, 1, 65535),
@@ -424,6 +436,8 @@ def _external(server: dict[str, Any]) -> Endpoint | None:
         user=_text(server, "user", "server", "root"),
         password_env=_text(server, "password_env", "server", "") or None,
         option_file=_text(server, "option_file", "server", "") or None,
+        restart_command=tuple(command) if command else None,
+        config_include=include,
     )
     if endpoint.option_file and not Path(endpoint.option_file).expanduser().is_file():
         raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")

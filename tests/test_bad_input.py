@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,85 +71,372 @@ def _no_traceback(result: subprocess.CompletedProcess[str]) -> None:
 
 # --------------------------------------------------------------------------- the table
 
-# (spec file content or None, arguments, fragments that must all be in the message)
+# Specs of the other workload kinds (each valid but for the line a case changes).
+SWEEP = '[sweep]\nread_buffer_size = ["64K", "128K"]\n'
+SYSBENCH = ("[workload]\nkind = \"sysbench\"\nthreads = 2\ntables = 1\ntable_size = 100\n"
+            "duration = 5\n")
+SCRIPT = ("[workload]\nkind = \"script\"\nsetup = \"CREATE TABLE t (a INT)\"\n"
+          "body = \"INSERT INTO t VALUES ({row})\"\niterations = 2\nrepetitions = 1\n")
+STEPS = "[dataset]\nrows = 1000\n[workload]\nsql = \"SELECT COUNT(*) FROM dt2\"\n"
+EXTERNAL = 'kind = "external"\nhost = "127.0.0.1"\nport = 3306'
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+NEEDS_3306 = pytest.mark.skipif(not _reachable("127.0.0.1", 3306),
+                                reason="needs the MariaDB on 127.0.0.1:3306")
+
+
+def _xfail(reason: str) -> pytest.MarkDecorator:
+    """A known defect: the case states the correct behaviour and fails until it is fixed."""
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+def _case(spec: str | bytes | None, args: list[str], fragments: list[str], *, id: str,
+          prepare: Callable[[Path], None] | None = None, environ: dict[str, str] | None = None,
+          marks: Any = ()) -> Any:
+    """One row: the spec ("{tmp}" is the case's directory), the arguments, the fragments the
+    message must hold ("!text": must not hold), a function preparing files in the case's
+    directory, and environment changes."""
+    return pytest.param(spec, args, fragments, prepare, environ or {}, id=id, marks=marks)
+
+
+def _non_executable(tmp: Path) -> None:
+    fake = tmp / "mariadbd"
+    fake.write_text("#!/bin/sh\necho 'mariadbd  Ver 10.11.19-MariaDB'\n")
+    fake.chmod(0o644)
+
+
+def _symlink_loop(tmp: Path) -> None:
+    (tmp / "loop.toml").symlink_to(tmp / "loop.toml")
+
+
+def _unreadable(tmp: Path) -> None:
+    (tmp / "spec.toml").chmod(0o000)
+
+
+def _option_files(tmp: Path) -> None:
+    (tmp / "garbage.cnf").write_text("password = x\nno section header here\n")
+    (tmp / "latin1.cnf").write_bytes(b"[client]\npassword = caf\xe9\n")
+
+
+def _latin1_body(tmp: Path) -> None:
+    (tmp / "body.sql").write_bytes(b"INSERT INTO t VALUES (1) -- caf\xe9\n")
+
+
+def _empty_bin(tmp: Path) -> None:
+    (tmp / "bin").mkdir()
+
+
+# (spec file content or None, arguments, fragments, prepare, environment)
 # "{spec}" is the spec file written for the case, "{tmp}" the case's directory.
 CASES = [
-    pytest.param(_spec(sweep='read_bufer_size = ["64K", "128K"]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_bufer_size = ["64K", "128K"]'), ["run", "{spec}"],
                  ["'read_bufer_size'", "did you mean read_buffer_size"], id="unknown-setting"),
-    pytest.param(_spec(sweep='read_buffer_size = ["64K", "12Q"]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_buffer_size = ["64K", "12Q"]'), ["run", "{spec}"],
                  ["'12Q'", "K, M, G or T"], id="bad-unit"),
-    pytest.param(_spec(sweep='read_buffer_size = ["64K", "1K"]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_buffer_size = ["64K", "1K"]'), ["run", "{spec}"],
                  ["read_buffer_size = '1K'", "out of range", "8K to"], id="out-of-range"),
-    pytest.param(_spec(sweep='read_buffer_size = ["-1", "64K"]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_buffer_size = ["-1", "64K"]'), ["run", "{spec}"],
                  ["read_buffer_size = '-1'", "out of range"], id="minus-one"),
-    pytest.param(_spec(server='binary = "/nonexistent/mariadbd"'), ["run", "{spec}"],
+    _case(_spec(server='binary = "/nonexistent/mariadbd"'), ["run", "{spec}"],
                  ["/nonexistent/mariadbd not found"], id="missing-binary"),
-    pytest.param(_spec(server='binary = "/bin/true"'), ["run", "{spec}"],
+    _case(_spec(server='binary = "/bin/true"'), ["run", "{spec}"],
                  ["/bin/true does not look like a MySQL or MariaDB server"], id="binary-true"),
-    pytest.param(_spec(server="binary = 5"), ["run", "{spec}"], ["binary"], id="binary-number"),
-    pytest.param(_spec(top="sweeps = 3"), ["run", "{spec}"],
+    _case(_spec(server="binary = 5"), ["run", "{spec}"], ["binary"], id="binary-number"),
+    _case(_spec(top="sweeps = 3"), ["run", "{spec}"],
                  ["unknown key 'sweeps'", "did you mean 'sweep'"], id="unknown-spec-key"),
-    pytest.param(_spec(workload='sql = "SELECT 1"\nrepetitons = 3'), ["run", "{spec}"],
+    _case(_spec(workload='sql = "SELECT 1"\nrepetitons = 3'), ["run", "{spec}"],
                  ["[workload]", "'repetitons'", "did you mean 'repetitions'"],
                  id="unknown-workload-key"),
-    pytest.param("[sweep]\nread_buffer_size = [\"64K\",\n", ["run", "{spec}"],
+    _case("[sweep]\nread_buffer_size = [\"64K\",\n", ["run", "{spec}"],
                  ["spec.toml: invalid TOML"], id="invalid-toml"),
-    pytest.param(None, ["run", "{tmp}/no-such-spec.toml"],
+    _case(None, ["run", "{tmp}/no-such-spec.toml"],
                  ["cannot read spec", "no-such-spec.toml", "No such file"], id="missing-file"),
-    pytest.param(None, ["run", "{tmp}"], ["cannot read spec", "Is a directory"], id="directory"),
-    pytest.param(b"# caf\xe9 au lait\nname = 'latin-1'\n", ["run", "{spec}"], ["spec.toml"],
+    _case(None, ["run", "{tmp}"], ["cannot read spec", "Is a directory"], id="directory"),
+    _case(b"# caf\xe9 au lait\nname = 'latin-1'\n", ["run", "{spec}"], ["spec.toml"],
                  id="not-utf8"),
-    pytest.param("[workload]\nrepetitions = 1" + "0" * 5000 + "\n", ["run", "{spec}"],
+    _case("[workload]\nrepetitions = 1" + "0" * 5000 + "\n", ["run", "{spec}"],
                  ["spec.toml"], id="integer-too-long"),
-    pytest.param(_spec(sweep=""), ["run", "{spec}"], ["[sweep]", "at least one setting"],
+    _case(_spec(sweep=""), ["run", "{spec}"], ["[sweep]", "at least one setting"],
                  id="empty-sweep"),
-    pytest.param(_spec(sweep='read_buffer_size = ["64K"]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_buffer_size = ["64K"]'), ["run", "{spec}"],
                  ["[sweep] read_buffer_size", "at least two values"], id="one-value"),
-    pytest.param(_spec(sweep='read_buffer_size = ["128K", 131072]'), ["run", "{spec}"],
+    _case(_spec(sweep='read_buffer_size = ["128K", 131072]'), ["run", "{spec}"],
                  ["[sweep] read_buffer_size", "same value"], id="duplicate-values"),
-    pytest.param(_spec(sweep="innodb_buffer_pool_instances = [1, 2]"), ["run", "{spec}"],
+    _case(_spec(sweep="innodb_buffer_pool_instances = [1, 2]"), ["run", "{spec}"],
                  ["'innodb_buffer_pool_instances' is not a setting of 10.11", "did you mean"],
                  id="knob-the-server-lacks"),
-    pytest.param(_spec(workload='sql = "SELECT 1"\ncache = "hot"'), ["run", "{spec}"],
+    _case(_spec(workload='sql = "SELECT 1"\ncache = "hot"'), ["run", "{spec}"],
                  ["cache = 'hot'", '"warm" or "cold"'], id="bad-cache-mode"),
-    pytest.param(_spec(server='[server.config]\nread_buffer_size = "64K"'), ["run", "{spec}"],
+    _case(_spec(server='[server.config]\nread_buffer_size = "64K"'), ["run", "{spec}"],
                  ["both in [server.config] and [sweep]"], id="config-and-sweep"),
-    pytest.param(_spec(sweep='log_bin = ["ON", "OFF"]'), ["run", "{spec}"],
+    _case(_spec(sweep='log_bin = ["ON", "OFF"]'), ["run", "{spec}"],
                  ["log_bin", "cannot be tuned"], id="untunable-knob"),
-    pytest.param(_spec(sweep='optimizer_switch = ["mrr=on", "nosuchflag=on"]'),
+    _case(_spec(sweep='optimizer_switch = ["mrr=on", "nosuchflag=on"]'),
                  ["run", "{spec}"], ["unknown nosuchflag"], id="unknown-flag"),
-    pytest.param(None, ["frobnicate"], ["invalid choice: 'frobnicate'"], id="unknown-subcommand"),
-    pytest.param(None, ["report", "nosuchrun"], ["no run 'nosuchrun'"], id="report-nosuchrun"),
-    pytest.param(None, ["--store", "nosuch://db", "runs"], ["cannot open the results store"],
+    _case(None, ["frobnicate"], ["invalid choice: 'frobnicate'"], id="unknown-subcommand"),
+    _case(None, ["report", "nosuchrun"], ["no run 'nosuchrun'"], id="report-nosuchrun"),
+    _case(None, ["--store", "nosuch://db", "runs"], ["cannot open the results store"],
                  id="bad-store-url"),
-    pytest.param(None, ["knobs", "--binary", "/nonexistent/mariadbd"],
+    _case(None, ["knobs", "--binary", "/nonexistent/mariadbd"],
                  ["/nonexistent/mariadbd not found"], id="knobs-missing-binary"),
-    pytest.param(None, ["knobs", "zzzqqq"], ["matches 'zzzqqq'"], id="knobs-no-match"),
+    _case(None, ["knobs", "zzzqqq"], ["matches 'zzzqqq'"], id="knobs-no-match"),
+    # -- unknown keys, at every level and for every workload kind
+    _case(_spec(server='binry = "/usr/sbin/mariadbd"'), ["run", "{spec}"],
+          ["[server]: unknown key 'binry'", "did you mean 'binary'"], id="unknown-server-key"),
+    _case(_spec(dataset="rows = 1000\nrow = 5"), ["run", "{spec}"],
+          ["[dataset]: unknown key 'row'", "did you mean 'rows'"], id="unknown-dataset-key"),
+    _case(_spec(statistics="alpah = 0.1"), ["run", "{spec}"],
+          ["[statistics]: unknown key 'alpah'", "did you mean 'alpha'"],
+          id="unknown-statistics-key"),
+    _case("[steps]\none_at_a_tim = true\n[[step]]\nread_buffer_size = \"64K\"\n" + STEPS,
+          ["run", "{spec}"], ["[steps]: unknown key 'one_at_a_tim'", "'one_at_a_time'"],
+          id="unknown-steps-key"),
+    _case(SYSBENCH + "threds = 4\n" + SWEEP, ["run", "{spec}"],
+          ["[workload]: unknown key 'threds'", "did you mean 'threads'"],
+          id="unknown-sysbench-key"),
+    _case(SYSBENCH + "sql = \"SELECT 1\"\n" + SWEEP, ["run", "{spec}"],
+          ["[workload]: unknown key 'sql'"], id="query-key-in-sysbench"),
+    _case(SCRIPT + "connection = 4\n" + SWEEP, ["run", "{spec}"],
+          ["[workload]: unknown key 'connection'", "did you mean 'connections'"],
+          id="unknown-script-key"),
+    _case(_spec(workload='kind = "junk"\nsql = "SELECT 1"'), ["run", "{spec}"],
+          ["[workload] kind = 'junk'", '"query", "sysbench" or "script"'],
+          id="unknown-workload-kind"),
+    _case(_spec(server='kind = "cloud"'), ["run", "{spec}"],
+          ["[server] kind = 'cloud'", '"sandbox"', '"external"'], id="unknown-server-kind"),
+    # -- wrong types
+    _case(_spec(workload='sql = "SELECT 1"\nrepetitions = "five"'), ["run", "{spec}"],
+          ["[workload] repetitions = 'five'", "whole number"], id="repetitions-text"),
+    _case(_spec(server="config = 5"), ["run", "{spec}"],
+          ["[server.config] must be a table"], id="config-not-a-table"),
+    _case(_spec(top="sweep = 5", sweep="").replace("[sweep]\n", ""), ["run", "{spec}"],
+          ["[sweep]", "at least one setting"], id="sweep-not-a-table"),
+    _case(_spec(server='allow_durability_tradeoff = "yes"'), ["run", "{spec}"],
+          ["allow_durability_tradeoff = 'yes'", "true or false"], id="flag-not-boolean"),
+    _case(_spec(sweep='read_buffer_size = [{a = 1}, "64K"]'), ["run", "{spec}"],
+          ["[sweep] read_buffer_size", "not a single value"], id="sweep-value-a-table"),
+    _case(_spec(dataset='rows = "many"'), ["run", "{spec}"],
+          ["[dataset] rows = 'many'", "whole number"], id="rows-text"),
+    _case(_spec(statistics='test = "t-test"'), ["run", "{spec}"],
+          ["test = 't-test'", "welch-log"], id="unknown-test"),
+    # -- bad units and out-of-range values
+    _case(_spec(sweep='read_buffer_size = ["64K", "-5M"]'), ["run", "{spec}"],
+          ["read_buffer_size = '-5M'", "out of range", "8K to"], id="minus-5M"),
+    _case(_spec(sweep='read_buffer_size = ["64K", "1.5.2G"]'), ["run", "{spec}"],
+          ["'1.5.2G' is not a size", "K, M, G or T"], id="unit-1.5.2G"),
+    _case(_spec(server='memory_budget = "12Q"'), ["run", "{spec}"],
+          ["memory_budget", "'12Q' is not a size"], id="memory-budget-unit"),
+    _case(_spec(statistics="alpha = 0.9"), ["run", "{spec}"],
+          ["[statistics] alpha = 0.9", "from 1e-09 to 0.5"], id="alpha-out-of-range"),
+    _case(SYSBENCH.replace("threads = 2", "threads = 0") + SWEEP, ["run", "{spec}"],
+          ["[workload] threads = 0", "from 1 to"], id="threads-zero"),
+    _case(SCRIPT + "connections = 0\n" + SWEEP, ["run", "{spec}"],
+          ["[workload] connections = 0", "from 1 to"], id="connections-zero"),
+    _case(_spec(sweep="long_query_time = [inf, 1.0]"), ["run", "{spec}"],
+          ["long_query_time = inf", "out of range"], id="double-infinite"),
+    _case(_spec(sweep="long_query_time = [nan, 1.0]"), ["run", "{spec}"],
+          ["long_query_time = nan", "not a number"], id="double-nan"),
+    _case(_spec(sweep='innodb_buffer_pool_size = ["64M", "1T"]'), ["run", "{spec}"],
+          ["estimated memory", "over the budget", "memory_budget"], id="over-memory-budget"),
+    _case(_spec(sweep="innodb_flush_log_at_trx_commit = [0, 1]"), ["run", "{spec}"],
+          ["gives up durability", "allow_durability_tradeoff = true"],
+          id="durability-refused"),
+    # -- sweeps
+    _case(_spec(sweep="read_buffer_size = []"), ["run", "{spec}"],
+          ["[sweep] read_buffer_size", "at least two values"], id="empty-value-list"),
+    _case(_spec(sweep='read_buffer_size = "64K"'), ["run", "{spec}"],
+          ["[sweep] read_buffer_size", "at least two values"], id="sweep-single-value"),
+    _case(_spec(sweep='read_buffer_size = ["64K", "64k"]'), ["run", "{spec}"],
+          ["[sweep] read_buffer_size", "same value"], id="duplicate-case"),
+    _case(_spec(sweep='engine = ["MyISAM", "Blackhole"]'), ["run", "{spec}"],
+          ["engine = 'Blackhole'", "MyISAM, Aria, InnoDB, MEMORY"], id="unknown-engine"),
+    _case(_spec(sweep='tmp_table_size = ["1M", "16M"]')
+          + '[tie]\nmax_heap_table_size = "nosuch_size"\n', ["run", "{spec}"],
+          ["'nosuch_size' is not a setting"], id="tie-unknown-leader"),
+    # -- steps
+    _case("[[step]]\n" + STEPS, ["run", "{spec}"],
+          ["step 1 is empty", "at least one setting"], id="empty-step"),
+    _case('[[step]]\nread_buffer_size = "64K"\n' + STEPS + SWEEP, ["run", "{spec}"],
+          ["either [sweep] or [[step]]", "not both"], id="sweep-and-steps"),
+    _case("[steps]\none_at_a_time = true\n" + STEPS + SWEEP, ["run", "{spec}"],
+          ["[steps] is set but there is no [[step]]"], id="steps-without-step"),
+    _case("[[step]]\nread_buffer_size = {a = 1}\n" + STEPS, ["run", "{spec}"],
+          ["step 1", "single values"], id="step-value-a-table"),
+    _case('[[step]]\nread_bufer_size = "64K"\n' + STEPS, ["run", "{spec}"],
+          ["'read_bufer_size'", "did you mean read_buffer_size"], id="unknown-setting-in-step"),
+    _case(_spec(server='[server.config]\nkey_bufer_size = "16M"'), ["run", "{spec}"],
+          ["'key_bufer_size'", "did you mean key_buffer_size"],
+          id="unknown-setting-in-config"),
+    # -- server binaries
+    _case(_spec(server='binary = "{tmp}/mariadbd"'), ["run", "{spec}"],
+          ["/mariadbd", "executable"], id="binary-not-executable", prepare=_non_executable,
+          marks=_xfail("a file that exists without the x bit is reported as 'server binary "
+                       "... not found; install it', not as 'not executable' (binary._locate)")),
+    _case(_spec(server='binary = "~nosuchuser_knoblab/mariadbd"'), ["run", "{spec}"],
+          ["~nosuchuser_knoblab/mariadbd"], id="binary-unknown-home",
+          marks=_xfail("traceback: RuntimeError: Could not determine home directory. "
+                       "(Path.expanduser in binary._locate)")),
+    _case(_spec(server='binary = ["/usr/sbin/mariadbd"]'), ["run", "{spec}"],
+          ["[server] binary", "two or more"], id="binary-list-of-one"),
+    _case(_spec(server='binary = {a = "/nonexistent/a", b = "/nonexistent/b"}'),
+          ["run", "{spec}"], ["no server could be used", "/nonexistent/a", "/nonexistent/b"],
+          id="binary-table-none-usable",
+          marks=_xfail("stderr has 7 lines: a 'server X is left out: ...' message (wrapped) "
+                       "per binary before the final 'knoblab: no server could be used' line")),
+    # -- the spec file itself
+    _case(None, ["run", "{tmp}/loop.toml"], ["cannot read spec", "loop.toml"],
+          id="spec-symlink-loop", prepare=_symlink_loop),
+    _case(_spec(), ["run", "{spec}"], ["cannot read spec", "Permission denied"],
+          id="spec-unreadable", prepare=_unreadable,
+          marks=pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-000 file")),
+    _case(_spec(), ["run", "{spec}/inner.toml"], ["cannot read spec", "Not a directory"],
+          id="spec-path-through-a-file"),
+    _case(b"\xff\xfe[sweep]\n", ["run", "{spec}"], ["spec.toml", "UTF-8"], id="binary-junk"),
+    _case("[workload]\nkind = 'script'\nsetup_file = 'nosuch.sql'\nbody = 'SELECT 1'\n" + SWEEP,
+          ["run", "{spec}"], ["setup_file = 'nosuch.sql'", "No such file"],
+          id="setup-file-missing"),
+    _case("[workload]\nkind = 'script'\nsetup = 'CREATE TABLE t (a INT)'\n"
+          "body_file = 'body.sql'\n" + SWEEP, ["run", "{spec}"],
+          ["body_file = 'body.sql'", "not UTF-8"], id="body-file-not-utf8",
+          prepare=_latin1_body),
+    _case("[workload]\nkind = 'script'\nsetup_file = \"a\\u0000b\"\nbody = 'SELECT 1'\n"
+          + SWEEP, ["run", "{spec}"], ["setup_file"], id="setup-file-nul",
+          marks=_xfail("traceback: ValueError: embedded null byte (Path.read_text in "
+                       "spec._script_workload catches only OSError and UnicodeDecodeError)")),
+    _case(SCRIPT.replace("CREATE TABLE", "CREATE TABLEX") + SWEEP, ["run", "{spec}"],
+          ["script setup failed at statement 1", "TABLEX"], id="script-setup-sql-error",
+          marks=_xfail("stderr has 2 lines: the progress line 'data: the script's setup, run "
+                       "once, then reused' comes before the error line")),
+    # -- a running server (kind = "external")
+    _case(_spec(server='kind = "external"\nhost = "127.0.0.1"\nport = 1'), ["run", "{spec}"],
+          ["cannot reach server root@127.0.0.1:1"], id="external-nothing-listens"),
+    _case(_spec(server=EXTERNAL + '\nuser = "nobody_knoblab"'), ["run", "{spec}"],
+          ["nobody_knoblab@127.0.0.1:3306 refused the login"], id="external-unknown-user",
+          marks=[NEEDS_3306, _xfail(
+              "MariaDB answers an unknown user without a password with error 1698, not 1045: "
+              "the message is 'cannot reach server nobody_knoblab@127.0.0.1:3306: Access "
+              "denied ...' (ExternalServer.connect only maps 1045 to 'refused the login')")]),
+    _case(_spec(server=EXTERNAL + '\npassword = "x"'), ["run", "{spec}"],
+          ["never written in a spec", "password_env", "option_file"],
+          id="external-password-in-spec"),
+    _case(_spec(server='password = "x"'), ["run", "{spec}"],
+          ["never written in a spec", "password_env"], id="sandbox-password-in-spec"),
+    _case(_spec(server=EXTERNAL + '\noption_file = "{tmp}/nosuch.cnf"'), ["run", "{spec}"],
+          ["option_file", "nosuch.cnf", "no such file"], id="external-option-file-missing"),
+    _case(_spec(server=EXTERNAL + '\noption_file = "{tmp}/garbage.cnf"'), ["run", "{spec}"],
+          ["option_file", "garbage.cnf"], id="external-option-file-garbage",
+          prepare=_option_files,
+          marks=[NEEDS_3306, _xfail(
+              "traceback: configparser.MissingSectionHeaderError: File contains no section "
+              "headers (raised by pymysql.connect reading the option file)")]),
+    _case(_spec(server=EXTERNAL + '\noption_file = "{tmp}/latin1.cnf"'), ["run", "{spec}"],
+          ["option_file", "latin1.cnf"], id="external-option-file-not-utf8",
+          prepare=_option_files,
+          marks=[NEEDS_3306, _xfail(
+              "traceback: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 (raised by "
+              "pymysql.connect reading the option file)")]),
+    _case(_spec(server='kind = "external"\nsocket = "{tmp}/nosuch.sock"'), ["run", "{spec}"],
+          ["cannot reach server root@", "nosuch.sock"], id="external-socket-missing"),
+    _case(_spec(server='kind = "external"\nsocket = "/x.sock"\nhost = "127.0.0.1"'),
+          ["run", "{spec}"], ["host (and port) or socket, not both"],
+          id="external-host-and-socket"),
+    _case(_spec(server='kind = "external"\nport = 0'), ["run", "{spec}"],
+          ["[server] port = 0", "1 to 65535"], id="external-port-zero"),
+    _case(_spec(server='host = "127.0.0.1"'), ["run", "{spec}"],
+          ["[server] host", 'only for kind = "external"'], id="sandbox-with-host"),
+    _case("[server]\n" + EXTERNAL + "\n" + SYSBENCH + SWEEP, ["run", "{spec}"],
+          ["sysbench runs need a sandbox server"], id="external-sysbench", marks=NEEDS_3306),
+    _case(_spec(server=EXTERNAL + '\noption_file = "~nosuchuser_knoblab/my.cnf"'),
+          ["run", "{spec}"], ["option_file", "~nosuchuser_knoblab"],
+          id="external-option-file-unknown-home",
+          marks=_xfail("traceback: RuntimeError: Could not determine home directory. "
+                       "(Path.expanduser in spec._external, for ~user of an unknown user)")),
+    _case(_spec(server='kind = "external"\nhost = "' + "a" * 64 + '.example"'),
+          ["run", "{spec}"], ["cannot reach server", "a" * 64],
+          id="external-host-label-too-long",
+          marks=_xfail("traceback: UnicodeError: encoding with 'idna' codec failed "
+                       "(UnicodeError: label empty or too long), from pymysql.connect")),
+    # -- sysbench
+    _case(SYSBENCH + SWEEP, ["run", "{spec}"], ["sysbench is not on PATH", "apt-get install"],
+          id="sysbench-missing", prepare=_empty_bin, environ={"PATH": "{tmp}/bin"}),
+    _case(SYSBENCH + 'test = "oltp_raed_write"\n' + SWEEP, ["run", "{spec}"],
+          ["unknown sysbench test 'oltp_raed_write'", "did you mean 'oltp_read_write'"],
+          id="sysbench-unknown-test"),
+    _case(SYSBENCH + "[workload.options]\nrange_sizee = 4\n" + SWEEP, ["run", "{spec}"],
+          ["no option 'range_sizee'", "range_size"], id="sysbench-unknown-option"),
+    _case(SYSBENCH + "[workload.options]\nthreads = 4\n" + SWEEP, ["run", "{spec}"],
+          ["option 'threads' is set by knoblab itself"], id="sysbench-reserved-option"),
+    _case(SYSBENCH + "warmup = 10\n" + SWEEP, ["run", "{spec}"],
+          ["warmup = 10", "shorter than the duration"], id="sysbench-warmup-too-long"),
+    # -- command-line arguments
+    _case(None, ["resume", "nosuchrun"], ["no run 'nosuchrun'", "knoblab runs"],
+          id="resume-nosuchrun"),
+    _case(None, ["restore", "nosuchrun"], ["no run 'nosuchrun'"], id="restore-nosuchrun"),
+    _case(None, ["run"], ["required: spec", "--help"], id="run-without-spec"),
+    _case(None, ["--frobnicate", "runs"], ["unrecognized arguments: --frobnicate"],
+          id="unknown-option"),
+    _case(None, ["--store", "mysql+pymysql://root:s3cr3t@127.0.0.1:1/db", "runs"],
+          ["cannot open the results store", "!s3cr3t"], id="store-url-password-hidden"),
+    _case(b"not a database\n", ["--store", "sqlite:///{spec}", "runs"],
+          ["cannot open the results store", "not a database"], id="store-not-a-database"),
+    _case(None, ["knobs", "--binary", "/bin/true"],
+          ["/bin/true does not look like a MySQL or MariaDB server"], id="knobs-binary-true"),
 ]
 
 
 @pytest.mark.server
-@pytest.mark.parametrize(("spec", "args", "fragments"), CASES)
-def test_bad_input(spec, args, fragments, env, knoblab_home, tmp_path):
+@pytest.mark.parametrize(("spec", "args", "fragments", "prepare", "environ"), CASES)
+def test_bad_input(spec, args, fragments, prepare, environ, env, knoblab_home, tmp_path):
     spec_path = tmp_path / "spec.toml"
     if isinstance(spec, bytes):
         spec_path.write_bytes(spec)
     elif spec is not None:
-        spec_path.write_text(spec)
+        spec_path.write_text(spec.replace("{tmp}", str(tmp_path)))
+    if prepare is not None:
+        prepare(tmp_path)
+    before = set(tmp_path.iterdir())
+    sandboxes_before = _sandboxes(knoblab_home)
     argv = [a.format(spec=spec_path, tmp=tmp_path) for a in args]
-    result = _knoblab(argv, env, tmp_path, store="--store" not in argv)
+    environment = {**env, **{k: v.replace("{tmp}", str(tmp_path)) for k, v in environ.items()}}
+    try:
+        result = _knoblab(argv, environment, tmp_path, store="--store" not in argv)
+    finally:
+        if spec_path.exists():
+            spec_path.chmod(0o644)  # the unreadable case: let pytest clean up
 
     _no_traceback(result)
     assert result.returncode == 2, result.stderr
     message = " ".join(result.stderr.split())  # the words, however the lines were broken
     for fragment in fragments:
-        assert fragment in message, f"{fragment!r} not in {message!r}"
+        if fragment.startswith("!"):
+            assert fragment[1:] not in message, f"{fragment[1:]!r} leaked into {message!r}"
+        else:
+            assert fragment in message, f"{fragment!r} not in {message!r}"
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, f"stderr should be one line, is {len(lines)}: {result.stderr!r}"
     assert lines[0].startswith("knoblab: ")
     assert result.stdout.strip() == ""
     assert not _servers_of(knoblab_home)
-    assert not (tmp_path / "knoblab-results").exists()
+    assert _sandboxes(knoblab_home) <= sandboxes_before, "a sandbox directory was left behind"
+    # Nothing written but the results store (which may hold a failed run, nothing else).
+    written = {p.name for p in set(tmp_path.iterdir()) - before}
+    assert written <= {"s.sqlite", "s.sqlite-journal"}, written
+    if "s.sqlite" in written:
+        runs = Store(f"sqlite:///{tmp_path / 's.sqlite'}").list_runs()
+        assert all(run["status"] == "failed" for run in runs), runs
+
+
+def _sandboxes(home: Path) -> set[str]:
+    folder = home / "sandboxes"
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
 
 
 # --------------------------------------------------------------------------- runs that fail

@@ -10,6 +10,8 @@ created and marked as its own.
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -36,6 +38,14 @@ class Endpoint:
     user: str = "root"
     password_env: str | None = None  # the name of the variable holding the password
     option_file: str | None = None  # a my.cnf-style file with a [client] password
+    # For settings only a restart applies: the command that restarts the server (an argv
+    # list, run without a shell) and a config file its configuration includes, owned by knoblab.
+    restart_command: tuple[str, ...] | None = None
+    config_include: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.restart_command is not None:  # a list, when read back from the store
+            object.__setattr__(self, "restart_command", tuple(self.restart_command))
 
     def describe(self) -> str:
         where = self.socket or f"{self.host or 'localhost'}:{self.port}"
@@ -131,38 +141,141 @@ class Settings:
     """Changes settings on the server and puts them back, with the originals in the store.
 
     `apply(values)` sets every setting the run touches: the point's value, or the original
-    for one the point does not set (a previous trial may have changed it).
+    for one the point does not set (a previous trial may have changed it). Settings only a
+    restart applies go into the include file knoblab owns, then the server is restarted.
     """
 
     def __init__(self, server: ExternalServer, catalog: Catalog, store: Any, run_id: str,
                  touched: list[str]) -> None:
         self.server, self.catalog, self.store, self.run_id = server, catalog, store, run_id
-        self.touched = touched
+        self.dynamic = [n for n in touched if catalog.knobs[n].dynamic]
+        self.restart_only = [n for n in touched if not catalog.knobs[n].dynamic]
         self.originals: dict[str, str | None] = {}
         for row in store.pending_restores(run_id):
             self.originals[row["name"]] = row["original"]  # a resumed run: the true originals
+        self.in_include: dict[str, str] | None = None  # unknown until first written
 
     def apply(self, values: Mapping[str, str]) -> None:
+        self._save_originals()
+        if self.restart_only:
+            wanted = {n: values[n] for n in self.restart_only if n in values}
+            if wanted != self.in_include:
+                self.in_include = None  # unknown until the restart is known to have worked
+                restart_with(self.server, wanted)
+                self.in_include = wanted
+                self._check_applied(wanted)
         conn = self.server.connect()
         try:
             with conn.cursor() as cur:
-                for name in self.touched:
-                    if name not in self.originals:
-                        cur.execute(f"SELECT @@GLOBAL.{name}")
-                        original = cur.fetchone()[0]
-                        original = None if original is None else str(original)
-                        # Durably first: a crash right after the SET can still be undone.
-                        self.store.save_original(self.run_id, self.server.endpoint.as_dict(),
-                                                 name, original)
-                        self.originals[name] = original
-                    target = values.get(name, self.originals[name])
-                    _set_global(cur, self.catalog, name, target)
+                for name in self.dynamic:
+                    _set_global(cur, self.catalog, name, values.get(name, self.originals[name]))
         finally:
             conn.close()
+
+    def _save_originals(self) -> None:
+        missing = [n for n in (*self.restart_only, *self.dynamic) if n not in self.originals]
+        if not missing:
+            return
+        current = self.server.global_values(missing)
+        for name in missing:
+            # Durably first: a crash right after the change can still be undone.
+            self.store.save_original(self.run_id, self.server.endpoint.as_dict(), name,
+                                     current.get(name))
+            self.originals[name] = current.get(name)
+
+    def _check_applied(self, wanted: dict[str, str]) -> None:
+        """A server that ignores the include file keeps its old values: say so, instead of
+        measuring the same configuration under different names."""
+        applied = self.server.global_values(list(wanted))
+        ignored = [name for name, value in wanted.items()
+                   if applied.get(name) == self.originals.get(name) != value]
+        if ignored:
+            raise UserError(f"after the restart the server still has its own {', '.join(ignored)}"
+                            f": is {self.server.endpoint.config_include} included by its "
+                            "configuration (!includedir)?")
 
     def restore(self) -> list[str]:
         """Put every changed setting back; the names restored."""
         return restore_settings(self.server, self.catalog, self.store, self.run_id)
+
+
+INCLUDE_MARK = "# Managed by knoblab: the settings under test. Empty = the server's own.\n"
+
+
+def check_include(endpoint: Endpoint) -> None:
+    """The include file must be knoblab's: absent, empty, or written by knoblab."""
+    assert endpoint.config_include is not None
+    path = Path(endpoint.config_include).expanduser()
+    if not path.parent.is_dir():
+        raise UserError(f"[server] config_include = {endpoint.config_include!r}: folder "
+                        f"{path.parent} does not exist")
+    if path.exists():
+        text = path.read_text(errors="replace")
+        if text.strip() and not text.startswith(INCLUDE_MARK):
+            raise UserError(f"[server] config_include: {path} exists and was not written by "
+                            "knoblab, which will not overwrite it; name a new file")
+
+
+def restart_with(server: ExternalServer, settings: Mapping[str, str],
+                 timeout: float = 180.0) -> None:
+    """Write `settings` to the include file and restart the server with them. If it does not
+    come back, the include file is emptied and the server restarted again as it was."""
+    endpoint = server.endpoint
+    assert endpoint.restart_command and endpoint.config_include
+    path = Path(endpoint.config_include).expanduser()
+    body = "".join(f"{name} = {value}\n" for name, value in settings.items())
+    _write(path, INCLUDE_MARK + ("[mysqld]\n" + body if body else ""))
+    problem = _restart(server, timeout)
+    if problem is None:
+        return
+    _write(path, INCLUDE_MARK)
+    again = _restart(server, timeout)
+    if again is not None and not _answers(server):
+        raise UserError(f"{endpoint.describe()} did not come back after a restart ({again}); "
+                        f"{path} is empty again; start the server by hand")
+    raise ServerRefused(f"the server did not restart with {body.strip() or 'its own settings'}"
+                        f" ({problem}); it runs again with its own settings")
+
+
+class ServerRefused(UserError):
+    """A configuration the server would not restart with: that point fails, the run goes on."""
+
+
+def _restart(server: ExternalServer, timeout: float) -> str | None:
+    """None when the restart command succeeded and the server answers again."""
+    command = list(server.endpoint.restart_command or ())
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"restart command {command[0]}: {exc}"
+    if done.returncode != 0:
+        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+        return f"restart command exited with {done.returncode}: {tail}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            server.connect(connect_timeout=2).close()
+            server.probe()  # a new process id
+            return None
+        except UserError as exc:
+            if time.monotonic() > deadline:
+                return f"not reachable {timeout:.0f} s after the restart: {exc}"
+            time.sleep(0.2)
+
+
+def _answers(server: ExternalServer) -> bool:
+    try:
+        server.connect(connect_timeout=5).close()
+    except UserError:
+        return False
+    return True
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".knoblab-tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
@@ -170,11 +283,20 @@ def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
     pending = store.pending_restores(run_id)
     if not pending:
         return []
+    restart_only = {row["name"]: row["original"] for row in pending
+                    if not catalog.knobs[row["name"]].dynamic}
+    if restart_only:
+        path = Path(server.endpoint.config_include or "").expanduser()
+        empty = not path.is_file() or path.read_text(errors="replace") == INCLUDE_MARK
+        # No needless restart of someone's server: only when it runs with changed values.
+        if not empty or server.global_values(list(restart_only)) != restart_only:
+            restart_with(server, {})  # the include file emptied: the server's own settings
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             for row in pending:
-                _set_global(cur, catalog, row["name"], row["original"])
+                if catalog.knobs[row["name"]].dynamic:
+                    _set_global(cur, catalog, row["name"], row["original"])
     finally:
         conn.close()
     names = [row["name"] for row in pending]
