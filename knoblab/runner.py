@@ -129,7 +129,8 @@ def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, in
     return order
 
 
-def prepare(spec: Spec, home: Path, listener: Listener, store: Store) -> Prepared:
+def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
+            resuming: str | None = None) -> Prepared:
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
@@ -155,7 +156,7 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store) -> Prepare
         names = list(dict.fromkeys([*target.base, *(n for _, c in mine for n in c)]))
         _check_settable(target.catalog, names)
         if target.external is not None:
-            _check_external(spec, prepared, target, names, store)
+            _check_external(spec, prepared, target, names, store, resuming)
         # The memory budget is this machine's: it says nothing about a server elsewhere.
         local = target.external is None or target.external.pid is not None
         safety.check(mine, target.base, target.catalog,
@@ -234,14 +235,16 @@ def _points_per_target(spec: Spec, targets: dict[str, Target]
 
 
 def _check_external(spec: Spec, prepared: Prepared, target: Target, names: list[str],
-                    store: Store) -> None:
+                    store: Store, resuming: str | None) -> None:
     """What a running server allows: settings changed at run time, data in knoblab's own
     database, nothing left changed by an earlier run."""
     server = target.external
     assert server is not None
     where = server.endpoint.describe()
     for row in store.pending_restores():
-        if row["server"] == server.endpoint.as_dict():
+        # Another run's changes would be taken for this server's originals; a resumed run
+        # takes its own originals from the store.
+        if row["server"] == server.endpoint.as_dict() and row["run_id"] != resuming:
             raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
                             f"it back first with: knoblab restore {row['run_id']}")
     restart = [n for n in names if not target.catalog.knobs[n].dynamic]
@@ -380,7 +383,7 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
     spec_dir = run["info"].get("spec_dir")
     spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"],
                       base_dir=Path(spec_dir) if spec_dir else None)
-    prepared = prepare(spec, home, listener, store)
+    prepared = prepare(spec, home, listener, store, resuming=run_id)
     if prepared.points != store.points(run_id):
         raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
                         "way against this server")

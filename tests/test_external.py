@@ -281,3 +281,31 @@ sort_buffer_size = ["1M", "4M"]
     # The same ids inserted four times: only fresh tables make that possible.
     assert [t.status for t in trials] == ["done"] * 4
     assert all(t.details["status"]["com_insert"] == 100 for t in trials)
+
+
+def test_kill_9_then_resume_finishes_and_puts_everything_back(knoblab_home, tmp_path,
+                                                              originals):
+    store = tmp_path / "s.sqlite"
+    spec = _spec(tmp_path, name="resume", sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2",
+                 repetitions=3, sort="3M")
+    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: store.exists() and _done(store) >= 2, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run_id = Store(f"sqlite:///{store}").list_runs()[0]["id"]
+    done_before = _done(store)
+    resumed = _knoblab(knoblab_home, store, "resume", run_id, "--json",
+                       str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run {run_id} left" in resumed.stdout + resumed.stderr  # announced
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert [p["n"] for p in result["points"]] == [3] * 4
+    assert _done(store) == 12 > done_before
+    assert Store(f"sqlite:///{store}").pending_restores() == []

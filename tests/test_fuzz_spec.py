@@ -58,56 +58,124 @@ _values = st.recursive(
 )
 
 
-def _table(keys: set[str] | list[str], special: dict[str, st.SearchStrategy] | None = None
-           ) -> st.SearchStrategy[dict[str, Any]]:
-    """A table with the section's real keys (and the odd junk key), values from `special`."""
-    special = special or {}
-    key = st.one_of(st.sampled_from(sorted(keys)), st.sampled_from(sorted(keys)), _texts)
-    return st.dictionaries(key, _values, max_size=6).flatmap(
-        lambda d: st.fixed_dictionaries(
-            {k: special.get(k, st.just(v)) for k, v in d.items()}))
+def _mostly(*plausible: Any) -> st.SearchStrategy[Any]:
+    """A plausible value for the key nine times in ten (so later checks are reached), else
+    anything a TOML file can hold."""
+    good = st.one_of(*(p if isinstance(p, st.SearchStrategy) else st.just(p)
+                       for p in plausible))
+    return st.one_of(*[good] * 9, _values)
 
 
-_knob_table = st.dictionaries(st.sampled_from(KNOBS) | _texts, _scalars, max_size=4)
+def _section(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Any]:
+    """A table of some of the section's keys; now and then with a junk key, or not a table."""
+    table = st.fixed_dictionaries({}, optional=fields)
+    junk = st.builds(lambda d, k, v: {**d, k: v}, table, _texts, _values)
+    return st.one_of(*[table] * 8, junk, _values)
+
+
+_ints = st.integers(min_value=-5, max_value=100_000) | st.sampled_from([2**63 - 1, -(2**63)])
+_sizes = st.sampled_from(["64K", "128K", "1G", "12Q", "-5M", "1.5.2G", "", 131072, -1, 0])
+_knob_value = st.one_of(_sizes, _scalars)
+_knob_table = st.dictionaries(st.sampled_from(KNOBS) | _texts, _knob_value, max_size=4)
 _binary = st.one_of(
-    st.sampled_from(["mariadbd", "/usr/sbin/mariadbd", "/bin/true", "", "~nosuchuser_knoblab/x"]),
-    st.lists(_texts, max_size=3),
-    st.dictionaries(_texts, _texts, max_size=3),
-    _values,
+    st.sampled_from(["mariadbd", "/usr/sbin/mariadbd", "/bin/true", "", " ",
+                     "~nosuchuser_knoblab/x"]),
+    st.lists(st.sampled_from(["/usr/sbin/mariadbd", "/bin/true", "mysqld"]) | _scalars,
+             max_size=3),
+    st.dictionaries(_texts, st.sampled_from(["/usr/sbin/mariadbd", "/bin/true"]) | _scalars,
+                    max_size=3),
 )
-_server = _table(SECTION_KEYS["server"], {
-    "kind": st.sampled_from(["sandbox", "external", "junk", ""]) | _scalars,
-    "binary": _binary,
-    "config": st.one_of(_knob_table, _values),
-    "port": st.sampled_from([0, 1, 3306, 65535, 65536, -1]) | _scalars,
-})
-_workload = _table(set().union(*WORKLOAD_KEYS.values()), {
-    "kind": st.sampled_from(["query", "sysbench", "script", "external", "junk"]) | _scalars,
-    "options": st.one_of(st.dictionaries(_texts, _scalars, max_size=3), _values),
-    "repetitions": st.sampled_from([0, 1, 5, 10_001]) | _scalars,
-})
-_good_sweep = st.dictionaries(st.sampled_from(KNOBS), st.lists(_scalars, min_size=2, max_size=4),
+_files = st.sampled_from(["setup.sql", "body.sql", "latin1.sql", "folder", "nosuch.sql", "",
+                          "\x00", "a\x00b", "/bin/true", str(FILES / "setup.sql")])
+
+SERVER = {
+    "kind": _mostly(st.sampled_from(["sandbox", "external", "junk", ""])),
+    "binary": _mostly(_binary),
+    "config": _mostly(_knob_table),
+    "allow_durability_tradeoff": _mostly(st.booleans()),
+    "memory_budget": _mostly(_sizes),
+    "host": _mostly(st.sampled_from(["127.0.0.1", "localhost", "", "a" * 70])),
+    "port": _mostly(st.sampled_from([0, 1, 3306, 65535, 65536, -1])),
+    "socket": _mostly(st.sampled_from(["/tmp/nosuch.sock", "", "a\x00b"])),
+    "user": _mostly(st.sampled_from(["root", "nobody_knoblab", ""])),
+    "password": _mostly(st.sampled_from(["x", ""])),
+    "password_env": _mostly(st.sampled_from(["MYSQL_PWD", "", "a\x00b"])),
+    "option_file": _mostly(st.sampled_from([
+        "~/.my.cnf", "~nosuchuser_knoblab/my.cnf", "/nonexistent/my.cnf", "", "a\x00b",
+        str(FILES / "setup.sql"), str(FILES / "folder")])),
+}
+DATASET = {
+    "kind": _mostly("scan-table", "other"),
+    "rows": _mostly(_ints),
+    "size": _mostly(_sizes),
+    "engine": _mostly(st.sampled_from(["MyISAM", "Aria", "InnoDB", "MEMORY", "myisam", "x"])),
+    "slack_type": _mostly(st.sampled_from(["VARCHAR(50)", "CHAR(50)", "TEXT"])),
+    "index": _mostly(st.booleans()),
+}
+WORKLOAD = {
+    "kind": _mostly(st.sampled_from(["query", "sysbench", "script", "external", "junk"])),
+    "sql": _mostly("SELECT COUNT(*) FROM dt2", "", " "),
+    "cache": _mostly(st.sampled_from(["warm", "cold", "hot"])),
+    "repetitions": _mostly(_ints),
+    "timed_runs": _mostly(_ints),
+    "timeout": _mostly(st.floats(allow_nan=True) | _ints),
+    "test": _mostly(st.sampled_from(["oltp_read_write", "oltp_raed_write", "welch"])),
+    "threads": _mostly(_ints),
+    "tables": _mostly(_ints),
+    "table_size": _mostly(_ints),
+    "rand_type": _mostly(st.sampled_from(["uniform", "pareto", "zipfian"])),
+    "duration": _mostly(_ints),
+    "rate": _mostly(_ints),
+    "percentile": _mostly(_ints),
+    "warmup": _mostly(st.just("auto") | _ints),
+    "window": _mostly(_ints),
+    "stall_fraction": _mostly(st.floats(allow_nan=True)),
+    "options": _mostly(st.dictionaries(_texts, _scalars, max_size=3)),
+    "setup": _mostly("CREATE TABLE t (a INT)", ""),
+    "body": _mostly("INSERT INTO t VALUES ({row})", ""),
+    "setup_file": _mostly(_files),
+    "body_file": _mostly(_files),
+    "connections": _mostly(_ints),
+    "iterations": _mostly(_ints),
+    "transaction": _mostly(_ints),
+}
+STATISTICS = {
+    "min_effect": _mostly(st.floats(allow_nan=True)),
+    "alpha": _mostly(st.floats(allow_nan=True)),
+    "confidence": _mostly(st.floats(allow_nan=True)),
+    "test": _mostly(st.sampled_from(["welch-log", "welch", "mann-whitney", "t"])),
+    "seed": _mostly(_ints),
+}
+# Every key the spec knows is generated: a key added to spec.py without a strategy here is
+# still exercised (with arbitrary values).
+for _fields, _keys in ((SERVER, SECTION_KEYS["server"]), (DATASET, SECTION_KEYS["dataset"]),
+                       (WORKLOAD, set().union(*WORKLOAD_KEYS.values())),
+                       (STATISTICS, SECTION_KEYS["statistics"])):
+    for _key in _keys - set(_fields):
+        _fields[_key] = _values
+
+_good_sweep = st.dictionaries(st.sampled_from(KNOBS), st.lists(_knob_value, min_size=2,
+                                                                max_size=4),
                               min_size=1, max_size=3)
-_sweep = st.one_of(_good_sweep, _good_sweep, _values)
-_good_steps = st.lists(st.dictionaries(st.sampled_from(KNOBS), _scalars, min_size=1, max_size=3),
-                       min_size=1, max_size=3)
-_steps = st.one_of(_good_steps, _good_steps, st.lists(_knob_table, max_size=3), _values)
+_sweep = st.one_of(*[_good_sweep] * 4, _values)
+_good_steps = st.lists(st.dictionaries(st.sampled_from(KNOBS), _knob_value, min_size=1,
+                                       max_size=3), min_size=1, max_size=3)
+_steps = st.one_of(*[_good_steps] * 4, st.lists(_knob_table, max_size=3), _values)
 
 _sections = {
-    "name": _values, "description": _values,
-    "server": st.one_of(_server, _server, _values),
-    "dataset": st.one_of(_table(SECTION_KEYS["dataset"]), _values),
-    "workload": st.one_of(_workload, _workload, _values),
-    "statistics": st.one_of(_table(SECTION_KEYS["statistics"]), _values),
-    "tie": st.one_of(st.dictionaries(st.sampled_from(KNOBS), st.sampled_from(KNOBS)), _values),
+    "name": _mostly(_texts), "description": _mostly(_texts),
+    "server": _section(SERVER),
+    "dataset": _section(DATASET),
+    "workload": _section(WORKLOAD),
+    "statistics": _section(STATISTICS),
+    "tie": _mostly(st.dictionaries(st.sampled_from(KNOBS), st.sampled_from(KNOBS), max_size=2)),
 }
+_steps_table = _section({"one_at_a_time": _mostly(st.booleans())})
 # Mostly one experiment or the other (so that the later checks are reached), sometimes both.
 _swept = st.fixed_dictionaries({"sweep": _sweep}, optional=_sections)
-_stepped = st.fixed_dictionaries({"step": _steps}, optional={
-    **_sections, "steps": st.one_of(_table(SECTION_KEYS["steps"]), _values)})
-_both = st.fixed_dictionaries({}, optional={
-    **_sections, "sweep": _sweep, "step": _steps,
-    "steps": st.one_of(_table(SECTION_KEYS["steps"]), _values)})
+_stepped = st.fixed_dictionaries({"step": _steps}, optional={**_sections, "steps": _steps_table})
+_both = st.fixed_dictionaries({}, optional={**_sections, "sweep": _sweep, "step": _steps,
+                                            "steps": _steps_table})
 _arbitrary = st.dictionaries(st.sampled_from(sorted(TOP_KEYS)) | _texts, _values, max_size=6)
 
 

@@ -52,7 +52,11 @@ class Endpoint:
         return f"{self.user}@{where}"
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As stored (JSON types), so a stored endpoint compares equal to this one."""
+        found = asdict(self)
+        if self.restart_command is not None:
+            found["restart_command"] = list(self.restart_command)
+        return found
 
 
 class ExternalServer:
