@@ -243,10 +243,15 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.runner import run_state
+
     table = Table("run", "name", "status", "server", "started")
     for run in store.list_runs():
         started = dt.datetime.fromtimestamp(run["created_at"]).strftime("%Y-%m-%d %H:%M")
-        table.add_row(run["id"], run["name"], run["status"], run["server_version"] or "", started)
+        state = run_state({**run, "info": json.loads(run["info"] or "{}")})
+        if state == "killed":
+            state = "killed (knoblab resume)"
+        table.add_row(run["id"], run["name"], state, run["server_version"] or "", started)
     _stdout().print(table)
     return 0
 

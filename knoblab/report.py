@@ -200,9 +200,16 @@ def _failures(result: dict, points: list[dict]) -> str:
         part = f"{point_label(result, p)} ({p.get('failed', 0)} of {runs} runs)"
         first_error = str((p.get("errors") or [""])[0]).strip()
         if first_error:
-            part += f" — {first_error.splitlines()[0][:120]}"
+            part += f" — {_shorten(first_error.splitlines()[0], 160)}"
         parts.append(part)
     return f"Failed: {'; '.join(parts)}." if parts else ""
+
+
+def _shorten(text: str, limit: int) -> str:
+    """At most `limit` characters, cut between words, with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:|") + "…"
 
 
 def _judge(result: dict, points: list[dict]) -> str:

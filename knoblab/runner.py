@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import socket
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -155,6 +157,7 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
                 if prepared.target(p[0]) is target and i not in unavailable]
         names = list(dict.fromkeys([*target.base, *(n for _, c in mine for n in c)]))
         _check_settable(target.catalog, names)
+        _check_not_fixed(target.catalog, [{**target.base, **c} for _, c in mine])
         if target.external is not None:
             _check_external(spec, prepared, target, names, store, resuming)
         # The memory budget is this machine's: it says nothing about a server elsewhere.
@@ -365,6 +368,7 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
             "unavailable": {str(i): why for i, why in prepared.unavailable.items()},
             "warnings": prepared.warnings,
             "spec_dir": str(spec.base_dir) if spec.base_dir else None,
+            "owner": _owner(),
         },
         point_list=prepared.points,
     )
@@ -380,6 +384,12 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
     if run["status"] == "done":
         listener.message(f"run {run_id} is already complete")
         return run_id
+    owner = run["info"].get("owner") or {}
+    if run["status"] == "running" and owner.get("host") == socket.gethostname() and \
+            owner.get("pid") != os.getpid() and _alive(owner.get("pid", 0)):
+        raise UserError(f"run {run_id} is still being measured by process {owner['pid']}; "
+                        "wait for it, or stop it (Ctrl-C) and resume then")
+    store.update_info(run_id, owner=_owner())
     spec_dir = run["info"].get("spec_dir")
     spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"],
                       base_dir=Path(spec_dir) if spec_dir else None)
@@ -467,6 +477,32 @@ def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
         store.finish_trial(trial_id, **outcome)
         listener.trial(label, repetition, outcome["status"], outcome.get("value"),
                        outcome.get("error"))
+
+
+def _owner() -> dict[str, object]:
+    """Which process measures a run: a run whose owner is gone was killed, not running."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def run_state(run: dict) -> str:
+    """The run's status, with "killed" for a run left "running" by a process now gone."""
+    owner = run["info"].get("owner") or {}
+    if run["status"] == "running" and owner.get("host") == socket.gethostname() and \
+            not _alive(owner.get("pid", 0)):
+        return "killed"
+    return run["status"]
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _trial_label(prepared: Prepared, point_idx: int) -> str:
@@ -619,6 +655,27 @@ def _check_settable(catalog: Catalog, names: list[str]) -> None:
         if not knob.startup_option and not knob.dynamic:
             raise UserError(f"{name} can be neither set at start-up nor changed at run time "
                             f"on {catalog.server_version}; it cannot be tuned")
+
+
+# Settings written into the data files when a data directory is created: a server started on
+# a datadir made with another value refuses to start, so no sweep can vary them.
+FIXED_AT_CREATION = ("innodb_page_size", "lower_case_table_names", "innodb_data_file_path")
+
+
+def _check_not_fixed(catalog: Catalog, configs: list[dict[str, str]]) -> None:
+    for name in FIXED_AT_CREATION:
+        knob = catalog.knobs.get(name)
+        if knob is None:
+            continue
+        try:
+            default = knob.normalize(knob.default)
+        except UserError:
+            default = knob.default
+        for config in configs:
+            if name in config and config[name] != default:
+                raise UserError(f"{name} is fixed when a data directory is created (knoblab's "
+                                f"are made with {knob.default}), so {config[name]} cannot be "
+                                "measured; leave it at its default")
 
 
 def _dataset_size(dataset: ScanTable) -> str:

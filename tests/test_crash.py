@@ -90,7 +90,7 @@ def _until(what: str, check: Callable[[], T], proc: subprocess.Popen,
         assert proc.poll() is None, f"knoblab exited ({proc.returncode}) before {what}"
         try:
             value = check()
-        except sqlite3.OperationalError:  # the store not created yet, or locked for a moment
+        except (sqlite3.OperationalError, OSError):  # not created yet, or gone meanwhile
             value = None
         if value:
             return value
@@ -121,8 +121,9 @@ def _done_count(store: Path) -> int:
     return _db(store, "SELECT COUNT(*) FROM trials WHERE status = 'done'")[0][0]
 
 
-def _sandbox_running(home: Path, sql_prefix: str) -> int | None:
-    """The pid of a sandbox server of `home` that is running a statement starting so."""
+def _sandbox_running(home: Path, sql_prefix: str, min_ms: int = 200) -> int | None:
+    """The pid of a sandbox server of `home` running a statement that starts with
+    `sql_prefix`, and has been for `min_ms` (not one about to end)."""
     for owner_file in (home / "sandboxes").glob("*/owner.json"):
         try:
             owner = json.loads(owner_file.read_text())
@@ -139,7 +140,7 @@ def _sandbox_running(home: Path, sql_prefix: str) -> int | None:
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST "
-                            "WHERE INFO LIKE %s", (sql_prefix + "%",))
+                            "WHERE INFO LIKE %s AND TIME_MS >= %s", (sql_prefix + "%", min_ms))
                 if cur.fetchone()[0]:
                     return pid
         except pymysql.MySQLError:
@@ -181,7 +182,8 @@ MOMENTS = {
         _building),  # knoblab stores the run only once its datasets are built
     "during-a-trial": (
         _spec("kill-trial", sql=SLEEPY, cache="cold"),
-        lambda home, store: _done_count(store) >= 1 and _sandbox_running(home, "SELECT SLEEP")),
+        lambda home, store: _done_count(store) >= 1 and
+        _sandbox_running(home, "SELECT SLEEP", min_ms=100)),
     "between-trials": (
         _spec("kill-between"),
         lambda home, store: _done_count(store) >= 2),
@@ -225,6 +227,7 @@ def test_kill_9_then_resume(moment, home, tmp_path):
         key = found.name.split(".building-")[0]
         template = found.parent / key
         assert (template / ".ready").exists()
+        assert not found.exists()  # the killed build's leftovers were cleaned up
         files = [p for p in (template / "data" / "knoblab").glob("dt2.*") if p.suffix != ".frm"]
         result = json.loads(result_json.read_text())
         assert result["dataset"]["rows"] == BUILD_ROWS
@@ -301,10 +304,11 @@ def test_server_killed_mid_measurement(home, tmp_path):
 
 
 def test_configuration_the_server_refuses_at_start_up(home, tmp_path):
-    # The catalog accepts 4K (4K to 64K), but the template datadir was made with 16K pages:
-    # the server refuses to start with it.
+    # Any text passes the catalog for innodb_log_group_home_dir, but the server cannot start
+    # without its redo log there.
     spec = tmp_path / "spec.toml"
-    spec.write_text(_spec("refused", repetitions=2, sweep='innodb_page_size = ["16K", "4K"]'))
+    spec.write_text(_spec("refused", repetitions=2,
+                          sweep='innodb_log_group_home_dir = ["./", "/nonexistent/knoblab"]'))
     store = tmp_path / "s.sqlite"
     proc = _knoblab(home, store, "run", str(spec), "--json", str(tmp_path / "r.json"),
                     "--out", str(tmp_path / "o"), cwd=tmp_path)
@@ -317,17 +321,26 @@ def test_configuration_the_server_refuses_at_start_up(home, tmp_path):
     for *_, error in trials[2:]:
         # The error log's own lines, not just "it did not start".
         assert "exited during start-up" in error
-        assert "[ERROR] InnoDB" in error and "page size 16384" in error
-        assert "innodb_page_size start-up parameter is 4096" in error
+        assert "[ERROR] InnoDB: File /nonexistent/knoblab/ib_logfile0 was not found" in error
     result = json.loads((tmp_path / "r.json").read_text())
     refused = result["points"][1]
-    assert refused["settings"] == {"innodb_page_size": "4K"}
+    assert refused["settings"] == {"innodb_log_group_home_dir": "/nonexistent/knoblab"}
     assert (refused["n"], refused["failed"], refused["verdict"]) == (0, 2, "failed")
-    assert any("page size 16384" in e for e in refused["errors"])
+    assert any("ib_logfile0 was not found" in e for e in refused["errors"])
     assert result["points"][0]["n"] == 2
-    row = next(line for line in proc.stdout.splitlines() if line.startswith("4K"))
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("/nonexistent"))
     assert "failed" in row
-    assert "page size" in " ".join(proc.stdout.split())
+    assert "ib_logfile0" in " ".join(proc.stdout.split())
+
+
+def test_settings_fixed_when_the_datadir_is_made_are_refused(home, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_spec("page", repetitions=1, sweep='innodb_page_size = ["16K", "4K"]'))
+    store = tmp_path / "s.sqlite"
+    proc = _knoblab(home, store, "run", str(spec), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "innodb_page_size is fixed when a data directory is created" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_trial_timeout(home, tmp_path):
@@ -369,3 +382,27 @@ def test_most_measurements_failed_is_an_error(home, tmp_path):
     assert [(p["n"], p["failed"]) for p in result["points"]] == [(1, 0), (0, 1), (0, 1)]
     assert "more than 1 row" in " ".join(proc.stdout.split())
     _no_sandboxes(home)
+
+
+def test_a_live_run_is_not_resumed_twice_and_a_killed_one_says_so(home, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_spec("owner", sql=SLEEPY))
+    store = tmp_path / "s.sqlite"
+    proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
+    try:
+        _until("a finished trial", lambda: _done_count(store) >= 1, proc)
+        (run_id,), = _db(store, "SELECT id FROM runs")
+        twice = _knoblab(home, store, "resume", run_id, cwd=tmp_path)
+        assert twice.returncode == 2
+        assert f"still being measured by process {proc.pid}" in twice.stderr
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    listed = _knoblab(home, store, "runs", cwd=tmp_path)
+    assert "killed" in listed.stdout and run_id in listed.stdout
+    resumed = _knoblab(home, store, "resume", run_id, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _db(store, "SELECT status FROM runs") == [("done",)]

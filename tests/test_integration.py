@@ -389,6 +389,20 @@ def test_sql_error_raises_workload_error(scan_server):
     assert _query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
 
 
+def test_timeout_is_a_hard_limit_and_the_statement_is_stopped(scan_server):
+    # A statement over the limit fails even when it would finish soon after, and the server
+    # stops running it (a running server would otherwise keep working for nobody).
+    began = time.monotonic()
+    with pytest.raises(WorkloadError, match="exceeded the timeout of 0.5 s"):
+        QueryWorkload("SELECT SLEEP(3)", timeout=0.5).measure(
+            scan_server, SCAN.files(scan_server.datadir), [])
+    assert time.monotonic() - began < 2.5
+    time.sleep(0.2)
+    running = _query(scan_server, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+                                  "WHERE INFO LIKE 'SELECT SLEEP(3)%'")
+    assert running == ((0,),)
+
+
 def test_char_variant_of_the_scan_table(binary: ServerBinary, knoblab_home: Path):
     """The first article's comments ask about CHAR instead of VARCHAR: a variant of its own."""
     char = ScanTable(rows=2_000, slack_type="CHAR(50)")

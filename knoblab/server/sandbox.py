@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -101,7 +102,7 @@ class Sandbox:
             [str(self.binary.path), f"--defaults-file={cnf}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C reaches knoblab, which shuts the server down itself
-            preexec_fn=_die_with_parent,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
         self._write_owner()
         try:
@@ -226,13 +227,15 @@ def stop_all() -> None:
 atexit.register(stop_all)
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     # If knoblab is killed (kill -9), the kernel kills the server too.
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:  # knoblab died before the prctl took effect
+        os._exit(1)
 
 
 def reap_orphans(home: Path | None = None) -> int:
@@ -293,6 +296,7 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         if (base / ".ready").exists():
             return base
         shutil.rmtree(base, ignore_errors=True)
+        _remove_dead_builds(root)
         building = root / f"base.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
@@ -315,6 +319,14 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         return base
 
 
+def _remove_dead_builds(root: Path) -> None:
+    """Half-built templates of a knoblab that was killed (called under the lock)."""
+    for folder in root.glob("*.building-*"):
+        pid = folder.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def catalog_for(binary: ServerBinary, home: Path | None = None) -> Catalog:
     return Catalog.load(base_template(binary, home) / "catalog.json")
 
@@ -330,6 +342,7 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
         if (target / ".ready").exists():
             return target / "data"
         shutil.rmtree(target, ignore_errors=True)
+        _remove_dead_builds(root)
         building = root / f"{key}.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)

@@ -94,7 +94,8 @@ class QueryWorkload:
 
     def _run(self, server: Sandbox, *, timed: bool,
              session_knobs: list[str] = ()) -> tuple[float, int, dict[str, str]]:
-        conn = server.connect(DATABASE, read_timeout=int(self.timeout) + 1)
+        conn = server.connect(DATABASE, read_timeout=self.timeout)
+        too_long = WorkloadError(f"query exceeded the timeout of {self.timeout:g} s")
         try:
             with conn.cursor() as cur:
                 session: dict[str, str] = {}
@@ -102,6 +103,8 @@ class QueryWorkload:
                     # Proof the measured session runs with the setting, not just the global.
                     cur.execute(f"SELECT @@SESSION.{name}")
                     session[name] = str(cur.fetchone()[0])
+                cur.execute("SELECT CONNECTION_ID()")
+                connection_id = int(cur.fetchone()[0])
                 began = time.perf_counter()
                 try:
                     cur.execute(self.sql)
@@ -109,15 +112,29 @@ class QueryWorkload:
                 except pymysql.err.OperationalError as exc:
                     if exc.args and exc.args[0] in (2013, 2006) and \
                             time.perf_counter() - began >= self.timeout:
-                        raise WorkloadError(f"query exceeded the timeout of {self.timeout:g} s") \
-                            from None
+                        _kill_query(server, connection_id)
+                        raise too_long from None
                     raise WorkloadError(f"query failed: {exc.args[-1]}") from None
                 except pymysql.MySQLError as exc:
                     raise WorkloadError(f"query failed: {exc.args[-1]}") from None
                 elapsed = time.perf_counter() - began
         finally:
             conn.close()
+        if elapsed > self.timeout:
+            raise too_long  # the last bytes came just after the limit: still too long
         return elapsed, rows, session if timed else {}
+
+
+def _kill_query(server: Sandbox, connection_id: int) -> None:
+    """A running server keeps executing a statement whose client gave up: stop it."""
+    try:
+        conn = server.connect(connect_timeout=5)
+        try:
+            conn.query(f"KILL QUERY {int(connection_id)}")
+        finally:
+            conn.close()
+    except (pymysql.MySQLError, UserError):
+        pass  # already gone, or the server with it
 
 
 def regime(cpu_share: float, iowait_share: float) -> str:
