@@ -18,7 +18,6 @@ from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 # Counters that move with elapsed time, with the amount of traffic (a fixed-time run's own
 # throughput, so "explaining" it is circular), with connection churn, or with knoblab's own
@@ -78,6 +77,8 @@ def _spearman(x: list[float], y: list[float]) -> float | None:
     pairs = [(a, b) for a, b in zip(x, y, strict=True) if math.isfinite(b)]
     if len(pairs) < 2 or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
         return None
+    from scipy import stats as sps  # here, not at the top: scipy.stats costs ~0.6 s to import
+
     rx, ry = (sps.rankdata(v) for v in zip(*pairs, strict=True))
     return float(np.clip(np.corrcoef(rx, ry)[0, 1], -1.0, 1.0))
 

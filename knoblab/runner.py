@@ -160,6 +160,8 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
         _check_not_fixed(target.catalog, [{**target.base, **c} for _, c in mine])
         if target.external is not None:
             _check_external(spec, prepared, target, names, store, resuming)
+        else:
+            safety.check_sandbox_owned(names)
         # The memory budget is this machine's: it says nothing about a server elsewhere.
         local = target.external is None or target.external.pid is not None
         safety.check(mine, target.base, target.catalog,
@@ -192,10 +194,11 @@ def _targets(spec: Spec, home: Path, listener: Listener
             targets[label] = Target(label, binary, catalog_for(binary, home))
         except UserError as exc:
             left_out[label] = str(exc)
-            listener.message(f"server {label} is left out: {exc}")
     if not targets:
         raise UserError("no server could be used: " +
                         "; ".join(f"{label}: {why}" for label, why in left_out.items()))
+    for label, why in left_out.items():
+        listener.message(f"server {label} is left out: {why}")
     if len(targets) == 1:
         listener.message(f"warning: only {next(iter(targets))} is left; nothing to compare it "
                          "with")
@@ -310,10 +313,10 @@ def _build_templates(prepared: Prepared, target: Target, home: Path,
                                                  home)
         return
     if isinstance(work, ScriptWorkload):
-        listener.message(f"data{on}: the script's setup, run once, then reused")
         key = prepared.data_key({})
-        target.templates[key] = derived_template(target.binary, key, work.prepare,
-                                                 home)
+        target.templates[key] = derived_template(target.binary, key, work.prepare, home)
+        # Said after it worked: a setup error is then the only line a bad script gets.
+        listener.message(f"data{on}: the script's setup, run once into a template, reused")
         return
     variants = {spec.dataset_for(r).key: spec.dataset_for(r) for r, _ in prepared.points}
     for key, dataset in variants.items():

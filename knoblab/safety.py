@@ -41,6 +41,19 @@ SESSION_BUFFERS = ("read_buffer_size", "read_rnd_buffer_size", "sort_buffer_size
                    "join_buffer_size", "thread_stack", "net_buffer_length")
 
 
+# What keeps a sandbox private and knoblab's own: its files, its socket, no network.
+SANDBOX_OWNED = ("skip_networking", "port", "bind_address", "extra_port", "socket", "datadir",
+                 "tmpdir", "pid_file", "log_error", "user", "basedir", "plugin_dir")
+
+
+def check_sandbox_owned(names: list[str]) -> None:
+    for name in names:
+        if name in SANDBOX_OWNED:
+            raise UserError(f"{name} is set by knoblab itself: a sandbox keeps its files in "
+                            "its own folder and listens only on a private socket, never on the "
+                            "network; remove it from the spec")
+
+
 def safety_class(name: str) -> str:
     if name in DURABILITY:
         return "durability"

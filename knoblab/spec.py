@@ -439,9 +439,16 @@ def _external(server: dict[str, Any]) -> Endpoint | None:
         restart_command=tuple(command) if command else None,
         config_include=include,
     )
-    if endpoint.option_file and not Path(endpoint.option_file).expanduser().is_file():
+    if endpoint.option_file and not _path(endpoint.option_file, "option_file").is_file():
         raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")
     return endpoint
+
+
+def _path(text: str, key: str) -> Path:
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~user of a user this machine does not have
+        raise UserError(f"[server] {key} = {text!r}: no such user's home directory") from None
 
 
 def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
@@ -477,8 +484,9 @@ def _script_workload(workload: dict[str, Any], base_dir: Path | None) -> ScriptW
             path = (base_dir or Path.cwd()) / name
             try:
                 texts[part] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                reason = getattr(exc, "strerror", None) or (
+                    "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a file name")
                 raise UserError(f"[workload] {part}_file = {name!r}: cannot read {path}: "
                                 f"{reason}") from None
         else:

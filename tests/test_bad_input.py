@@ -93,11 +93,6 @@ NEEDS_3306 = pytest.mark.skipif(not _reachable("127.0.0.1", 3306),
                                 reason="needs the MariaDB on 127.0.0.1:3306")
 
 
-def _xfail(reason: str) -> pytest.MarkDecorator:
-    """A known defect: the case states the correct behaviour and fails until it is fixed."""
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
 def _case(spec: str | bytes | None, args: list[str], fragments: list[str], *, id: str,
           prepare: Callable[[Path], None] | None = None, environ: dict[str, str] | None = None,
           marks: Any = ()) -> Any:
@@ -277,20 +272,14 @@ CASES = [
           id="unknown-setting-in-config"),
     # -- server binaries
     _case(_spec(server='binary = "{tmp}/mariadbd"'), ["run", "{spec}"],
-          ["/mariadbd", "executable"], id="binary-not-executable", prepare=_non_executable,
-          marks=_xfail("a file that exists without the x bit is reported as 'server binary "
-                       "... not found; install it', not as 'not executable' (binary._locate)")),
+          ["/mariadbd", "executable"], id="binary-not-executable", prepare=_non_executable),
     _case(_spec(server='binary = "~nosuchuser_knoblab/mariadbd"'), ["run", "{spec}"],
-          ["~nosuchuser_knoblab/mariadbd"], id="binary-unknown-home",
-          marks=_xfail("traceback: RuntimeError: Could not determine home directory. "
-                       "(Path.expanduser in binary._locate)")),
+          ["~nosuchuser_knoblab/mariadbd"], id="binary-unknown-home"),
     _case(_spec(server='binary = ["/usr/sbin/mariadbd"]'), ["run", "{spec}"],
           ["[server] binary", "two or more"], id="binary-list-of-one"),
     _case(_spec(server='binary = {a = "/nonexistent/a", b = "/nonexistent/b"}'),
           ["run", "{spec}"], ["no server could be used", "/nonexistent/a", "/nonexistent/b"],
-          id="binary-table-none-usable",
-          marks=_xfail("stderr has 7 lines: a 'server X is left out: ...' message (wrapped) "
-                       "per binary before the final 'knoblab: no server could be used' line")),
+          id="binary-table-none-usable"),
     # -- the spec file itself
     _case(None, ["run", "{tmp}/loop.toml"], ["cannot read spec", "loop.toml"],
           id="spec-symlink-loop", prepare=_symlink_loop),
@@ -308,22 +297,15 @@ CASES = [
           ["body_file = 'body.sql'", "not UTF-8"], id="body-file-not-utf8",
           prepare=_latin1_body),
     _case("[workload]\nkind = 'script'\nsetup_file = \"a\\u0000b\"\nbody = 'SELECT 1'\n"
-          + SWEEP, ["run", "{spec}"], ["setup_file"], id="setup-file-nul",
-          marks=_xfail("traceback: ValueError: embedded null byte (Path.read_text in "
-                       "spec._script_workload catches only OSError and UnicodeDecodeError)")),
+          + SWEEP, ["run", "{spec}"], ["setup_file"], id="setup-file-nul"),
     _case(SCRIPT.replace("CREATE TABLE", "CREATE TABLEX") + SWEEP, ["run", "{spec}"],
-          ["script setup failed at statement 1", "TABLEX"], id="script-setup-sql-error",
-          marks=_xfail("stderr has 2 lines: the progress line 'data: the script's setup, run "
-                       "once, then reused' comes before the error line")),
+          ["script setup failed at statement 1", "TABLEX"], id="script-setup-sql-error"),
     # -- a running server (kind = "external")
     _case(_spec(server='kind = "external"\nhost = "127.0.0.1"\nport = 1'), ["run", "{spec}"],
           ["cannot reach server root@127.0.0.1:1"], id="external-nothing-listens"),
     _case(_spec(server=EXTERNAL + '\nuser = "nobody_knoblab"'), ["run", "{spec}"],
           ["nobody_knoblab@127.0.0.1:3306 refused the login"], id="external-unknown-user",
-          marks=[NEEDS_3306, _xfail(
-              "MariaDB answers an unknown user without a password with error 1698, not 1045: "
-              "the message is 'cannot reach server nobody_knoblab@127.0.0.1:3306: Access "
-              "denied ...' (ExternalServer.connect only maps 1045 to 'refused the login')")]),
+          marks=NEEDS_3306),
     _case(_spec(server=EXTERNAL + '\npassword = "x"'), ["run", "{spec}"],
           ["never written in a spec", "password_env", "option_file"],
           id="external-password-in-spec"),
@@ -334,15 +316,11 @@ CASES = [
     _case(_spec(server=EXTERNAL + '\noption_file = "{tmp}/garbage.cnf"'), ["run", "{spec}"],
           ["option_file", "garbage.cnf"], id="external-option-file-garbage",
           prepare=_option_files,
-          marks=[NEEDS_3306, _xfail(
-              "traceback: configparser.MissingSectionHeaderError: File contains no section "
-              "headers (raised by pymysql.connect reading the option file)")]),
+          marks=NEEDS_3306),
     _case(_spec(server=EXTERNAL + '\noption_file = "{tmp}/latin1.cnf"'), ["run", "{spec}"],
           ["option_file", "latin1.cnf"], id="external-option-file-not-utf8",
           prepare=_option_files,
-          marks=[NEEDS_3306, _xfail(
-              "traceback: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9 (raised by "
-              "pymysql.connect reading the option file)")]),
+          marks=NEEDS_3306),
     _case(_spec(server='kind = "external"\nsocket = "{tmp}/nosuch.sock"'), ["run", "{spec}"],
           ["cannot reach server root@", "nosuch.sock"], id="external-socket-missing"),
     _case(_spec(server='kind = "external"\nsocket = "/x.sock"\nhost = "127.0.0.1"'),
@@ -356,14 +334,10 @@ CASES = [
           ["sysbench runs need a sandbox server"], id="external-sysbench", marks=NEEDS_3306),
     _case(_spec(server=EXTERNAL + '\noption_file = "~nosuchuser_knoblab/my.cnf"'),
           ["run", "{spec}"], ["option_file", "~nosuchuser_knoblab"],
-          id="external-option-file-unknown-home",
-          marks=_xfail("traceback: RuntimeError: Could not determine home directory. "
-                       "(Path.expanduser in spec._external, for ~user of an unknown user)")),
+          id="external-option-file-unknown-home"),
     _case(_spec(server='kind = "external"\nhost = "' + "a" * 64 + '.example"'),
           ["run", "{spec}"], ["cannot reach server", "a" * 64],
-          id="external-host-label-too-long",
-          marks=_xfail("traceback: UnicodeError: encoding with 'idna' codec failed "
-                       "(UnicodeError: label empty or too long), from pymysql.connect")),
+          id="external-host-label-too-long"),
     # -- sysbench
     _case(SYSBENCH + SWEEP, ["run", "{spec}"], ["sysbench is not on PATH", "apt-get install"],
           id="sysbench-missing", prepare=_empty_bin, environ={"PATH": "{tmp}/bin"}),

@@ -303,10 +303,6 @@ def test_sandbox_is_private(binary, knoblab_home):
 
 
 @pytest.mark.server
-@pytest.mark.xfail(strict=True, reason=(
-    "exit 0: [server.config] skip_networking = \"OFF\", port, bind_address are accepted; "
-    "the sandboxes run listening on TCP (root with an empty password) since the spec's "
-    "settings come after knoblab's own skip-networking in the sandbox's my.cnf"))
 def test_spec_cannot_open_the_sandbox_to_the_network(knoblab_home, catalog, tmp_path):
     spec = tmp_path / "open.toml"
     spec.write_text('[server.config]\nskip_networking = "OFF"\nport = 13399\n'
@@ -343,10 +339,6 @@ class _Quiet:
 
 @pytest.mark.server
 @pytest.mark.parametrize(("name", "value"), SANDBOX_OWNED, ids=[n for n, _ in SANDBOX_OWNED])
-@pytest.mark.xfail(strict=True, reason=(
-    "runner.prepare accepts the setting in [server.config]: nothing refuses the settings "
-    "knoblab itself sets for every sandbox (skip-networking, socket, datadir, ...), and the "
-    "spec's value then overrides knoblab's in the sandbox's my.cnf"))
 def test_settings_the_sandbox_owns_are_refused(name, value, catalog, knoblab_home, tmp_path):
     from knoblab.runner import prepare
     from knoblab.store import Store

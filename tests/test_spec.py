@@ -192,7 +192,7 @@ def test_example_spec_loads_and_validates(catalog):
         ({"dataset__engine": 3}, ["[dataset] engine = 3", "must be text"]),
         ({"dataset__kind": "tpcc"}, ["[dataset] kind = 'tpcc'", '"scan-table"']),
         # [server]
-        ({"server__kind": "external"}, ["[server] kind = 'external'", '"sandbox"']),
+        ({"server__kind": "cloud"}, ["[server] kind = 'cloud'", '"sandbox"', '"external"']),
     ],
     ids=lambda v: repr(v)[:60] if isinstance(v, dict) else None,
 )

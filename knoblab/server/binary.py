@@ -68,8 +68,14 @@ def find_binary(requested: str | None = None) -> ServerBinary:
 
 def _locate(name: str) -> Path | None:
     if "/" in name:
-        path = Path(name).expanduser()
-        return path if path.is_file() and os.access(path, os.X_OK) else None
+        try:
+            path = Path(name).expanduser()
+        except RuntimeError:  # ~user of a user this machine does not have
+            return None
+        if path.is_file() and not os.access(path, os.X_OK):
+            raise UserError(f"server binary {path} is not executable; check the path, or "
+                            f"make it executable (chmod +x {path})")
+        return path if path.is_file() else None
     found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SEARCH_DIRS))
     return Path(found) if found else None
 

@@ -9,6 +9,7 @@ created and marked as its own.
 
 from __future__ import annotations
 
+import configparser
 import os
 import subprocess
 import time
@@ -85,12 +86,18 @@ class ExternalServer:
             return pymysql.connect(**options)
         except pymysql.err.OperationalError as exc:
             code = exc.args[0] if exc.args else None
-            if code == 1045:
+            if code in (1045, 1698):  # access denied: wrong password, or no such account
                 source = f"${e.password_env}" if e.password_env else \
                     e.option_file or "no password given"
                 raise UserError(f"server {e.describe()} refused the login ({source}): "
                                 "check the user and the password") from None
             raise UserError(f"cannot reach server {e.describe()}: {exc.args[-1]}") from None
+        except (configparser.Error, UnicodeDecodeError) as exc:
+            raise UserError(f"[server] option_file {e.option_file}: cannot read it: "
+                            f"{str(exc).splitlines()[0]}; it needs a [client] section of "
+                            "key = value lines") from None
+        except (UnicodeError, ValueError, OSError) as exc:  # e.g. a host name too long for DNS
+            raise UserError(f"cannot reach server {e.describe()}: {exc}") from None
 
     def catalog(self) -> Catalog:
         conn = self.connect()

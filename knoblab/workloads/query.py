@@ -9,12 +9,14 @@ run: a scan that keeps one core busy is CPU-bound; one that waits on reads is I/
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pymysql
 
@@ -73,9 +75,9 @@ class QueryWorkload:
                     f"cold cache: {cached_before:.0%} of the table is still in the page cache "
                     "after eviction; is another process holding it? Use cache = \"warm\" instead"
                 )
-        with Observation(server) as seen:
-            seconds, rows, session = self._run(server, timed=True, session_knobs=session_knobs)
-        figures = seen.result["os"]
+        seconds, rows, session, seen = self._run(server, timed=True,
+                                                 session_knobs=session_knobs)
+        figures = seen["os"]
         # The server's own CPU time against the wall clock says whether the scan kept a core
         # busy; the machine's iowait says whether it waited for the disk instead.
         cpu_share = figures["server_cpu_seconds"] / seconds if seconds > 0 else 0.0
@@ -89,11 +91,13 @@ class QueryWorkload:
             "regime": regime(cpu_share, figures["cpu_iowait"]),
             "session": session,
             "os": figures,
-            "status": seen.result["status"],
+            "status": seen["status"],
         })
 
-    def _run(self, server: Sandbox, *, timed: bool,
-             session_knobs: list[str] = ()) -> tuple[float, int, dict[str, str]]:
+    def _run(self, server: Sandbox, *, timed: bool, session_knobs: list[str] = ()
+             ) -> tuple[float, int, dict[str, str], dict[str, Any]]:
+        """Run the statement once; when timed, with the server's counters and the OS figures
+        taken around the statement alone (not the connection or knoblab's own probes)."""
         conn = server.connect(DATABASE, read_timeout=self.timeout)
         too_long = WorkloadError(f"query exceeded the timeout of {self.timeout:g} s")
         try:
@@ -105,10 +109,14 @@ class QueryWorkload:
                     session[name] = str(cur.fetchone()[0])
                 cur.execute("SELECT CONNECTION_ID()")
                 connection_id = int(cur.fetchone()[0])
+                observation = Observation(server) if timed else contextlib.nullcontext()
                 began = time.perf_counter()
                 try:
-                    cur.execute(self.sql)
-                    rows = len(cur.fetchall())
+                    with observation:
+                        began = time.perf_counter()
+                        cur.execute(self.sql)
+                        rows = len(cur.fetchall())
+                        elapsed = time.perf_counter() - began
                 except pymysql.err.OperationalError as exc:
                     if exc.args and exc.args[0] in (2013, 2006) and \
                             time.perf_counter() - began >= self.timeout:
@@ -117,12 +125,12 @@ class QueryWorkload:
                     raise WorkloadError(f"query failed: {exc.args[-1]}") from None
                 except pymysql.MySQLError as exc:
                     raise WorkloadError(f"query failed: {exc.args[-1]}") from None
-                elapsed = time.perf_counter() - began
         finally:
             conn.close()
         if elapsed > self.timeout:
             raise too_long  # the last bytes came just after the limit: still too long
-        return elapsed, rows, session if timed else {}
+        seen = observation.result if timed else {}
+        return elapsed, rows, session if timed else {}, seen
 
 
 def _kill_query(server: Sandbox, connection_id: int) -> None:
