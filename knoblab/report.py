@@ -212,6 +212,13 @@ def _shorten(text: str, limit: int) -> str:
     return text[:limit].rsplit(" ", 1)[0].rstrip(" ,;:|") + "…"
 
 
+def _centre_cell(row: dict) -> str:
+    """A centre with its interval, e.g. "1.85 [0.975–2.01]"."""
+    ci = row.get("ci95") or [None, None]
+    text = _num(row["center"])
+    return text + (f" [{_num(ci[0])}–{_num(ci[1])}]" if None not in ci else "")
+
+
 def _judge(result: dict, points: list[dict]) -> str:
     """The verdict on `points`, which were compared with each other (one slice)."""
 
@@ -1640,12 +1647,7 @@ def _print_step_table(result: dict, entry: dict, console: Console) -> None:
     cells = []
     for row, label in zip(rows, labels, strict=True):
         alive = _measured(row)
-        ci = row.get("ci95") or [None, None]
-        centre = "—"
-        if alive:
-            centre = _num(row["center"])
-            if None not in ci:
-                centre += f" [{_num(ci[0])}–{_num(ci[1])}]"
+        centre = _centre_cell(row) if alive else "—"
         previous = row.get("vs_previous") or {}
         alone = (row.get("alone") or {}).get("vs_base")
         text, style = _STEP_VERDICT.get(row.get("verdict"), (str(row.get("verdict")), ""))
@@ -1749,12 +1751,7 @@ def _print_servers(result: dict, console: Console) -> None:
         cells = []
         for row, info in zip(rows, infos, strict=True):
             alive = row.get("verdict") != "failed" and row.get("center") is not None
-            ci = row.get("ci95") or [None, None]
-            centre = "—"
-            if alive:
-                centre = _num(row["center"])
-                if None not in ci:
-                    centre += f" [{_num(ci[0])}–{_num(ci[1])}]"
+            centre = _centre_cell(row) if alive else "—"
             ratio = row.get("ratio_to_best")
             cells.append({
                 "server": Text(str(row.get("binary", "?"))),

@@ -37,6 +37,7 @@ from knoblab.server.external import (
 from knoblab.server.sandbox import (
     Sandbox,
     ServerStartError,
+    alive,
     catalog_for,
     derived_template,
     reap_orphans,
@@ -389,7 +390,7 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener) -> str
         return run_id
     owner = run["info"].get("owner") or {}
     if run["status"] == "running" and owner.get("host") == socket.gethostname() and \
-            owner.get("pid") != os.getpid() and _alive(owner.get("pid", 0)):
+            owner.get("pid") != os.getpid() and alive(owner.get("pid", 0)):
         raise UserError(f"run {run_id} is still being measured by process {owner['pid']}; "
                         "wait for it, or stop it (Ctrl-C) and resume then")
     store.update_info(run_id, owner=_owner())
@@ -491,21 +492,9 @@ def run_state(run: dict) -> str:
     """The run's status, with "killed" for a run left "running" by a process now gone."""
     owner = run["info"].get("owner") or {}
     if run["status"] == "running" and owner.get("host") == socket.gethostname() and \
-            not _alive(owner.get("pid", 0)):
+            not alive(owner.get("pid", 0)):
         return "killed"
     return run["status"]
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _trial_label(prepared: Prepared, point_idx: int) -> str:

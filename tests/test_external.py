@@ -152,17 +152,7 @@ def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
     store = tmp_path / "s.sqlite"
     spec = _spec(tmp_path, name="kill", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
                  repetitions=6, sort="3M")
-    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        _wait_for(lambda: store.exists() and _done(store) >= 1, proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _kill_9_after(knoblab_home, store, spec, done=1)
     pending = Store(f"sqlite:///{store}").pending_restores()
     assert {row["name"] for row in pending} == {"read_buffer_size", "sort_buffer_size"}
     assert {row["name"]: row["original"] for row in pending} == originals
@@ -183,6 +173,21 @@ def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
     assert Store(f"sqlite:///{store}").pending_restores() == []
     nothing = _knoblab(knoblab_home, store, "restore")
     assert nothing.returncode == 0 and "nothing to restore" in nothing.stdout
+
+
+def _kill_9_after(knoblab_home: Path, store: Path, spec: Path, *, done: int) -> None:
+    """Run the spec and kill -9 knoblab once `done` measurements are stored."""
+    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+                            cwd=store.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        _wait_for(lambda: store.exists() and _done(store) >= done, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def _done(store: Path) -> int:
@@ -288,17 +293,7 @@ def test_kill_9_then_resume_finishes_and_puts_everything_back(knoblab_home, tmp_
     store = tmp_path / "s.sqlite"
     spec = _spec(tmp_path, name="resume", sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2",
                  repetitions=3, sort="3M")
-    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        _wait_for(lambda: store.exists() and _done(store) >= 2, proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    _kill_9_after(knoblab_home, store, spec, done=2)
     run_id = Store(f"sqlite:///{store}").list_runs()[0]["id"]
     done_before = _done(store)
     resumed = _knoblab(knoblab_home, store, "resume", run_id, "--json",

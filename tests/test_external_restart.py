@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pymysql
 import pytest
 
@@ -72,8 +73,11 @@ class Service:
         return int(self.pid_file.read_text().strip())
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(self.pid(), signal.SIGKILL)
+        """Every server process of this service, whatever its pid file says now."""
+        for process in psutil.process_iter(["cmdline"]):
+            if f"--defaults-file={self.defaults}" in (process.info["cmdline"] or []):
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
 
 
 @pytest.fixture()

@@ -24,6 +24,7 @@ import pymysql
 
 from knoblab.catalog import INTEGER_TYPES, Catalog, read_catalog
 from knoblab.errors import UserError
+from knoblab.server.sandbox import read_globals
 from knoblab.workloads.dataset import DATABASE
 
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
@@ -136,16 +137,7 @@ class ExternalServer:
         return self._datadir
 
     def global_values(self, names: list[str]) -> dict[str, str]:
-        if not names:
-            return {}
-        conn = self.connect()
-        try:
-            with conn.cursor() as cur:
-                marks = ", ".join(["%s"] * len(names))
-                cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
-                return {name.lower(): value for name, value in cur.fetchall()}
-        finally:
-            conn.close()
+        return read_globals(self.connect, names)
 
 
 class Settings:

@@ -124,16 +124,7 @@ class Sandbox:
 
     def global_values(self, names: list[str]) -> dict[str, str]:
         """The values the server really applied (it rounds and sometimes ignores settings)."""
-        if not names:
-            return {}
-        conn = self.connect()
-        try:
-            with conn.cursor() as cur:
-                marks = ", ".join(["%s"] * len(names))
-                cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
-                return {name.lower(): value for name, value in cur.fetchall()}
-        finally:
-            conn.close()
+        return read_globals(self.connect, names)
 
     def stop(self) -> None:
         """Shut down cleanly, then TERM, then KILL; remove the private directories."""
@@ -211,6 +202,33 @@ class Sandbox:
             time.sleep(0.05)
 
 
+def read_globals(connect: Callable[[], pymysql.Connection], names: list[str]) -> dict[str, str]:
+    """SHOW GLOBAL VARIABLES for `names`, on a new connection; lower-case names."""
+    if not names:
+        return {}
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            marks = ", ".join(["%s"] * len(names))
+            cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
+            return {name.lower(): value for name, value in cur.fetchall()}
+    finally:
+        conn.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def copy_datadir(source: Path, target: Path) -> None:
     # copyfile uses the kernel's in-place copy (sendfile/copy_file_range); no metadata needed.
     shutil.copytree(source, target, copy_function=shutil.copyfile)
@@ -247,26 +265,16 @@ def reap_orphans(home: Path | None = None) -> int:
             owner = json.loads(owner_file.read_text())
         except (OSError, ValueError):
             continue
-        if _alive(owner["owner_pid"]):
+        if alive(owner["owner_pid"]):
             continue
         server_pid = owner.get("server_pid")
-        if server_pid and _alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
+        if server_pid and alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
             os.kill(server_pid, signal.SIGKILL)
             reaped += 1
         if owner.get("socket_dir"):
             shutil.rmtree(owner["socket_dir"], ignore_errors=True)
         shutil.rmtree(owner_file.parent, ignore_errors=True)
     return reaped
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _cmdline(pid: int) -> str:
@@ -323,7 +331,7 @@ def _remove_dead_builds(root: Path) -> None:
     """Half-built templates of a knoblab that was killed (called under the lock)."""
     for folder in root.glob("*.building-*"):
         pid = folder.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
 
