@@ -130,8 +130,12 @@ def default_url(home: Path) -> str:
 
 class Store:
     def __init__(self, url: str) -> None:
+        # A plain postgresql:// URL means psycopg 3, the driver knoblab installs.
+        for plain in ("postgresql://", "postgres://"):
+            if url.startswith(plain):
+                url = "postgresql+psycopg://" + url[len(plain):]
         try:
-            self.engine = sa.create_engine(url)
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
             metadata.create_all(self.engine)
         except (sa.exc.SQLAlchemyError, ValueError, ImportError) as exc:
             raise UserError(f"cannot open the results store {_safe(url)}: "

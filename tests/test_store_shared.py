@@ -1,0 +1,102 @@
+"""The results store on SQLite and on a shared PostgreSQL (the PostgreSQL on 127.0.0.1:5432):
+the same write and read side on both, and two knoblab processes writing one store at once, as
+several machines tuning together do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+
+from knoblab.errors import UserError
+from knoblab.store import Store
+
+ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A fresh database on the local PostgreSQL, dropped afterwards."""
+    name = f"knoblab_test_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(ADMIN, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        pytest.fail(f"the PostgreSQL on 127.0.0.1:5432 is needed for these tests: {exc}")
+    admin.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        return Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    return Store(request.getfixturevalue("postgres_url"))
+
+
+def test_write_side_and_read_side_agree(store):
+    run_id = store.create_run(
+        name="roundtrip", kind="sweep", spec_source="[sweep]\n", server_binary="/usr/sbin/x",
+        server_version="10.11", info={"knobs": ["read_buffer_size"]},
+        point_list=[({"read_buffer_size": "64K"}, {"read_buffer_size": "65536"}),
+                    ({"read_buffer_size": "1M"}, {"read_buffer_size": "1048576"})])
+    trial = store.begin_trial(run_id, point_idx=1, repetition=0, position=0)
+    store.add_second(trial, 1.0, tps=120.5, threads=4)
+    store.add_os_second(trial, 1.0, {"cpu_user": 0.5, "disk_read_bytes": 4096.0})
+    store.finish_trial(trial, status="done", value=0.25, effective={"read_buffer_size": "1M"},
+                       details={"rows": 3, "status": {"com_select": 1}})
+    store.save_original(run_id, {"host": "127.0.0.1", "port": 3306}, "sort_buffer_size",
+                        "2097152")
+    assert store.run(run_id[:5])["info"]["knobs"] == ["read_buffer_size"]  # by a prefix too
+    assert store.points(run_id)[1] == ({"read_buffer_size": "1M"},
+                                       {"read_buffer_size": "1048576"})
+    (found,) = store.trials(run_id)
+    assert (found.point_idx, found.status, found.value) == (1, "done", 0.25)
+    assert found.details == {"rows": 3, "status": {"com_select": 1}}
+    assert store.seconds(run_id)[trial][0]["tps"] == 120.5
+    assert store.os_seconds(run_id)[trial][0]["disk_read_bytes"] == 4096.0
+    (pending,) = store.pending_restores(run_id)
+    assert (pending["name"], pending["original"]) == ("sort_buffer_size", "2097152")
+    store.mark_restored(run_id, ["sort_buffer_size"])
+    assert store.pending_restores(run_id) == []
+    store.set_status(run_id, "done")
+    assert [r["id"] for r in store.list_runs()][0] == run_id
+
+
+def test_an_unreachable_store_is_one_clear_line():
+    with pytest.raises(UserError, match="cannot open the results store") as caught:
+        Store("postgresql://knoblab:s3cret-pw@127.0.0.1:1/nowhere")
+    assert "s3cret-pw" not in str(caught.value)
+
+
+@pytest.mark.server
+def test_two_processes_write_one_shared_store_at_once(postgres_url, knoblab_home, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(KNOBLAB_HOME=str(knoblab_home), KNOBLAB_STORE=postgres_url)
+    specs = []
+    for name, values in (("left", '["64K", "1M"]'), ("right", '["128K", "2M"]')):
+        spec = tmp_path / f"{name}.toml"
+        spec.write_text(f'name = "{name}"\n[dataset]\nrows = 2000\n[workload]\n'
+                        f'sql = "SELECT COUNT(*) FROM dt2"\nrepetitions = 3\n'
+                        f"[sweep]\nread_buffer_size = {values}\n")
+        specs.append(spec)
+    runs = [subprocess.Popen([sys.executable, "-m", "knoblab.cli", "run", str(spec), "--out",
+                              str(tmp_path / spec.stem)], env=env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for spec in specs]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
+    store = Store(postgres_url)
+    done = {r["name"]: r for r in store.list_runs() if r["name"] in ("left", "right")}
+    assert {r["status"] for r in done.values()} == {"done"}
+    for run in done.values():
+        trials = store.trials(run["id"])
+        assert len(trials) == 6 and {t.status for t in trials} == {"done"}
+    listed = subprocess.run([sys.executable, "-m", "knoblab.cli", "runs"], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "left" in listed.stdout and "right" in listed.stdout
