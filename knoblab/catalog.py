@@ -56,6 +56,13 @@ class Knob:
             return f"{self.minimum:g} to {self.maximum:g}"
         return "any text"
 
+    def default_value(self) -> str | None:
+        """The default as the server's config takes it (as listed, when it does not parse)."""
+        try:
+            return self.normalize(self.default)
+        except UserError:
+            return self.default
+
     def normalize(self, raw: Any) -> str:
         """The value as the server's config file takes it; UserError naming the allowed range."""
         where = f"{self.name} = {raw!r}"

@@ -103,13 +103,12 @@ def build_results(store: Store, run_id: str) -> dict[str, Any]:
         "tied": info.get("tied", {}),
         "warnings": list(info.get("warnings") or []) + _warnings(points),
     }
-    centre = "mean" if time_series else "median"
     if run["kind"] == "steps":
-        result["steps"] = _steps(points, samples, slices, direction, centre, statistics)
+        result["steps"] = _steps(points, samples, slices, direction, _centre(direction),
+                                 statistics)
     if "binary" in slices:
-        result["servers_compared"] = _servers_compared(points, samples, judgements,
-                                                       run["kind"], direction, centre,
-                                                       statistics)
+        result["servers_compared"] = _servers_compared(points, samples, run["kind"],
+                                                       direction, statistics)
     result["conclusion"] = _conclusion(points, judgements, slices)
     if run["kind"] == "steps":
         result["conclusion"]["recommended_steps"] = [
@@ -132,16 +131,27 @@ def _judge_slices(samples: dict[int, list[float]], point_list: list, slices: lis
     verdicts: dict[int, stats.Verdict] = {}
     judgements = []
     for key, members in groups.items():
-        judgement = stats.judge(
-            {idx: samples[idx] for idx in members}, direction=direction,
-            min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
-            test=statistics.get("test", "welch-log"),
-            confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
-            center="mean" if direction == "maximize" else "median",
-        )
+        judgement = _judge(samples, members, direction, statistics)
         verdicts.update({v.key: v for v in judgement.verdicts})
         judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
     return verdicts, judgements
+
+
+def _judge(samples: dict[int, list[float]], members: list[int], direction: str,
+           statistics: dict[str, Any]) -> stats.Judgement:
+    """The run's statistics settings applied to some of its points: the best and the rest."""
+    return stats.judge(
+        {idx: samples[idx] for idx in members}, direction=direction,
+        min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
+        test=statistics.get("test", "welch-log"),
+        confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
+        center=_centre(direction),
+    )
+
+
+def _centre(direction: str) -> str:
+    """Times are judged on medians; throughput on the mean of per-start means."""
+    return "mean" if direction == "maximize" else "median"
 
 
 def _conclusion(points: list[dict], judgements: list[SliceJudgement],
@@ -439,7 +449,9 @@ def _steps(points: list[dict], samples: dict[int, list[float]], slices: list[str
                     row["alone"] = {"point": other, "center": points[other].get(centre),
                                     "vs_base": measure(base, other)}
             rows.append(row)
-        total = measure(base, previous) if previous != base else None
+        # The last measured step against step 0 is the total: the same comparison, not a
+        # second one in the family.
+        total = next((r["vs_base"] for r in reversed(rows) if r["vs_base"]), None)
         _settle(family, statistics)
         for row in rows:
             change = row["vs_previous"]
@@ -476,8 +488,8 @@ def _recommended_steps(table: dict[str, Any]) -> dict[str, str]:
 
 
 def _servers_compared(points: list[dict], samples: dict[int, list[float]],
-                      judgements: list[SliceJudgement], kind: str, direction: str,
-                      centre: str, statistics: dict[str, Any]) -> list[dict[str, Any]]:
+                      kind: str, direction: str,
+                      statistics: dict[str, Any]) -> list[dict[str, Any]]:
     """The servers against each other, configuration by configuration: for a steps run at
     step 0 and at the last step (the article's final comparison of builds), for a sweep at
     every point."""
@@ -497,12 +509,7 @@ def _servers_compared(points: list[dict], samples: dict[int, list[float]],
         members = [i for i in configurations[key] if not points[i]["unavailable"]]
         if len(members) < 2:
             continue
-        judgement = stats.judge(
-            {idx: samples[idx] for idx in members}, direction=direction,
-            min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
-            test=statistics.get("test", "welch-log"),
-            confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
-            center=centre)
+        judgement = _judge(samples, members, direction, statistics)
         first = points[members[0]]
         if kind == "steps":
             at = f"step {first['step']}: {first['label']}" if first["step"] else first["label"]
@@ -513,7 +520,7 @@ def _servers_compared(points: list[dict], samples: dict[int, list[float]],
             point = points[verdict.key]
             rows.append({"binary": point["settings"]["binary"], "point": verdict.key,
                          "center": None if verdict.summary is None
-                         else getattr(verdict.summary, centre),
+                         else getattr(verdict.summary, _centre(direction)),
                          "ci95": point.get("ci95"), "n": point["n"],
                          "ratio_to_best": verdict.ratio_to_best, "p_value": verdict.p_adjusted,
                          "verdict": verdict.verdict})

@@ -22,7 +22,7 @@ from typing import Protocol
 import pymysql
 
 from knoblab import safety
-from knoblab.catalog import INTEGER_TYPES, Catalog
+from knoblab.catalog import Catalog
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.server.binary import ServerBinary, compile_info, find_binary
@@ -33,6 +33,7 @@ from knoblab.server.external import (
     check_include,
     ensure_data,
     restoring,
+    set_global,
 )
 from knoblab.server.sandbox import (
     Sandbox,
@@ -106,9 +107,10 @@ class Prepared:
 
     def data_key(self, requested: dict[str, str]) -> str:
         work = self.spec.workload
-        if isinstance(work, SysbenchWorkload | ScriptWorkload):
-            return f"{'sysbench-' if isinstance(work, SysbenchWorkload) else ''}" \
-                f"{work.prepare_key()}"
+        if isinstance(work, SysbenchWorkload):
+            return f"sysbench-{work.prepare_key()}"
+        if isinstance(work, ScriptWorkload):
+            return work.prepare_key()
         return self.spec.dataset_for(requested).key
 
     def describe_servers(self) -> list[dict[str, object]]:
@@ -342,12 +344,8 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener) -> str:
     defaults = {}
     for name in dict.fromkeys(n for _, config in prepared.points for n in config):
         knob = first.catalog.knobs.get(name)
-        if knob is None:
-            continue
-        try:
-            defaults[name] = knob.normalize(knob.default)
-        except UserError:
-            defaults[name] = knob.default
+        if knob is not None:
+            defaults[name] = knob.default_value()
     if first.external is not None:
         # On a running server the baseline is what it runs now, not the compiled-in default.
         defaults = first.external.global_values(list(defaults))
@@ -423,13 +421,12 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     refused: dict[int, str] = {t.point_idx: t.error or "" for t in finished.values()
                                if t.status == "failed" and (t.details or {}).get("start_failed")}
     listener.plan(len(order), len(finished), "tps" if spec.kind == "sysbench" else "s")
-    external = next(iter(prepared.targets.values())).external
+    target = next(iter(prepared.targets.values()))  # a running server is the only target
     settings = None
-    if external is not None:
-        target = next(iter(prepared.targets.values()))
+    if target.external is not None:
         touched = list(dict.fromkeys([*target.base, *(n for _, c in prepared.points
                                                         for n in c)]))
-        settings = Settings(external, target.catalog, store, run_id, touched)
+        settings = Settings(target.external, target.catalog, store, run_id, touched)
     try:
         with restoring(settings) if settings else contextlib.nullcontext():
             _run_plan(run_id, prepared, store, listener, order, finished, refused, settings)
@@ -552,9 +549,7 @@ def run_trial(prepared: Prepared, requested: dict[str, str], config: dict[str, s
             try:
                 with conn.cursor() as cur:
                     for name, value in after_start.items():
-                        # Names come from the catalog; values are bound, never spliced.
-                        literal = int(value) if catalog.knobs[name].type in INTEGER_TYPES else value
-                        cur.execute(f"SET GLOBAL {name} = %s", (literal,))
+                        set_global(cur, catalog, name, value)
             finally:
                 conn.close()
         value, effective, details = _measure(prepared, requested, server, settings, recorder)
@@ -659,10 +654,7 @@ def _check_not_fixed(catalog: Catalog, configs: list[dict[str, str]]) -> None:
         knob = catalog.knobs.get(name)
         if knob is None:
             continue
-        try:
-            default = knob.normalize(knob.default)
-        except UserError:
-            default = knob.default
+        default = knob.default_value()
         for config in configs:
             if name in config and config[name] != default:
                 raise UserError(f"{name} is fixed when a data directory is created (knoblab's "

@@ -192,11 +192,7 @@ class Spec:
                 return config[name]
             if name in base:
                 return base[name]
-            knob = catalog.knobs[name]
-            try:
-                return knob.normalize(knob.default)
-            except UserError:
-                return knob.default
+            return catalog.knobs[name].default_value()
 
         cumulative = [Point({}, {}, {"step": 0, "role": "cumulative", "change": {},
                                      "label": "base" if self.base_config else "defaults"})]

@@ -17,7 +17,6 @@ from knoblab.workloads.script import (
     BodyTemplate,
     ScriptWorkload,
     split_statements,
-    substitute,
     trim_comment_tail,
 )
 
@@ -83,7 +82,6 @@ def test_placeholders_are_replaced_as_plain_text():
             "'{rows}', '{ row }', '{{iteration}}', '%s {0}')")
     expected = ("INSERT INTO t VALUES (52, 2, 1, '{\"k\": 52}', "
                 "'{rows}', '{ row }', '{1}', '%s {0}')")
-    assert substitute(body, 2, 1, 52) == expected
     assert BodyTemplate(body).render(2, 1, 52) == expected
     assert BodyTemplate("SELECT 1").render(3, 4, 5) == "SELECT 1"
     assert BodyTemplate("{row}").render(1, 0, 1) == "1"

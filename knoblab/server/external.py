@@ -171,7 +171,7 @@ class Settings:
         try:
             with conn.cursor() as cur:
                 for name in self.dynamic:
-                    _set_global(cur, self.catalog, name, values.get(name, self.originals[name]))
+                    set_global(cur, self.catalog, name, values.get(name, self.originals[name]))
         finally:
             conn.close()
 
@@ -299,7 +299,7 @@ def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
         with conn.cursor() as cur:
             for row in pending:
                 if catalog.knobs[row["name"]].dynamic:
-                    _set_global(cur, catalog, row["name"], row["original"])
+                    set_global(cur, catalog, row["name"], row["original"])
     finally:
         conn.close()
     names = [row["name"] for row in pending]
@@ -316,7 +316,8 @@ def restoring(settings: Settings) -> Iterator[Settings]:
         settings.restore()
 
 
-def _set_global(cur: Any, catalog: Catalog, name: str, value: str | None) -> None:
+def set_global(cur: Any, catalog: Catalog, name: str, value: str | None) -> None:
+    """SET GLOBAL name = value; None puts the server's default back."""
     knob = catalog.knobs[name]  # names come from the catalog: never spliced from input
     if value is None:
         cur.execute(f"SET GLOBAL {name} = DEFAULT")

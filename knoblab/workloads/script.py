@@ -41,13 +41,6 @@ _PLACEHOLDER = re.compile(r"\{(connection|iteration|row)\}")
 # --- placeholders ---------------------------------------------------------------------------
 
 
-def substitute(body: str, connection: int, iteration: int, row: int) -> str:
-    """The body with its placeholders replaced: the reference for `BodyTemplate.render`."""
-    return (body.replace("{connection}", str(connection))
-            .replace("{iteration}", str(iteration))
-            .replace("{row}", str(row)))
-
-
 class BodyTemplate:
     """The body split once on its placeholders, so each iteration only joins strings."""
 
