@@ -72,13 +72,13 @@ class Knob:
             return str(number)
         if self.type == "DOUBLE":
             try:
-                number = float(raw)
+                real = float(raw)
             except (TypeError, ValueError):
                 raise UserError(f"{where}: not a number; allowed {self.describe_range()}") from None
-            if math.isnan(number):
+            if math.isnan(real):
                 raise UserError(f"{where}: not a number; allowed {self.describe_range()}")
-            self._check_range(number, where)
-            return repr(number)
+            self._check_range(real, where)
+            return repr(real)
         if self.type == "BOOLEAN":
             text = ("ON" if raw else "OFF") if isinstance(raw, bool) else str(raw).strip().upper()
             if text in {"ON", "1", "TRUE", "YES"}:

@@ -3,33 +3,49 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
 import re
 import signal
 import sys
+import tempfile
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
+
+
+def _quit_quietly(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+# A signal while knoblab is still starting (importing what it needs) finds nothing begun:
+# it exits quietly instead of with a traceback from deep inside an import. main() then sets
+# the handlers that stop a run cleanly.
+if __name__ == "__main__" or Path(sys.argv[0]).name == "knoblab":
+    for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(_signum, _quit_quietly)
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
 
-from knoblab.errors import UserError
+from knoblab.connection import Endpoint
+from knoblab.errors import STOP, UNWINDING, UserError, stop_here
 from knoblab.server import sandbox
-from knoblab.server.external import Endpoint
 from knoblab.store import Store, default_url
 
 if TYPE_CHECKING:
-    from knoblab.workloads.sysbench import Second
+    from knoblab.workloads.base import Second
 
 console = Console(stderr=True)
 
@@ -43,9 +59,9 @@ class ConsoleListener:
             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
             console=console, transient=False,
         )
-        self.task: int | None = None
+        self.task: TaskID | None = None
         self.unit = "s"
-        self.dataset_task: int | None = None
+        self.dataset_task: TaskID | None = None
 
     def message(self, text: str) -> None:
         console.print(text, markup=False, highlight=False)
@@ -84,7 +100,7 @@ class ConsoleListener:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit code 2, as for every bad input
+    def error(self, message: str) -> NoReturn:  # one line, exit code 2, as for every bad input
         print(f"knoblab: {message} (see: {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
@@ -115,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     restore = sub.add_parser("restore", help="put back settings a killed run left changed "
                              "on a running server")
     restore.add_argument("run_id", nargs="?", help="only this run's (default: every run's)")
+    restore.add_argument("--forget", action="store_true",
+                         help="stop tracking them without touching the server (after putting "
+                         "them back by hand); their original values are printed")
     restore.set_defaults(func=cmd_restore)
 
     runs = sub.add_parser("runs", help="list recent runs")
@@ -135,9 +154,11 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    signal.signal(signal.SIGTERM, _interrupt)
-    home = sandbox.knoblab_home()
+    # A closed terminal (HUP), a service manager (TERM), Ctrl-\ (QUIT): each stops knoblab as
+    # Ctrl-C does, so servers are stopped and settings put back.
+    _handle_stopping_signals()
     try:
+        home = sandbox.knoblab_home()
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))
         return args.func(args, store, home)
     except UserError as exc:
@@ -145,12 +166,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"knoblab: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        # A second Ctrl-C while servers shut down forces them down at once.
-        signal.signal(signal.SIGINT, _force_exit)
         sandbox.stop_all()
-        console.print("knoblab: interrupted; what was measured is stored "
-                      "(finish it with: knoblab resume RUN)", markup=False)
+        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+            console.print("knoblab: interrupted; what was measured is stored "
+                          "(finish it with: knoblab resume RUN)", markup=False)
         return 130
+    except Exception as exc:  # a failure nobody foresaw: one line here, the details in a file
+        sandbox.stop_all()
+        log = _write_crash_log(exc)
+        what = " ".join(str(exc).split())[:200] or "no message"
+        print(f"knoblab: unexpected error ({type(exc).__name__}: {what}); what was measured is "
+              f"stored; the details are in {log} — please report it with that file",
+              file=sys.stderr)
+        return 1
+
+
+_URL_PASSWORD = re.compile(r"://([^:/@]+):[^@]+@")
+
+
+def _write_crash_log(exc: Exception) -> Path:
+    """The traceback and the command line (any password in a URL masked), under
+    $KNOBLAB_HOME/logs, or the temp folder when that cannot be written."""
+    command = " ".join(_URL_PASSWORD.sub(r"://\1:***@", arg) for arg in sys.argv)
+    text = (f"{command}\n{dt.datetime.now().isoformat()}\n\n"
+            + "".join(traceback.format_exception(exc)))
+    name = f"crash-{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
+    home = os.environ.get("KNOBLAB_HOME") or str(Path.home() / ".knoblab")
+    for folder in (Path(home).expanduser() / "logs", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
+            return folder / name
+        except OSError:
+            continue
+    return Path("(nowhere: no folder could be written)")
 
 
 def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
@@ -183,21 +232,31 @@ def _warn_pending(store: Store) -> None:
     for row in store.pending_restores():
         by_run.setdefault(row["run_id"], []).append(row)
     for run_id, rows in by_run.items():
-        where = Endpoint(**rows[0]["server"]).describe()
+        where = Endpoint.from_dict(rows[0]["server"]).describe()
         names = ", ".join(r["name"] for r in rows)
         console.print(f"knoblab: warning: run {run_id} left {names} changed on {where}; put "
                       f"them back with: knoblab restore {run_id}", style="yellow", markup=False)
 
 
 def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
-    from knoblab.server.external import restore_pending
+    from knoblab.server.external import forget_pending, restore_pending
 
     run_id = store.run(args.run_id)["id"] if args.run_id else None
-    restored = restore_pending(store, run_id)
-    if not restored:
+    if args.forget:
+        forgotten = forget_pending(store, run_id)
+        if not forgotten:
+            print("nothing to forget: no run left a setting changed")
+        for run, where, originals in forgotten:
+            values = ", ".join(f"{name} (was {value})" for name, value in originals.items())
+            print(f"run {run}: no longer tracked on {where}: {values}")
+        return 0
+    restored, problems = restore_pending(store, run_id)
+    if not restored and not problems:
         print("nothing to restore: no run left a setting changed")
     for run, where, names in restored:
         print(f"run {run}: put back {', '.join(names)} on {where}")
+    if problems:
+        raise UserError("; ".join(problems))
     return 0
 
 
@@ -206,36 +265,37 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
-    from knoblab.report import print_report, write_charts
+    from knoblab.report import conclusion_text, print_report, write_charts
     from knoblab.results import build_results
 
-    result = build_results(store, run_id)
+    results = build_results(store, run_id)
     out = _stdout()
-    print_report(result, out)
-    for warning in result["warnings"]:
+    print_report(results, out)
+    for warning in results.warnings:
         out.print(f"warning: {warning}", style="yellow", markup=False)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", result["name"]).strip(".-")[:60] or "run"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", results.name).strip(".-")[:60] or "run"
     folder = args.out or Path("knoblab-results") / f"{slug}-{run_id}"
-    document = json.dumps(result, indent=2)
+    # The results hold numbers and verdicts; their JSON also carries the report's sentence.
+    document = json.dumps(results.to_json(conclusion_text=conclusion_text(results)), indent=2)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "result.json").write_text(document)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(document)
-        if any(p["n"] for p in result["points"]):
-            charts = write_charts(result, folder)
+        if any(p.n for p in results.points):
+            charts = write_charts(results, folder)
             out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
         out.print(f"results: {folder / 'result.json'}", markup=False)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the run is stored, write them elsewhere with: knoblab report {run_id} "
                         "--out DIR") from None
-    if all(p["verdict"] == "failed" for p in result["points"]):
+    if all(p.verdict == "failed" for p in results.points):
         raise UserError("every configuration failed; see the errors above")
     # Most measurements failed: the report stands on the few left, and the exit code says so.
-    failed = sum(p["failed"] for p in result["points"])
-    measured = sum(p["n"] for p in result["points"])
+    failed = sum(p.failed for p in results.points)
+    measured = sum(p.n for p in results.points)
     if 2 * failed > failed + measured:
         raise UserError(f"{failed} of {failed + measured} measurements failed; the results "
                         f"above rest on the remaining {measured} — see the errors above")
@@ -279,15 +339,42 @@ def _stdout() -> Console:
     return Console(width=None if sys.stdout.isatty() else 160)
 
 
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _handle_stopping_signals() -> None:
+    STOP.clear()
+    UNWINDING.clear()
+    for signum in STOPPING_SIGNALS:
+        signal.signal(signum, _interrupt)
+    signal.signal(signal.SIGALRM, _interrupt_again)
+    sys.unraisablehook = _unraisable
+
+
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    """The first signal stops the run where it is; later ones only make the clean-up hurry
+    (servers are killed instead of shut down), so that a second Ctrl-C cannot break off the
+    clean-up itself and leave a server, its directory or a changed setting behind."""
+    if STOP.is_set():
+        sandbox.hurry()
+        return
+    STOP.set()
+    stop_here()
 
 
-def _force_exit(signum: int, frame: object) -> None:
-    for server in list(sandbox._LIVE):
-        if server.process is not None:
-            server.process.kill()
-    os._exit(130)
+def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """A stop that landed in a finaliser, where Python drops exceptions: say nothing and raise
+    it again in a moment, outside the finaliser, rather than wait for the measurement to end."""
+    if issubclass(unraisable.exc_type, KeyboardInterrupt) and STOP.is_set():
+        UNWINDING.clear()
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _interrupt_again(signum: int, frame: object) -> None:
+    if STOP.is_set() and not UNWINDING.is_set():
+        stop_here()
 
 
 if __name__ == "__main__":

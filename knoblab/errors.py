@@ -1,4 +1,22 @@
-"""The one exception type a user sees as a single line (exit code 2)."""
+"""The one exception type a user sees as a single line (exit code 2), and the stop flag."""
+
+import threading
+from typing import NoReturn
+
+# Set by the first signal that stops a run. The signal also raises KeyboardInterrupt, but
+# Python drops an exception raised while it runs a finaliser ("Exception ignored in ...");
+# the command line raises it again shortly after, and the run loop checks this flag between
+# measurements, so a stop is never lost.
+STOP = threading.Event()
+# Set once the stop's KeyboardInterrupt is on its way up, so that no second one breaks off
+# the clean-up it runs through.
+UNWINDING = threading.Event()
+
+
+def stop_here() -> NoReturn:
+    """Raise the stop (KeyboardInterrupt) that STOP asks for, and mark it on its way."""
+    UNWINDING.set()
+    raise KeyboardInterrupt
 
 
 class UserError(Exception):

@@ -15,11 +15,11 @@ from typing import Any
 import psutil
 import pymysql
 
+from knoblab.connection import Server
 from knoblab.evidence import status_delta
-from knoblab.server.sandbox import Sandbox
 
 
-def global_status(server: Sandbox) -> dict[str, str]:
+def global_status(server: Server) -> dict[str, str]:
     conn = server.connect()
     try:
         with conn.cursor() as cur:
@@ -74,7 +74,7 @@ class OsCounters:
 class Observation:
     """Counters and OS figures over one measurement: `with Observation(server) as seen: ...`."""
 
-    def __init__(self, server: Sandbox) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.result: dict[str, Any] = {}
 

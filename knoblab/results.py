@@ -1,281 +1,228 @@
-"""The results of a run, assembled from the store's read side: the dict behind every report.
+"""The results of a run, built from the store's read side: the records of knoblab.records.
 
-Its shape is the results JSON of the design notes (run_id, kind, objective, server, points with
-settings/effective/n/median/ci95/verdict, conclusion) plus the evidence each point carries.
+Every point is judged within its slice; a steps run gets a table of its steps per slice; runs on
+several servers compare them configuration by configuration. Numbers and verdicts only: the
+sentences are the report's.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from typing import Any
+from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import asdict, replace
 
 import numpy as np
-from scipy import stats as scipy_stats
 
-from knoblab import evidence, safety, stats, timeseries
-from knoblab.report import conclusion_text
-from knoblab.store import Store
+from knoblab import evidence, safety, stats, workloads
+from knoblab.records import (
+    Alone,
+    Comparison,
+    Conclusion,
+    ExplainingCounter,
+    Explanation,
+    Interaction,
+    Noise,
+    Point,
+    RecommendedSteps,
+    Results,
+    ServerInfo,
+    ServerRow,
+    ServersCompared,
+    Settings,
+    SliceConclusion,
+    Step,
+    StepRow,
+    StepsTable,
+    evidence_from_json,
+)
+from knoblab.stats import Statistics
+from knoblab.store import RunInfo, Store, Trial, TrialState
+from knoblab.workloads.base import Objective, Steady, StoredTrial
 
 
-def build_results(store: Store, run_id: str) -> dict[str, Any]:
+def build_results(store: Store, run_id: str) -> Results:
     run = store.run(run_id)
-    info = run["info"]
+    info = RunInfo.from_json(run["info"])
     point_list = store.points(run["id"])
-    by_point: dict[int, list] = defaultdict(list)
+    by_point: dict[int, list[Trial]] = defaultdict(list)
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
-    statistics = info.get("statistics", {})
-    time_series = info.get("workload", {}).get("kind") == "sysbench"
+    statistics = info.statistics
+    kind = workloads.kind(info.kind)
+    objective = kind.objective
     # Thread counts and dataset variants are compared within themselves: the best setting may
     # differ per thread count or data size, and times at 1M and 4M rows are not comparable.
     # Several servers: each is judged on its own (a setting may suit one build and not
     # another); the servers are then compared with each other configuration by configuration.
-    slice_keys = ("binary", "threads") if time_series else ("binary", "rows", "engine",
-                                                             "slack_type")
-    slices = [k for k in slice_keys if point_list and k in point_list[0][0]]
-    steps_info = info.get("steps") or [None] * len(point_list)
-    unavailable = {int(i): why for i, why in (info.get("unavailable") or {}).items()}
-    if time_series:
-        seconds, os_seconds = store.seconds(run["id"]), store.os_seconds(run["id"])
-        evidence = {idx: _series_evidence(by_point[idx], seconds, os_seconds, statistics)
-                    for idx in range(len(point_list))}
-        samples = {idx: evidence[idx]["samples"] for idx in evidence}
-    else:
-        samples = {idx: [t.value for t in by_point[idx] if t.status == "done"]
-                   for idx in range(len(point_list))}
-    direction = "maximize" if time_series else "minimize"
-    verdicts, judgements = _judge_slices(samples, point_list, slices, direction, statistics)
-    defaults = info.get("defaults", {})
+    slices = [k for k in ("binary", *kind.parameters) if point_list and k in point_list[0][0]]
+    steps = [None if s is None else Step.from_json(s)
+             for s in info.steps or [None] * len(point_list)]
+    unavailable = {int(i): why for i, why in info.unavailable.items()}
+    stored = _StoredSeconds(store, run["id"])
+    settings = asdict(statistics)  # the kinds read the run's statistics settings by name
+    # The kinds see a trial as the protocol's StoredTrial (lists are invariant: copied as such).
+    trials: dict[int, list[StoredTrial]] = {idx: list(by_point[idx])
+                                            for idx in range(len(point_list))}
+    samples = {idx: kind.samples(trials[idx], stored, settings) for idx in trials}
+    verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
+                                         statistics)
     points = []
     for idx, (requested, config) in enumerate(point_list):
         verdict = verdicts[idx]
-        done = [t for t in by_point[idx] if t.status == "done"]
-        failed = [t for t in by_point[idx] if t.status == "failed"]
-        point = {
-            "settings": requested,
-            "config": config,
-            "effective": _effective(done, list(config)),
-            "is_default": bool(defaults) and all(defaults.get(k) == v for k, v in config.items()),
-            "n": len(done),
-            "failed": len(failed),
-            "ratio_to_best": verdict.ratio_to_best,
-            "p_value": verdict.p_adjusted,
-            "verdict": verdict.verdict,
-            "errors": sorted({t.error for t in failed if t.error}) +
+        done = [t for t in by_point[idx] if t.status == TrialState.DONE]
+        failed = [t for t in by_point[idx] if t.status == TrialState.FAILED]
+        points.append(Point(
+            settings=requested,
+            config=config,
+            effective=_effective(done, list(config)),
+            is_default=bool(info.defaults) and all(info.defaults.get(k) == v
+                                                   for k, v in config.items()),
+            n=len(done),
+            failed=len(failed),
+            ratio_to_best=verdict.ratio_to_best,
+            p_value=verdict.p_adjusted,
+            # Nothing measured and nothing failed: the run stopped before it got there.
+            verdict="not run" if not done and not failed and idx not in unavailable
+            else verdict.verdict,
+            errors=sorted({t.error for t in failed if t.error}) +
             ([unavailable[idx]] if idx in unavailable else []),
-            "unavailable": unavailable.get(idx),
+            unavailable=unavailable.get(idx),
             # What a crash could cost with this point's settings: shown on a line of its own.
-            "durability": safety.durability_costs({**info.get("base", {}), **config}),
-        }
-        if steps_info[idx] is not None:
-            step = steps_info[idx]
-            point.update(step=step["step"], role=step["role"], change=step["change"],
-                         label=step["label"])
-        if time_series:
-            point.update(evidence[idx])
-        else:
-            point.update(_timing_evidence(done, verdict.summary))
-        points.append(point)
-    result = {
-        "run_id": run["id"],
-        "name": run["name"],
-        "kind": run["kind"],
-        "status": run["status"],
-        "objective": {"metric": "tps" if time_series else "seconds", "direction": direction},
-        "server": {"binary": run["server_binary"], "version": run["server_version"]},
-        "servers": info.get("servers") or [{
-            "label": "", "binary": run["server_binary"], "version": run["server_version"],
-            "compile": {}, "missing": [], "error": None}],
-        "workload": info.get("workload", {}),
-        "dataset": info.get("dataset", {}),
-        "steady": info.get("steady"),
-        "knobs": list(point_list[0][0]) if point_list else [],
-        "slices": slices,
-        "base": info.get("base", {}),
-        "regime": _overall_regime(points),
-        "statistics": {"test": statistics.get("test", "welch-log"),
-                       "alpha": statistics.get("alpha", 0.05),
-                       "min_effect": statistics.get("min_effect", 0.03),
-                       "confidence": statistics.get("confidence", 0.95)},
-        "points": points,
-        "noise": _noise([t for trials in by_point.values() for t in trials if t.status == "done"]),
-        "explained_by": _explanations(by_point, point_list, slices, steps_info),
-        "tied": info.get("tied", {}),
-        "warnings": list(info.get("warnings") or []) + _warnings(points),
-    }
-    if run["kind"] == "steps":
-        result["steps"] = _steps(points, samples, slices, direction, _centre(direction),
-                                 statistics)
-    if "binary" in slices:
-        result["servers_compared"] = _servers_compared(points, samples, run["kind"],
-                                                       direction, statistics)
-    result["conclusion"] = _conclusion(points, judgements, slices)
-    if run["kind"] == "steps":
-        result["conclusion"]["recommended_steps"] = [
-            {"slice": part["slice"], "settings": _recommended_steps(part)}
-            for part in result["steps"]]
-    result["conclusion"]["text"] = conclusion_text(result)
-    return result
+            durability=safety.durability_costs({**info.base, **config}),
+            step=steps[idx],
+            evidence=evidence_from_json(
+                kind.evidence(trials[idx], verdict.summary, stored, settings),
+                objective.time_series),
+        ))
+    tables = _steps(points, samples, slices, objective, statistics) if info.steps else None
+    return Results(
+        run_id=run["id"],
+        name=run["name"],
+        kind=run["kind"],
+        status=run["status"],
+        objective=objective,
+        server_binary=run["server_binary"],
+        server_version=run["server_version"],
+        servers=[ServerInfo.from_json(s) for s in info.servers] or [ServerInfo(
+            label="", binary=run["server_binary"], endpoint=None,
+            version=run["server_version"], version_line=None, compile={}, missing=[],
+            error=None)],
+        workload=info.workload,
+        dataset=info.dataset,
+        steady=None if info.steady is None else Steady(**info.steady),
+        knobs=list(point_list[0][0]) if point_list else [],
+        slices=slices,
+        base=info.base,
+        regime=_overall_regime(points),
+        statistics=statistics,
+        points=points,
+        noise=_noise([t for of_point in by_point.values() for t in of_point
+                      if t.status == TrialState.DONE]),
+        explained_by=_explanations(by_point, point_list, slices, steps),
+        tied=info.tied,
+        warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices),
+        steps=tables,
+        servers_compared=_servers_compared(points, samples, objective, statistics)
+        if "binary" in slices else None,
+        conclusion=_conclusion(points, judgements, slices, tables,
+                               complete=run["status"] == "done"),
+    )
 
 
-SliceJudgement = tuple[dict[str, str], list[int], stats.Judgement]
+class _StoredSeconds:
+    """A run's per-second rows, read from the store once, when a kind first asks."""
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self._store, self._run_id = store, run_id
+        self._seconds: dict[int, list[dict[str, float]]] | None = None
+        self._os: dict[int, list[dict[str, float]]] | None = None
+
+    def seconds(self) -> dict[int, list[dict[str, float]]]:
+        if self._seconds is None:
+            self._seconds = self._store.seconds(self._run_id)
+        return self._seconds
+
+    def os_seconds(self) -> dict[int, list[dict[str, float]]]:
+        if self._os is None:
+            self._os = self._store.os_seconds(self._run_id)
+        return self._os
 
 
-def _judge_slices(samples: dict[int, list[float]], point_list: list, slices: list[str],
-                  direction: str, statistics: dict[str, Any]
+def _slice_groups(settings: Sequence[Mapping[str, str]],
+                  slices: list[str]) -> dict[tuple[str, ...], list[int]]:
+    """The indexes of the points of each slice, by the slice's values, in order of appearance."""
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for idx, requested in enumerate(settings):
+        groups[tuple(requested[k] for k in slices)].append(idx)
+    return groups
+
+
+SliceJudgement = tuple[Settings, list[int], stats.Judgement]
+
+
+def _judge_slices(samples: dict[int, list[float]], settings: list[Settings], slices: list[str],
+                  objective: Objective, statistics: Statistics
                   ) -> tuple[dict[int, stats.Verdict], list[SliceJudgement]]:
     """Verdicts judged within each slice (all points form one slice when there are none)."""
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for idx, (requested, _) in enumerate(point_list):
-        groups[tuple(requested[k] for k in slices)].append(idx)
     verdicts: dict[int, stats.Verdict] = {}
     judgements = []
-    for key, members in groups.items():
-        judgement = _judge(samples, members, direction, statistics)
-        verdicts.update({v.key: v for v in judgement.verdicts})
+    for key, members in _slice_groups(settings, slices).items():
+        judgement = _judge(samples, members, objective, statistics)
+        verdicts.update(zip(members, judgement.verdicts, strict=True))
         judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
     return verdicts, judgements
 
 
-def _judge(samples: dict[int, list[float]], members: list[int], direction: str,
-           statistics: dict[str, Any]) -> stats.Judgement:
-    """The run's statistics settings applied to some of its points: the best and the rest."""
+
+def _judge(samples: dict[int, list[float]], members: list[int], objective: Objective,
+           statistics: Statistics) -> stats.Judgement:
+    """The run's statistics settings applied to some of its points: the best and the rest.
+    Its verdicts are in the order of `members`."""
     return stats.judge(
-        {idx: samples[idx] for idx in members}, direction=direction,
-        min_effect=statistics.get("min_effect", 0.03), alpha=statistics.get("alpha", 0.05),
-        test=statistics.get("test", "welch-log"),
-        confidence=statistics.get("confidence", 0.95), seed=statistics.get("seed", 0),
-        center=_centre(direction),
+        {idx: samples[idx] for idx in members},
+        direction=objective.direction,
+        min_effect=statistics.min_effect, alpha=statistics.alpha,
+        test=statistics.test, confidence=statistics.confidence,
+        seed=statistics.seed, center=objective.centre,
     )
 
 
-def _centre(direction: str) -> str:
-    """Times are judged on medians; throughput on the mean of per-start means."""
-    return "mean" if direction == "maximize" else "median"
+def _best(members: list[int], judgement: stats.Judgement) -> int | None:
+    return next((idx for idx, v in zip(members, judgement.verdicts, strict=True)
+                 if v.verdict == "best"), None)
 
 
-def _conclusion(points: list[dict], judgements: list[SliceJudgement],
-                slices: list[str]) -> dict[str, Any]:
+def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: list[str],
+                tables: list[StepsTable] | None, complete: bool) -> Conclusion:
+    """What the run concludes; a run that did not finish recommends nothing (its missing
+    measurements could change any verdict)."""
+    if not complete:
+        judgements = [(values, members, replace(judgement, significant=False))
+                      for values, members, judgement in judgements]
+        tables = None
     parts = []
     for slice_values, members, judgement in judgements:
-        group = [points[i] for i in members]
-        parts.append({
-            "slice": slice_values,
-            "significant": judgement.significant,
-            "best": points[judgement.best]["settings"] if judgement.best is not None else None,
-            "recommended": _recommended(group, judgement.significant,
-                                        None if judgement.best is None else points[judgement.best]),
-        })
-    if not slices:
-        return {**{k: v for k, v in parts[0].items() if k != "slice"}, "text": ""} if parts \
-            else {"significant": False, "best": None, "recommended": None, "text": ""}
-    # Several slices: no single best; each slice has its own.
-    return {"significant": any(p["significant"] for p in parts), "best": None,
-            "recommended": None, "by_slice": parts, "text": ""}
+        best = _best(members, judgement)
+        parts.append(SliceConclusion(
+            slice=slice_values,
+            significant=judgement.significant,
+            best=None if best is None else points[best].settings,
+            recommended=_recommended([points[i] for i in members], judgement.significant,
+                                     None if best is None else points[best])
+            if complete else None,
+        ))
+    recommended_steps = None if tables is None else [
+        RecommendedSteps(table.slice, _recommended_steps(table)) for table in tables]
+    if slices:  # several slices: no single best; each slice has its own
+        return Conclusion(any(p.significant for p in parts), None, None, parts,
+                          recommended_steps)
+    if not parts:
+        return Conclusion(False, None, None, None, recommended_steps)
+    return Conclusion(parts[0].significant, parts[0].best, parts[0].recommended, None,
+                      recommended_steps)
 
 
-def _timing_evidence(done: list, summary: stats.Summary | None) -> dict[str, Any]:
-    regimes = Counter(t.details.get("regime") for t in done if t.details.get("regime"))
-    return {
-        "median": summary.median if summary else None,
-        "ci95": [summary.ci_low, summary.ci_high] if summary else None,
-        "mean": summary.mean if summary else None,
-        "stdev": summary.stdev if summary else None,
-        "samples": [t.value for t in done],
-        "regime": regimes.most_common(1)[0][0] if regimes else None,
-        "cpu_share": _mean(t.details.get("cpu_share") for t in done),
-        "iowait_share": _mean(t.details.get("iowait_share") for t in done),
-        "read_mb": _mean((t.details.get("read_bytes") or 0) / 1e6 for t in done),
-        "os": {
-            "disk_read_mb": _median((t.details.get("os") or {}).get("disk_read_bytes", 0) / 1e6
-                                    for t in done),
-            "disk_write_mb": _median((t.details.get("os") or {}).get("disk_write_bytes", 0) / 1e6
-                                     for t in done),
-            **{name: _median((t.details.get("os") or {}).get(name) for t in done)
-               for name in ("cpu_user", "cpu_system", "cpu_iowait")},
-        },
-    }
-
-
-def _series_evidence(trials: list, seconds: dict[int, list[dict]],
-                     os_seconds: dict[int, list[dict]],
-                     statistics: dict[str, Any]) -> dict[str, Any]:
-    """Steady-state throughput of a point's trials, pooled, with its batch means for the test."""
-    series, windows = [], []
-    os_series = [{"repetition": t.repetition,
-                  **{name: [row[name] for row in os_seconds[t.id]]
-                     for name in ("t", "cpu_user", "cpu_system", "cpu_iowait",
-                                  "disk_read_bytes", "disk_write_bytes")}}
-                 for t in trials if os_seconds.get(t.id)]
-    for trial in trials:
-        if trial.status not in ("done", "failed"):
-            continue
-        rows = seconds.get(trial.id, [])
-        steady = trial.details.get("steady") or {}
-        window = [steady.get("start", 0), steady.get("end", len(rows))]
-        series.append({"repetition": trial.repetition, "status": trial.status,
-                       "t": [r["t"] for r in rows], "tps": [r["tps"] for r in rows],
-                       "steady": window})
-        if trial.status == "done" and rows:
-            windows.append([r["tps"] for r in rows][window[0]:window[1]])
-    done = [t for t in trials if t.status == "done"]
-    evidence: dict[str, Any] = {"series": series, "os_series": os_series, "samples": [],
-                                "regime": None}
-    if not windows:
-        return {**evidence, "mean": None, "median": None, "stdev": None, "cv": None,
-                "ci95": None, "latency_p95_ms": None, "latency_p99_ms": None,
-                "stall_seconds": 0, "zero_seconds": 0, "longest_stall": 0, "sql_errors": 0,
-                "reconnects": 0}
-    pooled = np.concatenate([np.asarray(w, dtype=float) for w in windows])
-    size = max(timeseries.batch_size(w) for w in windows)
-    batches = [m for w in windows for m in timeseries.batch_means(w, size)] or \
-        [float(np.mean(w)) for w in windows]
-    # The unit of replication is the server start: starts differ by a few percent, so seconds
-    # (or batches) of one start are not independent samples of the configuration. With one
-    # start per value only batch means remain, and they compare runs, not configurations.
-    starts = [float(np.mean(w)) for w in windows]
-    samples = starts if len(starts) >= 2 else batches
-    mean = float(np.mean(samples))  # what the test compares and the interval is about
-    stdev = float(pooled.std(ddof=1)) if pooled.size > 1 else 0.0
-    steadies = [t.details.get("steady", {}) for t in done]
-    return {
-        **evidence,
-        "samples": samples,
-        "compared": "server starts" if len(starts) >= 2 else "batch means of one start",
-        "mean": mean,
-        "median": float(np.median(pooled)),
-        "stdev": stdev,
-        "cv": stdev / mean if mean else None,
-        # Throughput cannot be negative, whatever a t-interval on two starts says.
-        "ci95": [max(0.0, bound) for bound in
-                 _mean_interval(samples, statistics.get("confidence", 0.95))],
-        "latency_p95_ms": _median(t.details.get("latency_p95_ms") for t in done),
-        "latency_p99_ms": _median(t.details.get("latency_p99_ms") for t in done),
-        "stall_seconds": sum(s.get("stall_seconds", 0) for s in steadies),
-        "zero_seconds": sum(s.get("zero_seconds", 0) for s in steadies),
-        "longest_stall": max((s.get("longest_stall", 0) for s in steadies), default=0),
-        "sql_errors": round(sum(t.details.get("errors", 0) for t in done)),
-        "reconnects": round(sum(t.details.get("reconnects", 0) for t in done)),
-    }
-
-
-def _mean_interval(batches: list[float], confidence: float) -> list[float]:
-    """t-interval of the mean from batch means (near-independent, unlike the raw seconds)."""
-    k = len(batches)
-    mean = float(np.mean(batches))
-    if k < 2:
-        return [mean, mean]
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1) * np.std(batches, ddof=1)
-                 / np.sqrt(k))
-    return [mean - half, mean + half]
-
-
-def _median(values: Any) -> float | None:
-    items = [v for v in values if v is not None]
-    return float(np.median(items)) if items else None
-
-
-def _effective(done: list, knobs: list[str]) -> dict[str, str]:
+def _effective(done: list[Trial], knobs: list[str]) -> dict[str, str]:
     """The value the server applied; if starts disagreed (they should not), all of them."""
     values: dict[str, list[str]] = {}
     for trial in done:
@@ -286,74 +233,96 @@ def _effective(done: list, knobs: list[str]) -> dict[str, str]:
     return {name: " / ".join(v) for name, v in values.items()}
 
 
-def _recommended(points: list[dict], significant: bool,
-                 best: dict | None) -> dict[str, str] | None:
+def _recommended(points: list[Point], significant: bool, best: Point | None) -> Settings | None:
     """The default when it is among the best (no change needed), else the best point."""
     if best is None:
         return None
     for point in points:
-        if point["is_default"] and point["verdict"] in ("best", "indistinguishable"):
-            return point["settings"]
+        if point.is_default and point.verdict in ("best", "indistinguishable"):
+            return point.settings
     if not significant:
         return None  # nothing measurably better: keep what is configured now
-    return best["settings"]
+    return best.settings
 
 
-def _overall_regime(points: list[dict]) -> str | None:
-    regimes = {p["regime"] for p in points if p["regime"]}
+def _overall_regime(points: list[Point]) -> str | None:
+    regimes = {p.evidence.regime for p in points if p.evidence.regime}
     if not regimes:
         return None
     return regimes.pop() if len(regimes) == 1 else "mixed"
 
 
-def _warnings(points: list[dict]) -> list[str]:
+def _warnings(points: list[Point]) -> list[str]:
     warnings = []
-    if any(p.get("compared") == "batch means of one start" for p in points):
+    if any(p.time_series and p.time_series.compared == "batch means of one start"
+           for p in points):
         warnings.append("some values ran on a single server start: their tests compare runs, "
                         "and a difference between starts (often a few percent) is not "
                         "separated from the setting's effect; use repetitions >= 2")
-    live = [p for p in points if p["n"]]
-    knobs = list(live[0]["config"]) if live else []
+    live = [p for p in points if p.n]
+    knobs = list(live[0].config) if live else []
     for name in knobs:
-        applied = {p["effective"].get(name) for p in live}
+        applied = {p.effective.get(name) for p in live}
         if len(live) > 1 and len(applied) == 1:
             warnings.append(f"the server applied the same {name} ({applied.pop()}) for every "
                             "value: this sweep measures noise")
     return warnings
 
 
-def _explanations(by_point: dict[int, list], point_list: list, slices: list[str],
-                  steps_info: list[dict | None]) -> list[dict[str, Any]]:
+def _different_work(points: list[Point], by_point: dict[int, list[Trial]],
+                    slices: list[str]) -> list[str]:
+    """Measurements of one slice whose statement returned different numbers of rows did not
+    do the same work (data changed, a setting changed the result): said, never averaged."""
+    warnings = []
+    for values, members in _slice_groups([p.settings for p in points], slices).items():
+        rows: dict[str, set[int]] = {}
+        for idx in members:
+            for trial in by_point[idx]:
+                if trial.status == TrialState.DONE and "rows" in trial.details:
+                    rows.setdefault(_point_name(points[idx].settings, points[idx].step,
+                                                slices), set()).add(int(trial.details["rows"]))
+        if len(set().union(*rows.values()) if rows else set()) > 1:
+            where = "".join(f" at {k}={v}" for k, v in zip(slices, values, strict=True))
+            counts = "; ".join(f"{name}: {', '.join(map(str, sorted(found)))}"
+                               for name, found in rows.items())
+            warnings.append(f"the measurements{where} returned different numbers of rows "
+                            f"({counts}): they did not all do the same work, so their times "
+                            "are not comparable")
+    return warnings
+
+
+def _explanations(by_point: dict[int, list[Trial]],
+                  point_list: list[tuple[Settings, Settings]], slices: list[str],
+                  steps: list[Step | None]) -> list[Explanation]:
     """Per slice, the server counters that moved with the setting, consistently, in words."""
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for idx, (requested, _) in enumerate(point_list):
-        groups[tuple(requested[k] for k in slices)].append(idx)
     found_by_slice = []
-    for key, members in groups.items():
+    for key, members in _slice_groups([r for r, _ in point_list], slices).items():
         measurements = [(idx, t.value, t.details.get("status") or {})
                         for idx in members for t in by_point[idx]
-                        if t.status == "done" and t.value is not None]
+                        if t.status == TrialState.DONE and t.value is not None]
         if len({idx for idx, _, _ in measurements}) < 2:
             continue
-        labels = {idx: _step_name(steps_info[idx]) if steps_info[idx] else
-                  ", ".join(str(v) for k, v in point_list[idx][0].items() if k not in slices)
-                  for idx in members}
-        counters = [{"counter": found.name,
-                     "per_point": {labels[k]: v for k, v in found.per_point.items()},
-                     "eta_squared": round(found.eta_squared, 3),
-                     "spearman": None if found.spearman is None else round(found.spearman, 3),
-                     "text": evidence.describe(found, labels.__getitem__)}
-                    for found in evidence.explaining_counters(measurements)]
-        found_by_slice.append({"slice": dict(zip(slices, key, strict=True)),
-                               "counters": counters})
+        labels: dict[Hashable, str] = {idx: _point_name(point_list[idx][0], steps[idx], slices)
+                                       for idx in members}
+        counters = [ExplainingCounter(
+            counter=found.name,
+            per_point={labels[k]: v for k, v in found.per_point.items()},
+            eta_squared=round(found.eta_squared, 3),
+            spearman=None if found.spearman is None else round(found.spearman, 3),
+            text=evidence.describe(found, labels.__getitem__),
+        ) for found in evidence.explaining_counters(measurements)]
+        found_by_slice.append(Explanation(dict(zip(slices, key, strict=True)), counters))
     return found_by_slice
 
 
-def _step_name(step: dict) -> str:
-    return f"step {step['step']}{' alone' if step['role'] == 'alone' else ''}"
+def _point_name(requested: Settings, step: Step | None, slices: list[str]) -> str:
+    """A point within its slice: "step 2", "step 2 alone", or its values ("64K, 2M")."""
+    if step is not None:
+        return f"step {step.number}{' alone' if step.role == 'alone' else ''}"
+    return ", ".join(str(v) for k, v in requested.items() if k not in slices)
 
 
-def _noise(done: list) -> dict[str, Any] | None:
+def _noise(done: list[Trial]) -> Noise | None:
     """How much identical timed runs on one server start differ: the machine's noise floor."""
     spreads = []
     for trial in done:
@@ -363,167 +332,178 @@ def _noise(done: list) -> dict[str, Any] | None:
     if not spreads:
         return None
     spreads.sort()
-    return {"starts": len(spreads), "spread_median": round(spreads[len(spreads) // 2], 4),
-            "spread_max": round(spreads[-1], 4)}
+    return Noise(starts=len(spreads), spread_median=round(spreads[len(spreads) // 2], 4),
+                 spread_max=round(spreads[-1], 4))
 
 
-def _mean(values: Any) -> float | None:
-    items = [v for v in values if v is not None]
-    return round(sum(items) / len(items), 4) if items else None
-
-
-def _change(a: list[float], b: list[float], centre: str,
-            statistics: dict[str, Any]) -> dict[str, Any]:
-    found = stats.compare(a, b, test=statistics.get("test", "welch-log"), center=centre,
-                          confidence=statistics.get("confidence", 0.95),
-                          seed=statistics.get("seed", 0))
-    return {"ratio": found.ratio, "ci95": [found.ci_low, found.ci_high], "p_raw": found.p_raw,
-            "p_value": None, "significant": False}
-
-
-def _settle(changes: list[dict[str, Any]], statistics: dict[str, Any]) -> None:
+def _settle(family: list[stats.Change], statistics: Statistics) -> list[Comparison]:
     """Holm over one family of comparisons, then significance: p below alpha and an effect of
     at least the minimum effect."""
-    for change, adjusted in zip(changes, stats.holm([c["p_raw"] for c in changes]),
-                                strict=True):
-        change["p_value"] = adjusted
-        change["significant"] = bool(adjusted < statistics.get("alpha", 0.05) and
-                                     abs(change["ratio"] - 1) >=
-                                     statistics.get("min_effect", 0.03))
+    return [Comparison(ratio=change.ratio, ci95=(change.ci_low, change.ci_high),
+                       p_value=adjusted,
+                       significant=bool(adjusted < statistics.alpha and
+                                        abs(change.ratio - 1) >= statistics.min_effect))
+            for change, adjusted in zip(family, stats.holm([c.p_raw for c in family]),
+                                        strict=True)]
 
 
-def _better(change: dict[str, Any], direction: str) -> bool:
-    return change["ratio"] < 1 if direction == "minimize" else change["ratio"] > 1
+def _better(change: Comparison, objective: Objective) -> bool:
+    return change.ratio < 1 if objective.direction == "minimize" else change.ratio > 1
 
 
-def _steps(points: list[dict], samples: dict[int, list[float]], slices: list[str],
-           direction: str, centre: str, statistics: dict[str, Any]) -> list[dict[str, Any]]:
+def _steps(points: list[Point], samples: dict[int, list[float]], slices: list[str],
+           objective: Objective, statistics: Statistics) -> list[StepsTable]:
     """The article's table per slice: every step against the previous measured step and
-    against step 0, each change alone against step 0 when measured, and the total.
-
-    All comparisons of a slice form one Holm family: a table of many steps should not call
-    one of them significant by chance.
-    """
-    groups: dict[tuple, list[int]] = defaultdict(list)
-    for idx, point in enumerate(points):
-        groups[tuple(point["settings"].get(k) for k in slices)].append(idx)
-    tables = []
-    for key, members in groups.items():
-        cumulative = sorted((i for i in members if points[i]["role"] == "cumulative"),
-                            key=lambda i: points[i]["step"])
-        alone = {points[i]["step"]: i for i in members if points[i]["role"] == "alone"}
-        base = cumulative[0]
-        family: list[dict[str, Any]] = []
-
-        def measure(a: int, b: int, family: list = family) -> dict[str, Any] | None:
-            if not samples[a] or not samples[b]:
-                return None
-            change = _change(samples[a], samples[b], centre, statistics)
-            family.append(change)
-            return change
-
-        rows, previous = [], base
-        for idx in cumulative:
-            point = points[idx]
-            row: dict[str, Any] = {
-                "step": point["step"], "label": point["label"], "change": point["change"],
-                "point": idx, "center": point.get(centre), "ci95": point.get("ci95"),
-                "n": point["n"], "vs_previous": None, "vs_base": None, "alone": None,
-                "verdict": "base" if idx == base else None,
-                "durability": [f"{name} = {point['change'][name]}: {cost}" for name, cost
-                               in safety.durability_costs(point["config"]).items()
-                               if name in point["change"]],
-                "note": point["unavailable"],
-            }
-            if idx != base:
-                if point["unavailable"]:
-                    row["verdict"] = "unavailable"
-                elif not samples[idx]:
-                    row["verdict"] = "failed"
-                else:
-                    row["vs_previous"] = measure(previous, idx)
-                    row["vs_base"] = measure(base, idx)
-                    previous = idx
-                if point["step"] in alone and samples[alone[point["step"]]]:
-                    other = alone[point["step"]]
-                    row["alone"] = {"point": other, "center": points[other].get(centre),
-                                    "vs_base": measure(base, other)}
-            rows.append(row)
-        # The last measured step against step 0 is the total: the same comparison, not a
-        # second one in the family.
-        total = next((r["vs_base"] for r in reversed(rows) if r["vs_base"]), None)
-        _settle(family, statistics)
-        for row in rows:
-            change = row["vs_previous"]
-            if row["verdict"] is None and change is not None:
-                row["verdict"] = "no measurable effect" if not change["significant"] else \
-                    "gain" if _better(change, direction) else "loss"
-            elif row["verdict"] is None:
-                row["verdict"] = "failed"  # the previous step failed: nothing to compare with
-        # Effects that multiply independently give a total equal to the product of the
-        # effects alone; a gap is an interaction (e.g. a bigger log matters only once the
-        # buffer pool is big).
-        interaction = None
-        measured = [r for r in rows[1:] if r["vs_base"]]
-        if measured:
-            alones = [measured[0]["vs_base"]] + [r["alone"] and r["alone"]["vs_base"]
-                                                 for r in measured[1:]]
-            if total is not None and len(measured) > 1 and all(alones):
-                interaction = {"cumulative": total["ratio"],
-                               "product_of_alone": float(np.prod([a["ratio"] for a in alones]))}
-        for change in family:
-            change.pop("p_raw", None)
-        tables.append({"slice": dict(zip(slices, key, strict=True)), "rows": rows,
-                       "total": total, "interaction": interaction})
-    return tables
+    against step 0, each change alone against step 0 when measured, and the total."""
+    return [_steps_table(dict(zip(slices, key, strict=True)), members, points, samples,
+                         objective, statistics)
+            for key, members in _slice_groups([p.settings for p in points], slices).items()]
 
 
-def _recommended_steps(table: dict[str, Any]) -> dict[str, str]:
+def _steps_table(slice_values: Settings, members: list[int], points: list[Point],
+                 samples: dict[int, list[float]], objective: Objective,
+                 statistics: Statistics) -> StepsTable:
+    """One slice's steps. All its comparisons form one Holm family: a table of many steps
+    should not call one of them significant by chance."""
+    placed = {idx: step for idx in members if (step := points[idx].step) is not None}
+    cumulative = sorted((i for i, s in placed.items() if s.role == "cumulative"),
+                        key=lambda i: placed[i].number)
+    alone = {s.number: i for i, s in placed.items() if s.role == "alone"}
+    base = cumulative[0]
+    family: list[stats.Change] = []
+
+    def measure(a: int, b: int) -> int | None:
+        """Point b against point a: its place in the family; None when a side has no samples."""
+        if not samples[a] or not samples[b]:
+            return None
+        family.append(stats.compare(samples[a], samples[b],
+                                    test=statistics.test,
+                                    center=objective.centre,
+                                    confidence=statistics.confidence, seed=statistics.seed))
+        return len(family) - 1
+
+    # First every comparison, then Holm over all of them, then the rows with their verdicts.
+    # Per step: its point, its verdict unless judged on its change, the places in the family
+    # of its changes against the step before and the base, and its change alone.
+    planned: list[tuple[int, str | None, int | None, int | None,
+                        tuple[int, int | None] | None]] = []
+    previous = base
+    for idx in cumulative:
+        verdict: str | None = "base" if idx == base else None
+        vs_previous: int | None = None
+        vs_base: int | None = None
+        alone_of: tuple[int, int | None] | None = None
+        if idx != base:
+            if points[idx].unavailable:
+                # Not run here: its values were already in force, or this server lacks them.
+                verdict = "changes nothing" if points[idx].unavailable == "changes nothing" \
+                    else "unavailable"
+            elif not samples[idx]:
+                verdict = "failed"
+            else:
+                vs_previous, vs_base = measure(previous, idx), measure(base, idx)
+                previous = idx
+            number = placed[idx].number
+            if number in alone and samples[alone[number]]:
+                alone_of = (alone[number], measure(base, alone[number]))
+        planned.append((idx, verdict, vs_previous, vs_base, alone_of))
+    settled = _settle(family, statistics)
+
+    def result(position: int | None) -> Comparison | None:
+        return None if position is None else settled[position]
+
+    rows = []
+    for idx, verdict, vs_previous, vs_base, alone_of in planned:
+        point, step, change = points[idx], placed[idx], result(vs_previous)
+        if verdict is None:
+            # no change to judge: the previous step failed, there is nothing to compare with
+            verdict = "failed" if change is None else "no measurable effect" \
+                if not change.significant else "gain" if _better(change, objective) else "loss"
+        rows.append(StepRow(
+            step=step.number, label=step.label, change=step.change, point=idx,
+            center=point.centre(objective), ci95=point.evidence.ci95, n=point.n,
+            vs_previous=change, vs_base=result(vs_base),
+            alone=None if alone_of is None else Alone(
+                alone_of[0], points[alone_of[0]].centre(objective), result(alone_of[1])),
+            verdict=verdict,
+            durability=[f"{name} = {step.change[name]}: {cost}" for name, cost
+                        in safety.durability_costs(point.config).items()
+                        if name in step.change],
+            note=point.unavailable,
+        ))
+    # The last measured step against step 0 is the total: the same comparison, not a second
+    # one in the family.
+    total = next((r.vs_base for r in reversed(rows) if r.vs_base), None)
+    return StepsTable(slice_values, rows, total, _interaction(rows, total))
+
+
+def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction | None:
+    """Effects that multiply independently give a total equal to the product of the effects
+    alone; a gap is an interaction (e.g. a bigger log matters only once the buffer pool is
+    big)."""
+    measured = [r for r in rows[1:] if r.vs_base]
+    if total is None or len(measured) < 2:
+        return None
+    # the first step alone is the first step on top of the base
+    alone = [measured[0].vs_base, *(r.alone.vs_base if r.alone else None for r in measured[1:])]
+    ratios = [change.ratio for change in alone if change is not None]
+    if len(ratios) < len(alone):
+        return None
+    return Interaction(cumulative=total.ratio, product_of_alone=float(np.prod(ratios)))
+
+
+def _recommended_steps(table: StepsTable) -> Settings:
     """The settings of the steps that measurably helped; the others are left out."""
-    settings: dict[str, str] = {}
-    for row in table["rows"]:
-        if row["verdict"] == "gain":
-            settings.update(row["change"])
+    settings: Settings = {}
+    for row in table.rows:
+        if row.verdict == "gain":
+            settings.update(row.change)
     return settings
 
 
-def _servers_compared(points: list[dict], samples: dict[int, list[float]],
-                      kind: str, direction: str,
-                      statistics: dict[str, Any]) -> list[dict[str, Any]]:
+def _cumulative_step(point: Point) -> int | None:
+    """The step of a point applied on top of the steps before it; None for any other point."""
+    return point.step.number if point.step and point.step.role == "cumulative" else None
+
+
+def _level(summary: stats.Summary, objective: Objective) -> float:
+    return summary.mean if objective.centre == "mean" else summary.median
+
+
+def _servers_compared(points: list[Point], samples: dict[int, list[float]],
+                      objective: Objective, statistics: Statistics) -> list[ServersCompared]:
     """The servers against each other, configuration by configuration: for a steps run at
     step 0 and at the last step (the article's final comparison of builds), for a sweep at
     every point."""
-    configurations: dict[tuple, list[int]] = defaultdict(list)
+    configurations: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for idx, point in enumerate(points):
-        same = {k: v for k, v in point["settings"].items() if k != "binary"}
-        key = (point.get("role"), point.get("step"), tuple(sorted(same.items())))
-        configurations[key].append(idx)
-    if kind == "steps":
-        steps = [k for k in configurations if k[0] == "cumulative"]
-        last = max(k[1] for k in steps)
-        keys = [k for k in steps if k[1] in (0, last)]
-    else:
-        keys = list(configurations)
+        place = None if point.step is None else (point.step.role, point.step.number)
+        same = tuple(sorted((k, v) for k, v in point.settings.items() if k != "binary"))
+        configurations[(place, same)].append(idx)
+    groups = list(configurations.values())
+    numbers = [_cumulative_step(points[group[0]]) for group in groups]
+    measured = [n for n in numbers if n is not None]
+    if measured:
+        groups = [g for g, n in zip(groups, numbers, strict=True) if n in (0, max(measured))]
     compared = []
-    for key in keys:
-        members = [i for i in configurations[key] if not points[i]["unavailable"]]
+    for group in groups:
+        members = [i for i in group if not points[i].unavailable]
         if len(members) < 2:
             continue
-        judgement = _judge(samples, members, direction, statistics)
+        judgement = _judge(samples, members, objective, statistics)
         first = points[members[0]]
-        if kind == "steps":
-            at = f"step {first['step']}: {first['label']}" if first["step"] else first["label"]
+        if first.step is not None:
+            step = first.step
+            at = f"step {step.number}: {step.label}" if step.number else step.label
         else:
-            at = ", ".join(f"{k}={v}" for k, v in first["settings"].items() if k != "binary")
-        rows = []
-        for verdict in judgement.verdicts:
-            point = points[verdict.key]
-            rows.append({"binary": point["settings"]["binary"], "point": verdict.key,
-                         "center": None if verdict.summary is None
-                         else getattr(verdict.summary, _centre(direction)),
-                         "ci95": point.get("ci95"), "n": point["n"],
-                         "ratio_to_best": verdict.ratio_to_best, "p_value": verdict.p_adjusted,
-                         "verdict": verdict.verdict})
-        compared.append({"at": at, "slice": {}, "rows": rows,
-                         "significant": judgement.significant})
+            at = ", ".join(f"{k}={v}" for k, v in first.settings.items() if k != "binary")
+        rows = [ServerRow(
+            binary=points[idx].settings["binary"], point=idx,
+            center=None if verdict.summary is None else _level(verdict.summary, objective),
+            ci95=points[idx].evidence.ci95, n=points[idx].n,
+            ratio_to_best=verdict.ratio_to_best, p_value=verdict.p_adjusted,
+            verdict=verdict.verdict,
+        ) for idx, verdict in zip(members, judgement.verdicts, strict=True)]
+        compared.append(ServersCompared(at=at, slice={}, rows=rows,
+                                        significant=judgement.significant))
     return compared

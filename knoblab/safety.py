@@ -46,12 +46,23 @@ SANDBOX_OWNED = ("skip_networking", "port", "bind_address", "extra_port", "socke
                  "tmpdir", "pid_file", "log_error", "user", "basedir", "plugin_dir")
 
 
+# Settings of kinds that open the network whatever skip_networking says: a cluster (Galera
+# listens on its own ports) and plugins loaded at start-up (some listen). A name list cannot
+# know every such setting; every sandbox is also checked for listening sockets once started.
+OPENS_NETWORK = re.compile(r"^(wsrep_|plugin_load)")
+
+
 def check_sandbox_owned(names: list[str]) -> None:
     for name in names:
         if name in SANDBOX_OWNED:
             raise UserError(f"{name} is set by knoblab itself: a sandbox keeps its files in "
                             "its own folder and listens only on a private socket, never on the "
                             "network; remove it from the spec")
+        if OPENS_NETWORK.match(name):
+            raise UserError(f"{name}: settings of clusters and of plugins loaded at start-up "
+                            "can open network ports, and a sandbox (root without a password) "
+                            "never listens on the network; remove it, or measure it on a "
+                            "running server ([server] kind = \"external\")")
 
 
 def safety_class(name: str) -> str:

@@ -6,21 +6,19 @@ every setting against the knobs the server really has, before anything runs.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knoblab import section, workloads
 from knoblab.catalog import Catalog
+from knoblab.connection import Endpoint
 from knoblab.errors import UserError
-from knoblab.server.external import Endpoint
+from knoblab.stats import Statistics, Test
 from knoblab.units import parse_size
-from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, ScanTable
-from knoblab.workloads.query import CACHE_MODES, QueryWorkload
-from knoblab.workloads.script import ScriptWorkload
-from knoblab.workloads.sysbench import SysbenchWorkload
+from knoblab.workloads import Workload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
             "statistics"}
@@ -32,36 +30,8 @@ SECTION_KEYS = {
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
 }
-WORKLOAD_KEYS = {
-    "query": {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"},
-    "sysbench": {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration",
-                 "rate", "percentile", "warmup", "window", "stall_fraction", "repetitions",
-                 "timeout", "options"},
-    "script": {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
-               "transaction", "repetitions", "timeout"},
-}
-# Sweepable beside the server's settings: the workload's concurrency, and the query workload's
-# dataset (each variant of the dataset is built once into a template of its own).
-SWEEPABLE = {"sysbench": {"threads"}, "query": {"rows", "engine", "slack_type"}, "script": set()}
-TESTS = ("welch-log", "welch", "mann-whitney")
-
-
-@dataclass(frozen=True)
-class Steady:
-    """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
-
-    warmup: int | None = None  # seconds; None = detected (MSER-5)
-    window: int | None = None  # the last N seconds; None = everything after the warm-up
-    stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
-
-
-@dataclass(frozen=True)
-class Statistics:
-    min_effect: float = 0.03
-    alpha: float = 0.05
-    confidence: float = 0.95
-    test: str = "welch-log"
-    seed: int = 1
+TESTS: dict[str, Test] = {"welch-log": "welch-log", "welch": "welch",
+                          "mann-whitney": "mann-whitney"}
 
 
 @dataclass(frozen=True)
@@ -84,9 +54,7 @@ class Spec:
     description: str
     binary: str | None
     base_config: dict[str, Any]
-    dataset: ScanTable | None  # None for sysbench and scripts, which make their own tables
-    workload: QueryWorkload | SysbenchWorkload | ScriptWorkload
-    repetitions: int
+    workload: Workload  # with its data: a kind's own tables, or the built-in dataset
     sweep: dict[str, list[Any]]
     statistics: Statistics
     steps: list[dict[str, Any]] = field(default_factory=list)  # [[step]] tables, in order
@@ -94,30 +62,10 @@ class Spec:
     servers: dict[str, str] = field(default_factory=dict)  # label -> binary, when 2+ compared
     base_dir: Path | None = None  # where the files the spec names are (script files)
     external: Endpoint | None = None  # a running server to tune, instead of sandboxes
-    steady: Steady | None = None  # time-series workloads only
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
     source: str = field(default="", repr=False)
-
-    def dataset_for(self, requested: dict[str, str]) -> ScanTable | None:
-        """The dataset variant a point runs on (its swept rows, engine or slack_type)."""
-        if self.dataset is None:
-            return None
-        changes: dict[str, Any] = {}
-        if "rows" in requested:
-            changes.update(rows=int(requested["rows"]), size_bytes=None)
-        if "engine" in requested:
-            changes["engine"] = requested["engine"]
-        if "slack_type" in requested:
-            changes["slack_type"] = requested["slack_type"]
-        return replace(self.dataset, **changes) if changes else self.dataset
-
-    @property
-    def kind(self) -> str:
-        if isinstance(self.workload, SysbenchWorkload):
-            return "sysbench"
-        return "script" if isinstance(self.workload, ScriptWorkload) else "query"
 
     @property
     def experiment(self) -> str:
@@ -125,9 +73,13 @@ class Spec:
 
     def setting_names(self) -> list[str]:
         """Every server setting the spec names (base, sweep, steps), as written."""
-        names = [*self.base_config, *(n for n in self.sweep if n not in SWEEPABLE[self.kind])]
+        names = [*self.base_config, *self.swept_settings()]
         names += [n for step in self.steps for n in step]
         return list(dict.fromkeys(names))
+
+    def swept_settings(self) -> list[str]:
+        """The swept names that are server settings (not the workload's own parameters)."""
+        return [n for n in self.sweep if n not in self.workload.parameters]
 
     def base_settings(self, catalog: Catalog, lacking: frozenset[str] = frozenset()
                       ) -> dict[str, str]:
@@ -150,8 +102,8 @@ class Spec:
             return (base, *self._step_points(catalog, base, lacking))
         axes = []
         for name, values in self.sweep.items():
-            if name in SWEEPABLE[self.kind]:
-                axes.append(_parameter_axis(name, values))
+            if name in self.workload.parameters:
+                axes.append([(name, v, v) for v in self.workload.parameter_axis(name, values)])
                 continue
             knob = catalog.knob(name)
             if knob.name in base:
@@ -164,11 +116,11 @@ class Spec:
                     raise UserError(f"[sweep] {knob.name}: {raw!r} and {seen[value]!r} are the "
                                     "same value; list each value once")
                 seen[value] = raw
-                axis.append((knob.name, _as_text(raw), value))
+                axis.append((knob.name, section.as_text(raw), value))
             axes.append(axis)
         points = []
         for combo in itertools.product(*axes):
-            config = {n: v for n, _, v in combo if n not in SWEEPABLE[self.kind]}
+            config = {n: v for n, _, v in combo if n not in self.workload.parameters}
             points.append(Point({n: r for n, r, _ in combo}, config))
         for follower, leader in self.tied.items():
             self._tie(catalog, follower, leader, base, points)
@@ -206,9 +158,9 @@ class Spec:
                 knob = catalog.knob(name)
                 value = knob.normalize(raw)
                 if value == in_force(knob.name):
-                    unchanged.append(f"{knob.name} is already {_as_text(raw)}")
+                    unchanged.append(f"{knob.name} is already {section.as_text(raw)}")
                     continue
-                change_req[knob.name], change_config[knob.name] = _as_text(raw), value
+                change_req[knob.name], change_config[knob.name] = section.as_text(raw), value
             skip = None
             if unchanged:
                 skip = "changes nothing" if not change_req else None
@@ -220,7 +172,7 @@ class Spec:
                 skip = f"not on this server: {', '.join(missing)}"
             requested.update(change_req)
             config.update(change_config)
-            shown = change_req or {name: _as_text(raw) for name, raw in step.items()}
+            shown = change_req or {name: section.as_text(raw) for name, raw in step.items()}
             meta = {"step": number, "role": "cumulative", "change": change_req,
                     "label": "+ " + ", ".join(f"{k}={v}" for k, v in shown.items()),
                     "lacking": missing, "skip": skip}
@@ -268,16 +220,12 @@ def load_spec(path: Path) -> Spec:
 def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "experiment",
                base_dir: Path | None = None) -> Spec:
     """The spec from parsed TOML; `base_dir` is where files the spec names are looked for."""
-    _check_keys("the spec", data, TOP_KEYS)
+    section.check_keys("the spec", data, TOP_KEYS)
     server = _section(data, "server")
     dataset = _section(data, "dataset")
     workload = _section(data, "workload")
     statistics = _section(data, "statistics")
-    kind = workload.get("kind", "query")
-    if not isinstance(kind, str) or kind not in WORKLOAD_KEYS:
-        raise UserError(f"[workload] kind = {kind!r}: use \"query\", \"sysbench\" or "
-                        "\"script\"")
-    _check_keys("[workload]", workload, WORKLOAD_KEYS[kind])
+    kind = workloads.of_section(workload)
     steps = _steps(data)
     sweep = data.get("sweep")
     if steps and sweep is not None:
@@ -301,70 +249,53 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     config = server.get("config", {})
     if not isinstance(config, dict):
         raise UserError("[server.config] must be a table of setting = value")
+    for name, value in config.items():
+        if not isinstance(value, str | int | float | bool):
+            raise UserError(f"[server.config] {name} = {value!r}: a setting takes one value "
+                            f"(a [server.config.{name}] table or a list is not one), e.g. "
+                            f"{name} = \"...\"")
 
-    repetitions = _number(workload, "repetitions", "workload", 1 if kind == "sysbench" else 5,
-                          int, 1, 10_000)
-    steady = None
-    if kind == "script":
-        if dataset:
-            raise UserError("[dataset]: a script makes its own tables in its setup; remove "
-                            "[dataset]")
-        table = None
-        work = _script_workload(workload, base_dir)
-    elif kind == "query":
-        if "rows" in sweep:
-            if "rows" in dataset or "size" in dataset:
-                raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
-                                "from [dataset]")
-            first = sweep["rows"][0]
-            dataset = {**dataset, "rows": first if isinstance(first, int) else 1}
-        table = _scan_table(dataset)
-        work: QueryWorkload | SysbenchWorkload = _query_workload(workload)
-    else:
-        if dataset:
-            raise UserError("[dataset]: sysbench prepares its own tables; set tables and "
-                            "table_size in [workload] and remove [dataset]")
-        table = None
-        work, steady = _sysbench_workload(workload)
+    work = kind.from_spec(workload, dataset, sweep, base_dir)
+    for name in sweep:
+        if name in work.parameters:
+            work.parameter_axis(name, sweep[name])  # checked now; used again for the points
     for name in sweep:
         if name in {"sql", "cache", "tables", "table_size", "duration", "rand_type", "size"}:
-            extra = ", ".join(sorted(SWEEPABLE[kind]))
+            extra = ", ".join(sorted(work.parameters))
             raise UserError(f"[sweep] {name}: only server settings and {extra} can be swept")
     tied = data.get("tie", {})
     if not isinstance(tied, dict) or not all(isinstance(v, str) for v in tied.values()):
         raise UserError("[tie] must be a table of follower = \"leader\", e.g. "
                         "max_heap_table_size = \"tmp_table_size\"")
 
+    test_name = section.text(statistics, "test", "statistics", work.objective.test)
+    test = TESTS.get(test_name)
+    if test is None:
+        raise UserError(f"[statistics] test = {test_name!r}: use one of {', '.join(TESTS)}")
     stats = Statistics(
-        min_effect=_number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
-        alpha=_number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
-        confidence=_number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
+        min_effect=section.number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
+        alpha=section.number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
+        confidence=section.number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
         # Times: effects multiply (log scale). Throughput batch means: plain Welch.
-        test=_text(statistics, "test", "statistics",
-                   "welch" if kind == "sysbench" else "welch-log"),
-        seed=_number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
+        test=test,
+        seed=section.number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
     )
-    if stats.test not in TESTS:
-        raise UserError(f"[statistics] test = {stats.test!r}: use one of {', '.join(TESTS)}")
 
     return Spec(
         name=str(data.get("name", default_name)),
         description=str(data.get("description", "")),
         binary=binary,
         base_config=config,
-        dataset=table,
         workload=work,
-        repetitions=repetitions,
         sweep=sweep,
         statistics=stats,
-        steady=steady,
         tied=dict(tied),
         steps=steps,
-        one_at_a_time=_flag(_section(data, "steps"), "one_at_a_time", "steps"),
+        one_at_a_time=section.flag(_section(data, "steps"), "one_at_a_time", "steps"),
         servers=servers,
         base_dir=base_dir,
         external=external,
-        allow_durability_tradeoff=_flag(server, "allow_durability_tradeoff", "server"),
+        allow_durability_tradeoff=section.flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
         source=source,
@@ -421,17 +352,18 @@ def _external(server: dict[str, Any]) -> Endpoint | None:
         raise UserError(f"[server] restart_command = {command!r}: give the command as a list "
                         "of words, run without a shell, e.g. [\"systemctl\", \"restart\", "
                         "\"mariadb\"]")
-    include = _text(server, "config_include", "server", "") or None
+    include = section.text(server, "config_include", "server", "") or None
     if (command is None) != (include is None):
         raise UserError("[server] restart_command and config_include go together: knoblab "
                         "writes restart-only settings to config_include, then restarts")
     endpoint = Endpoint(
-        host=_text(server, "host", "server", "127.0.0.1") if "socket" not in server else None,
-        port=_number(server, "port", "server", 3306, int, 1, 65535),
-        socket=_text(server, "socket", "server", "") or None,
-        user=_text(server, "user", "server", "root"),
-        password_env=_text(server, "password_env", "server", "") or None,
-        option_file=_text(server, "option_file", "server", "") or None,
+        host=None if "socket" in server else section.text(server, "host", "server",
+                                                          "127.0.0.1"),
+        port=section.number(server, "port", "server", 3306, int, 1, 65535),
+        socket=section.text(server, "socket", "server", "") or None,
+        user=section.text(server, "user", "server", "root"),
+        password_env=section.text(server, "password_env", "server", "") or None,
+        option_file=section.text(server, "option_file", "server", "") or None,
         restart_command=tuple(command) if command else None,
         config_include=include,
     )
@@ -470,163 +402,10 @@ def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
     return None, dict(raw)
 
 
-def _script_workload(workload: dict[str, Any], base_dir: Path | None) -> ScriptWorkload:
-    texts = {}
-    for part in ("setup", "body"):
-        if part in workload and f"{part}_file" in workload:
-            raise UserError(f"[workload] give {part} or {part}_file, not both")
-        if f"{part}_file" in workload:
-            name = _text(workload, f"{part}_file", "workload", "")
-            path = (base_dir or Path.cwd()) / name
-            try:
-                texts[part] = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
-                reason = getattr(exc, "strerror", None) or (
-                    "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "not a file name")
-                raise UserError(f"[workload] {part}_file = {name!r}: cannot read {path}: "
-                                f"{reason}") from None
-        else:
-            texts[part] = _text(workload, part, "workload", "")
-    return ScriptWorkload(
-        setup=texts["setup"], body=texts["body"],
-        connections=_number(workload, "connections", "workload", 1, int, 1, 10_000),
-        iterations=_number(workload, "iterations", "workload", 1000, int, 1, 10**9),
-        transaction=_number(workload, "transaction", "workload", 1, int, 1, 10**9),
-        timeout=_number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0),
-    )
-
-
-def _scan_table(dataset: dict[str, Any]) -> ScanTable:
-    if dataset.get("kind", "scan-table") != "scan-table":
-        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
-                        "\"scan-table\"")
-    rows = dataset.get("rows")
-    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
-        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
-    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
-    return ScanTable(rows=rows, size_bytes=size,
-                     engine=_text(dataset, "engine", "dataset", "MyISAM"),
-                     slack_type=_text(dataset, "slack_type", "dataset", "VARCHAR(50)"),
-                     index=_flag(dataset, "index", "dataset"))
-
-
-def _query_workload(workload: dict[str, Any]) -> QueryWorkload:
-    sql = _text(workload, "sql", "workload", "")
-    if not sql.strip():
-        raise UserError("[workload] sql: give the statement to time, e.g. "
-                        "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
-    cache = _text(workload, "cache", "workload", "warm")
-    if cache not in CACHE_MODES:
-        raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
-    return QueryWorkload(
-        sql=sql, cache=cache,
-        timeout=_number(workload, "timeout", "workload", 3600.0, float, 0.001, 7 * 86400.0),
-        timed_runs=_number(workload, "timed_runs", "workload", 1, int, 1, 1000),
-    )
-
-
-def _sysbench_workload(workload: dict[str, Any]) -> tuple[SysbenchWorkload, Steady]:
-    def integer(key: str, default: int, low: int, high: int) -> int:
-        return _number(workload, key, "workload", default, int, low, high)
-
-    options = workload.get("options", {})
-    if not isinstance(options, dict) or any(
-            not isinstance(v, str | int | float | bool) for v in options.values()):
-        raise UserError("[workload.options] must be a table of sysbench option = value, "
-                        "e.g. db_ps_mode = \"disable\"")
-    warmup = workload.get("warmup", "auto")
-    if warmup != "auto":
-        warmup = integer("warmup", 0, 0, 10**7)
-    window = integer("window", 0, 0, 10**7)
-    duration = integer("duration", 60, 1, 10**7)
-    sysbench = SysbenchWorkload(
-        test=_text(workload, "test", "workload", "oltp_read_write"),
-        threads=integer("threads", 8, 1, 100_000),
-        tables=integer("tables", 4, 1, 100_000),
-        table_size=integer("table_size", 100_000, 1, 10**10),
-        rand_type=_text(workload, "rand_type", "workload", "uniform"),
-        duration=duration,
-        rate=integer("rate", 0, 0, 10**9),
-        percentile=integer("percentile", 99, 1, 100),
-        options=tuple(sorted((str(k), _as_text(v)) for k, v in options.items())),
-    )
-    steady = Steady(
-        warmup=None if warmup == "auto" else warmup,
-        window=window or None,
-        stall_fraction=_number(workload, "stall_fraction", "workload", 0.10, float, 0.0, 1.0),
-    )
-    if steady.warmup is not None and steady.warmup >= duration:
-        raise UserError(f"[workload] warmup = {steady.warmup}: must be shorter than the "
-                        f"duration ({duration} s)")
-    return sysbench, steady
-
-
-def _parameter_axis(name: str, values: list[Any]) -> list[tuple[str, str, str]]:
-    """An axis of a sweepable parameter that is not a server setting."""
-    choices = {"engine": ENGINES, "slack_type": SLACK_TYPES}.get(name)
-    axis = []
-    for raw in values:
-        if choices is None:
-            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-                raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at least 1")
-            value = str(raw)
-        else:
-            match = [c for c in choices if isinstance(raw, str) and c.lower() == raw.lower()]
-            if not match:
-                raise UserError(f"[sweep] {name} = {raw!r}: use one of {', '.join(choices)}")
-            value = match[0]
-        if any(existing == value for _, _, existing in axis):
-            raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
-        axis.append((name, value, value))
-    return axis
-
-
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
-    section = data.get(name, {})
-    if not isinstance(section, dict):
+    found = data.get(name, {})
+    if not isinstance(found, dict):
         raise UserError(f"[{name}] must be a table (a [{name}] section), not a single value")
     if name in SECTION_KEYS:  # [workload]'s keys depend on its kind: checked there
-        _check_keys(f"[{name}]", section, SECTION_KEYS[name])
-    return section
-
-
-def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
-    for key in data:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, sorted(allowed), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else \
-                f"; allowed: {', '.join(sorted(allowed))}"
-            raise UserError(f"{where}: unknown key {key!r}{hint}")
-
-
-def _flag(section: dict[str, Any], key: str, where: str) -> bool:
-    value = section.get(key, False)
-    if not isinstance(value, bool):
-        raise UserError(f"[{where}] {key} = {value!r}: must be true or false")
-    return value
-
-
-def _text(section: dict[str, Any], key: str, where: str, default: str) -> str:
-    value = section.get(key, default)
-    if not isinstance(value, str):
-        raise UserError(f"[{where}] {key} = {value!r}: must be text (in quotes)")
-    return value
-
-
-def _number(section: dict[str, Any], key: str, where: str, default: Any, kind: type,
-            low: float, high: float) -> Any:
-    value = section.get(key, default)
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int and not isinstance(value, int):
-        ok = False
-    if not ok or not low <= value <= high:
-        kind_name = "a whole number" if kind is int else "a number"
-        raise UserError(
-            f"[{where}] {key} = {value!r}: must be {kind_name} from {low:g} to {high:g}")
-    return kind(value)
-
-
-def _as_text(raw: Any) -> str:
-    if isinstance(raw, bool):
-        return "ON" if raw else "OFF"
-    return str(raw)
+        section.check_keys(f"[{name}]", found, SECTION_KEYS[name])
+    return found

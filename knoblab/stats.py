@@ -18,10 +18,22 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats as sps
 
 Direction = Literal["minimize", "maximize"]
 Test = Literal["welch-log", "welch", "mann-whitney"]
+Centre = Literal["median", "mean"]
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """How a run judges its points; the defaults live here alone (a stored run that lacks a
+    setting gets the same default as a new spec)."""
+
+    min_effect: float = 0.03  # smaller differences are never "worse", however significant
+    alpha: float = 0.05
+    confidence: float = 0.95
+    test: Test = "welch-log"  # a kind's objective may choose another default (throughput)
+    seed: int = 1  # fixes the interleaved order and the bootstrap
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def p_value(a: Sequence[float], b: Sequence[float], test: Test = "welch-log") -> float:
+def p_value(
+    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, test: Test = "welch-log"
+) -> float:
     """Two-sided p-value for "a and b differ". Never nan: degenerate inputs give 0.0 or 1.0."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if test in ("welch-log", "welch"):
@@ -110,6 +124,8 @@ def p_value(a: Sequence[float], b: Sequence[float], test: Test = "welch-log") ->
             # Both constant: t is 0/0 (equal) or x/0 (different).
             return 0.0 if la[0] != lb[0] else 1.0
         # From summary stats: ttest_ind warns spuriously when just one group is constant.
+        from scipy import stats as sps  # here: importing scipy costs the CLI ~1 s at start
+
         res = sps.ttest_ind_from_stats(
             la.mean(), la.std(ddof=1), la.size, lb.mean(), lb.std(ddof=1), lb.size, equal_var=False
         )
@@ -122,6 +138,8 @@ def p_value(a: Sequence[float], b: Sequence[float], test: Test = "welch-log") ->
             return 1.0  # all values equal: rank statistic has zero variance
         no_ties = np.unique(both).size == both.size
         method = "exact" if no_ties and xa.size <= 8 and xb.size <= 8 else "asymptotic"
+        from scipy import stats as sps
+
         return float(sps.mannwhitneyu(xa, xb, alternative="two-sided", method=method).pvalue)
     raise ValueError(f"unknown test: {test!r}")
 
@@ -162,7 +180,7 @@ def judge(
     test: Test = "welch-log",
     confidence: float = 0.95,
     seed: int = 0,
-    center: Literal["median", "mean"] = "median",
+    center: Centre = "median",
 ) -> Judgement:
     """Pick the best point and say which others are worse, both significantly and materially.
 
@@ -216,7 +234,7 @@ class Change:
 
 
 def compare(a: Sequence[float], b: Sequence[float], *, test: Test = "welch-log",
-            center: Literal["median", "mean"] = "median", confidence: float = 0.95,
+            center: Centre = "median", confidence: float = 0.95,
             n_resamples: int = 4000, seed: int = 0) -> Change:
     """How b differs from a, as center(b) / center(a) with a bootstrap interval.
 

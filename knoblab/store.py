@@ -9,16 +9,20 @@ stored as done (or failed) are not repeated.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from knoblab.errors import UserError
+from knoblab.stats import Statistics
 
 SCHEMA_VERSION = 1
 metadata = sa.MetaData()
@@ -102,13 +106,34 @@ saved_settings = sa.Table(
     sa.Column("name", sa.String(128), primary_key=True),
     sa.Column("server", sa.Text, nullable=False),  # JSON: how to reach it, never a password
     sa.Column("original", sa.Text),  # NULL when the server's value was NULL
-    sa.Column("status", sa.String(16), nullable=False),  # changed, restored
+    sa.Column("status", sa.String(16), nullable=False),  # changed, restored, unchanged, forgotten
     sa.Column("saved_at", sa.Float, nullable=False),
     sa.Column("restored_at", sa.Float),
+)
+# Who measures a run now: one row per run being measured. Taking it is an INSERT, which the
+# database makes atomic (SQLite and PostgreSQL alike), so two processes never measure one run.
+run_locks = sa.Table(
+    "run_locks", metadata,
+    sa.Column("run_id", sa.String(32), primary_key=True),
+    sa.Column("token", sa.String(32), nullable=False),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),
+    sa.Column("heartbeat_at", sa.Float, nullable=False),  # renewed while it measures
 )
 OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
                  "reconnects")
+
+
+class TrialState(StrEnum):
+    """A trial's life: running until it ends done or failed; discarded when interrupted (a
+    resumed run measures it again)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    DISCARDED = "discarded"
 
 
 @dataclass(frozen=True)
@@ -117,11 +142,69 @@ class Trial:
     point_idx: int
     repetition: int
     position: int
-    status: str
+    status: TrialState
     value: float | None
     effective: dict[str, str]
     details: dict[str, Any]
     error: str | None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run is (`runs.info`): written once by the runner, read back by resume and the
+    results. Runs stored by older versions lack keys; their defaults are supplied here, once."""
+
+    knobs: list[str] = field(default_factory=list)  # the columns of the report: swept names
+    defaults: dict[str, str | None] = field(default_factory=dict)  # the baseline values
+    base: dict[str, str] = field(default_factory=dict)  # [server.config], normalised
+    dataset: dict[str, Any] = field(default_factory=dict)
+    tied: dict[str, str] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=lambda: {"kind": "query"})
+    steady: dict[str, Any] | None = None
+    statistics: Statistics = Statistics()
+    servers: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any] | None] | None = None  # per point, in a steps run
+    one_at_a_time: bool = False
+    unavailable: dict[str, str] = field(default_factory=dict)  # point index (text) -> why
+    warnings: list[str] = field(default_factory=list)
+    spec_dir: str | None = None
+    owner: dict[str, Any] = field(default_factory=dict)  # pid and host measuring it
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def kind(self) -> str:
+        """The workload kind's name."""
+        return str(self.workload.get("kind", "query"))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunInfo:
+        known = {f.name for f in fields(cls)}
+        found = {k: v for k, v in data.items() if k in known}
+        statistics = {k: v for k, v in (data.get("statistics") or {}).items()
+                      if k in {f.name for f in fields(Statistics)}}
+        found["statistics"] = Statistics(**statistics)
+        found.setdefault("schema_version", 1)
+        return cls(**found)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": self.schema_version,
+                **{k: v for k, v in asdict(self).items() if k != "schema_version"}}
+
+
+def _create_tables(engine: sa.Engine) -> None:
+    """The schema, made by whichever process opens a new store first. Several processes may
+    open it at the same moment (a run and its resume, several machines): one that finds a
+    table made between its check and its CREATE looks again instead of failing."""
+    for attempt in range(5):
+        try:
+            metadata.create_all(engine)
+            return
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError,
+                sa.exc.IntegrityError) as exc:
+            if "already exists" not in str(exc) and "duplicate" not in str(exc).lower() \
+                    or attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def default_url(home: Path) -> str:
@@ -136,7 +219,7 @@ class Store:
                 url = "postgresql+psycopg://" + url[len(plain):]
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
-            metadata.create_all(self.engine)
+            _create_tables(self.engine)
         except (sa.exc.SQLAlchemyError, ValueError, ImportError) as exc:
             raise UserError(f"cannot open the results store {_safe(url)}: "
                             f"{str(exc).splitlines()[0]}") from None
@@ -144,7 +227,7 @@ class Store:
     # --- write side ---------------------------------------------------------------------------
 
     def create_run(self, *, name: str, kind: str, spec_source: str, server_binary: str,
-                   server_version: str, info: dict[str, Any],
+                   server_version: str, info: RunInfo,
                    point_list: list[tuple[dict[str, str], dict[str, str]]]) -> str:
         run_id = uuid.uuid4().hex[:8]
         with self.engine.begin() as conn:
@@ -152,7 +235,7 @@ class Store:
                 id=run_id, name=name, kind=kind, status="running", created_at=time.time(),
                 host=socket.gethostname(), spec_source=spec_source, server_binary=server_binary,
                 server_version=server_version,
-                info=json.dumps({"schema_version": SCHEMA_VERSION, **info}),
+                info=json.dumps(info.to_json()),
             ))
             conn.execute(points.insert(), [
                 {"run_id": run_id, "idx": i, "requested": json.dumps(req),
@@ -167,9 +250,12 @@ class Store:
         with self.engine.begin() as conn:
             result = conn.execute(trials.insert().values(
                 run_id=run_id, point_idx=point_idx, repetition=repetition, position=position,
-                status="running", started_at=time.time(), finished_at=time.time(),
+                status=TrialState.RUNNING, started_at=time.time(), finished_at=time.time(),
             ))
-            return int(result.inserted_primary_key[0])
+            key = result.inserted_primary_key
+            if key is None:  # only without a compiled single-row insert; this one always is
+                raise RuntimeError("the database returned no id for the new trial")
+            return int(key[0])
 
     def add_second(self, trial_id: int, t: float, **values: float) -> None:
         with self.engine.begin() as conn:
@@ -180,7 +266,7 @@ class Store:
             conn.execute(os_seconds.insert().values(
                 trial_id=trial_id, t=t, **{k: figures.get(k) for k in OS_FIELDS}))
 
-    def finish_trial(self, trial_id: int, *, status: str, value: float | None = None,
+    def finish_trial(self, trial_id: int, *, status: TrialState, value: float | None = None,
                      effective: dict[str, str] | None = None,
                      details: dict[str, Any] | None = None, error: str | None = None) -> None:
         with self.engine.begin() as conn:
@@ -194,8 +280,8 @@ class Store:
         """Trials left "running" by a process that died: not measurements, mark them so."""
         with self.engine.begin() as conn:
             result = conn.execute(trials.update().where(
-                (trials.c.run_id == run_id) & (trials.c.status == "running")
-            ).values(status="discarded", error="knoblab stopped during this trial"))
+                (trials.c.run_id == run_id) & (trials.c.status == TrialState.RUNNING)
+            ).values(status=TrialState.DISCARDED, error="knoblab stopped during this trial"))
             return result.rowcount
 
     def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
@@ -225,11 +311,59 @@ class Store:
                     (saved_settings.c.run_id == run_id) & (saved_settings.c.name == name)
                 ).values(status="changed", restored_at=None))
 
-    def mark_restored(self, run_id: str, names: list[str]) -> None:
+    def lock_run(self, run_id: str, gone: Callable[[dict[str, Any]], bool]) -> str:
+        """Take the run for this process; a token to renew and release it with. A holder
+        for which `gone(holder)` is true (a dead process, a silent machine) is replaced;
+        any other makes this a UserError."""
+        token = uuid.uuid4().hex
+        for _ in range(3):
+            now = time.time()
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(run_locks.insert().values(
+                        run_id=run_id, token=token, host=socket.gethostname(),
+                        pid=os.getpid(), acquired_at=now, heartbeat_at=now))
+                return token
+            except sa.exc.IntegrityError:
+                pass
+            with self.engine.begin() as conn:
+                holder = conn.execute(run_locks.select().where(
+                    run_locks.c.run_id == run_id)).mappings().first()
+                if holder is None:
+                    continue  # released meanwhile
+                if not gone(dict(holder)):
+                    raise UserError(f"run {run_id} is still being measured by process "
+                                    f"{holder['pid']} on {holder['host']}; wait for it, or "
+                                    "stop it (Ctrl-C) and resume then")
+                # Only that holder's row: if another process replaced it first, it wins.
+                conn.execute(run_locks.delete().where(
+                    (run_locks.c.run_id == run_id) & (run_locks.c.token == holder["token"])))
+        raise UserError(f"run {run_id} is being taken over by another process; try again")
+
+    def holders_on(self, host: str) -> list[int]:
+        """Processes on `host` measuring a run of this store now (or left a claim behind)."""
+        with self.engine.connect() as conn:
+            return [int(pid) for pid in conn.execute(sa.select(run_locks.c.pid).where(
+                run_locks.c.host == host)).scalars()]
+
+    def renew_lock(self, run_id: str, token: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(run_locks.update().where(
+                (run_locks.c.run_id == run_id) & (run_locks.c.token == token)
+            ).values(heartbeat_at=time.time()))
+
+    def unlock_run(self, run_id: str, token: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(run_locks.delete().where(
+                (run_locks.c.run_id == run_id) & (run_locks.c.token == token)))
+
+    def mark_restored(self, run_id: str, names: list[str], status: str = "restored") -> None:
+        """Settings no longer pending: put back ("restored"), never really changed ("unchanged":
+        the server refused the change), or given up by the user ("forgotten")."""
         with self.engine.begin() as conn:
             conn.execute(saved_settings.update().where(
                 (saved_settings.c.run_id == run_id) & saved_settings.c.name.in_(names)
-            ).values(status="restored", restored_at=time.time()))
+            ).values(status=status, restored_at=time.time()))
 
     def pending_restores(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Settings still changed: by a run that was killed, or whose restore failed."""
@@ -265,8 +399,8 @@ class Store:
         with self.engine.connect() as conn:
             rows = conn.execute(trials.select().where(trials.c.run_id == run_id)
                                 .order_by(trials.c.position, trials.c.id)).mappings().all()
-        return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"], r["status"],
-                      r["value"], json.loads(r["effective"] or "{}"),
+        return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
+                      TrialState(r["status"]), r["value"], json.loads(r["effective"] or "{}"),
                       json.loads(r["details"] or "{}"), r["error"]) for r in rows]
 
     def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:

@@ -17,15 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Plain sequences or arrays of floats: every function goes through _array().
+Values = Sequence[float] | np.ndarray
 
-def _array(values: Sequence[float]) -> np.ndarray:
+
+def _array(values: Values) -> np.ndarray:
     x = np.asarray(values, dtype=float).ravel()
     if not np.all(np.isfinite(x)):
         raise ValueError("values must be finite")
     return x
 
 
-def warmup_end(values: Sequence[float], batch: int = 5) -> int:
+def warmup_end(values: Values, batch: int = 5) -> int:
     """MSER-5 truncation point (White 1997): the start that minimises the mean's marginal SE."""
     if batch < 1:
         raise ValueError("batch must be >= 1")
@@ -45,7 +48,7 @@ def warmup_end(values: Sequence[float], batch: int = 5) -> int:
 
 
 def steady_window(
-    values: Sequence[float], *, warmup: int | None = None, last: int | None = None
+    values: Values, *, warmup: int | None = None, last: int | None = None
 ) -> tuple[int, int]:
     """[start, end) of the steady state: after the warm-up, optionally only the last `last` s."""
     if warmup is not None and warmup < 0:
@@ -60,7 +63,7 @@ def steady_window(
     return min(start, max(n - 1, 0)), n
 
 
-def stall_runs(values: Sequence[float], threshold: float) -> list[tuple[int, int]]:
+def stall_runs(values: Values, threshold: float) -> list[tuple[int, int]]:
     """(start index, length) of each maximal run of values strictly below `threshold`."""
     runs: list[tuple[int, int]] = []
     start = None
@@ -93,7 +96,7 @@ class SeriesSummary:
 
 
 def summarize_series(
-    values: Sequence[float],
+    values: Values,
     *,
     warmup: int | None = None,
     last: int | None = None,
@@ -129,7 +132,7 @@ def summarize_series(
     )
 
 
-def batch_size(values: Sequence[float]) -> int:
+def batch_size(values: Values) -> int:
     """A batch length (4 tau) over which batch means are roughly independent.
 
     With 2 tau, neighbouring batch means still correlate by ~0.2 and equal-mean AR(1) series
@@ -152,7 +155,7 @@ def batch_size(values: Sequence[float]) -> int:
     return max(1, min(math.ceil(4.0 * tau), n // 5))
 
 
-def batch_means(values: Sequence[float], size: int | None = None) -> list[float]:
+def batch_means(values: Values, size: int | None = None) -> list[float]:
     """Means of consecutive non-overlapping batches; a trailing partial batch is dropped."""
     x = _array(values)
     if size is None:
@@ -163,7 +166,7 @@ def batch_means(values: Sequence[float], size: int | None = None) -> list[float]
     return [float(m) for m in x[: k * size].reshape(k, size).mean(axis=1)]
 
 
-def compare_series(a: Sequence[float], b: Sequence[float]) -> float:
+def compare_series(a: Values, b: Values) -> float:
     """Two-sided p-value for "a and b have different means", honest under autocorrelation."""
     xa, xb = _array(a), _array(b)
     size = max(batch_size(xa), batch_size(xb))  # one size: both sides averaged alike

@@ -406,3 +406,38 @@ def test_a_live_run_is_not_resumed_twice_and_a_killed_one_says_so(home, tmp_path
     resumed = _knoblab(home, store, "resume", run_id, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert _db(store, "SELECT status FROM runs") == [("done",)]
+
+
+def test_two_resumes_at_once_measure_each_trial_once(home, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_spec("race", sql=SLEEPY))
+    store = tmp_path / "s.sqlite"
+    proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
+    try:
+        _until("a finished trial", lambda: _done_count(store) >= 1, proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _no_servers_soon(home)
+    (run_id,), = _db(store, "SELECT id FROM runs")
+    # Both started at the same moment, as a user and a cron job might.
+    racers = [subprocess.Popen(_command(store, "resume", run_id), env=_env(home), cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    outcomes = [(racer.wait(timeout=180), racer.stderr.read()) for racer in racers]
+    for racer in racers:
+        racer.stdout.close()
+        racer.stderr.close()
+    codes = sorted(code for code, _ in outcomes)
+    assert codes == [0, 2], outcomes
+    assert any("still being measured by process" in err for code, err in outcomes if code == 2)
+    done = _db(store, "SELECT point_idx, repetition, COUNT(*) FROM trials "
+                      "WHERE status = 'done' GROUP BY point_idx, repetition")
+    assert sorted((p, r) for p, r, _ in done) == sorted(plan_order(len(VALUES), REPETITIONS,
+                                                                   SEED))
+    assert {n for _, _, n in done} == {1}
+    assert _db(store, "SELECT status FROM runs") == [("done",)]
+    _no_sandboxes(home)

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from knoblab.errors import UserError
-from knoblab.spec import SECTION_KEYS, TOP_KEYS, WORKLOAD_KEYS, Spec, load_spec, parse_spec
+from knoblab.spec import SECTION_KEYS, TOP_KEYS, Spec, load_spec, parse_spec
+from knoblab.workloads import KINDS
 
 # Files a script workload may name, relative to the spec's folder.
 FILES = Path(tempfile.mkdtemp(prefix="knoblab-fuzz-"))
@@ -59,6 +60,8 @@ _values = st.recursive(
                                             max_size=4)),
     max_leaves=12,
 )
+
+WORKLOAD_KEYS = {name: set(kind.keys) for name, kind in KINDS.items()}
 
 
 _small = st.integers(min_value=1, max_value=8)
@@ -220,8 +223,8 @@ def _check(data: dict[str, Any]) -> None:
         return
     assert isinstance(spec, Spec)
     assert isinstance(spec.name, str)
-    assert isinstance(spec.repetitions, int) and spec.repetitions >= 1
-    assert spec.kind in ("query", "sysbench", "script")
+    assert isinstance(spec.workload.repetitions, int) and spec.workload.repetitions >= 1
+    assert spec.workload.kind in ("query", "sysbench", "script")
     assert bool(spec.steps) != bool(spec.sweep), "either a sweep or steps"
     assert all(isinstance(v, list) and len(v) >= 2 for v in spec.sweep.values())
     assert all(isinstance(step, dict) and step for step in spec.steps)

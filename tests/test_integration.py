@@ -164,7 +164,7 @@ def test_settings_are_applied_and_read_back(binary, knoblab_home, scan_template)
     with Sandbox(binary, scan_template, settings, home=knoblab_home) as server:
         applied = server.global_values(["read_buffer_size", "key_buffer_size"])
         assert applied == {"read_buffer_size": "8192", "key_buffer_size": "98304"}
-        measured = QueryWorkload(SCAN_SQL).measure(
+        measured = QueryWorkload(SCAN_SQL).time_runs(
             server, SCAN.files(server.datadir), ["read_buffer_size"])
         assert measured.details["session"] == {"read_buffer_size": "8192"}
         assert measured.rows == 1
@@ -332,18 +332,18 @@ def test_template_is_built_once_and_reused(binary, knoblab_home, scan_template):
 
 
 def test_warm_measurement(scan_server):
-    measured = QueryWorkload(SCAN_SQL, cache="warm").measure(
+    measured = QueryWorkload(SCAN_SQL, cache="warm").time_runs(
         scan_server, SCAN.files(scan_server.datadir), [])
     assert measured.seconds > 0
     assert measured.rows == 1
     assert measured.details["cached_before"] >= 0.95
     assert measured.details["session"] == {}
-    assert measured.details["regime"] in ("CPU-bound", "I/O-bound", "mixed")
+    assert measured.details["regime"] in ("CPU-bound", "I/O-bound", "mixed", "waiting")
 
 
 def test_cold_measurement_reads_from_disk(scan_server):
     files = SCAN.files(scan_server.datadir)
-    measured = QueryWorkload(SCAN_SQL, cache="cold").measure(scan_server, files, [])
+    measured = QueryWorkload(SCAN_SQL, cache="cold").time_runs(scan_server, files, [])
     assert measured.seconds > 0
     assert measured.rows == 1
     assert measured.details["cached_before"] < 0.05
@@ -357,7 +357,7 @@ def test_cold_measurement_reads_from_disk(scan_server):
 
 
 def test_timed_runs_reports_the_median_run(scan_server):
-    measured = QueryWorkload(SCAN_SQL, timed_runs=3).measure(
+    measured = QueryWorkload(SCAN_SQL, timed_runs=3).time_runs(
         scan_server, SCAN.files(scan_server.datadir), ["read_buffer_size"])
     runs = measured.details["runs"]
     assert len(runs) == 3 and runs == sorted(runs)
@@ -382,7 +382,7 @@ def test_cached_fraction_and_evict(tmp_path):
 
 def test_sql_error_raises_workload_error(scan_server):
     with pytest.raises(WorkloadError) as caught:
-        QueryWorkload("SELECT no_such_column FROM dt2").measure(
+        QueryWorkload("SELECT no_such_column FROM dt2").time_runs(
             scan_server, SCAN.files(scan_server.datadir), [])
     assert "Unknown column 'no_such_column'" in str(caught.value)
     # The server survives a failed statement.
@@ -394,7 +394,7 @@ def test_timeout_is_a_hard_limit_and_the_statement_is_stopped(scan_server):
     # stops running it (a running server would otherwise keep working for nobody).
     began = time.monotonic()
     with pytest.raises(WorkloadError, match="exceeded the timeout of 0.5 s"):
-        QueryWorkload("SELECT SLEEP(3)", timeout=0.5).measure(
+        QueryWorkload("SELECT SLEEP(3)", timeout=0.5).time_runs(
             scan_server, SCAN.files(scan_server.datadir), [])
     assert time.monotonic() - began < 2.5
     time.sleep(0.2)

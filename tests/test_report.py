@@ -1,6 +1,8 @@
-"""Tests for knoblab.report on hand-built results dicts (no server, no statistics)."""
+"""Tests for knoblab.report on hand-built results (no server, no statistics): written as the
+results JSON and read with Results.from_json, as a saved run would be."""
 
 import copy
+import dataclasses
 import io
 import itertools
 
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from knoblab.records import Results
 from knoblab.report import (
     conclusion_text,
     durability_lines,
@@ -23,6 +26,10 @@ from knoblab.report import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _typed(result: dict) -> Results:
+    return Results.from_json(result)
 
 
 def _point(value, verdict, median, *, effective=None, ratio=None, p=None, default=False,
@@ -74,7 +81,7 @@ def sweep():
 
 
 def test_conclusion_names_best_worse_range_default_and_failures(sweep):
-    text = conclusion_text(sweep)
+    text = conclusion_text(_typed(sweep))
     assert "IGNORED" not in text
     assert text.startswith("Best: 128K (0.612 s).")
     assert "Indistinguishable from it: 8200." in text
@@ -87,16 +94,18 @@ def test_conclusion_names_best_worse_range_default_and_failures(sweep):
 def test_conclusion_default_worse_suggests_best(sweep):
     sweep["points"][1]["is_default"] = False
     sweep["points"][2]["is_default"] = True  # 2M, ratio 1.08
-    text = conclusion_text(sweep)
+    text = conclusion_text(_typed(sweep))
     assert "The default (2M) is 8% slower than the best: consider 128K." in text
     assert "keep it" not in text
 
 
 def test_conclusion_single_percentage_and_maximize_wording(sweep):
     del sweep["points"][3]  # only 2M is worse now
-    sweep["objective"] = {"metric": "qps", "direction": "maximize"}
     sweep["points"][2]["ratio_to_best"] = 0.92  # 8% lower throughput
-    text = conclusion_text(sweep)
+    results = _typed(sweep)
+    # no kind has this objective: the records say it
+    qps = dataclasses.replace(results.objective, metric="qps", unit="qps", direction="maximize")
+    text = conclusion_text(dataclasses.replace(results, objective=qps))
     assert "Best: 128K (0.612 qps)." in text
     assert "Worse: 2M — 8% lower (Holm-adjusted p ≤ 0.004)." in text
     assert "slower" not in text
@@ -108,14 +117,14 @@ def test_conclusion_nothing_significant_keeps_default():
         _point("128K", "best", 0.612, default=True, ratio=1.0),
         _point("256K", "indistinguishable", 0.619, ratio=1.011, p=0.5),
     ])
-    text = conclusion_text(result)
+    text = conclusion_text(_typed(result))
     assert text == (
         "No value is significantly better than another (minimum effect 3%, α = 0.05, "
         "n = 5 each): keep the default (128K)."
     )
     for p in result["points"]:
         p["is_default"] = False
-    assert conclusion_text(result).endswith("keep the current value.")
+    assert conclusion_text(_typed(result)).endswith("keep the current value.")
 
 
 def test_conclusion_partial_failure_is_reported():
@@ -123,14 +132,14 @@ def test_conclusion_partial_failure_is_reported():
         _point("64K", "best", 0.612, ratio=1.0, n=4, failed=1, errors=["lost connection"]),
         _point("128K", "indistinguishable", 0.615, ratio=1.005, p=0.7),
     ])
-    text = conclusion_text(result)
+    text = conclusion_text(_typed(result))
     assert "n = 4–5" in text
     assert text.endswith("Failed: 64K (1 of 5 runs) — lost connection.")
 
 
 def test_conclusion_all_failed():
     result = _result([_point("64K", "failed", None, n=0, failed=3, errors=["boom"])])
-    assert conclusion_text(result) == (
+    assert conclusion_text(_typed(result)) == (
         "Every point failed: nothing to compare. Failed: 64K (3 of 3 runs) — boom."
     )
 
@@ -155,9 +164,10 @@ def _grid():
 
 
 def test_point_label_one_knob_and_grid(sweep):
-    assert point_label(sweep, sweep["points"][1]) == "128K"
-    grid = _grid()
-    assert point_label(grid, grid["points"][3]) == "read_buffer_size=128K, sort_buffer_size=2M"
+    results = _typed(sweep)
+    assert point_label(results, results.points[1]) == "128K"
+    grid = _typed(_grid())
+    assert point_label(grid, grid.points[3]) == "read_buffer_size=128K, sort_buffer_size=2M"
     assert "Best: read_buffer_size=64K, sort_buffer_size=256K (0.600 s)." in conclusion_text(grid)
 
 
@@ -166,7 +176,7 @@ def test_point_label_one_knob_and_grid(sweep):
 
 def _render(result, width=140) -> str:
     console = Console(record=True, width=width, color_system=None, file=io.StringIO())
-    print_report(result, console)
+    print_report(_typed(result), console)
     return console.export_text()
 
 
@@ -202,7 +212,7 @@ def test_print_report_no_footnote_when_values_applied_as_requested(sweep):
 def test_print_report_colours_verdicts(sweep):
     buffer = io.StringIO()
     console = Console(file=buffer, width=140, force_terminal=True, color_system="standard")
-    print_report(sweep, console)
+    print_report(_typed(sweep), console)
     ansi = buffer.getvalue()
     assert "\x1b[32mbest" in ansi  # green
     assert ansi.count("\x1b[31mworse") == 2  # red
@@ -223,7 +233,7 @@ def test_print_report_non_size_knob_is_not_shown_as_size():
 
 @pytest.mark.parametrize("make", ["sweep", "grid"])
 def test_write_chart_png(make, sweep, tmp_path):
-    result = sweep if make == "sweep" else _grid()
+    result = _typed(sweep if make == "sweep" else _grid())
     before = copy.deepcopy(result)
     out = write_chart(result, tmp_path / f"{make}.png")
     assert out == tmp_path / f"{make}.png"
@@ -235,13 +245,13 @@ def test_write_chart_png(make, sweep, tmp_path):
 
 def test_noise_line_states_the_spread_and_warns_when_above_min_effect(sweep):
     quiet = {**sweep, "noise": {"starts": 50, "spread_median": 0.012, "spread_max": 0.04}}
-    assert noise_text(quiet) == (
+    assert noise_text(_typed(quiet)) == (
         "Noise: timed runs on one server start differed by 1% (median over 50 starts, "
         "at most 4%).")
     loud = {**sweep, "noise": {"starts": 50, "spread_median": 0.22, "spread_max": 1.41}}
-    text = noise_text(loud)
+    text = noise_text(_typed(loud))
     assert "22%" in text and "141%" in text and "more repetitions" in text
-    assert noise_text({**sweep, "noise": None}) == ""
+    assert noise_text(_typed({**sweep, "noise": None})) == ""
 
 
 # --------------------------------------------------------------------------- time series
@@ -400,12 +410,12 @@ def test_timeseries_table_content(oltp):
 
 
 def test_timeseries_conclusion_and_stalls_sentence(oltp):
-    text = conclusion_text(oltp)
+    text = conclusion_text(_typed(oltp))
     stable = oltp["points"][1]
     assert text.startswith(f"Best: 512M ({stable['mean']:,.0f} tps).")
     assert "Worse: 64M — 18% lower (Holm-adjusted p < 0.001)." in text
     assert "The default (64M) is 18% lower than the best: consider 512M." in text
-    assert stalls_text(oltp) == (
+    assert stalls_text(_typed(oltp)) == (
         "Stalls (seconds below 10% of the steady median): "
         "64M 40 s, longest 5 s, 24 s at 0 tps; 512M none.")
     out = _render(oltp, 180)
@@ -415,9 +425,9 @@ def test_timeseries_conclusion_and_stalls_sentence(oltp):
 def test_timeseries_no_stalls_no_sentence(oltp):
     for p in oltp["points"]:
         p["stall_seconds"] = p["zero_seconds"] = p["longest_stall"] = 0
-    assert stalls_text(oltp) == ""
+    assert stalls_text(_typed(oltp)) == ""
     assert "Stalls" not in _render(oltp, 180)
-    assert stalls_text(_result([_point("1M", "best", 1.0, ratio=1.0)])) == ""  # query result
+    assert stalls_text(_typed(_result([_point("1M", "best", 1.0, ratio=1.0)]))) == ""  # timed
 
 
 def test_timeseries_title_fixed_warmup_and_window(oltp):
@@ -428,12 +438,12 @@ def test_timeseries_title_fixed_warmup_and_window(oltp):
 
 
 def test_sliced_labels_conclusion_per_slice(oltp_sliced):
-    points = oltp_sliced["points"]
-    assert point_label(oltp_sliced, points[0]) == "64M"
-    assert point_label(oltp_sliced, points[0], with_slice=True) == (
+    points, results = oltp_sliced["points"], _typed(oltp_sliced)
+    assert point_label(results, results.points[0]) == "64M"
+    assert point_label(results, results.points[0], with_slice=True) == (
         "innodb_buffer_pool_size=64M, threads=8")
-    assert slice_label(oltp_sliced, points[4]) == "threads=32"
-    text = conclusion_text(oltp_sliced)
+    assert slice_label(results, results.points[4]) == "threads=32"
+    text = conclusion_text(results)
     eight, thirty_two = text.split(" threads=32: ")
     best8 = max(points[:3], key=lambda p: p["mean"])
     assert best8["settings"]["innodb_buffer_pool_size"] == "512M"
@@ -455,7 +465,7 @@ def test_sliced_table_and_stalls_sentence(oltp_sliced):
     assert [(r[0], r[2] if r[1] == "(default)" else r[1]) for r in rows] == [
         ("64M", "8"), ("128M", "8"), ("512M", "8"), ("64M", "32"), ("128M", "32"),
         ("512M", "32")]
-    stalls = stalls_text(oltp_sliced)
+    stalls = stalls_text(_typed(oltp_sliced))
     assert stalls == ("Stalls (seconds below 10% of the steady median): threads=8: 64M 20 s, "
                       "longest 5 s, 12 s at 0 tps; 128M none; 512M none. threads=32: 64M none; "
                       "128M none; 512M none.")
@@ -479,15 +489,16 @@ def test_narrow_console_splits_the_table_instead_of_cutting_cells(oltp_sliced):
 
 
 def test_write_charts_timeseries(oltp, tmp_path):
-    before = copy.deepcopy(oltp)
-    paths = write_charts(oltp, tmp_path / "out")
+    results = _typed(oltp)
+    before = copy.deepcopy(results)
+    paths = write_charts(results, tmp_path / "out")
     assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
     assert all(p.parent == tmp_path / "out" and _is_png(p) for p in paths)
-    assert oltp == before  # presentation must not modify the results
+    assert results == before  # presentation must not modify the results
 
 
 def test_write_charts_one_set_per_slice(oltp_sliced, tmp_path):
-    paths = write_charts(oltp_sliced, tmp_path)
+    paths = write_charts(_typed(oltp_sliced), tmp_path)
     assert sorted(p.name for p in paths) == sorted(
         f"tps-{kind}-threads-{n}.png" for kind in ("over-time", "overlay", "steady")
         for n in (8, 32))
@@ -505,15 +516,15 @@ def test_write_charts_failed_point_and_odd_grid(oltp_sliced, tmp_path):
                           "tps": [300.0, 150.0, 0.0], "steady": [0, 3]}],
                      errors=["server did not start"])
     oltp_sliced["points"] = points
-    paths = write_charts(oltp_sliced, tmp_path)
+    paths = write_charts(_typed(oltp_sliced), tmp_path)
     assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png"]
     assert all(_is_png(p) for p in paths)
     assert "4G failed" not in _render(oltp_sliced, 180) and "Failed: 4G (2 of 2 runs)" in (
-        conclusion_text(oltp_sliced))
+        conclusion_text(_typed(oltp_sliced)))
 
 
 def test_write_charts_query_result_is_chart_png(sweep, tmp_path):
-    assert write_charts(sweep, tmp_path) == [tmp_path / "chart.png"]
+    assert write_charts(_typed(sweep), tmp_path) == [tmp_path / "chart.png"]
     assert _is_png(tmp_path / "chart.png", 10_000)
 
 
@@ -580,7 +591,7 @@ def tmp_tables():
 
 
 def test_explanation_lines_per_slice(tmp_tables):
-    assert explanation_lines(tmp_tables) == [
+    assert explanation_lines(_typed(tmp_tables)) == [
         "Explained by the server's counters at rows=1000000: created_tmp_disk_tables: 1 per "
         "run at 1M, 0 from 16M; handler_write: 1.0e6 per run at 1M, 0 from 16M.",
         "Explained by the server's counters at rows=16000000: created_tmp_disk_tables: 1 per "
@@ -588,26 +599,26 @@ def test_explanation_lines_per_slice(tmp_tables):
     ]
     out = " ".join(_render(tmp_tables, 160).split())
     conclusion = out.index("rows=1000000: Best:")
-    first, second = (out.index(line) for line in explanation_lines(tmp_tables))
+    first, second = (out.index(line) for line in explanation_lines(_typed(tmp_tables)))
     assert conclusion < first < second  # after the conclusion, in slice order
     assert "counters at rows=4000000" not in out  # nothing found there: no line
 
 
 def test_explanation_unsliced_empty_missing_and_flat(sweep):
-    assert explanation_lines(sweep) == []  # results from before the key existed
+    assert explanation_lines(_typed(sweep)) == []  # results from before the key existed
     assert "Explained by" not in _render(sweep)
     sweep["explained_by"] = [{"slice": {}, "counters": []}]
-    assert explanation_lines(sweep) == [] and "Explained by" not in _render(sweep)
+    assert explanation_lines(_typed(sweep)) == [] and "Explained by" not in _render(sweep)
     sweep["explained_by"] = [{"slice": {}, "counters": [
         _counter("key_reads: 0 per run at all points"), {"counter": "x", "text": ""}]}]
-    assert explanation_lines(sweep) == [
+    assert explanation_lines(_typed(sweep)) == [
         "Explained by the server's counters: key_reads: 0 per run at all points."]
     assert "Explained by the server's counters: key_reads: 0 per run at all points." in (
         " ".join(_render(sweep).split()))
     # the flat list results.py wrote before slicing: one unsliced line
     sweep["explained_by"] = [_counter("a: 1 per run at 8200, 0 from 128K"),
                              _counter("b: 2 per run at 2M")]
-    assert explanation_lines(sweep) == [
+    assert explanation_lines(_typed(sweep)) == [
         "Explained by the server's counters: a: 1 per run at 8200, 0 from 128K; "
         "b: 2 per run at 2M."]
 
@@ -667,7 +678,7 @@ def test_sliced_query_table(tmp_tables):
 
 
 def test_sliced_query_conclusion_per_slice(tmp_tables):
-    text = conclusion_text(tmp_tables)
+    text = conclusion_text(_typed(tmp_tables))
     one, rest = text.split(" rows=4000000: ")
     four, sixteen = rest.split(" rows=16000000: ")
     assert one == (
@@ -687,27 +698,28 @@ def test_tied_follower_shown_when_the_server_applied_another_value(tmp_tables, s
     row = next(line for line in out.splitlines() if "max_heap_table_size=" in line)
     assert "1M, max_heap_table_size=16M*" in row
     assert out.rstrip().endswith("* the server rounded or changed the requested value")
-    assert tied_text(sweep) == "" and "tied to" not in _render(sweep)
+    assert tied_text(_typed(sweep)) == "" and "tied to" not in _render(sweep)
 
 
 def test_write_charts_sliced_query_and_scaling(tmp_tables, tmp_path):
-    before = copy.deepcopy(tmp_tables)
-    paths = write_charts(tmp_tables, tmp_path)
+    results = _typed(tmp_tables)
+    before = copy.deepcopy(results)
+    paths = write_charts(results, tmp_path)
     assert [p.name for p in paths] == [
         "chart-rows-1000000.png", "chart-rows-4000000.png", "chart-rows-16000000.png",
         "scaling.png"]
     assert all(_is_png(p) for p in paths)
-    assert tmp_tables == before  # presentation must not modify the results
+    assert results == before  # presentation must not modify the results
 
 
 def test_scaling_skips_failed_points_and_needs_two_sizes(tmp_tables, tmp_path):
     failed = tmp_tables["points"][4]  # 16M at 4M rows
     failed.update(verdict="failed", median=None, ci95=None, n=0, failed=5, samples=[])
-    assert (tmp_path / "scaling.png") in write_charts(tmp_tables, tmp_path)
+    assert (tmp_path / "scaling.png") in write_charts(_typed(tmp_tables), tmp_path)
     assert _is_png(tmp_path / "scaling.png")
     one_size = {**tmp_tables, "points": [p for p in tmp_tables["points"]
                                          if p["settings"]["rows"] == "1000000"]}
-    assert [p.name for p in write_charts(one_size, tmp_path / "one")] == [
+    assert [p.name for p in write_charts(_typed(one_size), tmp_path / "one")] == [
         "chart-rows-1000000.png"]
 
 
@@ -735,22 +747,23 @@ def test_write_charts_os_over_time(oltp, tmp_path):
     stalling["os_series"] = _os_series([_tps(1204, 3, stalls=True), _tps(1204, 4, stalls=True)],
                                        reads_mb=25, stalls=True)
     stable["os_series"] = _os_series([_tps(1204, 1)], reads_mb=0.5, stalls=False)
-    before = copy.deepcopy(oltp)
-    paths = write_charts(oltp, tmp_path)
+    results = _typed(oltp)
+    before = copy.deepcopy(results)
+    paths = write_charts(results, tmp_path)
     assert [p.name for p in paths] == ["tps-over-time.png", "tps-overlay.png", "tps-steady.png",
                                        "os-over-time.png"]
     assert _is_png(paths[-1])
-    assert oltp == before
+    assert results == before
 
 
 def test_write_charts_os_over_time_per_slice_and_only_with_samples(oltp_sliced, tmp_path):
-    names = [p.name for p in write_charts(oltp_sliced, tmp_path / "none")]
+    names = [p.name for p in write_charts(_typed(oltp_sliced), tmp_path / "none")]
     assert not any(name.startswith("os-") for name in names)  # no samples, no chart
     for p in oltp_sliced["points"][:2]:  # threads=8 only, and not every point
         runs = [np.asarray(s["tps"]) for s in p["series"]]
         p["os_series"] = _os_series(runs, reads_mb=4, stalls=False)
     oltp_sliced["points"][2]["os_series"] = []
-    names = [p.name for p in write_charts(oltp_sliced, tmp_path)]
+    names = [p.name for p in write_charts(_typed(oltp_sliced), tmp_path)]
     assert [n for n in names if n.startswith("os-")] == ["os-over-time-threads-8.png"]
     assert _is_png(tmp_path / "os-over-time-threads-8.png")
 
@@ -764,12 +777,14 @@ def test_two_slice_keys_name_files_and_lines(tmp_tables, tmp_path):
         p["median"], p["ci95"] = p["median"] * 0.8, [v * 0.8 for v in p["ci95"]]
     tmp_tables.update(points=tmp_tables["points"] + engines, slices=["rows", "engine"],
                       knobs=["tmp_table_size", "rows", "engine"])
-    assert point_label(tmp_tables, engines[0]) == "1M"
-    assert point_label(tmp_tables, engines[0], with_slice=True) == (
+    results = _typed(tmp_tables)
+    first_myisam = results.points[len(engines)]
+    assert point_label(results, first_myisam) == "1M"
+    assert point_label(results, first_myisam, with_slice=True) == (
         "tmp_table_size=1M, rows=1000000, engine=MyISAM")
-    assert "rows=1000000, engine=MyISAM: Best: 64M" in conclusion_text(tmp_tables)
+    assert "rows=1000000, engine=MyISAM: Best: 64M" in conclusion_text(results)
     assert "InnoDB/MyISAM" in _render(tmp_tables, 160).splitlines()[0]
-    names = [p.name for p in write_charts(tmp_tables, tmp_path)]
+    names = [p.name for p in write_charts(results, tmp_path)]
     assert names[0] == "chart-rows-1000000-engine-InnoDB.png" and len(names) == 7
     assert names[-1] == "scaling.png" and _is_png(tmp_path / "scaling.png")
 
@@ -783,11 +798,12 @@ def test_durability_gain_gets_a_line_of_its_own():
     safe = _point("1", "worse", 0.61, ratio=1.22, p=0.001, default=True, settings={knob: "1"})
     safe["durability"] = {}
     result = _result([safe, risky], knobs=("innodb_flush_log_at_trx_commit",))
-    lines = durability_lines(result)
+    lines = durability_lines(_typed(result))
     assert lines == ["0: -18% time against the best durable value (1), bought by giving up "
                      "durability — innodb_flush_log_at_trx_commit = 0: a crash can lose the "
                      "last second of committed transactions."]
     console = Console(record=True, width=200)
-    print_report(result, console)
+    print_report(_typed(result), console)
     assert "bought by giving up durability" in console.export_text()
-    assert durability_lines(_result([safe], knobs=("innodb_flush_log_at_trx_commit",))) == []
+    alone = _result([safe], knobs=("innodb_flush_log_at_trx_commit",))
+    assert durability_lines(_typed(alone)) == []

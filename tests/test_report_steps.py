@@ -1,7 +1,7 @@
 """Tests for the report of a steps run (settings applied one on top of the other) and of
-servers compared, on hand-built results dicts shaped like the article's experiment: defaults
-9.18 s, then five settings applied one by one down to 6.50 s (−29%), then another server build
-measured with the same settings."""
+servers compared, on hand-built results shaped like the article's experiment: defaults 9.18 s,
+then five settings applied one by one down to 6.50 s (−29%), then another server build measured
+with the same settings. Written as the results JSON and read with Results.from_json."""
 
 import copy
 import io
@@ -9,6 +9,7 @@ import io
 import pytest
 from rich.console import Console
 
+from knoblab.records import Results
 from knoblab.report import (
     conclusion_text,
     durability_lines,
@@ -18,6 +19,10 @@ from knoblab.report import (
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _typed(result: dict) -> Results:
+    return Results.from_json(result)
 FLUSH = "innodb_flush_log_at_trx_commit"
 CRASH = "a crash can lose the last second of committed transactions"
 
@@ -124,7 +129,7 @@ def _two_servers(result):
 
 def _render(result, width=160) -> str:
     console = Console(record=True, width=width, color_system=None, file=io.StringIO())
-    print_report(result, console)
+    print_report(_typed(result), console)
     return console.export_text()
 
 
@@ -165,7 +170,7 @@ def test_significant_loss_is_left_out(steps):
     steps["steps"][0]["rows"][3]["verdict"] = "loss"
     out = _render(steps)
     assert _row(out, 3).rstrip().endswith("loss: leave it out")
-    assert "Measurable loss, leave out: key_buffer_size=1000M." in conclusion_text(steps)
+    assert "Measurable loss, leave out: key_buffer_size=1000M." in conclusion_text(_typed(steps))
 
 
 def test_durability_step_is_marked_and_gets_its_line(steps):
@@ -175,7 +180,7 @@ def test_durability_step_is_marked_and_gets_its_line(steps):
     assert "durability" not in _row(out, 2)
     line = (f"step 1 (+ {FLUSH}=0): −8% time, bought by giving up durability — {CRASH}.")
     assert line in out
-    assert durability_lines(steps) == [line]
+    assert durability_lines(_typed(steps)) == [line]
     assert out.count("bought by giving up durability") == 1
 
 
@@ -215,7 +220,7 @@ def test_failed_and_unavailable_steps(steps):
     assert ("step 5 (+ innodb_log_buffer_size=4M): not on this server: "
             "innodb_log_buffer_size.") in out
     assert "defaults → step 3: 9.18 s → 6.59 s" in out
-    text = conclusion_text(steps)
+    text = conclusion_text(_typed(steps))
     assert "Failed: innodb_log_file_size=175M." in text
     assert "Not on this server: innodb_log_buffer_size=4M." in text
 
@@ -250,8 +255,8 @@ def test_sysbench_steps_use_mean_tps_and_gain_upwards(steps):
     out = _render(steps)
     assert "mean tps" in out and "threads=8" in out
     assert "sysbench oltp_write_only, 8 threads" in out.splitlines()[0]
-    assert "+25% tps (significant)" in conclusion_text(steps)
-    assert conclusion_text(steps).startswith("threads=8: Steps with a measurable gain")
+    assert "+25% tps (significant)" in conclusion_text(_typed(steps))
+    assert conclusion_text(_typed(steps)).startswith("threads=8: Steps with a measurable gain")
 
 
 # --------------------------------------------------------------------------- servers
@@ -269,7 +274,7 @@ def test_servers_compared_table_and_lacks_lines(steps):
     assert ("gcc lacks innodb_foo: steps using it were left out on that server") in out
     assert ("old (/opt/old/mysqld) was left out: does not start: unknown variable "
             "'innodb_log_file_size'") in out
-    text = conclusion_text(result)
+    text = conclusion_text(_typed(result))
     assert ("Servers compared at step 5 (+ innodb_log_buffer_size=4M): best icc (6.53 s); "
             "worse: gcc (+18% time).") in text
     narrow = _render(result, 80)
@@ -290,8 +295,8 @@ def test_servers_compared_on_a_sweep_run():
     assert out.startswith(before.rstrip("\n"))
     assert "servers compared at read_buffer_size=128K" in out
     assert "gcc lacks innodb_foo: points using it were left out on that server" in out
-    assert server_lines(sweep)[0].startswith("gcc lacks")
-    assert "Servers compared" not in conclusion_text(sweep)  # sweeps conclude as before
+    assert server_lines(_typed(sweep))[0].startswith("gcc lacks")
+    assert "Servers compared" not in conclusion_text(_typed(sweep))  # sweeps conclude as before
 
 
 def test_servers_not_significant_sentence(steps):
@@ -300,14 +305,14 @@ def test_servers_not_significant_sentence(steps):
     entry["significant"] = False
     entry["rows"][1]["verdict"] = "indistinguishable"
     assert "No server is measurably faster than another here." in _render(result)
-    assert "no server is measurably faster than another." in conclusion_text(result)
+    assert "no server is measurably faster than another." in conclusion_text(_typed(result))
 
 
 # --------------------------------------------------------------------------- conclusion
 
 
 def test_conclusion_names_gains_leave_outs_and_total(steps):
-    assert conclusion_text(steps) == (
+    assert conclusion_text(_typed(steps)) == (
         f"Steps with a measurable gain: {FLUSH}=0 (gives up durability), "
         "innodb_buffer_pool_size=700M. No measurable effect, leave out: key_buffer_size=1000M, "
         "innodb_log_file_size=175M, innodb_log_buffer_size=4M. All steps together: −29% time "
@@ -322,7 +327,7 @@ def test_conclusion_per_slice():
         row["verdict"] = "no measurable effect"
     other["total"]["significant"] = False
     result["steps"].append(other)
-    text = conclusion_text(result)
+    text = conclusion_text(_typed(result))
     assert text.startswith(f"binary=gcc: Steps with a measurable gain: {FLUSH}=0")
     assert "binary=icc: No step gave a measurable gain." in text
     assert text.endswith("All steps together: −29% time (not significant).")
@@ -337,11 +342,12 @@ def _is_png(path, min_bytes=20_000):
 
 
 def test_waterfall_chart(steps, tmp_path):
-    before = copy.deepcopy(steps)
-    paths = write_charts(steps, tmp_path)
+    results = _typed(steps)
+    before = copy.deepcopy(results)
+    paths = write_charts(results, tmp_path)
     assert paths == [tmp_path / "steps-waterfall.png"]
     assert _is_png(paths[0])
-    assert steps == before  # presentation must not modify the results
+    assert results == before  # presentation must not modify the results
 
 
 def test_waterfall_per_slice_alone_failed_and_servers_chart(tmp_path):
@@ -351,7 +357,7 @@ def test_waterfall_per_slice_alone_failed_and_servers_chart(tmp_path):
     other["rows"][3].update(verdict="failed", center=None, ci95=None, vs_previous=None)
     other["rows"][4].update(verdict="loss")
     result["steps"].append(other)
-    names = [p.name for p in write_charts(result, tmp_path)]
+    names = [p.name for p in write_charts(_typed(result), tmp_path)]
     assert names == ["steps-waterfall-binary-icc.png", "steps-waterfall-binary-gcc.png",
                      "servers.png"]
     assert all(_is_png(tmp_path / name) for name in names)

@@ -151,7 +151,7 @@ def test_setup_once_then_autocommit_inserts_on_three_connections(
     assert again == template and builds == []  # the template is made once, then reused
     assert _query(server, "SELECT COUNT(*) FROM t") == ((0,),)
 
-    measured = workload.measure(server)
+    measured = workload.run_body(server)
 
     assert measured.seconds > 0 and measured.rows == 150
     ids = [row[0] for row in _query(server, "SELECT id FROM t ORDER BY id")]
@@ -183,7 +183,7 @@ def test_transactions_of_ten_commit_once_per_transaction(server):
     body = f"{INSERT}; UPDATE t SET conn = conn WHERE id = {{row}}; -- touch it"
     workload = ScriptWorkload(setup=SETUP, body=body, connections=3, iterations=25,
                               transaction=10)
-    measured = workload.measure(server)
+    measured = workload.run_body(server)
 
     assert measured.rows == 75
     assert _query(server, "SELECT COUNT(*), MIN(id), MAX(id) FROM t") == ((75, 1, 75),)
@@ -205,7 +205,7 @@ def test_failing_body_stops_every_worker_and_names_where(binary, knoblab_home, t
         pid, marker = server.pid, str(server.dir)
         began = time.monotonic()
         with pytest.raises(WorkloadError) as caught:
-            workload.measure(server)
+            workload.run_body(server)
         assert time.monotonic() - began < 5
         message = str(caught.value)
         assert message.startswith("script body failed on connection 2, iteration 1: (1062) ")
@@ -224,7 +224,7 @@ def test_timeout_stops_a_hung_body_promptly(server):
                               iterations=3, timeout=0.5)
     began = time.monotonic()
     with pytest.raises(WorkloadError, match=r"^script body exceeded the timeout of 0\.5 s$"):
-        workload.measure(server)
+        workload.run_body(server)
     assert time.monotonic() - began < 3
     assert _wait_no_connections(server) == []  # the sleeping statements were killed
     assert _script_threads() == []

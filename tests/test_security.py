@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import socket
 import stat
 import subprocess
 import sys
@@ -19,12 +20,15 @@ import psutil
 import pytest
 
 from knoblab.errors import UserError
-from knoblab.spec import SECTION_KEYS, WORKLOAD_KEYS, parse_spec
+from knoblab.spec import SECTION_KEYS, parse_spec
+from knoblab.workloads import KINDS
 from knoblab.workloads.dataset import ScanTable
 from knoblab.workloads.sysbench import SysbenchWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "knoblab"
+
+WORKLOAD_KEYS = {name: set(kind.keys) for name, kind in KINDS.items()}
 
 
 def _sources() -> list[tuple[str, ast.Module]]:
@@ -79,19 +83,15 @@ def test_no_shell_anywhere():
 # Every expression interpolated into an f-string that is run as SQL, per module, and why it is
 # safe. A new splice fails the test until it is added here, with its reason.
 SPLICES: dict[str, dict[str, str]] = {
-    "knoblab/runner.py": {
-        "name": "a setting's name: Spec.points/base_settings return catalog names only "
-                "(catalog.knob), and run_trial looks each up in catalog.knobs",
+    "knoblab/server/settings.py": {
+        "name": "a setting's name: set_global looks it up in catalog.knobs first",
+        "marks": "the text '%s, %s, ...': the names themselves are bound parameters",
     },
     "knoblab/server/external.py": {
-        "name": "a setting's name: _set_global looks it up in catalog.knobs first",
-        "marks": "the text '%s, %s, ...': the names themselves are bound parameters",
+        "knob": "a setting's name: the catalog's own (self.catalog.knobs[name].name)",
         "DATABASE": "the constant 'knoblab'",
         "OWNER_TABLE": "the constant 'knoblab_owner'",
         "table.replace('`', '``')": "table names read from information_schema, quoted",
-    },
-    "knoblab/server/sandbox.py": {
-        "marks": "the text '%s, %s, ...': the names themselves are bound parameters",
     },
     "knoblab/workloads/dataset.py": {
         "DATABASE": "the constant 'knoblab'",
@@ -103,7 +103,7 @@ SPLICES: dict[str, dict[str, str]] = {
         "first + full * BLOCK": "an int row count", "rest": "an int row count",
     },
     "knoblab/workloads/query.py": {
-        "name": "a session setting's name from the catalog (runner._measure: catalog.knobs)",
+        "name": "a session setting's name from the catalog (runner.run_trial: catalog.knobs)",
     },
     "knoblab/workloads/script.py": {
         "DATABASE": "the constant 'knoblab'",
@@ -123,8 +123,9 @@ SQL_SOURCES: dict[str, set[str]] = {
         "self.template.render(worker.connection, iteration, first_row + iteration)",
     },
 }
-SQLALCHEMY = re.compile(r"^(runs|points|trials|seconds|os_seconds|saved_settings|sa\.select|"
-                        r"query)\b")
+SQLALCHEMY = re.compile(r"^(runs|points|trials|seconds|os_seconds|saved_settings|run_locks|"
+                       r"sa\.select|"
+                       r"query)\b")
 EXECUTORS = {"execute", "executemany", "query", "callproc", "mogrify"}
 
 
@@ -318,6 +319,35 @@ def test_spec_cannot_open_the_sandbox_to_the_network(knoblab_home, catalog, tmp_
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "skip_networking" in lines[0], result.stderr
+
+
+@pytest.mark.server
+def test_a_sandbox_found_listening_is_stopped_at_once(binary, knoblab_home, tmp_path):
+    """Below the name checks: whatever made it listen, a started sandbox with an inet
+    listener is refused and stopped (here the names are given to Sandbox directly)."""
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Sandbox(binary, base_template(binary, knoblab_home) / "data",
+                     {"skip_networking": "OFF", "bind_address": "127.0.0.1", "port": str(port)},
+                     home=knoblab_home)
+    with pytest.raises(UserError, match=f"listened on the network \\(127.0.0.1:{port}\\)"):
+        server.start()
+    assert server.process is None
+    assert not server.dir.exists()
+    with socket.socket() as client:
+        assert client.connect_ex(("127.0.0.1", port)) != 0  # nothing answers there now
+
+
+@pytest.mark.parametrize("name", ["wsrep_on", "wsrep_provider", "wsrep_cluster_address",
+                                  "plugin_load_add"])
+def test_settings_of_kinds_that_open_the_network_are_refused(name):
+    from knoblab.safety import check_sandbox_owned
+
+    with pytest.raises(UserError, match="can open network ports"):
+        check_sandbox_owned([name])
 
 
 # Settings that would move the sandbox out of its private folder or onto the network.

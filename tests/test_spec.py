@@ -11,12 +11,12 @@ from knoblab.errors import UserError
 from knoblab.spec import (
     SECTION_KEYS,
     TOP_KEYS,
-    WORKLOAD_KEYS,
     Point,
     Statistics,
     load_spec,
     parse_spec,
 )
+from knoblab.workloads import KINDS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -25,6 +25,8 @@ MINIMAL = {
     "workload": {"sql": "SELECT COUNT(*) FROM dt2"},
     "sweep": {"read_buffer_size": ["64K", "128K"]},
 }
+
+WORKLOAD_KEYS = {name: set(kind.keys) for name, kind in KINDS.items()}
 
 
 def _with(**changes):
@@ -59,14 +61,14 @@ def test_minimal_spec_and_defaults():
     assert spec.description == ""
     assert spec.binary is None
     assert spec.base_config == {}
-    assert spec.dataset.rows == 1000
-    assert spec.dataset.size_bytes is None
-    assert spec.dataset.engine == "MyISAM"
+    assert spec.workload.dataset.rows == 1000
+    assert spec.workload.dataset.size_bytes is None
+    assert spec.workload.dataset.engine == "MyISAM"
     assert spec.workload.sql == "SELECT COUNT(*) FROM dt2"
     assert spec.workload.cache == "warm"
     assert spec.workload.timed_runs == 1
     assert spec.workload.timeout == 3600.0
-    assert spec.repetitions == 5
+    assert spec.workload.repetitions == 5
     assert spec.sweep == {"read_buffer_size": ["64K", "128K"]}
     assert spec.statistics == Statistics()
     assert spec.statistics.test == "welch-log"
@@ -94,14 +96,14 @@ def test_full_spec():
     assert spec.description == "a scan"
     assert spec.binary == "/usr/sbin/mariadbd"
     assert spec.base_config == {"sort_buffer_size": "2M"}
-    assert spec.dataset.rows is None
-    assert spec.dataset.size_bytes == 500 << 20
-    assert spec.dataset.engine == "Aria"
+    assert spec.workload.dataset.rows is None
+    assert spec.workload.dataset.size_bytes == 500 << 20
+    assert spec.workload.dataset.engine == "Aria"
     assert spec.workload.cache == "cold"
     assert spec.workload.timed_runs == 2
     assert spec.workload.timeout == 60.0
     assert isinstance(spec.workload.timeout, float)
-    assert spec.repetitions == 3
+    assert spec.workload.repetitions == 3
     assert spec.statistics == Statistics(min_effect=0.05, alpha=0.01, confidence=0.99,
                                          test="mann-whitney", seed=42)
 
@@ -110,8 +112,8 @@ def test_full_spec():
 def test_example_spec_loads_and_validates(catalog):
     spec = load_spec(EXAMPLES / "read-buffer-scan.toml")
     assert spec.name == "read-buffer-scan"
-    assert spec.repetitions == 5
-    assert spec.dataset.rows == 2_000_000
+    assert spec.workload.repetitions == 5
+    assert spec.workload.dataset.rows == 2_000_000
     base, points, _ = spec.points(catalog)
     assert base == {}
     assert len(points) == 10
@@ -448,16 +450,16 @@ def test_parse_spec_raises_only_user_errors(data):
         return
     # Whatever was accepted has the types the rest of knoblab relies on.
     assert isinstance(spec.name, str)
-    assert isinstance(spec.repetitions, int) and spec.repetitions >= 1
-    if spec.kind == "sysbench":
-        assert spec.dataset is None and spec.steady is not None
+    assert isinstance(spec.workload.repetitions, int) and spec.workload.repetitions >= 1
+    if spec.workload.kind == "sysbench":
+        assert spec.workload.steady is not None
         assert isinstance(spec.workload.threads, int) and spec.workload.threads >= 1
         return
     assert isinstance(spec.workload.sql, str) and spec.workload.sql.strip()
     assert spec.workload.cache in ("warm", "cold")
     assert isinstance(spec.base_config, dict)
     assert spec.sweep and all(isinstance(v, list) and len(v) >= 2 for v in spec.sweep.values())
-    assert (spec.dataset.rows is None) != (spec.dataset.size_bytes is None)
+    assert (spec.workload.dataset.rows is None) != (spec.workload.dataset.size_bytes is None)
 
 
 def test_dataset_variants_are_sweepable_and_sliced(catalog):
@@ -470,7 +472,7 @@ def test_dataset_variants_are_sweepable_and_sliced(catalog):
     _, points, _ = spec.points(catalog)
     assert len(points) == 8
     assert all(set(p.config) == {"read_buffer_size"} for p in points)  # not server settings
-    variants = {spec.dataset_for(p.requested) for p in points}
+    variants = {spec.workload.dataset_for(p.requested) for p in points}
     assert {(v.engine, v.slack_type) for v in variants} == {
         ("MyISAM", "VARCHAR(50)"), ("MyISAM", "CHAR(50)"), ("Aria", "VARCHAR(50)"),
         ("Aria", "CHAR(50)")}

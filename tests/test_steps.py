@@ -10,7 +10,8 @@ import pytest
 from knoblab import runner
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
-from knoblab.runner import Target, _points_per_target
+from knoblab.runner import plan_points
+from knoblab.server import sandbox
 from knoblab.spec import parse_spec
 from knoblab.store import Store
 
@@ -26,7 +27,7 @@ def test_steps_are_cumulative_from_the_defaults(catalog):
     spec = _spec([{"innodb_flush_log_at_trx_commit": 2}, {"innodb_buffer_pool_size": "256M"},
                   {"innodb_log_buffer_size": "4M"}],
                  server={"allow_durability_tradeoff": True})
-    assert spec.experiment == "steps" and spec.kind == "script"
+    assert spec.experiment == "steps" and spec.workload.kind == "script"
     base, points, warnings = spec.points(catalog)
     assert base == {} and warnings == []
     assert [p.step["step"] for p in points] == [0, 1, 2, 3]
@@ -117,20 +118,18 @@ def _without(catalog: Catalog, *names: str, version: str = "older-server") -> Ca
     return Catalog(version, {k: v for k, v in catalog.knobs.items() if k not in names})
 
 
-def _targets(binary, catalog, **catalogs: Catalog) -> dict[str, Target]:
-    return {label: Target(label, binary, c) for label, c in
-            {"full": catalog, **catalogs}.items()}
+def _catalogs(catalog, **catalogs: Catalog) -> dict[str, Catalog]:
+    return {"full": catalog, **catalogs}
 
 
 def test_a_step_a_server_lacks_is_kept_in_place_and_not_run_there(binary, catalog):
     spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"},
                   {"read_buffer_size": "1M"}])
     spec = dataclasses.replace(spec, servers={"full": "a", "old": "b"})
-    targets = _targets(binary, catalog, old=_without(catalog, "innodb_log_buffer_size"))
-    per_target = _points_per_target(spec, targets)
-    assert targets["old"].lacking == ["innodb_log_buffer_size"]
-    full, _ = per_target["full"]
-    old, _ = per_target["old"]
+    plans = plan_points(spec, _catalogs(catalog,
+                                        old=_without(catalog, "innodb_log_buffer_size")))
+    assert plans["old"].lacking == ["innodb_log_buffer_size"]
+    full, old = plans["full"].points, plans["old"].points
     assert len(full) == len(old) == 4  # same steps on every server
     assert old[2].step["skip"] == "not on this server: innodb_log_buffer_size"
     assert "innodb_log_buffer_size" not in old[3].config
@@ -142,21 +141,19 @@ def test_a_swept_setting_a_server_lacks_leaves_its_points_unrun(binary, catalog)
                        "sweep": {"sort_buffer_size": ["1M", "4M"]},
                        "server": {"binary": {"full": "a", "old": "b"},
                                   "config": {"read_buffer_size": "1M"}}})
-    targets = _targets(binary, catalog, old=_without(catalog, "sort_buffer_size"))
-    per_target = _points_per_target(spec, targets)
-    assert [p.config for p in per_target["full"][0]] == [{"sort_buffer_size": str(1 << 20)},
+    plans = plan_points(spec, _catalogs(catalog, old=_without(catalog, "sort_buffer_size")))
+    assert [p.config for p in plans["full"].points] == [{"sort_buffer_size": str(1 << 20)},
                                                         {"sort_buffer_size": str(4 << 20)}]
-    old = per_target["old"][0]
+    old = plans["old"].points
     assert [p.step["skip"] for p in old] == ["not on this server: sort_buffer_size"] * 2
-    assert targets["old"].base == {"read_buffer_size": str(1 << 20)}
+    assert plans["old"].base == {"read_buffer_size": str(1 << 20)}
 
 
 def test_a_setting_no_server_has_is_an_error_with_suggestions(binary, catalog):
     spec = _spec([{"sort_bufer_size": "4M"}])
     spec = dataclasses.replace(spec, servers={"full": "a", "old": "b"})
-    targets = _targets(binary, catalog, old=_without(catalog))
     with pytest.raises(UserError, match="did you mean sort_buffer_size"):
-        _points_per_target(spec, targets)
+        plan_points(spec, _catalogs(catalog, old=_without(catalog)))
 
 
 class Quiet:
@@ -171,13 +168,13 @@ def test_prepare_runs_on_each_server_only_what_it_has(binary, knoblab_home, tmp_
     twin = tmp_path / "bin" / "mariadbd"
     twin.parent.mkdir()
     twin.symlink_to(binary.path)
-    real = runner.catalog_for
+    real = sandbox.catalog_for
 
     def catalog_for(server, home):
         found = real(server, home)
         return _without(found, "innodb_log_buffer_size") if server.path == twin else found
 
-    monkeypatch.setattr(runner, "catalog_for", catalog_for)
+    monkeypatch.setattr(sandbox, "catalog_for", catalog_for)
     spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"}],
                  server={"binary": {"new": str(binary.path), "old": str(twin)}})
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")

@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import psycopg
 import pytest
 
 from knoblab.errors import UserError
-from knoblab.store import Store
+from knoblab.store import RunInfo, Store
 
 ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 
@@ -42,7 +43,7 @@ def store(request, tmp_path):
 def test_write_side_and_read_side_agree(store):
     run_id = store.create_run(
         name="roundtrip", kind="sweep", spec_source="[sweep]\n", server_binary="/usr/sbin/x",
-        server_version="10.11", info={"knobs": ["read_buffer_size"]},
+        server_version="10.11", info=RunInfo(knobs=["read_buffer_size"]),
         point_list=[({"read_buffer_size": "64K"}, {"read_buffer_size": "65536"}),
                     ({"read_buffer_size": "1M"}, {"read_buffer_size": "1048576"})])
     trial = store.begin_trial(run_id, point_idx=1, repetition=0, position=0)
@@ -100,3 +101,27 @@ def test_two_processes_write_one_shared_store_at_once(postgres_url, knoblab_home
     listed = subprocess.run([sys.executable, "-m", "knoblab.cli", "runs"], env=env,
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "left" in listed.stdout and "right" in listed.stdout
+
+
+OPEN_AT_ONCE = """
+import sys, time
+from knoblab.store import Store
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+Store("sqlite:///" + sys.argv[1]).pending_restores()
+"""
+
+
+def test_processes_opening_a_new_store_at_the_same_moment_all_succeed(tmp_path):
+    """A run and a command reading its store (or two machines) may both find it new: the
+    schema is made once, and nobody fails on a table the other just made."""
+    for attempt in range(5):
+        path = tmp_path / f"new-{attempt}.sqlite"
+        start = f"{time.time() + 1.0:.3f}"
+        openers = [subprocess.Popen([sys.executable, "-c", OPEN_AT_ONCE, str(path), start],
+                                    stderr=subprocess.PIPE, text=True) for _ in range(6)]
+        errors = [(p.wait(timeout=60), p.stderr.read()) for p in openers]
+        for opener in openers:
+            opener.stderr.close()
+        assert all(code == 0 for code, _ in errors), errors

@@ -1,9 +1,9 @@
 """PNG charts: write_chart, write_charts and one matplotlib chart per view.
 
-Query sweeps (_chart_query, _chart_scaling), time series (_chart_over_time, _chart_overlay,
+Timed sweeps (_chart_timed, _chart_scaling), time series (_chart_over_time, _chart_overlay,
 _chart_steady, _chart_os), steps runs (_chart_waterfall) and servers compared
 (_chart_servers). Figures are bare matplotlib Figures, never pyplot: no backend is selected and
-nothing is registered globally. Labels and numbers come from knoblab.report.text.
+nothing is registered globally. Labels and numbers come from knoblab.report.format.
 """
 
 from __future__ import annotations
@@ -11,91 +11,98 @@ from __future__ import annotations
 import math
 import pathlib
 import re
+from collections.abc import Callable
 
 import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from knoblab.report.text import (
-    _GIVES_UP,
-    _as_count,
-    _at_text,
-    _base_label,
-    _centre_name,
-    _count,
-    _is_steps,
-    _is_timeseries,
-    _measured,
-    _num,
-    _server_info,
-    _signed,
-    _slice_heading,
-    _slice_knobs,
-    _step_costs,
-    _step_label,
-    _value_knobs,
-    _where,
-    _wrap_name,
+from knoblab.records import OsRun, Point, Results, SeriesRun, StepsTable
+from knoblab.report.format import (
+    GIVES_UP,
+    as_count,
+    at_text,
+    base_label,
+    count,
+    is_measured,
+    num,
     point_label,
+    signed,
+    slice_heading,
     slices,
+    step_costs,
+    step_label,
+    value_knobs,
+    where,
+    wrap_name,
 )
+from knoblab.workloads.base import Steady
 
 _MPL_COLOUR = {
     "best": "#2ca02c",
     "indistinguishable": "#4c72b0",
     "worse": "#d62728",
     "failed": "#b000b0",
+    "not run": "#7f7f7f",
 }
 
 
 # ----------------------------------------------------------------------------- chart
 
 
-def _draw(ax, x: float, p: dict, colour: str, rng: np.random.Generator, jitter=0.12) -> None:
+def _draw(ax: Axes, x: float, p: Point, colour: str, rng: np.random.Generator,
+          jitter: float = 0.12) -> None:
     """Samples as jittered dots, then the median with its 95% CI; failed points as an × below."""
-    if p["verdict"] == "failed" or p.get("median") is None:
+    median = p.evidence.median
+    if p.verdict in ("failed", "not run") or median is None:
         trans = ax.get_xaxis_transform()  # x in data, y in axes fraction
-        ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=_MPL_COLOUR["failed"], transform=trans)
-        ax.text(x, 0.08, "failed", ha="center", color=_MPL_COLOUR["failed"], transform=trans)
+        colour = _MPL_COLOUR.get(p.verdict, _MPL_COLOUR["failed"])
+        ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
+        ax.text(x, 0.08, "not run" if p.verdict == "not run" else "failed", ha="center",
+                color=colour, transform=trans)
         return
-    samples = np.asarray(p.get("samples") or [], dtype=float)
+    samples = np.asarray(p.evidence.samples, dtype=float)
     ax.scatter(x + rng.uniform(-jitter, jitter, samples.size), samples, s=12, color=colour,
                alpha=0.3, linewidths=0, zorder=2)
-    lo, hi = p.get("ci95") or (p["median"], p["median"])
-    yerr = [[max(0.0, p["median"] - lo)], [max(0.0, hi - p["median"])]]
-    ax.errorbar(x, p["median"], yerr=yerr, fmt="o", ms=7,
+    lo, hi = p.evidence.ci95 or (median, median)
+    yerr = [[max(0.0, median - lo)], [max(0.0, hi - median)]]
+    ax.errorbar(x, median, yerr=yerr, fmt="o", ms=7,
                 color=colour, ecolor=colour, capsize=4, zorder=3)
 
 
-def write_chart(result: dict, path: pathlib.Path) -> pathlib.Path:
+def write_chart(results: Results, path: pathlib.Path) -> pathlib.Path:
     """Median ± 95% CI per point (plus raw samples) on a categorical x axis; PNG at `path`.
 
-    Every point of `result`; write_charts draws one such chart per slice instead.
+    Every point of `results`; write_charts draws one such chart per slice instead.
     """
-    return _chart_query(result, result["points"], "", pathlib.Path(path))
+    return _chart_timed(results, results.points, "", pathlib.Path(path))
 
 
-def _chart_query(result: dict, points: list[dict], slice_name: str,
+def _chart_timed(results: Results, points: list[Point], slice_name: str,
                  path: pathlib.Path) -> pathlib.Path:
     """write_chart for `points` (one slice, named in the title when not "")."""
-    knobs = _value_knobs(result)
+    knobs = value_knobs(results)
     first = knobs[0]
-    xs = list(dict.fromkeys(str(p["settings"][first]) for p in points))
+    xs = list(dict.fromkeys(str(p.settings[first]) for p in points))
     position = {v: i for i, v in enumerate(xs)}
     rng = np.random.default_rng(0)
     fig = Figure(figsize=(max(6.4, 0.9 * len(xs) + 2.5), 4.8), layout="constrained")
     ax = fig.add_subplot()
 
+    handles: list[Artist]
     if len(knobs) == 1:
         for p in points:
-            _draw(ax, position[str(p["settings"][first])], p, _MPL_COLOUR[p["verdict"]], rng)
-        shown = [v for v in _MPL_COLOUR if any(p["verdict"] == v for p in points)]
-        handles = [Line2D([], [], marker="x" if v == "failed" else "o", ls="",
+            _draw(ax, position[str(p.settings[first])], p, _MPL_COLOUR[p.verdict], rng)
+        shown = [v for v in _MPL_COLOUR if any(p.verdict == v for p in points)]
+        handles = [Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
                           color=_MPL_COLOUR[v], label=v) for v in shown]
     else:
-        def rest(p: dict) -> tuple[str, ...]:
-            return tuple(str(p["settings"][k]) for k in knobs[1:])
+        def rest(p: Point) -> tuple[str, ...]:
+            return tuple(str(p.settings[k]) for k in knobs[1:])
 
         combos = list(dict.fromkeys(rest(p) for p in points))
         step = min(0.2, 0.6 / len(combos))  # dodge the series around each x position
@@ -104,12 +111,13 @@ def _chart_query(result: dict, points: list[dict], slice_name: str,
             colour = f"C{i % 10}"
             line = []
             for p in (p for p in points if rest(p) == combo):
-                x = position[str(p["settings"][first])] + (i - (len(combos) - 1) / 2) * step
+                x = position[str(p.settings[first])] + (i - (len(combos) - 1) / 2) * step
                 _draw(ax, x, p, colour, rng, jitter=step * 0.3)
-                if p["verdict"] != "failed" and p.get("median") is not None:
-                    line.append((x, p["median"]))
-                    if p["verdict"] == "best":
-                        ax.plot(x, p["median"], marker="*", ms=16, color=_MPL_COLOUR["best"],
+                median = p.evidence.median
+                if p.verdict != "failed" and median is not None:
+                    line.append((x, median))
+                    if p.verdict == "best":
+                        ax.plot(x, median, marker="*", ms=16, color=_MPL_COLOUR["best"],
                                 zorder=4)
             if line:
                 ax.plot(*zip(*line, strict=True), color=colour, lw=1.2, alpha=0.7, zorder=1)
@@ -118,19 +126,20 @@ def _chart_query(result: dict, points: list[dict], slice_name: str,
         handles.append(Line2D([], [], marker="*", ms=12, ls="", color=_MPL_COLOUR["best"],
                               label="best"))
 
-    best = next((p for p in points if p["verdict"] == "best"), None)
+    best = next((median for p in points
+                 if p.verdict == "best" and (median := p.evidence.median) is not None), None)
     if best is not None:
-        ax.axhline(best["median"], ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
+        ax.axhline(best, ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
         handles.append(Line2D([], [], ls="--", color=_MPL_COLOUR["best"], label="best median"))
-    defaults = {str(p["settings"][first]) for p in points if p.get("is_default")}
+    defaults = {str(p.settings[first]) for p in points if p.is_default}
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([f"{v}\n(default)" if v in defaults and len(knobs) == 1 else v
                         for v in xs], rotation=45 if len(xs) > 10 else 0)
     ax.set_xlim(-0.6, len(xs) - 0.4)
     ax.set_xlabel(first)
-    ax.set_ylabel(f"{result['objective']['metric']} (median, 95% CI)")
-    where = f" · {slice_name}" if slice_name else ""
-    ax.set_title(f"{result['name']} — {result['server'].get('version', '?')}{where}")
+    ax.set_ylabel(f"{results.objective.metric} (median, 95% CI)")
+    at = f" · {slice_name}" if slice_name else ""
+    ax.set_title(f"{results.name} — {results.server_version or '?'}{at}")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="best")
     return _save(fig, path)
@@ -143,7 +152,7 @@ _STALL_COLOUR = "#d62728"
 _VALUE_COLOURS = ["C0", "C1", "C4", "C5", "C9", "C6", "C8", "C7"]
 
 
-def _tidy_grid(axes, n_panels: int, ncols: int) -> list:
+def _tidy_grid(axes: np.ndarray, n_panels: int, ncols: int) -> list[Axes]:
     """Remove the empty cells of a small-multiples grid; label the lowest panel of each column."""
     cells = list(axes.flat)
     for i, ax in enumerate(cells):
@@ -155,11 +164,11 @@ def _tidy_grid(axes, n_panels: int, ncols: int) -> list:
     return cells
 
 
-def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
-    """Every chart for `result` in `folder` (created if missing); returns the paths written.
+def write_charts(results: Results, folder: pathlib.Path) -> list[pathlib.Path]:
+    """Every chart for `results` in `folder` (created if missing); returns the paths written.
 
     Charts are drawn per slice, with a suffix such as "-threads-8" or "-rows-1000000" when the
-    result is sliced. Query results: chart.png (see write_chart), plus scaling.png (time against
+    results are sliced. Timed results: chart.png (see write_chart), plus scaling.png (time against
     rows, see _chart_scaling) when rows were swept. Time-series results: tps-over-time.png (one
     panel per value), tps-overlay.png (all values on one axis), tps-steady.png (steady mean ±
     stdev and 95% CI per value) and, when the OS was sampled every second, os-over-time.png
@@ -168,58 +177,65 @@ def write_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
     """
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    if _is_steps(result):
-        paths = [_chart_waterfall(result, entry, folder /
-                                  f"steps-waterfall{_dict_suffix(entry.get('slice'))}.png")
-                 for entry in result.get("steps") or []]
-    elif _is_timeseries(result):
-        paths = _timeseries_charts(result, folder)
+    if results.steps is not None:
+        paths = [_chart_waterfall(results, table, folder /
+                                  f"steps-waterfall{_dict_suffix(table.slice)}.png")
+                 for table in results.steps]
+    elif results.objective.time_series:
+        paths = _timeseries_charts(results, folder)
     else:
         paths = []
-        for name, points in slices(result):
-            suffix = _file_suffix(result, points[0]) if name else ""
-            paths.append(_chart_query(result, points, name, folder / f"chart{suffix}.png"))
-        if _scales_with_rows(result):
-            paths.append(_chart_scaling(result, folder / "scaling.png"))
-    if result.get("servers_compared"):
-        paths.append(_chart_servers(result, folder / "servers.png"))
+        for name, points in slices(results):
+            suffix = _dict_suffix(_slice_of(results, points[0])) if name else ""
+            paths.append(_chart_timed(results, points, name, folder / f"chart{suffix}.png"))
+        if _scales_with_rows(results):
+            paths.append(_chart_scaling(results, folder / "scaling.png"))
+    if results.servers_compared:
+        paths.append(_chart_servers(results, folder / "servers.png"))
     return paths
 
 
-def _timeseries_charts(result: dict, folder: pathlib.Path) -> list[pathlib.Path]:
+def _timeseries_charts(results: Results, folder: pathlib.Path) -> list[pathlib.Path]:
     paths = []
-    colours = _value_colours(result)
-    for name, points in slices(result):
-        suffix = _file_suffix(result, points[0]) if name else ""
-        paths.append(_chart_over_time(result, points, name, colours,
+    colours = _value_colours(results)
+    for name, points in slices(results):
+        suffix = _dict_suffix(_slice_of(results, points[0])) if name else ""
+        paths.append(_chart_over_time(results, points, name, colours,
                                       folder / f"tps-over-time{suffix}.png"))
-        paths.append(_chart_overlay(result, points, name, colours,
+        paths.append(_chart_overlay(results, points, name, colours,
                                     folder / f"tps-overlay{suffix}.png"))
-        paths.append(_chart_steady(result, points, name, folder / f"tps-steady{suffix}.png"))
+        paths.append(_chart_steady(results, points, name, folder / f"tps-steady{suffix}.png"))
         if any(_os_run(p) is not None for p in points):
-            paths.append(_chart_os(result, points, name, folder / f"os-over-time{suffix}.png"))
+            paths.append(_chart_os(results, points, name, folder / f"os-over-time{suffix}.png"))
     return paths
 
 
-def _file_suffix(result: dict, point: dict) -> str:
-    """"-threads-8" (file-name safe) for the slice `point` belongs to."""
-    parts = []
-    for knob in _slice_knobs(result):
-        parts += [knob, str(point["settings"][knob])]
+def _slice_of(results: Results, point: Point) -> dict[str, str]:
+    return {knob: point.settings[knob] for knob in results.slices}
+
+
+def _dict_suffix(slice_: dict[str, str]) -> str:
+    """"-threads-8", "-binary-gcc" (file-name safe) for a slice, "" for {}."""
+    parts = [part for item in slice_.items() for part in item]
     return "".join("-" + re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in parts)
 
 
-def _value_colours(result: dict) -> dict[str, str]:
+def _value_colours(results: Results) -> dict[str, str]:
     """One colour per value (label without the slice), the same in every slice and chart."""
-    labels = dict.fromkeys(point_label(result, p) for p in result["points"])
+    labels = dict.fromkeys(point_label(results, p) for p in results.points)
     return {label: _VALUE_COLOURS[i % len(_VALUE_COLOURS)] for i, label in enumerate(labels)}
 
 
-def _series(s: dict) -> tuple[np.ndarray, np.ndarray, int, int]:
+def _runs(point: Point) -> list[SeriesRun]:
+    """A time-series point's runs ([] for any other point)."""
+    return point.time_series.series if point.time_series else []
+
+
+def _series(s: SeriesRun) -> tuple[np.ndarray, np.ndarray, int, int]:
     """(t, tps, steady start, steady end) of one repetition; t defaults to 1, 2, 3 … s."""
-    tps = np.asarray(s.get("tps") or [], dtype=float)
-    t = np.asarray(s.get("t") or np.arange(1, tps.size + 1), dtype=float)[: tps.size]
-    start, end = s.get("steady") or (0, tps.size)
+    tps = np.asarray(s.tps, dtype=float)
+    t = np.asarray(s.t or np.arange(1, tps.size + 1), dtype=float)[: tps.size]
+    start, end = s.steady or (0, tps.size)
     return t, tps, max(0, int(start)), min(tps.size, int(end))
 
 
@@ -232,17 +248,17 @@ def _stall_mask(tps: np.ndarray, start: int, end: int, fraction: float) -> np.nd
     return mask
 
 
-def _title_label(result: dict, point: dict) -> str:
-    return point_label(result, point) + (" (default)" if point.get("is_default") else "")
+def _title_label(results: Results, point: Point) -> str:
+    return point_label(results, point) + (" (default)" if point.is_default else "")
 
 
-def _chart_title(result: dict, what: str, slice_name: str) -> str:
-    work = result["workload"]
-    threads = "" if "threads" in _slice_knobs(result) else f", {work.get('threads', '?')} threads"
-    where = f" · {slice_name}" if slice_name else ""
-    return (f"{result['name']} — {what}{where}\n"
-            f"sysbench {work.get('test', '?')}{threads} · "
-            f"{result['server'].get('version', '?')}")
+def _chart_title(results: Results, what: str, slice_name: str) -> str:
+    work = results.workload
+    threads = "" if "threads" in results.slices else f", {work.get('threads', '?')} threads"
+    at = f" · {slice_name}" if slice_name else ""
+    return (f"{results.name} — {what}{at}\n"
+            f"{work.get('kind')} {work.get('test', '?')}{threads} · "
+            f"{results.server_version or '?'}")
 
 
 def _save(fig: Figure, path: pathlib.Path) -> pathlib.Path:
@@ -251,22 +267,21 @@ def _save(fig: Figure, path: pathlib.Path) -> pathlib.Path:
     return path
 
 
-def _chart_over_time(result: dict, points: list[dict], slice_name: str,
+def _chart_over_time(results: Results, points: list[Point], slice_name: str,
                      colours: dict[str, str], path: pathlib.Path) -> pathlib.Path:
     """Small multiples: tps per second for each value, same axes, steady window and stalls."""
-    fraction = (result.get("steady") or {}).get("stall_fraction", 0.1)
-    metric = result["objective"]["metric"]
+    fraction = (results.steady or Steady()).stall_fraction
+    metric = results.objective.metric
     ncols = min(3, len(points))
     nrows = math.ceil(len(points) / ncols)
     fig = Figure(figsize=(4.2 * ncols + 0.6, 2.7 * nrows + 1.3), layout="constrained")
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     # per point: (t, tps, steady start, end, whether the run failed) of each non-empty run
-    runs = {id(p): [(*_series(s), s.get("status") == "failed") for s in p.get("series") or []]
-            for p in points}
+    runs = {id(p): [(*_series(s), s.status == "failed") for s in _runs(p)] for p in points}
     runs = {key: [r for r in reps if r[1].size] for key, reps in runs.items()}
     top = max((float(r[1].max()) for reps in runs.values() for r in reps), default=0.0) or 1.0
     for ax, p in zip(axes.flat, points, strict=False):
-        colour, reps = colours[point_label(result, p)], runs[id(p)]
+        colour, reps = colours[point_label(results, p)], runs[id(p)]
         for t, tps, start, end, failed in reps:
             if failed:  # what a failed run managed before it failed: dotted, not judged
                 ax.plot(t, tps, color=colour, lw=1.0, ls=":", alpha=0.7, zorder=2)
@@ -279,33 +294,33 @@ def _chart_over_time(result: dict, points: list[dict], slice_name: str,
             stalled = t[_stall_mask(tps, start, end, fraction)]
             ax.plot(stalled, np.full(stalled.size, 0.025), ls="", marker="|", ms=9, mew=1.6,
                     color=_STALL_COLOUR, transform=ax.get_xaxis_transform(), zorder=3)
-        alive = p["verdict"] != "failed" and p.get("mean") is not None
+        series, mean = p.time_series, p.evidence.mean
         windows = [(t[start], t[end - 1]) for t, _, start, end, failed in reps
                    if end > start and not failed]
-        if alive and windows:
-            ax.hlines(p["mean"], min(w[0] for w in windows) - 0.5,
-                      max(w[1] for w in windows) + 0.5, colors="black", linestyles="--", lw=1,
-                      zorder=4)
-        if alive:
-            cv = p.get("cv")
-            facts = [f"mean {_num(p['mean'])} {metric}"]
+        if p.verdict != "failed" and series is not None and mean is not None:
+            if windows:
+                ax.hlines(mean, min(w[0] for w in windows) - 0.5,
+                          max(w[1] for w in windows) + 0.5, colors="black", linestyles="--",
+                          lw=1, zorder=4)
+            cv = series.cv
+            facts = [f"mean {num(mean)} {metric}"]
             if cv is not None and math.isfinite(cv):
                 facts.append(f"CV {cv * 100:.1f}%")
-            facts.append(f"stalls {p.get('stall_seconds') or 0} s")
+            facts.append(f"stalls {series.stall_seconds or 0} s")
             ax.text(0.02, 0.96, " · ".join(facts), transform=ax.transAxes, va="top",
                     fontsize="small", bbox={"facecolor": "white", "alpha": 0.8, "lw": 0,
                                             "pad": 1.5}, zorder=5)
         else:
             ax.text(0.5, 0.5, "failed", transform=ax.transAxes, ha="center", va="center",
                     color=_MPL_COLOUR["failed"], fontsize="large")
-        ax.set_title(f"{_title_label(result, p)} — {p['verdict']}", fontsize="medium",
-                     color=_MPL_COLOUR.get(p["verdict"], "black"), fontweight="bold")
+        ax.set_title(f"{_title_label(results, p)} — {p.verdict}", fontsize="medium",
+                     color=_MPL_COLOUR.get(p.verdict, "black"), fontweight="bold")
         ax.grid(alpha=0.3)
     cells = _tidy_grid(axes, len(points), ncols)
     cells[0].set_ylim(0, top * 1.25)  # room for the facts line above the highest second
     fig.supylabel(f"{metric} per second")
-    fig.suptitle(_chart_title(result, f"{metric} per second", slice_name))
-    handles = [
+    fig.suptitle(_chart_title(results, f"{metric} per second", slice_name))
+    handles: list[Artist] = [
         Line2D([], [], color="0.3", lw=1, label=f"{metric} each second (one line per run)"),
         Line2D([], [], color="black", ls="--", lw=1, label="steady-state mean"),
         Patch(color="0.5", alpha=0.2, lw=0, label="steady state (used)"),
@@ -317,77 +332,79 @@ def _chart_over_time(result: dict, points: list[dict], slice_name: str,
     return _save(fig, path)
 
 
-def _chart_overlay(result: dict, points: list[dict], slice_name: str,
+def _chart_overlay(results: Results, points: list[Point], slice_name: str,
                    colours: dict[str, str], path: pathlib.Path) -> pathlib.Path:
     """Every value's tps per second on one axis, one colour per value."""
-    metric = result["objective"]["metric"]
+    metric = results.objective.metric
     fig = Figure(figsize=(10.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
     handles = []
     for p in points:
-        label = point_label(result, p)
+        label = point_label(results, p)
         colour = colours[label]
-        reps = [s for s in p.get("series") or [] if _series(s)[1].size]
+        reps = [s for s in _runs(p) if _series(s)[1].size]
         for s in reps:
             t, tps, _, _ = _series(s)
             ax.plot(t, tps, color=colour, lw=1.1, alpha=0.85 if len(reps) == 1 else 0.6)
         handles.append(Line2D([], [], color=colour, lw=2.5,
-                              label=f"{_title_label(result, p)} — {p['verdict']}"))
+                              label=f"{_title_label(results, p)} — {p.verdict}"))
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time (s)")
     ax.set_ylabel(f"{metric} per second")
-    ax.set_title(_chart_title(result, f"{metric} per second, all values", slice_name))
+    ax.set_title(_chart_title(results, f"{metric} per second, all values", slice_name))
     ax.grid(alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
-              title=", ".join(_value_knobs(result)), title_fontsize="small")
+              title=", ".join(value_knobs(results)), title_fontsize="small")
     return _save(fig, path)
 
 
-def _chart_steady(result: dict, points: list[dict], slice_name: str,
+def _chart_steady(results: Results, points: list[Point], slice_name: str,
                   path: pathlib.Path) -> pathlib.Path:
     """Steady-state mean per value: ± stdev (thin, capped) and the 95% CI (thick), by verdict."""
-    metric = result["objective"]["metric"]
+    metric = results.objective.metric
     fig = Figure(figsize=(max(7.5, 1.1 * len(points) + 4.5), 4.8), layout="constrained")
     ax = fig.add_subplot()
     ticks = []
+    tops = []
     for x, p in enumerate(points):
-        colour = _MPL_COLOUR.get(p["verdict"], "black")
-        stall = p.get("stall_seconds")
-        ticks.append(_title_label(result, p).replace(" (default)", "\n(default)")
+        colour = _MPL_COLOUR.get(p.verdict, "black")
+        stall = p.time_series.stall_seconds if p.time_series else None
+        ticks.append(_title_label(results, p).replace(" (default)", "\n(default)")
                      + (f"\n{stall} s stalled" if stall else ""))
-        if p["verdict"] == "failed" or p.get("mean") is None:
+        mean = p.evidence.mean
+        if p.verdict in ("failed", "not run") or mean is None:
             trans = ax.get_xaxis_transform()
             ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
-            ax.text(x, 0.08, "failed", ha="center", color=colour, transform=trans)
+            ax.text(x, 0.08, "not run" if p.verdict == "not run" else "failed", ha="center",
+                    color=colour, transform=trans)
             continue
-        mean, stdev = p["mean"], p.get("stdev") or 0.0
+        stdev = p.evidence.stdev or 0.0
         ax.errorbar(x, mean, yerr=stdev, fmt="none", ecolor=colour, elinewidth=1.2, capsize=9,
                     capthick=1.2, alpha=0.7, zorder=2)
-        lo, hi = p.get("ci95") or (mean, mean)
+        lo, hi = p.evidence.ci95 or (mean, mean)
+        tops.append(max(mean + stdev, lo, hi))
         ax.vlines(x, lo, hi, colors=colour, lw=7, alpha=0.55, zorder=3)
         ax.plot(x, mean, marker="o", ms=8, color=colour, mec="white", mew=1.2, zorder=4)
-        ax.annotate(_num(mean), (x, mean), xytext=(14, 0), textcoords="offset points",
+        ax.annotate(num(mean), (x, mean), xytext=(14, 0), textcoords="offset points",
                     va="center", fontsize="small", color=colour)
-    best = next((p for p in points if p["verdict"] == "best" and p.get("mean") is not None),
-                None)
+    best = next((mean for p in points
+                 if p.verdict == "best" and (mean := p.evidence.mean) is not None), None)
     handles = [Line2D([], [], marker="o", ls="", color=_MPL_COLOUR[v], label=v)
-               for v in _MPL_COLOUR if any(p["verdict"] == v for p in points)]
+               for v in _MPL_COLOUR if any(p.verdict == v for p in points)]
     handles += [
         Line2D([], [], color="0.4", lw=1.2, marker="_", ms=14, label="mean ± stdev (per second)"),
         Line2D([], [], color="0.4", lw=7, alpha=0.55, label="95% CI of the mean"),
     ]
     if best is not None:
-        ax.axhline(best["mean"], ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
+        ax.axhline(best, ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
         handles.append(Line2D([], [], ls="--", color=_MPL_COLOUR["best"], label="best mean"))
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels(ticks, rotation=45 if len(points) > 10 else 0)
     ax.set_xlim(-0.6, len(points) - 0.4)
-    tops = [max(p["mean"] + (p.get("stdev") or 0.0), *(p.get("ci95") or [p["mean"]]))
-            for p in points if p["verdict"] != "failed" and p.get("mean") is not None]
     ax.set_ylim(0, max(tops, default=1.0) * 1.08 or 1.0)  # from 0, caps not on the frame
-    ax.set_xlabel(", ".join(_value_knobs(result)))
+    ax.set_xlabel(", ".join(value_knobs(results)))
     ax.set_ylabel(f"{metric} (steady state)")
-    ax.set_title(_chart_title(result, f"steady-state {metric}", slice_name))
+    ax.set_title(_chart_title(results, f"steady-state {metric}", slice_name))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
@@ -395,15 +412,16 @@ def _chart_steady(result: dict, points: list[dict], slice_name: str,
 
 # ----------------------------------------------------------------------------- data size
 
-def _scales_with_rows(result: dict) -> bool:
+def _scales_with_rows(results: Results) -> bool:
     """Were rows swept (a slice) over at least two sizes? Then time against size is charted."""
-    if _is_timeseries(result) or "rows" not in _slice_knobs(result):
+    if results.objective.time_series or "rows" not in results.slices:
         return False
-    counts = {_as_count(p["settings"].get("rows")) for p in result["points"]} - {None}
+    counts = {as_count(p.settings.get("rows")) for p in results.points} - {None}
     return len(counts) >= 2
 
 
-def _log_axis_labels(axis, low: float, high: float, formatter) -> None:
+def _log_axis_labels(axis: Axis, low: float, high: float,
+                     formatter: Callable[[float], str]) -> None:
     """Plain numbers on a log axis ("0.5", "2", not "5×10⁻¹"), also at 2× and 5× when the axis
     spans little more than a decade (else it would carry one label or none)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -420,55 +438,55 @@ def _log_axis_labels(axis, low: float, high: float, formatter) -> None:
 
 def _short(x: float) -> str:
     """An axis label or a factor: "0.5", "2", "19.3", "1,200"."""
-    return _num(x) if abs(x) >= 1000 else f"{x:.3g}"
+    return num(x) if abs(x) >= 1000 else f"{x:.3g}"
 
 
-def _chart_scaling(result: dict, path: pathlib.Path) -> pathlib.Path:
+def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     """Median time against rows on log–log axes, one line per value (95% CI bars), and per line
     a faint dotted line growing linearly from its smallest size: a line bending above its
     reference takes more than linearly longer as the data grows (e.g. a temporary table
     spilling to disk). Failed points are left out."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    others = [k for k in _slice_knobs(result) if k != "rows"]  # e.g. engine: its own lines
+    others = [k for k in results.slices if k != "rows"]  # e.g. engine: its own lines
 
-    def line_of(p: dict) -> str:
-        extra = ", ".join(f"{k}={p['settings'].get(k)}" for k in others)
-        return point_label(result, p) + (f", {extra}" if extra else "")
+    def line_of(p: Point) -> str:
+        extra = ", ".join(f"{k}={p.settings.get(k)}" for k in others)
+        return point_label(results, p) + (f", {extra}" if extra else "")
 
-    names = list(dict.fromkeys(line_of(p) for p in result["points"]))
-    lines: dict[str, list[tuple[float, dict]]] = {name: [] for name in names}
-    for p in result["points"]:
-        rows = _as_count(p["settings"].get("rows"))
-        if rows is not None and p["verdict"] != "failed" and p.get("median") is not None:
-            lines[line_of(p)].append((rows, p))
-    lines = {name: sorted(members, key=lambda m: m[0]) for name, members in lines.items()
+    names = list(dict.fromkeys(line_of(p) for p in results.points))
+    found: dict[str, list[tuple[float, float, Point]]] = {name: [] for name in names}
+    for p in results.points:  # per line, (rows, median, point) of every size measured
+        size, median = as_count(p.settings.get("rows")), p.evidence.median
+        if size is not None and p.verdict != "failed" and median is not None:
+            found[line_of(p)].append((size, median, p))
+    lines = {name: sorted(members, key=lambda m: m[0]) for name, members in found.items()
              if members}
-    counts = sorted({rows for members in lines.values() for rows, _ in members})
+    counts = sorted({size for members in lines.values() for size, _, _ in members})
 
     fig = Figure(figsize=(10.5, 5.6), layout="constrained")
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
-    handles = []
+    handles: list[Artist] = []
     for i, (name, members) in enumerate(lines.items()):
         colour = _VALUE_COLOURS[i % len(_VALUE_COLOURS)]
         dodge = 10 ** ((i - (len(lines) - 1) / 2) * 0.008)  # bars side by side, not on top
-        rows = np.array([r for r, _ in members]) * dodge
-        medians = np.array([p["median"] for _, p in members])
-        cis = [p.get("ci95") or (p["median"], p["median"]) for _, p in members]
+        rows = np.array([size for size, _, _ in members]) * dodge
+        medians = np.array([median for _, median, _ in members])
+        cis = [p.evidence.ci95 or (median, median) for _, median, p in members]
         yerr = np.clip([medians - np.array([lo for lo, _ in cis]),
                         np.array([hi for _, hi in cis]) - medians], 0, None)
         ax.errorbar(rows, medians, yerr=yerr, color=colour, marker="o", ms=6,
                     lw=1.6, capsize=3, zorder=3)
-        worse = [j for j, (_, p) in enumerate(members) if p["verdict"] == "worse"]
+        worse = [j for j, (_, _, p) in enumerate(members) if p.verdict == "worse"]
         ax.plot(rows[worse], medians[worse], ls="", marker="o", ms=6, mfc="white", mec=colour,
                 mew=1.5, zorder=4)
-        best = [j for j, (_, p) in enumerate(members) if p["verdict"] == "best"]
+        best = [j for j, (_, _, p) in enumerate(members) if p.verdict == "best"]
         ax.plot(rows[best], medians[best], ls="", marker="*", ms=13, color=_MPL_COLOUR["best"],
                 mec="white", mew=0.6, zorder=5)
         r0, m0 = members[0][0], medians[0]
-        label = name + (" (default)" if any(p.get("is_default") for _, p in members) else "")
+        label = name + (" (default)" if any(p.is_default for _, _, p in members) else "")
         if len(members) > 1:
             ax.plot(rows[[0, -1]], m0 * np.array([r0, members[-1][0]]) / r0, color=colour,
                     ls=":", lw=1.4, alpha=0.65, zorder=2)
@@ -484,61 +502,69 @@ def _chart_scaling(result: dict, path: pathlib.Path) -> pathlib.Path:
     ]
     ax.xaxis.set_major_locator(FixedLocator(counts))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticks(counts, [_count(c) for c in counts])
+    ax.set_xticks(counts, [count(c) for c in counts])
     if counts:
         ax.set_xlim(counts[0] / 1.35, counts[-1] * 1.35)
     _log_axis_labels(ax.yaxis, *ax.get_ylim(), _short)
     ax.set_xlabel("rows (log scale)")
-    ax.set_ylabel(f"{result['objective']['metric']} (median, 95% CI, log scale)")
-    work = result["workload"]
+    ax.set_ylabel(f"{results.objective.metric} (median, 95% CI, log scale)")
+    work = results.workload
     sql = " ".join(str(work.get("sql") or "").split())
     sql = sql if len(sql) <= 60 else sql[:57] + "..."
-    ax.set_title(f"{result['name']} — time against data size\n"
+    ax.set_title(f"{results.name} — time against data size\n"
                  f"{sql} · {work.get('cache', '?')} cache · "
-                 f"{result['server'].get('version', '?')}", fontsize="medium")
+                 f"{results.server_version or '?'}", fontsize="medium")
     ax.grid(which="both", alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
-              title=", ".join(_value_knobs(result)), title_fontsize="small")
+              title=", ".join(value_knobs(results)), title_fontsize="small")
     return _save(fig, path)
 
 
 # ----------------------------------------------------------------------------- OS over time
 
-_OS_CPU = (("cpu_user", "user", "#4c72b0"), ("cpu_system", "system", "#dd8452"),
-           ("cpu_iowait", "iowait", "#c44e52"))
-_OS_DISK = (("disk_read_bytes", "disk read", "#1a1a1a"),
-            ("disk_write_bytes", "disk write", "#8e44ad"))
+_OS_CPU = (("user", "#4c72b0"), ("system", "#dd8452"), ("iowait", "#c44e52"))
+_OS_DISK = (("disk read", "#1a1a1a"), ("disk write", "#8e44ad"))
 
 
-def _os_run(point: dict) -> dict | None:
+def _os_cpu(run: OsRun) -> list[list[float | None]]:
+    """The run's CPU figures, in the order of _OS_CPU."""
+    return [run.cpu_user, run.cpu_system, run.cpu_iowait]
+
+
+def _os_disk(run: OsRun) -> list[list[float | None]]:
+    """The run's disk figures, in the order of _OS_DISK."""
+    return [run.disk_read_bytes, run.disk_write_bytes]
+
+
+def _os_run(point: Point) -> OsRun | None:
     """The OS samples of the point's first repetition that has any, or None."""
-    runs = [s for s in point.get("os_series") or []
-            if any(s.get(k) for k, _, _ in _OS_CPU + _OS_DISK)]
-    return min(runs, key=lambda s: s.get("repetition") or 0) if runs else None
+    runs = [run for run in (point.time_series.os_series if point.time_series else [])
+            if any(_os_cpu(run) + _os_disk(run))]
+    return min(runs, key=lambda run: run.repetition) if runs else None
 
 
-def _os_arrays(run: dict) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+def _os_arrays(run: OsRun) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """(t, CPU user/system/iowait in % of all cores, disk read/write in MB/s) of one run.
 
     CPU figures are shares (0–1, as knoblab.observe writes them); values above 1.5 are taken to
     be percentages already. Missing seconds count as 0.
     """
-    n = max(len(run.get(k) or []) for k, _, _ in _OS_CPU + _OS_DISK)
+    n = max(len(figures) for figures in _os_cpu(run) + _os_disk(run))
 
-    def values(key: str) -> np.ndarray:
-        raw = [np.nan if v is None else v for v in (run.get(key) or [])][:n]
+    def values(figures: list[float | None]) -> np.ndarray:
+        raw = [np.nan if v is None else v for v in figures][:n]
         return np.nan_to_num(np.pad(np.asarray(raw, dtype=float), (0, n - len(raw)),
                                     constant_values=np.nan))
 
-    t = np.asarray(run.get("t") or [], dtype=float)[:n]
+    t = np.asarray(run.t, dtype=float)[:n]
     if t.size < n:
         t = np.arange(1, n + 1, dtype=float)
-    cpu = [values(k) for k, _, _ in _OS_CPU]
+    cpu = [values(figures) for figures in _os_cpu(run)]
     scale = 1.0 if max((float(c.max()) for c in cpu if c.size), default=0.0) > 1.5 else 100.0
-    return t, [c * scale for c in cpu], [values(k) / 1e6 for k, _, _ in _OS_DISK]
+    return t, [c * scale for c in cpu], [values(figures) / 1e6 for figures in _os_disk(run)]
 
 
-def _chart_os(result: dict, points: list[dict], slice_name: str,
+def _chart_os(results: Results, points: list[Point], slice_name: str,
               path: pathlib.Path) -> pathlib.Path:
     """vmstat as small multiples: per value (its first run), CPU user/system/iowait stacked
     (% of all cores, left axis) and disk read/write MB/s (lines, right axis); same axes in every
@@ -547,7 +573,8 @@ def _chart_os(result: dict, points: list[dict], slice_name: str,
     nrows = math.ceil(len(points) / ncols)
     fig = Figure(figsize=(4.4 * ncols + 1.0, 2.8 * nrows + 1.4), layout="constrained")
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
-    data = {id(p): _os_arrays(run) for p in points if (run := _os_run(p)) is not None}
+    runs = {id(p): run for p in points if (run := _os_run(p)) is not None}
+    data = {key: _os_arrays(run) for key, run in runs.items()}
     disk_top = max((float(d.max()) for _, _, disk in data.values() for d in disk if d.size),
                    default=0.0)
     disk_top = (disk_top or 1.0) * 1.3  # room for the facts line, as on the CPU side
@@ -561,20 +588,19 @@ def _chart_os(result: dict, points: list[dict], slice_name: str,
         twin.tick_params(right=rightmost, labelright=rightmost)
         if rightmost:
             twin.set_ylabel("disk MB/s")
-        ax.set_title(f"{_title_label(result, p)} — {p['verdict']}", fontsize="medium",
-                     color=_MPL_COLOUR.get(p["verdict"], "black"), fontweight="bold")
+        ax.set_title(f"{_title_label(results, p)} — {p.verdict}", fontsize="medium",
+                     color=_MPL_COLOUR.get(p.verdict, "black"), fontweight="bold")
         ax.grid(alpha=0.3)
         if id(p) not in data:
             ax.text(0.5, 0.5, "no OS samples", transform=ax.transAxes, ha="center",
                     va="center", color="0.4")
             continue
         t, cpu, disk = data[id(p)]
-        ax.stackplot(t, *cpu, colors=[c for _, _, c in _OS_CPU], alpha=0.55, lw=0, zorder=1)
-        for values, (_, _, colour) in zip(disk, _OS_DISK, strict=True):
+        ax.stackplot(t, *cpu, colors=[c for _, c in _OS_CPU], alpha=0.55, lw=0, zorder=1)
+        for values, (_, colour) in zip(disk, _OS_DISK, strict=True):
             twin.plot(t, values, color=colour, lw=1.2, zorder=3)
-        run = _os_run(p) or {}
-        tps = next((s for s in p.get("series") or []
-                    if s.get("repetition") == run.get("repetition") and s.get("steady")), None)
+        repetition = runs[id(p)].repetition
+        tps = next((s for s in _runs(p) if s.repetition == repetition and s.steady), None)
         if tps is not None:
             seconds, values, start, end = _series(tps)
             if end > start:
@@ -591,11 +617,12 @@ def _chart_os(result: dict, points: list[dict], slice_name: str,
     cells[0].set_yticks([0, 25, 50, 75, 100])
     cells[0].set_xlim(0, t_max + 1)
     fig.supylabel("CPU, % of all cores (stacked)")
-    fig.suptitle(_chart_title(result, "CPU and disk per second (vmstat, first run)", slice_name))
-    handles = [Patch(color=colour, alpha=0.55, lw=0, label=f"CPU {name}")
-               for _, name, colour in _OS_CPU]
+    fig.suptitle(_chart_title(results, "CPU and disk per second (vmstat, first run)",
+                              slice_name))
+    handles: list[Artist] = [Patch(color=colour, alpha=0.55, lw=0, label=f"CPU {name}")
+                             for name, colour in _OS_CPU]
     handles += [Line2D([], [], color=colour, lw=1.2, label=f"{name} (MB/s, right axis)")
-                for _, name, colour in _OS_DISK]
+                for name, colour in _OS_DISK]
     handles.append(Line2D([], [], color="0.2", ls=":", lw=1, label="steady state (tps)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(6, 3 * ncols),
                fontsize="small", frameon=False)
@@ -609,18 +636,12 @@ _STEP_COLOUR = {"base": "#4c72b0", "gain": "#2ca02c", "loss": "#d62728",
 _DURABILITY_EDGE = "#b8860b"
 
 
-def _dict_suffix(slice_: dict | None) -> str:
-    """"-binary-gcc" (file-name safe) for a slice dict, "" for {}."""
-    parts = [str(part) for item in (slice_ or {}).items() for part in item]
-    return "".join("-" + re.sub(r"[^A-Za-z0-9._]+", "_", part) for part in parts)
-
-
-def _chart_waterfall(result: dict, entry: dict, path: pathlib.Path) -> pathlib.Path:
+def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) -> pathlib.Path:
     """The steps as a waterfall: the base level, then each step floating from the level before
     to its own (green gain, red loss, grey no measurable effect; hatched when it gives up
     durability) with its 95% CI, and a last bar for all steps together."""
-    rows = entry.get("rows") or []
-    minimize = result["objective"]["direction"] == "minimize"
+    rows = table.rows
+    minimize = results.objective.direction == "minimize"
     n_bars = len(rows) + 1
     fig = Figure(figsize=(max(7.5, 1.15 * n_bars + 2.5), 5.8), layout="constrained")
     ax = fig.add_subplot()
@@ -629,143 +650,141 @@ def _chart_waterfall(result: dict, entry: dict, path: pathlib.Path) -> pathlib.P
     trans = ax.get_xaxis_transform()
     any_alone = any_durable = False
     for x, row in enumerate(rows):
-        label = _step_label(row)
-        wrapped = "\n".join(_wrap_name(part, 16) for part in label.split(", "))
-        ticks.append(f"{row.get('step')}\n{wrapped}")
-        if not _measured(row):
-            failed = row.get("verdict") == "failed"
+        label = step_label(row)
+        wrapped = "\n".join(wrap_name(part, 16) for part in label.split(", "))
+        ticks.append(f"{row.step}\n{wrapped}")
+        centre = row.center
+        if not is_measured(row) or centre is None:
+            why = {"failed": "failed", "changes nothing": "changes\nnothing"}.get(
+                row.verdict, "not on\nthis server")
             ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=_MPL_COLOUR["failed"],
                     transform=trans)
-            ax.text(x, 0.08, "failed" if failed else "not on\nthis server", ha="center",
-                    color=_MPL_COLOUR["failed"], fontsize="small", transform=trans)
+            ax.text(x, 0.08, why, ha="center", color=_MPL_COLOUR["failed"], fontsize="small",
+                    transform=trans)
             continue
-        centre = row["center"]
-        durable = bool(_step_costs(row)) and bool(row.get("step"))
+        durable = bool(step_costs(row)) and bool(row.step)
         any_durable |= durable
-        if previous is None or not row.get("step"):
+        if previous is None or not row.step:
             bottom, colour = 0.0, _STEP_COLOUR["base"]
         else:
             bottom = previous[1]
-            colour = _STEP_COLOUR.get(row.get("verdict"), _STEP_COLOUR["no measurable effect"])
+            colour = _STEP_COLOUR.get(row.verdict, _STEP_COLOUR["no measurable effect"])
             ax.plot([previous[0] + 0.3, x - 0.3], [bottom, bottom], ls=":", lw=1, color="0.45",
                     zorder=1)
         ax.bar(x, centre - bottom, bottom=bottom, width=0.6, color=colour,
                edgecolor=_DURABILITY_EDGE if durable else colour, linewidth=1.5 if durable else 0,
                hatch="///" if durable else None, zorder=2)
-        lo, hi = row.get("ci95") or (centre, centre)
+        lo, hi = row.ci95 or (centre, centre)
         ax.errorbar(x, centre, yerr=[[max(0.0, centre - lo)], [max(0.0, hi - centre)]],
                     fmt="none", ecolor="black", elinewidth=1.2, capsize=4, zorder=3)
         tops.append(max(hi, centre))
-        change = row.get("vs_previous") if row.get("step") else None
-        text = _num(centre)
-        if change and change.get("ratio") is not None:
-            text += f"\n{_signed((change['ratio'] - 1) * 100, 1)}%"
+        change = row.vs_previous if row.step else None
+        text = num(centre)
+        if change is not None:
+            text += f"\n{signed((change.ratio - 1) * 100, 1)}%"
         # above the bar and its interval: a gain's bar reaches up to the level before
         ax.annotate(text, (x, max(hi, centre, bottom)), xytext=(0, 4),
                     textcoords="offset points", ha="center", va="bottom", fontsize="small")
-        alone = row.get("alone") or {}
-        if alone.get("center") is not None:
+        alone = row.alone.center if row.alone else None
+        if alone is not None:
             any_alone = True
-            ax.plot(x + 0.38, alone["center"], marker="D", ms=6, mfc="white", mec="0.25",
-                    ls="", zorder=4)
-            tops.append(alone["center"])
+            ax.plot(x + 0.38, alone, marker="D", ms=6, mfc="white", mec="0.25", ls="", zorder=4)
+            tops.append(alone)
         previous = (x, centre)
-    base = next((r for r in rows if r.get("step") == 0 and _measured(r)), None)
-    total = entry.get("total") or {}
-    if previous is not None and base is not None and rows.index(base) != previous[0]:
+    base = next((r for r in rows if r.step == 0 and is_measured(r)), None)
+    if previous is not None and base is not None and base.center is not None and \
+            rows.index(base) != previous[0]:
         x = len(rows)
-        ratio = total.get("ratio", previous[1] / base["center"])
+        total = table.total
+        ratio = previous[1] / base.center if total is None else total.ratio
         better = (ratio < 1) == minimize
-        colour = (_STEP_COLOUR["gain" if better else "loss"] if total.get("significant")
+        colour = (_STEP_COLOUR["gain" if better else "loss"] if total and total.significant
                   else _STEP_COLOUR["no measurable effect"])
         ax.plot([previous[0] + 0.3, x - 0.3], [previous[1]] * 2, ls=":", lw=1, color="0.45")
         ax.bar(x, previous[1], width=0.6, color=colour, alpha=0.85, edgecolor="black",
                linewidth=1.2, zorder=2)
-        ax.axhline(base["center"], ls="--", lw=1, color=_STEP_COLOUR["base"], alpha=0.6,
+        ax.axhline(base.center, ls="--", lw=1, color=_STEP_COLOUR["base"], alpha=0.6,
                    zorder=1)
-        ax.annotate(f"{_num(previous[1])}\n{_signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
+        ax.annotate(f"{num(previous[1])}\n{signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
                     xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
                     fontsize="small", fontweight="bold")
         ticks.append("all steps")
     ax.set_xticks(range(len(ticks)), ticks, fontsize="small")
     ax.set_xlim(-0.6, len(ticks) - 0.4)
     ax.set_ylim(0, max(tops) * 1.18 or 1.0)  # room for the labels above the bars
-    ax.set_ylabel(f"{result['objective']['metric']} ({_centre_name(result).split()[0]}, "
-                  "95% CI)")
-    where = _slice_heading(result, entry)
+    ax.set_ylabel(f"{results.objective.metric} ({results.objective.centre}, 95% CI)")
+    heading = slice_heading(results, table)
     # a server slice names its version already
-    version = "" if "binary" in (entry.get("slice") or {}) else \
-        f"\n{(result.get('server') or {}).get('version', '?')}"
-    ax.set_title(f"{result.get('name', '?')} — settings applied one by one"
-                 + (f" · {where}" if where else "") + version, fontsize="medium")
+    version = "" if "binary" in table.slice else f"\n{results.server_version or '?'}"
+    ax.set_title(f"{results.name} — settings applied one by one"
+                 + (f" · {heading}" if heading else "") + version, fontsize="medium")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     shown = [v for v in ("gain", "loss", "no measurable effect")
-             if any(r.get("verdict") == v for r in rows)]
-    handles = [Patch(color=_STEP_COLOUR["base"], label=_base_label(entry)),
+             if any(r.verdict == v for r in rows)]
+    handles: list[Artist] = [
+               Patch(color=_STEP_COLOUR["base"], label=base_label(table)),
                *(Patch(color=_STEP_COLOUR[v], label=v) for v in shown),
                Line2D([], [], color="black", marker="_", ms=10, ls="", label="95% CI")]
     if any_durable:
         handles.append(Patch(facecolor="white", edgecolor=_DURABILITY_EDGE, hatch="///",
-                             label=_GIVES_UP))
+                             label=GIVES_UP))
     if any_alone:
         handles.append(Line2D([], [], marker="D", ms=6, mfc="white", mec="0.25", ls="",
-                              label=f"the change alone from the {_base_label(entry)}"))
+                              label=f"the change alone from the {base_label(table)}"))
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return _save(fig, path)
 
 
-def _chart_servers(result: dict, path: pathlib.Path) -> pathlib.Path:
+def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
     """Each server's level with its 95% CI, one panel per configuration compared."""
-    entries = result.get("servers_compared") or []
+    entries = results.servers_compared or []
     ncols = min(3, len(entries))
     nrows = math.ceil(len(entries) / ncols)
-    most = max((len(e.get("rows") or []) for e in entries), default=1)
+    most = max((len(e.rows) for e in entries), default=1)
     fig = Figure(figsize=(max(4.0, 1.2 * most + 2.0) * ncols, 3.8 * nrows + 0.8),
                  layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax, entry in zip(axes.flat, entries, strict=False):
-        rows = entry.get("rows") or []
+        rows = entry.rows
         tops = [0.0]
         for x, row in enumerate(rows):
-            colour = _MPL_COLOUR.get(row.get("verdict"), "black")
-            if row.get("verdict") == "failed" or row.get("center") is None:
+            colour = _MPL_COLOUR.get(row.verdict, "black")
+            centre = row.center
+            if row.verdict == "failed" or centre is None:
                 trans = ax.get_xaxis_transform()
                 ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
                 ax.text(x, 0.08, "failed", ha="center", color=colour, transform=trans)
                 continue
-            centre = row["center"]
-            lo, hi = row.get("ci95") or (centre, centre)
+            lo, hi = row.ci95 or (centre, centre)
             ax.errorbar(x, centre, yerr=[[max(0.0, centre - lo)], [max(0.0, hi - centre)]],
                         fmt="o", ms=8, color=colour, ecolor=colour, capsize=5, zorder=3)
-            ratio = row.get("ratio_to_best")
-            text = _num(centre)
-            if ratio is not None and row.get("verdict") != "best":
-                text += f" ({_signed((ratio - 1) * 100, 0)}%)"
+            ratio = row.ratio_to_best
+            text = num(centre)
+            if ratio is not None and row.verdict != "best":
+                text += f" ({signed((ratio - 1) * 100, 0)}%)"
             ax.annotate(text, (x, hi), xytext=(0, 5), textcoords="offset points", ha="center",
                         va="bottom", fontsize="small", color=colour)
             tops.append(hi)
         names = []
         for row in rows:
-            compiler = (_server_info(result, str(row.get("binary"))).get("compile")
-                        or {}).get("compiler")
-            names.append(str(row.get("binary")) + (f"\n{compiler}" if compiler else ""))
+            server = results.server(row.binary)
+            compiler = server.compiler if server else None
+            names.append(row.binary + (f"\n{compiler}" if compiler else ""))
         ax.set_xticks(range(len(rows)), names, fontsize="small")
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_ylim(0, max(tops) * 1.2 or 1.0)
-        where = _where({k: v for k, v in (entry.get("slice") or {}).items() if k != "binary"})
-        title = "\n".join(_wrap_name(part, 40) for part in
-                          [_at_text(entry.get("at", "?"))] + ([where] if where else []))
+        at = where({k: v for k, v in entry.slice.items() if k != "binary"})
+        title = "\n".join(wrap_name(part, 40) for part in
+                          [at_text(entry.at)] + ([at] if at else []))
         ax.set_title(title, fontsize="small")
-        ax.set_ylabel(f"{result['objective']['metric']} ({_centre_name(result).split()[0]}, "
-                      "95% CI)")
+        ax.set_ylabel(f"{results.objective.metric} ({results.objective.centre}, 95% CI)")
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(entries):]:
         ax.remove()
-    fig.suptitle(f"{result.get('name', '?')} — servers compared")
-    shown = [v for v in _MPL_COLOUR
-             if any(r.get("verdict") == v for e in entries for r in e.get("rows") or [])]
-    fig.legend(handles=[Line2D([], [], marker="x" if v == "failed" else "o", ls="",
+    fig.suptitle(f"{results.name} — servers compared")
+    shown = [v for v in _MPL_COLOUR if any(r.verdict == v for e in entries for r in e.rows)]
+    fig.legend(handles=[Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
                                color=_MPL_COLOUR[v], label=v) for v in shown],
                loc="outside lower center", ncols=max(1, len(shown)), fontsize="small",
                frameon=False)

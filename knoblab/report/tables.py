@@ -1,6 +1,6 @@
 """The terminal report: print_report and a table per kind of run, fitted to the console.
 
-Query sweeps (_print_query), time series (_print_timeseries), steps runs (_print_steps) and
+Timed sweeps (_print_timed), time series (_print_timeseries), steps runs (_print_steps) and
 servers compared (_print_servers); a table too wide for the console is split in two
 (_print_table, _print_fitting) rather than shown with cut-off cells. The sentences printed
 under the tables come from knoblab.report.text.
@@ -19,132 +19,213 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from knoblab.records import Interval, Point, Results, SeriesEvidence, StepsTable
+from knoblab.report.format import (
+    GIVES_UP,
+    STEP_VERDICT,
+    as_count,
+    as_number,
+    at_text,
+    base_label,
+    change_text,
+    count,
+    is_measured,
+    num,
+    p_text,
+    signed,
+    slice_heading,
+    slices,
+    step_costs,
+    step_label,
+    value_knobs,
+    where,
+    wrap_name,
+)
 from knoblab.report.text import (
-    _GIVES_UP,
-    _RICH_STYLE,
-    _STEP_VERDICT,
-    _applied_cell,
-    _as_count,
-    _at_text,
-    _base_label,
-    _centre_cell,
-    _centre_name,
-    _change,
-    _count,
-    _interaction_text,
-    _is_steps,
-    _is_timeseries,
-    _measured,
-    _num,
-    _p,
-    _server_info,
-    _signed,
-    _slice_heading,
-    _slice_knobs,
-    _step_costs,
-    _step_durability,
-    _step_label,
-    _step_notes,
-    _total_text,
-    _value_knobs,
-    _where,
-    _wrap_name,
     conclusion_text,
     durability_lines,
     explanation_lines,
+    interaction_text,
     noise_text,
     server_lines,
-    slices,
     stalls_text,
+    step_durability_lines,
+    step_notes,
     tied_text,
+    total_text,
 )
+from knoblab.units import format_size
+from knoblab.workloads.base import Steady
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
+_RICH_STYLE = {"best": "green", "indistinguishable": "", "worse": "red", "failed": "magenta",
+               "not run": "dim"}
+_UNMEASURED = SeriesEvidence.from_json({})  # a point without its series: every figure is "—"
 
 
 # ----------------------------------------------------------------------------- terminal
 
 
-def _title(result: dict) -> str:
-    server, work, data = result["server"], result["workload"], result["dataset"]
-    sliced, points = _slice_knobs(result), result["points"]
-    sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
-    sql = sql if len(sql) <= 70 else sql[:67] + "..."
-    reps = f", {work['repetitions']} reps" if work.get("repetitions") else ""
-    counts = sorted({c for p in points if "rows" in sliced
-                     and (c := _as_count(p["settings"].get("rows"))) is not None})
-    if data.get("rows") is not None:
-        rows = f"{data['rows']:,} rows"
-    elif counts:  # one dataset per size: the sizes are in the table
-        rows = "–".join(dict.fromkeys((_count(counts[0]), _count(counts[-1])))) + " rows"
+def print_report(results: Results, console: Console) -> None:
+    """Title, one table row per point, the conclusion, the counters that explain it, and a
+    footnote on changed values.
+
+    Sliced results list each slice's points together, a blank line between slices. When the
+    table does not fit the console, the same rows are shown as two tables (level and verdict,
+    then the evidence) rather than with cut-off cells. A steps run gets a table per slice of
+    the steps applied one on top of the other (_print_steps). Runs on several servers end with
+    a table per configuration compared across them.
+    """
+    if results.steps is not None:
+        _print_steps(results, results.steps, console)
+    elif results.objective.time_series:
+        _print_timeseries(results, console)
     else:
-        rows = data.get("kind", "")
-    size = f", {data['bytes'] / 1e6:.1f} MB" if data.get("bytes") else ""
-    if "engine" in sliced:
-        engine = " " + "/".join(dict.fromkeys(str(p["settings"].get("engine")) for p in points))
-    else:
-        engine = f" {data['engine']}" if data.get("engine") else ""
-    return (
-        f"{result['name']} — {server.get('version', '?')} · {sql} ({work.get('cache', '?')} "
-        f"cache{reps}) · {rows}{size}{engine} · {result.get('regime') or '?'}"
-    )
+        _print_timed(results, console)
+    # any kind may have been run on several servers
+    _print_servers(results, console)
 
 
-def _print_title(result: dict, title: str, console: Console) -> None:
+def _print_title(results: Results, title: str, console: Console) -> None:
     console.print(Text(title, style="bold"))
-    tied = tied_text(result)
+    tied = tied_text(results)
     if tied:
         console.print(Text(tied, style="dim"))
 
 
-_QUERY_HEADERS = ["applied", "n", "median", "95% CI", "vs best", "p (Holm)", "verdict",
-                  "read MB", "iowait", "regime"]
+def _is_size_knob(results: Results, knob: str) -> bool:
+    """Show a knob's values as K/M/G sizes? (so max_connections=1024 does not become "1K")."""
+    if "size" in knob or "buffer" in knob:
+        return True
+    return any(p.settings.get(knob, "").strip()[-1:].isalpha() for p in results.points)
 
 
-def _row_start(result: dict, p: dict, values: list[str],
+def _applied(results: Results, point: Point, knob: str,
+             requested_as: str | None = None) -> tuple[str, bool]:
+    """(compact effective value, whether it differs from the requested one).
+
+    `requested_as`: the knob whose requested value `knob` was given (a tied follower's leader).
+    """
+    effective = point.effective.get(knob)
+    if effective is None:
+        return "—", False
+    requested = point.settings.get(requested_as or knob)
+    eff_n, req_n = as_number(effective), as_number(requested)
+    text = effective
+    if eff_n is not None and eff_n.is_integer() and _is_size_knob(results, knob):
+        text = format_size(int(eff_n))
+    if eff_n is not None and req_n is not None:
+        changed = eff_n != req_n
+    else:
+        changed = effective.strip().lower() != str(requested).strip().lower()
+    return text + ("*" if changed else ""), changed
+
+
+def _applied_cell(results: Results, point: Point, knobs: list[str]) -> tuple[str, bool]:
+    """The applied values of `knobs`, plus a tied follower's when the server gave it another
+    value than its leader's ("16M, max_heap_table_size=32M*"); whether any was changed."""
+    applied = [_applied(results, point, k) for k in knobs]
+    texts = [text for text, _ in applied]
+    changed = any(c for _, c in applied)
+    for follower, leader in results.tied.items():
+        if leader not in knobs:
+            continue
+        text, follower_changed = _applied(results, point, follower, requested_as=leader)
+        if text != "—" and text.rstrip("*") != applied[knobs.index(leader)][0].rstrip("*"):
+            texts.append(f"{follower}={text}")
+            changed |= follower_changed
+    return ", ".join(texts), changed
+
+
+def _row_start(results: Results, p: Point, values: list[str],
                sliced: list[str]) -> tuple[list[Text], str, str, bool]:
     """What every table row begins with: the point's values, slice, applied values and n."""
-    cells = [Text(str(p["settings"].get(k, "—"))) for k in values]
-    if p.get("is_default"):
+    cells = [Text(p.settings.get(k, "—")) for k in values]
+    if p.is_default:
         cells[-1].append(" (default)", style="dim")
-    cells += [Text(str(p["settings"].get(k, "—"))) for k in sliced]
-    applied, changed = _applied_cell(result, p, values)
-    n = f"{p['n']} ({p['failed']} failed)" if p.get("failed") else str(p["n"])
+    cells += [Text(p.settings.get(k, "—")) for k in sliced]
+    applied, changed = _applied_cell(results, p, values)
+    n = f"{p.n} ({p.failed} failed)" if p.failed else str(p.n)
     return cells, applied, n, changed
 
 
-def _query_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bool]:
+def _figure(x: float | None, alive: bool) -> Text:
+    return Text(num(x) if alive else "—")
+
+
+def _interval_cell(ci95: Interval | None, alive: bool) -> Text:
+    return Text(f"{num(ci95[0])}–{num(ci95[1])}" if alive and ci95 is not None else "—")
+
+
+def _versus_best(p: Point) -> Text:
+    ratio = p.ratio_to_best
+    return Text("—" if ratio is None or p.verdict == "best" else f"{(ratio - 1) * 100:+.1f}%")
+
+
+def _p_cell(p_value: float | None) -> Text:
+    return Text("—" if p_value is None else p_text(p_value))
+
+
+def _title(results: Results) -> str:
+    work, data, points = results.workload, results.dataset, results.points
+    sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
+    sql = sql if len(sql) <= 70 else sql[:67] + "..."
+    reps = f", {work['repetitions']} reps" if work.get("repetitions") else ""
+    counts = sorted({c for p in points if "rows" in results.slices
+                     and (c := as_count(p.settings.get("rows"))) is not None})
+    if data.get("rows") is not None:
+        rows = f"{data['rows']:,} rows"
+    elif counts:  # one dataset per size: the sizes are in the table
+        rows = "–".join(dict.fromkeys((count(counts[0]), count(counts[-1])))) + " rows"
+    else:
+        rows = data.get("kind", "")
+    size = f", {data['bytes'] / 1e6:.1f} MB" if data.get("bytes") else ""
+    if "engine" in results.slices:
+        engine = " " + "/".join(dict.fromkeys(str(p.settings.get("engine")) for p in points))
+    else:
+        engine = f" {data['engine']}" if data.get("engine") else ""
+    return (
+        f"{results.name} — {results.server_version or '?'} · {sql} ({work.get('cache', '?')} "
+        f"cache{reps}) · {rows}{size}{engine} · {results.regime or '?'}"
+    )
+
+
+_TIMED_HEADERS = ["applied", "n", "median", "95% CI", "vs best", "p (Holm)", "verdict",
+                  "read MB", "iowait", "regime"]
+
+
+def _timed_rows(results: Results) -> tuple[list[str], list[list[Text]], set[int], bool]:
     """(headers, rows of cells, indexes of rows ending a slice, any value changed).
 
     Columns: the compared knobs, the slice knobs (rows, engine … when sliced), then
-    _QUERY_HEADERS. "read MB" is what the server read from disk per run, "iowait" the share of
+    _TIMED_HEADERS. "read MB" is what the server read from disk per run, "iowait" the share of
     the run's CPU time spent waiting for the disk: the evidence behind the regime.
     """
-    values, sliced = _value_knobs(result), _slice_knobs(result)
-    sliced = [k for k in sliced if k not in values]
-    headers = values + sliced + _QUERY_HEADERS
+    values = value_knobs(results)
+    sliced = [k for k in results.slices if k not in values]
+    headers = values + sliced + _TIMED_HEADERS
     rows: list[list[Text]] = []
     ends: set[int] = set()
     any_changed = False
-    for _, points in slices(result):
+    for _, points in slices(results):
         for p in points:
-            cells, applied, n, changed = _row_start(result, p, values, sliced)
+            cells, applied, n, changed = _row_start(results, p, values, sliced)
             any_changed |= changed
-            alive = p["verdict"] != "failed" and p.get("median") is not None
-            ci = p.get("ci95") or [None, None]
-            ratio, read_mb, iowait = p.get("ratio_to_best"), p.get("read_mb"), p.get("iowait_share")
+            figures = p.evidence
+            alive = p.verdict != "failed" and figures.median is not None
+            read_mb = p.timed.read_mb if p.timed and p.n else None
+            iowait = p.timed.iowait_share if p.timed and p.n else None
             cells += [
                 Text(applied),
                 Text(n),
-                Text(_num(p["median"]) if alive else "—"),
-                Text(f"{_num(ci[0])}–{_num(ci[1])}" if alive and ci[0] is not None else "—"),
-                Text("—" if ratio is None or p["verdict"] == "best"
-                     else f"{(ratio - 1) * 100:+.1f}%"),
-                Text(_p(p["p_value"]) if p.get("p_value") is not None else "—"),
-                Text(p["verdict"], style=_RICH_STYLE.get(p["verdict"], "")),
-                Text("—" if read_mb is None or not p["n"] else f"{read_mb:,.1f}"),
-                Text("—" if iowait is None or not p["n"] else f"{iowait * 100:.0f}%"),
-                Text(str(p.get("regime") or "—")),
+                _figure(figures.median, alive),
+                _interval_cell(figures.ci95, alive),
+                _versus_best(p),
+                _p_cell(p.p_value),
+                Text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
+                Text("—" if read_mb is None else f"{read_mb:,.1f}"),
+                Text("—" if iowait is None else f"{iowait * 100:.0f}%"),
+                Text(figures.regime or "—"),
             ]
             rows.append(cells)
         ends.add(len(rows) - 1)
@@ -152,51 +233,30 @@ def _query_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bo
     return headers, rows, ends, any_changed
 
 
-def print_report(result: dict, console: Console) -> None:
-    """Title, one table row per point, the conclusion, the counters that explain it, and a
-    footnote on changed values.
-
-    Sliced results list each slice's points together, a blank line between slices. When the
-    table does not fit the console, the same rows are shown as two tables (level and verdict,
-    then the evidence) rather than with cut-off cells. A steps run (result["kind"] == "steps")
-    gets a table per slice of the steps applied one on top of the other (_print_steps). Runs
-    on several servers end with a table per configuration compared across them.
-    """
-    if _is_steps(result):
-        _print_steps(result, console)
-    elif _is_timeseries(result):
-        _print_timeseries(result, console)
-    else:
-        _print_query(result, console)
-    # any kind may have been run on several servers
-    _print_servers(result, console)
-
-
-def _print_query(result: dict, console: Console) -> None:
-    _print_title(result, _title(result), console)
-    headers, rows, ends, any_changed = _query_rows(result)
-    labels = len(headers) - len(_QUERY_HEADERS)
+def _print_timed(results: Results, console: Console) -> None:
+    _print_title(results, _title(results), console)
+    headers, rows, ends, any_changed = _timed_rows(results)
+    labels = len(headers) - len(_TIMED_HEADERS)
     # applied, median … verdict; then n, read MB, iowait, regime
-    _print_table(console, headers, rows, ends, labels, len(_value_knobs(result)),
+    _print_table(console, headers, rows, ends, labels, len(value_knobs(results)),
                  [(0, 2, 3, 4, 5, 6), (1, 7, 8, 9)])
-    console.print(Text(conclusion_text(result)))
-    for line in durability_lines(result):
+    console.print(Text(conclusion_text(results)))
+    for line in durability_lines(results):
         console.print(Text(line, style="bold yellow"))
-    for line in explanation_lines(result):
+    for line in explanation_lines(results):
         console.print(Text(line))
-    noise = noise_text(result)
+    noise = noise_text(results)
     if noise:
         console.print(Text(noise, style="dim"))
     if any_changed:
         console.print(Text(_FOOTNOTE, style="dim"))
 
 
-def _timeseries_title(result: dict) -> str:
-    server, work = result["server"], result["workload"]
-    steady = result.get("steady") or {}
-    threads = ("threads swept" if "threads" in result["knobs"]
+def _timeseries_title(results: Results) -> str:
+    work, steady = results.workload, results.steady or Steady()
+    threads = ("threads swept" if "threads" in results.knobs
                else f"{work.get('threads', '?')} threads")
-    parts = [f"sysbench {work.get('test', '?')}", threads]
+    parts = [f"{work.get('kind')} {work.get('test', '?')}", threads]
     if work.get("tables") is not None and work.get("table_size") is not None:
         parts.append(f"{work['tables']}×{work['table_size']:,} rows")
     if work.get("rand_type"):
@@ -205,65 +265,58 @@ def _timeseries_title(result: dict) -> str:
         parts.append(f"rate {work['rate']} tps")
     reps = work.get("repetitions") or 1
     parts.append(f"{work.get('duration', '?')} s × {reps} run{'' if reps == 1 else 's'}")
-    warmup, window = steady.get("warmup"), steady.get("window")
-    state = "warm-up detected" if warmup is None else f"{warmup} s dropped"
-    if window:
-        state += f", last {window} s"
-    return (f"{result['name']} — {server.get('version', '?')} · {', '.join(parts)} · "
+    state = ("warm-up detected" if steady.warmup is None
+             else f"{steady.warmup} s dropped")
+    if steady.window:
+        state += f", last {steady.window} s"
+    return (f"{results.name} — {results.server_version or '?'} · {', '.join(parts)} · "
             f"steady state: {state}")
 
 
-def _timeseries_rows(result: dict) -> tuple[list[str], list[list[Text]], set[int], bool]:
+def _timeseries_rows(results: Results) -> tuple[list[str], list[list[Text]], set[int], bool]:
     """(headers, rows of cells, indexes of rows ending a slice, any value changed)."""
-    values = _value_knobs(result)
-    sliced = [k for k in _slice_knobs(result) if k in result["knobs"]]
-    metric = result["objective"]["metric"]
-    headers = [_wrap_name(k, 9) for k in values + sliced] + [
+    values = value_knobs(results)
+    sliced = [k for k in results.slices if k in results.knobs]
+    metric = results.objective.metric
+    headers = [wrap_name(k, 9) for k in values + sliced] + [
         "applied", "n", f"mean\n{metric}", "95% CI", "median", "stdev", "CV", "p95\nms",
         "p99\nms", "stalls\n(s)", "longest\n(s)", "errors", "vs\nbest", "p\n(Holm)", "verdict"]
-
-    def num(x: float | None, alive: bool) -> Text:
-        return Text(_num(x) if alive and x is not None else "—")
-
     rows: list[list[Text]] = []
     ends: set[int] = set()
     any_changed = False
-    for _, points in slices(result):
+    for _, points in slices(results):
         for p in points:
-            cells, applied, n, changed = _row_start(result, p, values, sliced)
+            cells, applied, n, changed = _row_start(results, p, values, sliced)
             any_changed |= changed
-            alive = p["verdict"] != "failed" and p.get("mean") is not None
-            ci = p.get("ci95") or [None, None]
-            ratio, cv, stall = p.get("ratio_to_best"), p.get("cv"), p.get("stall_seconds")
-            errors = "—" if p.get("sql_errors") is None else f"{p['sql_errors']:,}"
-            if p.get("reconnects"):
-                errors += f" +{p['reconnects']} reconn."
+            s = p.time_series or _UNMEASURED
+            alive = p.verdict != "failed" and s.mean is not None
+            errors = "—" if s.sql_errors is None else f"{s.sql_errors:,}"
+            if s.reconnects:
+                errors += f" +{s.reconnects} reconn."
             cells += [
                 Text(applied),
                 Text(n),
-                num(p.get("mean"), alive),
-                Text(f"{_num(ci[0])}–{_num(ci[1])}" if alive and ci[0] is not None else "—"),
-                num(p.get("median"), alive),
-                num(p.get("stdev"), alive),
-                Text(f"{cv * 100:.1f}%" if alive and cv is not None and math.isfinite(cv)
+                _figure(s.mean, alive),
+                _interval_cell(s.ci95, alive),
+                _figure(s.median, alive),
+                _figure(s.stdev, alive),
+                Text(f"{s.cv * 100:.1f}%" if alive and s.cv is not None and math.isfinite(s.cv)
                      else "—"),
-                num(p.get("latency_p95_ms"), alive),
-                num(p.get("latency_p99_ms"), alive),
-                Text("—" if not alive or stall is None else str(stall),
-                     style="red" if alive and stall else ""),
-                Text("—" if not alive or p.get("longest_stall") is None
-                     else str(p["longest_stall"])),
-                Text(errors, style="yellow" if p.get("sql_errors") or p.get("reconnects")
-                     else ""),
-                Text("—" if ratio is None or p["verdict"] == "best"
-                     else f"{(ratio - 1) * 100:+.1f}%"),
-                Text(_p(p["p_value"]) if p.get("p_value") is not None else "—"),
-                Text(p["verdict"], style=_RICH_STYLE.get(p["verdict"], "")),
+                _figure(s.latency_p95_ms, alive),
+                _figure(s.latency_p99_ms, alive),
+                Text("—" if not alive or s.stall_seconds is None else str(s.stall_seconds),
+                     style="red" if alive and s.stall_seconds else ""),
+                Text("—" if not alive or s.longest_stall is None else str(s.longest_stall)),
+                Text(errors, style="yellow" if s.sql_errors or s.reconnects else ""),
+                _versus_best(p),
+                _p_cell(p.p_value),
+                Text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
             ]
             rows.append(cells)
         ends.add(len(rows) - 1)
     ends.discard(len(rows) - 1)
     return headers, rows, ends, any_changed
+
 
 
 def _table(headers: list[str], rows: list[list[Text]], ends: set[int], keep: list[int],
@@ -292,7 +345,7 @@ def _print_table(console: Console, headers: list[str], rows: list[list[Text]], e
         # measured against a very wide console: Measurement.get clamps to the console width
         return Measurement.get(console, console.options.update_width(10_000), table)
 
-    wrapped = [_wrap_name(h, 10) if i < labels and "\n" not in h else h
+    wrapped = [wrap_name(h, 10) if i < labels and "\n" not in h else h
                for i, h in enumerate(headers)]
     every = list(range(len(headers)))
     table = _table(headers, rows, ends, every, labels, wraps)
@@ -309,24 +362,24 @@ def _print_table(console: Console, headers: list[str], rows: list[list[Text]], e
         console.print(table)
 
 
-def _print_timeseries(result: dict, console: Console) -> None:
+def _print_timeseries(results: Results, console: Console) -> None:
     """The time-series table: steady-state level, stability, stalls, errors, verdict.
 
     When the 17 columns do not fit the console, the same rows are shown as two tables (level
     and verdict, then stability) rather than with cut-off cells.
     """
-    _print_title(result, _timeseries_title(result), console)
-    headers, rows, ends, any_changed = _timeseries_rows(result)
+    _print_title(results, _timeseries_title(results), console)
+    headers, rows, ends, any_changed = _timeseries_rows(results)
     # level and verdict, then the shape of the distribution and the stalls
     labels = len(headers) - 15
     _print_table(console, headers, rows, ends, labels, labels,
                  [(0, 1, 2, 3, 12, 13, 14), (4, 5, 6, 7, 8, 9, 10, 11)])
-    console.print(Text(conclusion_text(result)))
-    for line in durability_lines(result):
+    console.print(Text(conclusion_text(results)))
+    for line in durability_lines(results):
         console.print(Text(line, style="bold yellow"))
-    for line in explanation_lines(result):
+    for line in explanation_lines(results):
         console.print(Text(line))
-    stalls, noise = stalls_text(result), noise_text(result)
+    stalls, noise = stalls_text(results), noise_text(results)
     if stalls:
         console.print(Text(stalls))
     if noise:
@@ -338,17 +391,17 @@ def _print_timeseries(result: dict, console: Console) -> None:
 # ----------------------------------------------------------------------------- steps
 
 
-def _steps_title(result: dict) -> str:
+def _steps_title(results: Results, tables: list[StepsTable]) -> str:
     """"name — version · what was run · settings applied one by one from the defaults"."""
-    work = result.get("workload") or {}
-    servers = [s for s in result.get("servers") or [] if s.get("label")]
-    if len(servers) > 1:
-        server = "servers " + ", ".join(s["label"] for s in servers)
+    work = results.workload
+    labelled = [s.label for s in results.servers if s.label]
+    if len(labelled) > 1:
+        server = "servers " + ", ".join(labelled)
     else:
-        server = (result.get("server") or {}).get("version", "?")
+        server = results.server_version or "?"
     reps = work.get("repetitions")
-    if _is_timeseries(result):
-        what = f"sysbench {work.get('test', '?')}"
+    if results.objective.time_series:
+        what = f"{work.get('kind')} {work.get('test', '?')}"
         if work.get("threads") is not None:
             what += f", {work['threads']} threads"
         if work.get("duration"):
@@ -360,12 +413,23 @@ def _steps_title(result: dict) -> str:
                  f"{reps} reps" if reps else ""]
         if any(extra):
             what += f" ({', '.join(e for e in extra if e)})"
-        rows = (result.get("dataset") or {}).get("rows")
+        rows = results.dataset.get("rows")
         if rows is not None:
             what += f" · {rows:,} rows"
-    base = _base_label((result.get("steps") or [{}])[0])
-    return (f"{result.get('name', '?')} — {server} · {what} · settings applied one by one from "
+    base = base_label(tables[0]) if tables else "base"
+    return (f"{results.name} — {server} · {what} · settings applied one by one from "
             f"the {base}")
+
+
+def _centre_name(results: Results) -> str:
+    """"median s" for timed runs, "mean tps" for throughput."""
+    return f"{results.objective.centre} {results.objective.unit}"
+
+
+def _centre_cell(centre: float | None, ci95: Interval | None) -> str:
+    """A centre with its interval, e.g. "1.85 [0.975–2.01]"."""
+    return num(centre) + (f" [{num(ci95[0])}–{num(ci95[1])}]" if ci95 is not None else "")
+
 
 
 def _split(text: str) -> tuple[Text, Text]:
@@ -425,19 +489,19 @@ def _print_fitting(console: Console, columns: dict[str, dict], rows: list[dict],
         console.print(build(keys, stacked))
 
 
-def _print_step_table(result: dict, entry: dict, console: Console) -> None:
+def _print_step_table(results: Results, table: StepsTable, console: Console) -> None:
     """The article's table: each step, its level, its change against the step before and the
     base, and what to do with it. Narrow consoles get two tables (the steps with their level
     and verdict, then the comparisons) rather than cut-off cells."""
-    rows = entry.get("rows") or []
-    base = _base_label(entry)
-    ns = {r.get("n") for r in rows if _measured(r)}
+    rows = table.rows
+    base = base_label(table)
+    ns = {r.n for r in rows if is_measured(r)}
     # several changes in one step: one per line, so that no knob name is ever broken
-    labels = [re.sub(r",\s+", ",\n  ", _step_label(r)) for r in rows]
+    labels = [re.sub(r",\s+", ",\n  ", step_label(r)) for r in rows]
     columns: dict[str, dict] = {
         "step": {"header": "step", "justify": "right"},
         "setting": {"header": "setting added"},
-        "centre": {"header": f"{_centre_name(result)} [95% CI]", "justify": "right"},
+        "centre": {"header": f"{_centre_name(results)} [95% CI]", "justify": "right"},
         "n": {"header": "n", "justify": "right"},
         "previous": {"header": "vs previous", "justify": "right"},
         "base": {"header": f"vs {base}", "justify": "right"},
@@ -447,120 +511,112 @@ def _print_step_table(result: dict, entry: dict, console: Console) -> None:
     }
     cells = []
     for row, label in zip(rows, labels, strict=True):
-        alive = _measured(row)
-        centre = _centre_cell(row) if alive else "—"
-        previous = row.get("vs_previous") or {}
-        alone = (row.get("alone") or {}).get("vs_base")
-        text, style = _STEP_VERDICT.get(row.get("verdict"), (str(row.get("verdict")), ""))
+        alive = is_measured(row)
+        centre = _centre_cell(row.center, row.ci95) if alive else "—"
+        previous = row.vs_previous if alive else None
+        text, style = STEP_VERDICT.get(row.verdict, (row.verdict, ""))
         verdict = Text(text, style=style)
-        if _step_costs(row) and row.get("step"):
-            verdict.append(f" — {_GIVES_UP}", style="bold yellow")
+        if step_costs(row) and row.step:
+            verdict.append(f" — {GIVES_UP}", style="bold yellow")
         change_style = ""
-        if previous.get("significant") and row.get("verdict") in ("gain", "loss"):
-            change_style = "green" if row["verdict"] == "gain" else "red"
+        if row.vs_previous and row.vs_previous.significant and row.verdict in ("gain", "loss"):
+            change_style = "green" if row.verdict == "gain" else "red"
         cells.append({
-            "step": Text(str(row.get("step", "?"))),
-            "setting": Text(label, style="dim" if row.get("step") == 0 else ""),
+            "step": Text(str(row.step)),
+            "setting": Text(label, style="dim" if row.step == 0 else ""),
             "centre": _split(centre),
-            "n": Text(str(row.get("n", "—"))),
+            "n": Text(str(row.n)),
             "previous": tuple(Text(t.plain, style=change_style)
-                              for t in _split(_change(row.get("vs_previous") if alive else None))),
-            "base": _split(_change(row.get("vs_base") if alive else None)),
-            "alone": _split(_change(alone)),
-            "p": Text(_p(previous["p_value"]) if alive and previous.get("p_value") is not None
-                      else "—"),
+                              for t in _split(change_text(previous))),
+            "base": _split(change_text(row.vs_base if alive else None)),
+            "alone": _split(change_text(row.alone.vs_base if row.alone else None)),
+            "p": _p_cell(previous.p_value if previous else None),
             "verdict": verdict,
         })
     keys = ["step", "setting", "centre"] + (["n"] if len(ns) > 1 else [])
-    compare = ["previous", "base"] + (["alone"] if any(r.get("alone") for r in rows) else [])
+    compare = ["previous", "base"] + (["alone"] if any(r.alone for r in rows) else [])
     every = keys + compare + ["p", "verdict"]
     halves = [keys + ["verdict"], ["step", *compare, "p"]]
     _print_fitting(console, columns, cells,
                    [([every], False), ([every], True), (halves, False), (halves, True)])
 
 
-def _print_steps(result: dict, console: Console) -> None:
+def _print_steps(results: Results, tables: list[StepsTable], console: Console) -> None:
     """Title, per slice the steps table, durability, total and interaction; the conclusion."""
-    _print_title(result, _steps_title(result), console)
-    entries = result.get("steps") or []
-    rows = [r for e in entries for r in e.get("rows") or [] if _measured(r)]
-    ns = sorted({r["n"] for r in rows if r.get("n") is not None})
+    _print_title(results, _steps_title(results, tables), console)
+    ns = sorted({r.n for table in tables for r in table.rows if is_measured(r)})
     if ns:
         runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-        word = _centre_name(result).split()[0]
-        console.print(Text(f"Each step is the {word} of {runs} runs with its 95% interval; "
-                           "vs previous and p (Holm-adjusted) compare it with the step before.",
-                           style="dim"))
-    for i, entry in enumerate(entries):
-        if i or _where(entry.get("slice")):
+        console.print(Text(f"Each step is the {results.objective.centre} of {runs} runs with its "
+                           "95% interval; vs previous and p (Holm-adjusted) compare it with the "
+                           "step before.", style="dim"))
+    for i, table in enumerate(tables):
+        if i or table.slice:
             console.print()
-        if _where(entry.get("slice")):
-            console.print(Text(_slice_heading(result, entry), style="bold"))
-        _print_step_table(result, entry, console)
-        for line in _step_notes(result, entry):
+        if table.slice:
+            console.print(Text(slice_heading(results, table), style="bold"))
+        _print_step_table(results, table, console)
+        for line in step_notes(results, table):
             console.print(Text(line))
-        for line in _step_durability(result, entry):
+        for line in step_durability_lines(results, table):
             console.print(Text(line, style="bold yellow"))
-        for line in (_total_text(result, entry), _interaction_text(result, entry)):
+        for line in (total_text(results, table), interaction_text(results, table)):
             if line:
                 console.print(Text(line))
     console.print()
-    console.print(Text(conclusion_text(result)))
-    for line in explanation_lines(result):
+    console.print(Text(conclusion_text(results)))
+    for line in explanation_lines(results):
         console.print(Text(line))
-    noise = noise_text(result)
+    noise = noise_text(results)
     if noise:
         console.print(Text(noise, style="dim"))
 
 
-def _print_servers(result: dict, console: Console) -> None:
+def _print_servers(results: Results, console: Console) -> None:
     """A table per configuration measured on every server, then what each server lacked."""
-    for entry in result.get("servers_compared") or []:
-        rows = entry.get("rows") or []
-        where = _where({k: v for k, v in (entry.get("slice") or {}).items() if k != "binary"})
+    for entry in results.servers_compared or []:
+        at = where({k: v for k, v in entry.slice.items() if k != "binary"})
         console.print()
-        console.print(Text(f"servers compared at {_at_text(entry.get('at', '?'))}"
-                           + (f" · {where}" if where else ""), style="bold"))
-        infos = [_server_info(result, str(r.get("binary"))) for r in rows]
+        console.print(Text(f"servers compared at {at_text(entry.at)}"
+                           + (f" · {at}" if at else ""), style="bold"))
+        servers = [results.server(row.binary) for row in entry.rows]
         columns: dict[str, dict] = {
             "server": {"header": "server"},
             "version": {"header": "version"},
             "compiler": {"header": "compiler", "wrap": True},
-            "centre": {"header": f"{_centre_name(result)} [95% CI]", "justify": "right"},
+            "centre": {"header": f"{_centre_name(results)} [95% CI]", "justify": "right"},
             "n": {"header": "n", "justify": "right"},
             "best": {"header": "vs best", "justify": "right"},
             "p": {"header": "p (Holm)", "justify": "right"},
             "verdict": {"header": "verdict"},
         }
         cells = []
-        for row, info in zip(rows, infos, strict=True):
-            alive = row.get("verdict") != "failed" and row.get("center") is not None
-            centre = _centre_cell(row) if alive else "—"
-            ratio = row.get("ratio_to_best")
+        for row, server in zip(entry.rows, servers, strict=True):
+            alive = row.verdict != "failed" and row.center is not None
+            ratio = row.ratio_to_best
             cells.append({
-                "server": Text(str(row.get("binary", "?"))),
-                "version": Text(str(info.get("version") or "—")),
-                "compiler": Text(str((info.get("compile") or {}).get("compiler") or "—")),
-                "centre": _split(centre),
-                "n": Text(str(row.get("n", "—"))),
-                "best": Text("—" if ratio is None or row.get("verdict") == "best" or not alive
-                             else f"{_signed((ratio - 1) * 100, 1)}%"),
-                "p": Text(_p(row["p_value"]) if row.get("p_value") is not None else "—"),
-                "verdict": Text(str(row.get("verdict")),
-                                style=_RICH_STYLE.get(row.get("verdict"), "")),
+                "server": Text(row.binary),
+                "version": Text(server.version or "—" if server else "—"),
+                "compiler": Text(server.compiler or "—" if server else "—"),
+                "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
+                "n": Text(str(row.n)),
+                "best": Text("—" if ratio is None or row.verdict == "best" or not alive
+                             else f"{signed((ratio - 1) * 100, 1)}%"),
+                "p": _p_cell(row.p_value),
+                "verdict": Text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
             })
-        compiled = any((i.get("compile") or {}).get("compiler") for i in infos)
+        compiled = any(server and server.compiler for server in servers)
         full = ["server", "version"] + (["compiler"] if compiled else [])
         judged = ["centre", "n", "best", "p", "verdict"]
         # too narrow: who the servers are, then how they did; else only how they did
         _print_fitting(console, columns, cells,
                        [([full + judged], False), ([full, ["server", *judged]], False),
                         ([["server", *judged]], False), ([["server", *judged]], True)])
-        if not entry.get("significant"):
-            better = "faster" if result["objective"]["direction"] == "minimize" else "better"
+        if not entry.significant:
+            better = "faster" if results.objective.direction == "minimize" else "better"
             console.print(Text(f"No server is measurably {better} than another here."))
-    lines = server_lines(result)
-    if lines and not result.get("servers_compared"):
+    lines = server_lines(results)
+    if lines and not results.servers_compared:
         console.print()
     for line in lines:
         console.print(Text(line, style="yellow"))

@@ -15,50 +15,19 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pymysql
 
-from knoblab.catalog import INTEGER_TYPES, Catalog, read_catalog
+from knoblab.catalog import Catalog, read_catalog
+from knoblab.connection import DATABASE, Endpoint, Server, one
 from knoblab.errors import UserError
-from knoblab.server.sandbox import read_globals
-from knoblab.workloads.dataset import DATABASE
+from knoblab.server.settings import read_globals, set_global
+from knoblab.server.target import Data, ServerRefused
 
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """How to reach the server; what the store keeps of it (no password, ever)."""
-
-    host: str | None = None
-    port: int = 3306
-    socket: str | None = None
-    user: str = "root"
-    password_env: str | None = None  # the name of the variable holding the password
-    option_file: str | None = None  # a my.cnf-style file with a [client] password
-    # For settings only a restart applies: the command that restarts the server (an argv
-    # list, run without a shell) and a config file its configuration includes, owned by knoblab.
-    restart_command: tuple[str, ...] | None = None
-    config_include: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.restart_command is not None:  # a list, when read back from the store
-            object.__setattr__(self, "restart_command", tuple(self.restart_command))
-
-    def describe(self) -> str:
-        where = self.socket or f"{self.host or 'localhost'}:{self.port}"
-        return f"{self.user}@{where}"
-
-    def as_dict(self) -> dict[str, Any]:
-        """As stored (JSON types), so a stored endpoint compares equal to this one."""
-        found = asdict(self)
-        if self.restart_command is not None:
-            found["restart_command"] = list(self.restart_command)
-        return found
 
 
 class ExternalServer:
@@ -68,6 +37,7 @@ class ExternalServer:
         self.endpoint = endpoint
         self._pid: int | None = None
         self._datadir: Path | None = None
+        self.identity: str | None = None  # known once probed
 
     def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection:
         e = self.endpoint
@@ -113,10 +83,13 @@ class ExternalServer:
         conn = self.connect()
         try:
             with conn.cursor() as cur:
-                cur.execute("SELECT VERSION(), @@pid_file, @@datadir")
-                version, pid_file, datadir = cur.fetchone()
+                cur.execute("SELECT VERSION(), @@pid_file, @@datadir, @@hostname, @@port")
+                version, pid_file, datadir, hostname, port = one(cur)
         finally:
             conn.close()
+        # What the server says it is: the same server reached by another address (a socket
+        # path spelt differently, localhost for 127.0.0.1) is recognised as the same.
+        self.identity = f"{hostname}:{port}:{datadir}"
         pid = None
         try:
             pid = int(Path(pid_file).read_text().strip())
@@ -132,9 +105,25 @@ class ExternalServer:
     def pid(self) -> int | None:
         return self._pid
 
+    def stored(self) -> dict[str, Any]:
+        """How the store keeps this server: how to reach it (no password) and what it is."""
+        return {**self.endpoint.as_dict(), "identity": self.identity}
+
+    def is_same_as(self, stored: dict[str, Any]) -> bool:
+        """Whether a server the store kept is this one (older records: by address only)."""
+        if stored.get("identity") and self.identity:
+            return bool(stored["identity"] == self.identity)
+        return Endpoint.from_dict(stored) == self.endpoint
+
     @property
     def datadir(self) -> Path | None:
         return self._datadir
+
+    @property
+    def socket(self) -> Path | None:
+        """Its socket file, when it is reached through one on this machine."""
+        found = Path(self.endpoint.socket) if self.endpoint.socket else None
+        return found if found is not None and found.is_socket() else None
 
     def global_values(self, names: list[str]) -> dict[str, str]:
         return read_globals(self.connect, names)
@@ -157,6 +146,7 @@ class Settings:
         for row in store.pending_restores(run_id):
             self.originals[row["name"]] = row["original"]  # a resumed run: the true originals
         self.in_include: dict[str, str] | None = None  # unknown until first written
+        self.changed: set[str] = set(self.originals)  # set at least once (or maybe, resumed)
 
     def apply(self, values: Mapping[str, str]) -> None:
         self._save_originals()
@@ -171,7 +161,16 @@ class Settings:
         try:
             with conn.cursor() as cur:
                 for name in self.dynamic:
-                    set_global(cur, self.catalog, name, values.get(name, self.originals[name]))
+                    try:
+                        set_global(cur, self.catalog, name,
+                                   values.get(name, self.originals[name]))
+                    except pymysql.MySQLError:
+                        if name not in self.changed:
+                            # Refused before it ever changed: nothing to put back.
+                            self.store.mark_restored(self.run_id, [name], "unchanged")
+                            del self.originals[name]
+                        raise
+                    self.changed.add(name)
         finally:
             conn.close()
 
@@ -182,7 +181,7 @@ class Settings:
         current = self.server.global_values(missing)
         for name in missing:
             # Durably first: a crash right after the change can still be undone.
-            self.store.save_original(self.run_id, self.server.endpoint.as_dict(), name,
+            self.store.save_original(self.run_id, self.server.stored(), name,
                                      current.get(name))
             self.originals[name] = current.get(name)
 
@@ -240,10 +239,6 @@ def restart_with(server: ExternalServer, settings: Mapping[str, str],
                         f" ({problem}); it runs again with its own settings")
 
 
-class ServerRefused(UserError):
-    """A configuration the server would not restart with: that point fails, the run goes on."""
-
-
 def _restart(server: ExternalServer, timeout: float) -> str | None:
     """None when the restart command succeeded and the server answers again."""
     command = list(server.endpoint.restart_command or ())
@@ -283,28 +278,56 @@ def _write(path: Path, text: str) -> None:
 
 def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
                      run_id: str) -> list[str]:
+    """Put back what the run left changed; the names put back. A setting that cannot be put
+    back (the server refuses it now) does not stop the others: it stays pending, and a
+    UserError names it, its original value and why, after the rest are back."""
     pending = store.pending_restores(run_id)
-    if not pending:
-        return []
+    failed: dict[str, str] = {}
     restart_only = {row["name"]: row["original"] for row in pending
-                    if not catalog.knobs[row["name"]].dynamic}
+                    if row["name"] in catalog.knobs and not catalog.knobs[row["name"]].dynamic}
     if restart_only:
         path = Path(server.endpoint.config_include or "").expanduser()
         empty = not path.is_file() or path.read_text(errors="replace") == INCLUDE_MARK
-        # No needless restart of someone's server: only when it runs with changed values.
-        if not empty or server.global_values(list(restart_only)) != restart_only:
-            restart_with(server, {})  # the include file emptied: the server's own settings
+        try:
+            # No needless restart of someone's server: only when it runs with changed values.
+            if not empty or server.global_values(list(restart_only)) != restart_only:
+                restart_with(server, {})  # the include file emptied: its own settings
+        except UserError as exc:
+            failed.update({name: str(exc) for name in restart_only})
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             for row in pending:
-                if catalog.knobs[row["name"]].dynamic:
-                    set_global(cur, catalog, row["name"], row["original"])
+                name = row["name"]
+                if name not in catalog.knobs:
+                    failed[name] = f"{server.endpoint.describe()} has no such setting now"
+                elif catalog.knobs[name].dynamic:
+                    try:
+                        set_global(cur, catalog, name, row["original"])
+                    except pymysql.MySQLError as exc:
+                        failed[name] = refusal(exc)
     finally:
         conn.close()
-    names = [row["name"] for row in pending]
+    names = [row["name"] for row in pending if row["name"] not in failed]
     store.mark_restored(run_id, names)
+    if failed:
+        originals = {row["name"]: row["original"] for row in pending}
+        what = "; ".join(f"{name} (to {originals[name]}): {why}" for name, why in failed.items())
+        done = f"put back {', '.join(names)}; " if names else ""
+        raise UserError(f"{done}could not put back on {server.endpoint.describe()}: {what}; set "
+                        f"{'it' if len(failed) == 1 else 'them'} by hand, then clear the record "
+                        f"with: knoblab restore {run_id} --forget")
     return names
+
+
+def refusal(exc: pymysql.MySQLError) -> str:
+    """Why the server refused to change a global setting, and what would let it."""
+    code = exc.args[0] if exc.args else None
+    text = exc.args[-1] if exc.args else str(exc)
+    if code == 1227:
+        return (f"{text} (the user needs the SUPER or SYSTEM_VARIABLES_ADMIN privilege to "
+                "change global settings)")
+    return f"({code}) {text}" if code else str(text)
 
 
 @contextmanager
@@ -314,24 +337,6 @@ def restoring(settings: Settings) -> Iterator[Settings]:
         yield settings
     finally:
         settings.restore()
-
-
-def set_global(cur: Any, catalog: Catalog, name: str, value: str | None) -> None:
-    """SET GLOBAL name = value; None puts the server's default back."""
-    knob = catalog.knobs[name]  # names come from the catalog: never spliced from input
-    if value is None:
-        cur.execute(f"SET GLOBAL {name} = DEFAULT")
-        return
-    literal: Any = int(value) if knob.type in INTEGER_TYPES and _is_int(value) else value
-    cur.execute(f"SET GLOBAL {name} = %s", (literal,))
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
 
 
 def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], *,
@@ -344,11 +349,11 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA "
                         "WHERE SCHEMA_NAME = %s", (DATABASE,))
-            if cur.fetchone()[0]:
+            if one(cur)[0]:
                 cur.execute("SELECT COUNT(*) FROM information_schema.TABLES "
                             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
                             (DATABASE, OWNER_TABLE))
-                if not cur.fetchone()[0]:
+                if not one(cur)[0]:
                     raise UserError(
                         f"database {DATABASE} on {server.endpoint.describe()} was not created "
                         "by knoblab, which will not change it; rename it or tune another server")
@@ -358,7 +363,7 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
                             "created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP) ENGINE=InnoDB")
                 cur.execute(f"INSERT INTO {DATABASE}.{OWNER_TABLE} (data_key) VALUES ('')")
             cur.execute(f"SELECT data_key FROM {DATABASE}.{OWNER_TABLE}")
-            if cur.fetchone()[0] == key and not fresh:
+            if one(cur)[0] == key and not fresh:
                 return
             cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES "
                         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME <> %s", (DATABASE, OWNER_TABLE))
@@ -376,14 +381,142 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
         conn.close()
 
 
-def restore_pending(store: Any, run_id: str | None = None) -> list[tuple[str, str, list[str]]]:
-    """Put back what runs left changed (all runs, or one): (run, server, names) per run."""
+def forget_pending(store: Any, run_id: str | None = None) -> list[tuple[str, str, dict[str, str]]]:
+    """Give up putting back what runs left changed (the user did it by hand, or the server is
+    gone): (run, server, original values) per run, so the user knows what they were."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for row in store.pending_restores(run_id):
+        by_run.setdefault(row["run_id"], []).append(row)
+    forgotten = []
+    for run, rows in by_run.items():
+        store.mark_restored(run, [r["name"] for r in rows], "forgotten")
+        forgotten.append((run, Endpoint.from_dict(rows[0]["server"]).describe(),
+                          {r["name"]: r["original"] for r in rows}))
+    return forgotten
+
+
+def restore_pending(store: Any, run_id: str | None = None
+                    ) -> tuple[list[tuple[str, str, list[str]]], list[str]]:
+    """Put back what runs left changed (all runs, or one): (run, server, names) per run, and
+    what could not be put back, per run (one run's trouble does not stop the others)."""
     by_run: dict[str, dict[str, Any]] = {}
     for row in store.pending_restores(run_id):
         by_run.setdefault(row["run_id"], row["server"])
-    restored = []
+    restored, problems = [], []
     for run, where in by_run.items():
-        server = ExternalServer(Endpoint(**where))
-        names = restore_settings(server, server.catalog(), store, run)
+        try:
+            server = ExternalServer(Endpoint.from_dict(where))
+            names = restore_settings(server, server.catalog(), store, run)
+        except UserError as exc:
+            problems.append(f"run {run}: {exc}")
+            continue
         restored.append((run, server.endpoint.describe(), names))
-    return restored
+    return restored, problems
+
+
+# --- the target -----------------------------------------------------------------------------
+
+
+class RunningTarget:
+    """A running server: settings changed in place for each measurement, the originals
+    stored first and always put back; data in a database knoblab created and marked."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.label = ""
+        self.server = ExternalServer(endpoint)
+        self.version_line, _, _ = self.server.probe()
+        self.catalog = self.server.catalog()
+        self.settings: Settings | None = None  # during a run's session
+
+    @property
+    def where(self) -> str:
+        return self.server.endpoint.describe()
+
+    @property
+    def version(self) -> str:
+        return self.catalog.server_version
+
+    @property
+    def local(self) -> bool:
+        return self.server.pid is not None
+
+    def describe(self) -> dict[str, object]:
+        return {"label": self.label, "binary": None, "endpoint": self.where,
+                "version": self.version, "version_line": self.version, "compile": {}}
+
+    def check(self, names: list[str], store: Any, resuming: str | None) -> None:
+        """Nothing left changed by another run; restart-only settings only with a way to
+        restart it."""
+        for row in store.pending_restores():
+            # Another run's changes would be taken for this server's originals; a resumed run
+            # takes its own originals from the store.
+            if self.server.is_same_as(row["server"]) and row["run_id"] != resuming:
+                raise UserError(f"run {row['run_id']} left {row['name']} changed on "
+                                f"{self.where}; put it back first with: knoblab restore "
+                                f"{row['run_id']}")
+        restart = [n for n in names if not self.catalog.knobs[n].dynamic]
+        endpoint = self.server.endpoint
+        if restart and not (endpoint.restart_command and endpoint.config_include):
+            raise UserError(f"{', '.join(restart)} can only be set at start-up: to let knoblab "
+                            f"restart {self.where} give [server] restart_command (e.g. "
+                            "[\"systemctl\", \"restart\", \"mariadb\"]) and config_include (a "
+                            "file its configuration includes, which knoblab owns), or measure "
+                            "them on sandbox servers")
+        if restart:
+            check_include(endpoint)
+        self._check_changeable([n for n in names if self.catalog.knobs[n].dynamic])
+
+    def _check_changeable(self, names: list[str]) -> None:
+        """Each setting set to the value it has: proof, before the run, that this user may
+        change it and the server lets it be changed globally (nothing changes)."""
+        conn = self.server.connect()
+        try:
+            with conn.cursor() as cur:
+                for name in names:
+                    knob = self.catalog.knobs[name].name  # a catalog name, never input
+                    try:
+                        cur.execute(f"SET GLOBAL {knob} = @@GLOBAL.{knob}")
+                    except pymysql.MySQLError as exc:
+                        raise UserError(f"{name} cannot be changed on {self.where}: "
+                                        f"{refusal(exc)}") from None
+        finally:
+            conn.close()
+
+    def check_workload(self, check_running_server: Callable[[str, Path | None], None],
+                       data_keys: set[str]) -> None:
+        check_running_server(self.where, self.server.datadir)
+        if len(data_keys) > 1:
+            raise UserError("a running server holds one dataset at a time; sweep rows, engine "
+                            "or slack_type on sandbox servers")
+
+    def defaults(self, names: list[str]) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        # The baseline is what the server runs now, not its compiled-in default.
+        found.update(self.server.global_values(names))
+        return found
+
+    def prepare(self, data: Data) -> Path | None:
+        ensure_data(self.server, data.key, data.build)
+        return self.server.datadir
+
+    def data_message(self, label: str) -> str:
+        return f"data: {label}, in database {DATABASE} on {self.where}, which knoblab owns"
+
+    @contextmanager
+    def session(self, store: Any, run_id: str, touched: list[str]) -> Iterator[None]:
+        self.settings = Settings(self.server, self.catalog, store, run_id, touched)
+        try:
+            with restoring(self.settings):
+                yield
+        finally:
+            self.settings = None
+
+    @contextmanager
+    def configured(self, settings: Mapping[str, str], data: Data
+                   ) -> Iterator[tuple[Server, dict[str, object]]]:
+        assert self.settings is not None, "configured() runs inside session()"
+        if data.changed_by_measuring:
+            # Every measurement starts from freshly built data.
+            ensure_data(self.server, data.key, data.build, fresh=True)
+        self.settings.apply(settings)
+        yield self.server, {}

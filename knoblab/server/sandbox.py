@@ -10,7 +10,9 @@ last resort.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
+import errno
 import fcntl
 import functools
 import json
@@ -24,19 +26,26 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pymysql
 
+from knoblab import safety
 from knoblab.catalog import Catalog, read_catalog
+from knoblab.connection import Server
 from knoblab.errors import UserError
-from knoblab.server.binary import ServerBinary
+from knoblab.server.binary import ServerBinary, compile_info
+from knoblab.server.settings import read_globals, set_global
+from knoblab.server.target import Data, NoSpace, ServerRefused
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 120.0
 _LIVE: set[Sandbox] = set()
+_HURRY = False  # set by hurry(): stop() kills at once
 
 
-class ServerStartError(UserError):
+class ServerStartError(ServerRefused):
     """The server refused to start with a configuration; the message has the error log's tail."""
 
 
@@ -55,7 +64,9 @@ class Sandbox:
         self.binary = binary
         self.settings = dict(settings)
         self.home = home or knoblab_home()
-        self.dir = self.home / "sandboxes" / uuid.uuid4().hex[:12]
+        # The owner's pid in the name: a folder whose owner died is debris, whatever state
+        # its killed owner left it in (even before owner.json was written).
+        self.dir = self.home / "sandboxes" / f"{uuid.uuid4().hex[:12]}-{os.getpid()}"
         self.datadir = self.dir / "data" if copy else datadir_source
         self._source = datadir_source if copy else None
         self.socket_dir: Path | None = None
@@ -84,6 +95,25 @@ class Sandbox:
         self.stop()
 
     def start(self, timeout: float = START_TIMEOUT) -> None:
+        """Copy, configure and start; on any failure nothing is left behind (server, folder,
+        socket), and a full disk says so (NoSpace) instead of failing somewhere inside."""
+        if self._source is not None:
+            need_space(self.home, folder_bytes(self._source) + SANDBOX_MARGIN,
+                       "a sandbox (a copy of its data directory)")
+        try:
+            self._start(timeout)
+        except OSError as exc:
+            self.stop()
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise NoSpace(f"the disk of {self.home} filled up while a sandbox was made: "
+                          f"{exc.strerror}; free space there, or set KNOBLAB_HOME to a larger "
+                          "disk") from None
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         self.dir.mkdir(parents=True, mode=0o700)
         (self.dir / "tmp").mkdir(mode=0o700)
         self._write_owner()  # before anything slow: an interrupted copy is still cleaned up
@@ -105,20 +135,36 @@ class Sandbox:
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
         self._write_owner()
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
+        self._wait_ready(timeout)
+        self._check_private()
         self.start_seconds = time.perf_counter() - began
 
+    def _check_private(self) -> None:
+        """A sandbox's root has no password: whatever its settings did, it must not listen
+        on the network. Checked on every start; the server is stopped at once if it does."""
+        assert self.process is not None
+        try:
+            sockets = psutil.Process(self.process.pid).net_connections(kind="inet")
+        except psutil.Error:
+            return  # gone already: the measurement will say so
+        listening = sorted({f"{c.laddr.ip}:{c.laddr.port}" for c in sockets
+                            if c.status == psutil.CONN_LISTEN})
+        if listening:
+            settings = ", ".join(f"{k}={v}" for k, v in self.settings.items()) or "none"
+            raise UserError(f"a sandbox server listened on the network ({', '.join(listening)}) "
+                            f"with the settings {settings}; knoblab stopped it at once, since a "
+                            "sandbox's root has no password; remove the setting that opens a "
+                            "port")
+
     def _write_owner(self) -> None:
-        (self.dir / "owner.json").write_text(json.dumps({
+        staged = self.dir / "owner.json.new"  # renamed into place: never read half-written
+        staged.write_text(json.dumps({
             "owner_pid": os.getpid(), "server_pid": self.pid,
             "socket_dir": str(self.socket_dir or ""), "defaults_file": str(self.dir / "my.cnf"),
         }))
+        staged.replace(self.dir / "owner.json")
 
-    def connect(self, database: str | None = None, **kwargs: object) -> pymysql.Connection:
+    def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection:
         return pymysql.connect(unix_socket=str(self.socket), user="root", password="",
                                database=database, autocommit=True, **kwargs)
 
@@ -129,7 +175,10 @@ class Sandbox:
     def stop(self) -> None:
         """Shut down cleanly, then TERM, then KILL; remove the private directories."""
         process = self.process
-        if process is not None and process.poll() is None:
+        if process is not None and process.poll() is None and _HURRY:
+            process.kill()
+            process.wait()
+        elif process is not None and process.poll() is None:
             steps: list[tuple[signal.Signals | None, float]] = [(None, STOP_TIMEOUT)]
             try:
                 conn = self.connect(connect_timeout=5)
@@ -202,20 +251,6 @@ class Sandbox:
             time.sleep(0.05)
 
 
-def read_globals(connect: Callable[[], pymysql.Connection], names: list[str]) -> dict[str, str]:
-    """SHOW GLOBAL VARIABLES for `names`, on a new connection; lower-case names."""
-    if not names:
-        return {}
-    conn = connect()
-    try:
-        with conn.cursor() as cur:
-            marks = ", ".join(["%s"] * len(names))
-            cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
-            return {name.lower(): value for name, value in cur.fetchall()}
-    finally:
-        conn.close()
-
-
 def alive(pid: int) -> bool:
     """Whether a process with this id exists (one of another user counts)."""
     if pid <= 0:
@@ -234,6 +269,17 @@ def copy_datadir(source: Path, target: Path) -> None:
     shutil.copytree(source, target, copy_function=shutil.copyfile)
     # A buffer-pool dump would make every start warm whatever the cache mode asks for.
     (target / "ib_buffer_pool").unlink(missing_ok=True)
+
+
+def hurry() -> None:
+    """From now on servers are killed instead of shut down (a second Ctrl-C): their data is
+    thrown away anyway."""
+    global _HURRY
+    _HURRY = True
+    for sandbox in list(_LIVE):
+        if sandbox.process is not None:
+            with contextlib.suppress(OSError):
+                sandbox.process.kill()
 
 
 def stop_all() -> None:
@@ -260,21 +306,43 @@ def reap_orphans(home: Path | None = None) -> int:
     """Stop sandboxes left behind by a knoblab process that no longer exists; how many."""
     home = home or knoblab_home()
     reaped = 0
-    for owner_file in (home / "sandboxes").glob("*/owner.json"):
+    for folder in (home / "sandboxes").glob("*"):
+        named = folder.name.rsplit("-", 1)[-1]
         try:
-            owner = json.loads(owner_file.read_text())
+            owner = json.loads((folder / "owner.json").read_text())
         except (OSError, ValueError):
-            continue
-        if alive(owner["owner_pid"]):
-            continue
+            owner = {}
+        owner_pid = int(owner.get("owner_pid") or (named if named.isdigit() else 0))
+        if not owner_pid or alive(owner_pid):
+            continue  # alive, or a folder of an older knoblab still being made: left alone
         server_pid = owner.get("server_pid")
         if server_pid and alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
             os.kill(server_pid, signal.SIGKILL)
+            _wait_gone(server_pid)
             reaped += 1
         if owner.get("socket_dir"):
             shutil.rmtree(owner["socket_dir"], ignore_errors=True)
-        shutil.rmtree(owner_file.parent, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
     return reaped
+
+
+def _wait_gone(pid: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def other_owners(home: Path) -> list[int]:
+    """Processes other than this one that have sandboxes running in `home` now."""
+    owners = []
+    for owner_file in (home / "sandboxes").glob("*/owner.json"):
+        try:
+            pid = int(json.loads(owner_file.read_text())["owner_pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid != os.getpid() and alive(pid):
+            owners.append(pid)
+    return owners
 
 
 def _cmdline(pid: int) -> str:
@@ -305,6 +373,7 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
             return base
         shutil.rmtree(base, ignore_errors=True)
         _remove_dead_builds(root)
+        need_space(root, BASE_BYTES, "an empty data directory of the server")
         building = root / f"base.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
@@ -327,6 +396,24 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         return base
 
 
+SANDBOX_MARGIN = 64 << 20  # beyond its data: logs, temporary tables, what a measurement writes
+BASE_BYTES = 192 << 20  # an empty MariaDB 10.11 data directory takes 114 MB (its redo log)
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(entry.stat().st_size for entry in folder.rglob("*") if entry.is_file())
+
+
+def need_space(folder: Path, needed: int, what: str) -> None:
+    """NoSpace, with the figures, when the disk of `folder` has less than `needed` free."""
+    existing = next(p for p in (folder, *folder.parents) if p.exists())  # not made yet
+    free = shutil.disk_usage(existing).free
+    if free < needed:
+        raise NoSpace(f"{what} needs {safety.format_size_rounded(needed)} on the disk of "
+                      f"{folder}, which has {safety.format_size_rounded(free)} free; free "
+                      "space there, or set KNOBLAB_HOME to a larger disk")
+
+
 def _remove_dead_builds(root: Path) -> None:
     """Half-built templates of a knoblab that was killed (called under the lock)."""
     for folder in root.glob("*.building-*"):
@@ -340,8 +427,10 @@ def catalog_for(binary: ServerBinary, home: Path | None = None) -> Catalog:
 
 
 def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], None],
-                     home: Path | None = None) -> Path:
-    """A datadir made from the base template by `build` (e.g. loading a dataset), kept by key."""
+                     home: Path | None = None, estimated_bytes: int = 0) -> Path:
+    """A datadir made from the base template by `build` (e.g. loading a dataset), kept by key.
+    Refused up front when the disk cannot hold the estimate; a build that fails (the disk
+    filling after all, an SQL error) leaves nothing behind and says why in one line."""
     home = home or knoblab_home()
     base = base_template(binary, home)
     root = home / "templates" / binary.slug
@@ -351,13 +440,24 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
             return target / "data"
         shutil.rmtree(target, ignore_errors=True)
         _remove_dead_builds(root)
+        need_space(root, folder_bytes(base / "data") + estimated_bytes + SANDBOX_MARGIN,
+                   f"building the data {key}")
         building = root / f"{key}.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(parents=True)
-        copy_datadir(base / "data", building / "data")
         try:
+            building.mkdir(parents=True)
+            copy_datadir(base / "data", building / "data")
             with Sandbox(binary, building / "data", {}, home=home, copy=False) as server:
                 build(server)
+        except (OSError, pymysql.MySQLError) as exc:
+            shutil.rmtree(building, ignore_errors=True)
+            if shutil.disk_usage(root).free < SANDBOX_MARGIN or \
+                    getattr(exc, "errno", None) == errno.ENOSPC:
+                raise NoSpace(f"the disk of {root} filled up while the data {key} was built; "
+                              "free space there, or set KNOBLAB_HOME to a larger disk") from None
+            if isinstance(exc, pymysql.MySQLError):
+                raise UserError(f"building the data {key} failed: {exc.args[-1]}") from None
+            raise
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
@@ -365,3 +465,83 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
         building.rename(target)
         (target / ".ready").touch()
         return target / "data"
+
+
+# --- the target -----------------------------------------------------------------------------
+
+
+class SandboxTarget:
+    """Sandboxes of one binary: every measurement on a server started for it, from a copy of
+    a template holding its data, stopped after."""
+
+    def __init__(self, label: str, binary: ServerBinary, home: Path) -> None:
+        self.label = label
+        self.binary = binary
+        self.home = home
+        self.catalog = catalog_for(binary, home)
+        self.templates: dict[str, Path] = {}  # datadir template by data key
+
+    @property
+    def version(self) -> str:
+        return self.binary.short_version
+
+    @property
+    def local(self) -> bool:
+        return True
+
+    def describe(self) -> dict[str, object]:
+        return {"label": self.label, "binary": str(self.binary.path), "version": self.version,
+                "version_line": self.binary.version, "compile": compile_info(self.binary)}
+
+    def check(self, names: list[str], store: object, resuming: str | None) -> None:
+        safety.check_sandbox_owned(names)
+
+    def check_workload(self, check_running_server: Callable[[str, Path | None], None],
+                       data_keys: set[str]) -> None:
+        """A sandbox takes any workload and any number of datasets."""
+
+    def defaults(self, names: list[str]) -> dict[str, str | None]:
+        found = {}
+        for name in names:
+            knob = self.catalog.knobs.get(name)
+            if knob is not None:
+                found[name] = knob.default_value()
+        return found
+
+    def prepare(self, data: Data) -> Path:
+        template = derived_template(self.binary, data.key, data.build, self.home,
+                                   data.estimated_bytes)
+        # Every measurement copies it: a disk that cannot hold one copy is said now, once,
+        # not by every measurement failing.
+        need_space(self.home, folder_bytes(template) + SANDBOX_MARGIN,
+                   "each measurement (a copy of the data directory)")
+        self.templates[data.key] = template
+        return template
+
+    def data_message(self, label: str) -> str:
+        on = f" for {self.label}" if self.label else ""
+        return f"data{on}: {label}; built once into a template, then reused"
+
+    def session(self, store: object, run_id: str,
+                touched: list[str]) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # every sandbox is stopped after its measurement
+
+    @contextmanager
+    def configured(self, settings: Mapping[str, str], data: Data
+                   ) -> Iterator[tuple[Server, dict[str, object]]]:
+        """A server started with the settings that have a start-up option; the others set
+        globally before the workload connects."""
+        knobs = self.catalog.knobs
+        at_start = {k: v for k, v in settings.items() if knobs[k].startup_option}
+        after_start = {k: v for k, v in settings.items() if k not in at_start}
+        with Sandbox(self.binary, self.templates[data.key], at_start, home=self.home) as server:
+            if after_start:
+                conn = server.connect()
+                try:
+                    with conn.cursor() as cur:
+                        for name, value in after_start.items():
+                            set_global(cur, self.catalog, name, value)
+                finally:
+                    conn.close()
+            yield server, {"copy_seconds": round(server.copy_seconds, 3),
+                           "start_seconds": round(server.start_seconds, 3)}

@@ -13,24 +13,40 @@ import contextlib
 import ctypes
 import mmap
 import os
+import re
 import time
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pymysql
 
+from knoblab import section
+from knoblab.catalog import Catalog
+from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
-from knoblab.observe import Observation
-from knoblab.server.sandbox import Sandbox
-from knoblab.workloads.dataset import DATABASE
+from knoblab.observe import Observation, SecondSampler
+from knoblab.stats import Summary
+from knoblab.units import format_size, parse_size
+from knoblab.workloads.base import (
+    Measured,
+    Objective,
+    Recorder,
+    Steady,
+    StoredSeconds,
+    StoredTrial,
+    WorkloadError,
+)
+from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, VOLATILE, ScanTable
 
 CACHE_MODES = ("warm", "cold")
+LEADING_COMMENTS = re.compile(r"^(\s+|/\*.*?\*/|--[^\n]*|#[^\n]*)*", re.DOTALL)
+CHANGES_DATA = re.compile(r"(INSERT|UPDATE|DELETE|REPLACE|TRUNCATE|ALTER|DROP|CREATE|LOAD)\b",
+                          re.IGNORECASE)
 COLD_RESIDUE_LIMIT = 0.05  # a "cold" run with more than 5% of the table still cached is refused
-
-
-class WorkloadError(UserError):
-    """The statement itself failed (SQL error, timeout): the measurement is recorded as failed."""
 
 
 @dataclass
@@ -40,15 +56,167 @@ class Measurement:
     details: dict[str, object] = field(default_factory=dict)
 
 
+class Timed:
+    """What every workload timed by the wall clock (queries, scripts) shares: lower is better,
+    effects on time multiply (judged on medians, tested on log-times), and one time per server
+    start is one sample."""
+
+    objective: ClassVar[Objective] = Objective(
+        metric="seconds", unit="s", direction="minimize", centre="median", test="welch-log",
+        time_series=False)
+
+    @classmethod
+    def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
+                statistics: Mapping[str, Any]) -> list[float]:
+        return [t.value for t in trials if t.status == "done" and t.value is not None]
+
+    @classmethod
+    def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
+                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
+        return _timing_evidence(trials, summary)
+
+
 @dataclass(frozen=True)
-class QueryWorkload:
+class QueryWorkload(Timed):
+    """One SQL statement timed per measurement, over the built-in scan table."""
+
+    kind: ClassVar[str] = "query"
+    parameters: ClassVar[tuple[str, ...]] = ("rows", "engine", "slack_type")
+    keys: ClassVar[frozenset[str]] = frozenset(
+        {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"})
+
     sql: str
     cache: str = "warm"
     timeout: float = 3600.0
     timed_runs: int = 1  # per server start; the measurement is their median
+    dataset: ScanTable | None = None
+    repetitions: int = 5
+    warnings: tuple[str, ...] = ()
+    writes_data: bool = False
+    steady: ClassVar[Steady | None] = None
 
-    def measure(self, server: Sandbox, table_files: list[Path],
-                session_knobs: list[str]) -> Measurement:
+    # -- the spec -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> QueryWorkload:
+        if "rows" in sweep:
+            if "rows" in dataset or "size" in dataset:
+                raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
+                                "from [dataset]")
+            first = sweep["rows"][0]
+            dataset = {**dataset, "rows": first if isinstance(first, int) else 1}
+        sql = section.text(workload, "sql", "workload", "")
+        if not sql.strip():
+            raise UserError("[workload] sql: give the statement to time, e.g. "
+                            "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
+        table = _scan_table(dataset)
+        cache = section.text(workload, "cache", "workload", "warm")
+        if cache not in CACHE_MODES:
+            raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
+        timed_runs = section.number(workload, "timed_runs", "workload", 1, int, 1, 1000)
+        # A statement that writes: on a running server its data is rebuilt before every
+        # measurement; within one server start, later runs see what earlier ones left.
+        writes = bool(CHANGES_DATA.match(LEADING_COMMENTS.sub("", sql)))
+        notes: tuple[str, ...] = ()
+        if writes and (cache == "warm" or timed_runs > 1):
+            notes = ("the statement changes the data it runs on: within a server start each "
+                     "run (the untimed warm-up run too) sees what the previous one left; use "
+                     "cache = \"cold\" and timed_runs = 1, or a script workload",)
+        return cls(
+            sql=sql, cache=cache, warnings=notes, writes_data=writes,
+            timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
+                                   7 * 86400.0),
+            timed_runs=timed_runs,
+            dataset=table,
+            repetitions=section.number(workload, "repetitions", "workload", 5, int, 1, 10_000),
+        )
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        """Swept rows (whole numbers), engine or slack_type (one of the choices)."""
+        choices = {"engine": ENGINES, "slack_type": SLACK_TYPES}.get(name)
+        axis: list[str] = []
+        for raw in values:
+            if choices is None:
+                if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                    raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at "
+                                    "least 1")
+                value = str(raw)
+            else:
+                if name == "engine" and str(raw).upper() in VOLATILE:
+                    ScanTable(rows=1, engine=str(raw).upper())  # refused, saying why
+                match = [c for c in choices if isinstance(raw, str) and c.lower() == raw.lower()]
+                if not match:
+                    raise UserError(f"[sweep] {name} = {raw!r}: use one of {', '.join(choices)}")
+                value = match[0]
+            if value in axis:
+                raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
+            axis.append(value)
+        return axis
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        """Nothing the server's settings could make impossible."""
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        if self.cache == "cold" and datadir is None:
+            raise UserError(f"cache = \"cold\" needs the server's files on this machine to "
+                            f"evict them, and {where}'s data directory is not here; use "
+                            "cache = \"warm\"")
+
+    # -- the data -----------------------------------------------------------------------------
+
+    def dataset_for(self, requested: Mapping[str, str]) -> ScanTable:
+        """The dataset variant a point runs on (its swept rows, engine or slack_type)."""
+        assert self.dataset is not None, "a query workload read from a spec has its dataset"
+        changes: dict[str, Any] = {}
+        if "rows" in requested:
+            changes.update(rows=int(requested["rows"]), size_bytes=None)
+        if "engine" in requested:
+            changes["engine"] = requested["engine"]
+        if "slack_type" in requested:
+            changes["slack_type"] = requested["slack_type"]
+        return replace(self.dataset, **changes) if changes else self.dataset
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        return self.dataset_for(requested).key
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        dataset = self.dataset_for(requested)
+        size = f"{dataset.rows:,} rows" if dataset.rows is not None else \
+            f"{format_size(dataset.size_bytes or 0)}B"
+        return f"{dataset.table} ({size}, {dataset.engine}, slack {dataset.slack_type})"
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        self.dataset_for(requested).build(server, progress)
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        return self.dataset_for(requested).estimated_bytes()
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        return self.dataset_for(requested).describe(datadir)
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        return 2  # the timed one, and knoblab's own for counters and settings
+
+    def describe(self) -> dict[str, object]:
+        return {"sql": self.sql, "cache": self.cache, "timed_runs": self.timed_runs}
+
+    # -- the measurement ----------------------------------------------------------------------
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        # The OS figures of every second, warm-up included: long runs get their vmstat.
+        with SecondSampler(server.pid) as sampler:
+            files = self.dataset_for(requested).files(server.datadir) if server.datadir \
+                else []
+            measurement = self.time_runs(server, files, session_knobs)
+        recorder.os_seconds(sampler.take())
+        return Measured(measurement.seconds, {**measurement.details, "rows": measurement.rows})
+
+    def time_runs(self, server: Server, table_files: list[Path],
+                  session_knobs: list[str]) -> Measurement:
         """The median run of `timed_runs` on this server start, with every run's time."""
         runs = [self.measure_once(server, table_files, session_knobs)
                 for _ in range(self.timed_runs)]
@@ -58,7 +226,7 @@ class QueryWorkload:
             median.details["runs"] = [round(m.seconds, 6) for m in runs]
         return median
 
-    def measure_once(self, server: Sandbox, table_files: list[Path],
+    def measure_once(self, server: Server, table_files: list[Path],
                      session_knobs: list[str]) -> Measurement:
         if self.cache == "warm":
             self._run(server, timed=False)
@@ -88,13 +256,14 @@ class QueryWorkload:
             "read_bytes": figures["server_read_bytes"],
             "write_bytes": figures["server_write_bytes"],
             "cached_before": round(cached_before, 4),
-            "regime": regime(cpu_share, figures["cpu_iowait"]),
+            "regime": regime(cpu_share, figures["cpu_iowait"],
+                             figures["server_read_bytes"] + figures["server_write_bytes"]),
             "session": session,
             "os": figures,
             "status": seen["status"],
         })
 
-    def _run(self, server: Sandbox, *, timed: bool, session_knobs: list[str] = ()
+    def _run(self, server: Server, *, timed: bool, session_knobs: Sequence[str] = ()
              ) -> tuple[float, int, dict[str, str], dict[str, Any]]:
         """Run the statement once; when timed, with the server's counters and the OS figures
         taken around the statement alone (not the connection or knoblab's own probes)."""
@@ -106,13 +275,13 @@ class QueryWorkload:
                 for name in session_knobs:
                     # Proof the measured session runs with the setting, not just the global.
                     cur.execute(f"SELECT @@SESSION.{name}")
-                    session[name] = str(cur.fetchone()[0])
+                    session[name] = str(one(cur)[0])
                 cur.execute("SELECT CONNECTION_ID()")
-                connection_id = int(cur.fetchone()[0])
-                observation = Observation(server) if timed else contextlib.nullcontext()
+                connection_id = int(one(cur)[0])
+                observation = Observation(server) if timed else None
                 began = time.perf_counter()
                 try:
-                    with observation:
+                    with observation or contextlib.nullcontext():
                         began = time.perf_counter()
                         cur.execute(self.sql)
                         rows = len(cur.fetchall())
@@ -129,11 +298,11 @@ class QueryWorkload:
             conn.close()
         if elapsed > self.timeout:
             raise too_long  # the last bytes came just after the limit: still too long
-        seen = observation.result if timed else {}
+        seen = observation.result if observation else {}
         return elapsed, rows, session if timed else {}, seen
 
 
-def _kill_query(server: Sandbox, connection_id: int) -> None:
+def _kill_query(server: Server, connection_id: int) -> None:
     """A running server keeps executing a statement whose client gave up: stop it."""
     try:
         conn = server.connect(connect_timeout=5)
@@ -145,13 +314,66 @@ def _kill_query(server: Sandbox, connection_id: int) -> None:
         pass  # already gone, or the server with it
 
 
-def regime(cpu_share: float, iowait_share: float) -> str:
-    """CPU-bound when the server kept a core busy for most of the run, else I/O-bound or mixed."""
+def _scan_table(dataset: dict[str, Any]) -> ScanTable:
+    if dataset.get("kind", "scan-table") != "scan-table":
+        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
+                        "\"scan-table\"")
+    rows = dataset.get("rows")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
+    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
+    return ScanTable(rows=rows, size_bytes=size,
+                     engine=section.text(dataset, "engine", "dataset", "MyISAM"),
+                     slack_type=section.text(dataset, "slack_type", "dataset", "VARCHAR(50)"),
+                     index=section.flag(dataset, "index", "dataset"))
+
+
+# --- results of timed workloads (queries and scripts) ---------------------------------------
+
+
+def _timing_evidence(trials: list[StoredTrial], summary: Summary | None) -> dict[str, Any]:
+    done = [t for t in trials if t.status == "done"]
+    regimes = Counter(t.details.get("regime") for t in done if t.details.get("regime"))
+    return {
+        "median": summary.median if summary else None,
+        "ci95": [summary.ci_low, summary.ci_high] if summary else None,
+        "mean": summary.mean if summary else None,
+        "stdev": summary.stdev if summary else None,
+        "samples": [t.value for t in done],
+        "regime": regimes.most_common(1)[0][0] if regimes else None,
+        "cpu_share": _mean(t.details.get("cpu_share") for t in done),
+        "iowait_share": _mean(t.details.get("iowait_share") for t in done),
+        "read_mb": _mean((t.details.get("read_bytes") or 0) / 1e6 for t in done),
+        "os": {
+            "disk_read_mb": _median((t.details.get("os") or {}).get("disk_read_bytes", 0) / 1e6
+                                    for t in done),
+            "disk_write_mb": _median((t.details.get("os") or {}).get("disk_write_bytes", 0) / 1e6
+                                     for t in done),
+            **{name: _median((t.details.get("os") or {}).get(name) for t in done)
+               for name in ("cpu_user", "cpu_system", "cpu_iowait")},
+        },
+    }
+
+
+def _median(values: Any) -> float | None:
+    items = [v for v in values if v is not None]
+    return float(np.median(items)) if items else None
+
+
+def _mean(values: Any) -> float | None:
+    items = [v for v in values if v is not None]
+    return round(sum(items) / len(items), 4) if items else None
+
+
+def regime(cpu_share: float, iowait_share: float, io_bytes: float) -> str:
+    """CPU-bound when the server kept a core busy for most of the run; I/O-bound when it
+    waited on the disk (iowait, or reads and writes while the CPU idled); "waiting" when it
+    did neither (locks, sleeps, a client that sets the pace); otherwise mixed."""
     if cpu_share >= 0.75:
         return "CPU-bound"
-    if iowait_share >= 0.10 or cpu_share < 0.4:
+    if iowait_share >= 0.10 or (cpu_share < 0.4 and io_bytes > 0):
         return "I/O-bound"
-    return "mixed"
+    return "waiting" if cpu_share < 0.4 else "mixed"
 
 
 # --- page cache -----------------------------------------------------------------------------

@@ -21,16 +21,26 @@ import math
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pymysql
 from pymysql.constants import CLIENT
 
+from knoblab import section
+from knoblab.catalog import Catalog
+from knoblab.connection import DATABASE, Progress, Server
 from knoblab.errors import UserError
-from knoblab.observe import Observation
-from knoblab.server.sandbox import Sandbox
-from knoblab.workloads.dataset import DATABASE
-from knoblab.workloads.query import Measurement, WorkloadError, regime
+from knoblab.observe import Observation, SecondSampler
+from knoblab.workloads.base import (
+    Measured,
+    Recorder,
+    Steady,
+    WorkloadError,
+)
+from knoblab.workloads.query import Measurement, Timed, regime
 
 # After a failure or the timeout: how long workers get to stop once their connections are
 # killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).
@@ -142,13 +152,26 @@ def _whole(value: object) -> bool:
 
 
 @dataclass(frozen=True)
-class ScriptWorkload:
+class ScriptWorkload(Timed):
+    """A SQL body run by K connections, N times each; the measurement is its wall time."""
+
+    kind: ClassVar[str] = "script"
+    parameters: ClassVar[tuple[str, ...]] = ()
+    keys: ClassVar[frozenset[str]] = frozenset(
+        {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
+         "transaction", "repetitions", "timeout"})
+    steady: ClassVar[Steady | None] = None
+    # It writes: on a running server every measurement starts from freshly set-up tables.
+    writes_data: ClassVar[bool] = True
+    warnings: ClassVar[tuple[str, ...]] = ()
+
     setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
     body: str  # SQL one iteration runs; may hold several statements
     connections: int = 1  # K concurrent connections
     iterations: int = 1000  # per connection
     transaction: int = 1  # iterations per transaction; 1 = autocommit
     timeout: float = 3600.0  # seconds for the whole timed body
+    repetitions: int = 5
 
     def __post_init__(self) -> None:
         if not isinstance(self.setup, str):
@@ -169,13 +192,81 @@ class ScriptWorkload:
             raise UserError(f"[workload] timeout = {self.timeout!r}: must be a number of "
                             "seconds above 0")
 
+    # -- the spec -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> ScriptWorkload:
+        if dataset:
+            raise UserError("[dataset]: a script makes its own tables in its setup; remove "
+                            "[dataset]")
+        texts = {}
+        for part in ("setup", "body"):
+            if part in workload and f"{part}_file" in workload:
+                raise UserError(f"[workload] give {part} or {part}_file, not both")
+            if f"{part}_file" in workload:
+                name = section.text(workload, f"{part}_file", "workload", "")
+                path = (base_dir or Path.cwd()) / name
+                try:
+                    texts[part] = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError, ValueError) as exc:
+                    reason = getattr(exc, "strerror", None) or (
+                        "not UTF-8 text" if isinstance(exc, UnicodeDecodeError)
+                        else "not a file name")
+                    raise UserError(f"[workload] {part}_file = {name!r}: cannot read {path}: "
+                                    f"{reason}") from None
+            else:
+                texts[part] = section.text(workload, part, "workload", "")
+
+        def whole(key: str, default: int, high: int) -> int:
+            return int(section.number(workload, key, "workload", default, int, 1, high))
+
+        return cls(
+            setup=texts["setup"], body=texts["body"],
+            connections=whole("connections", 1, 10_000),
+            iterations=whole("iterations", 1000, 10**9),
+            transaction=whole("transaction", 1, 10**9),
+            timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
+                                   7 * 86400.0),
+            repetitions=whole("repetitions", 5, 10_000),
+        )
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        raise UserError(f"[sweep] {name}: a script sweeps server settings only")
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        """Nothing the server's settings could make impossible."""
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        """A script runs on a running server too: its tables live in knoblab's database."""
+
     # -- the data template --------------------------------------------------------------------
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        return self.prepare_key()
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        return "the script's setup"
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        self.prepare(server)
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        return 0  # its setup's tables: unknown, and small in every use seen so far
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        return None  # the setup makes the tables; describe() holds its text
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        return self.connections + 2  # its own, and knoblab's for counters and settings
 
     def prepare_key(self) -> str:
         """Names the template datadir: the setup text alone determines its data."""
         return "script-" + hashlib.sha256(self.setup.encode()).hexdigest()[:12]
 
-    def prepare(self, server: Sandbox) -> None:
+    def prepare(self, server: Server) -> None:
         """Create the database and run `setup` in it; UserError naming the failing statement."""
         conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
         try:
@@ -198,7 +289,14 @@ class ScriptWorkload:
 
     # -- the measurement ----------------------------------------------------------------------
 
-    def measure(self, server: Sandbox) -> Measurement:
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        with SecondSampler(server.pid) as sampler:
+            measurement = self.run_body(server)
+        recorder.os_seconds(sampler.take())
+        return Measured(measurement.seconds, {**measurement.details, "rows": measurement.rows})
+
+    def run_body(self, server: Server) -> Measurement:
         """Run the body on K connections at once; seconds from the common start to the last
         worker's finish. WorkloadError on any SQL error (all workers stop) or the timeout.
 
@@ -235,7 +333,8 @@ class ScriptWorkload:
             "iowait_share": figures["cpu_iowait"],
             "read_bytes": figures["server_read_bytes"],
             "write_bytes": figures["server_write_bytes"],
-            "regime": regime(cpu_share, figures["cpu_iowait"]),
+            "regime": regime(cpu_share, figures["cpu_iowait"],
+                             figures["server_read_bytes"] + figures["server_write_bytes"]),
             "os": figures,
             "status": seen.result["status"],
         })
@@ -278,7 +377,7 @@ class _Worker:
 class _Run:
     """One measurement's workers, their shared signals, and the clean-up after them."""
 
-    def __init__(self, workload: ScriptWorkload, server: Sandbox) -> None:
+    def __init__(self, workload: ScriptWorkload, server: Server) -> None:
         self.workload = workload
         self.server = server
         self.template = BodyTemplate(trim_comment_tail(workload.body))

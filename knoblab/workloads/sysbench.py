@@ -38,16 +38,32 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any, ClassVar
 
+import numpy as np
 import pymysql
+from scipy import stats as scipy_stats
 
+from knoblab import section, timeseries
+from knoblab.catalog import Catalog
+from knoblab.connection import Progress, Server
 from knoblab.errors import UserError
-from knoblab.server.sandbox import Sandbox
-from knoblab.workloads.query import WorkloadError
+from knoblab.observe import Observation, SecondSampler
+from knoblab.stats import Summary as StatsSummary
+from knoblab.workloads.base import (
+    Measured,
+    Objective,
+    Recorder,
+    Second,
+    Steady,
+    StoredSeconds,
+    StoredTrial,
+    WorkloadError,
+)
 
 SYSBENCH = "sysbench"  # the default binary; a workload's `binary` field overrides it
 SYSBENCH_TESTS = (
@@ -89,22 +105,6 @@ _OPTION_LINE = re.compile(r"^\s+--([A-Za-z0-9][A-Za-z0-9_-]*)")
 
 
 # --- parsing --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Second:
-    """One interval report line."""
-
-    t: float  # seconds since the start of the run (the "[ Ns ]")
-    threads: int
-    tps: float
-    qps: float
-    reads: float
-    writes: float
-    other: float
-    latency_ms: float  # at the run's --percentile
-    errors: float  # err/s
-    reconnects: float  # reconn/s
 
 
 @dataclass(frozen=True)
@@ -161,9 +161,9 @@ def parse_summary(text: str) -> Summary | None:
     latency_avg = _field(report, "avg")
     latency_max = _field(report, "max")
     pct = _field(report, r"(\d+)th percentile", r"(\d+(?:\.\d+)?)")
-    found = (transactions, queries, ignored, reconnects, total_time, events, latency_min,
-             latency_avg, latency_max)
-    if any(m is None for m in found):
+    if transactions is None or queries is None or ignored is None or reconnects is None or \
+            total_time is None or events is None or latency_min is None or \
+            latency_avg is None or latency_max is None:
         return None
     if pct is not None:
         percentile, latency_pct = int(pct.group(1)), float(pct.group(2))
@@ -296,6 +296,21 @@ def _value_text(value: object) -> str:
 
 @dataclass(frozen=True)
 class SysbenchWorkload:
+    """A sysbench test; each measurement is one run's steady-state mean throughput."""
+
+    kind: ClassVar[str] = "sysbench"
+    # Throughput: higher is better; judged on the means of server starts (or batch means).
+    objective: ClassVar[Objective] = Objective(metric="tps", unit="tps", direction="maximize",
+                                               centre="mean", test="welch", time_series=True)
+    parameters: ClassVar[tuple[str, ...]] = ("threads",)
+    keys: ClassVar[frozenset[str]] = frozenset(
+        {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration", "rate",
+         "percentile", "warmup", "window", "stall_fraction", "repetitions", "timeout",
+         "options"})
+    # Its tests write; on a sandbox every trial starts from a copy of the prepared data.
+    writes_data: ClassVar[bool] = True
+    warnings: ClassVar[tuple[str, ...]] = ()
+
     test: str = "oltp_read_write"
     threads: int = 8
     tables: int = 4
@@ -307,11 +322,159 @@ class SysbenchWorkload:
     options: tuple[tuple[str, str], ...] = ()  # other sysbench options: name (no --) -> value
     database: str = "sbtest"
     binary: str = SYSBENCH  # a name on PATH or a path to the sysbench executable
+    repetitions: int = 1
+    steady: Steady | None = field(default_factory=Steady)
 
     def __post_init__(self) -> None:
         options = self.options.items() if isinstance(self.options, dict) else self.options
         object.__setattr__(self, "options", tuple(
             (str(name).strip().lstrip("-"), _value_text(value)) for name, value in options))
+
+    # -- the spec -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> SysbenchWorkload:
+        if dataset:
+            raise UserError("[dataset]: sysbench prepares its own tables; set tables and "
+                            "table_size in [workload] and remove [dataset]")
+
+        def integer(key: str, default: int, low: int, high: int) -> int:
+            return int(section.number(workload, key, "workload", default, int, low, high))
+
+        options = workload.get("options", {})
+        if not isinstance(options, dict) or any(
+                not isinstance(v, str | int | float | bool) for v in options.values()):
+            raise UserError("[workload.options] must be a table of sysbench option = value, "
+                            "e.g. db_ps_mode = \"disable\"")
+        warmup = workload.get("warmup", "auto")
+        if warmup != "auto":
+            warmup = integer("warmup", 0, 0, 10**7)
+        window = integer("window", 0, 0, 10**7)
+        duration = integer("duration", 60, 1, 10**7)
+        steady = Steady(
+            warmup=None if warmup == "auto" else warmup,
+            window=window or None,
+            stall_fraction=section.number(workload, "stall_fraction", "workload", 0.10, float,
+                                          0.0, 1.0),
+        )
+        if steady.warmup is not None and steady.warmup >= duration:
+            raise UserError(f"[workload] warmup = {steady.warmup}: must be shorter than the "
+                            f"duration ({duration} s)")
+        return cls(
+            test=section.text(workload, "test", "workload", "oltp_read_write"),
+            threads=integer("threads", 8, 1, 100_000),
+            tables=integer("tables", 4, 1, 100_000),
+            table_size=integer("table_size", 100_000, 1, 10**10),
+            rand_type=section.text(workload, "rand_type", "workload", "uniform"),
+            duration=duration,
+            rate=integer("rate", 0, 0, 10**9),
+            percentile=integer("percentile", 99, 1, 100),
+            options=tuple(sorted((str(k), section.as_text(v)) for k, v in options.items())),
+            repetitions=integer("repetitions", 1, 1, 10_000),
+            steady=steady,
+        )
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        """Swept thread counts: whole numbers of at least 1."""
+        axis: list[str] = []
+        for raw in values:
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at least 1")
+            if str(raw) in axis:
+                raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
+            axis.append(str(raw))
+        return axis
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        """Everything sysbench would refuse, against the server's statement limit."""
+        statements = settings.get("max_prepared_stmt_count",
+                                  catalog.knobs["max_prepared_stmt_count"].default)
+        self.validate(max_prepared_stmt_count=int(statements or
+                                                  DEFAULT_MAX_PREPARED_STMT_COUNT))
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        raise UserError("sysbench runs need a sandbox server: on a running server its tables "
+                        "and passwords would live outside knoblab's own database; use kind = "
+                        "\"query\" or \"script\", or remove [server] kind")
+
+    # -- the data ---------------------------------------------------------------------------
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        return f"sysbench-{self.prepare_key()}"
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        return f"sysbench {self.tables} tables × {self.table_size:,} rows"
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        self.prepare(server)
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        return self.tables * self.table_size * 300  # an InnoDB sbtest row with its index: ~230
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        return None  # describe() holds the tables and their size
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        return int(requested.get("threads", self.threads)) + 2
+
+    def describe(self) -> dict[str, object]:
+        return {"test": self.test, "threads": self.threads, "tables": self.tables,
+                "table_size": self.table_size, "rand_type": self.rand_type,
+                "duration": self.duration, "rate": self.rate, "options": dict(self.options)}
+
+    # -- the measurement ----------------------------------------------------------------------
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        """One run; its value is the steady-state mean throughput."""
+        threads = int(requested.get("threads", self.threads))
+        with Observation(server) as seen, SecondSampler(server.pid) as sampler:
+            def on_second(second: Second) -> None:
+                recorder.second(second)
+                recorder.os_seconds(sampler.take())
+
+            result = self.run(server, on_second, threads=threads)
+        recorder.os_seconds(sampler.take())
+        if result.error is not None or not result.seconds:
+            # The seconds already stored stay with the trial, marked failed.
+            raise WorkloadError(f"sysbench failed after {len(result.seconds)} s: "
+                                f"{result.error or 'no per-second report'}")
+        steady = self.steady or Steady()
+        series = timeseries.summarize_series(
+            [s.tps for s in result.seconds], warmup=steady.warmup, last=steady.window,
+            stall_fraction=steady.stall_fraction)
+        summary = result.summary
+        details: dict[str, Any] = {
+            "threads": threads, "steady": asdict(series), **seen.result,
+            "errors": sum(s.errors for s in result.seconds),
+            "reconnects": sum(s.reconnects for s in result.seconds),
+        }
+        if summary is not None:
+            details.update(
+                transactions=summary.transactions, sysbench_tps=summary.tps,
+                latency_avg_ms=summary.latency_avg_ms, latency_max_ms=summary.latency_max_ms,
+                latency_p95_ms=histogram_percentile(summary.histogram, 95)
+                if summary.histogram else None,
+                latency_p99_ms=histogram_percentile(summary.histogram, 99)
+                if summary.histogram else None,
+            )
+        return Measured(series.mean, details)
+
+    # -- the results --------------------------------------------------------------------------
+
+    @classmethod
+    def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
+                statistics: Mapping[str, Any]) -> list[float]:
+        samples: list[float] = cls.evidence(trials, None, stored, statistics)["samples"]
+        return samples
+
+    @classmethod
+    def evidence(cls, trials: list[StoredTrial], summary: StatsSummary | None,
+                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
+        return series_evidence(trials, stored.seconds(), stored.os_seconds(), statistics)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -442,11 +605,13 @@ class SysbenchWorkload:
             argv.append("--db-ps-mode=disable")
         return argv
 
-    def _connection(self, server: Sandbox) -> list[str]:
+    def _connection(self, server: Server) -> list[str]:
+        if server.socket is None:
+            raise WorkloadError("sysbench needs the server's unix socket on this machine")
         return [f"--mysql-socket={server.socket}", "--mysql-user=root",
                 f"--mysql-db={self.database}"]
 
-    def run_command(self, server: Sandbox, *, threads: int | None = None,
+    def run_command(self, server: Server, *, threads: int | None = None,
                     max_prepared_stmt_count: int = DEFAULT_MAX_PREPARED_STMT_COUNT) -> list[str]:
         return [self.executable(), self.test, *self._connection(server),
                 *self.command_options(threads=threads,
@@ -472,7 +637,7 @@ class SysbenchWorkload:
         text = json.dumps(data, sort_keys=True)
         return "sysbench-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
-    def prepare(self, server: Sandbox) -> None:
+    def prepare(self, server: Server) -> None:
         """Create the database and sysbench's tables on the server (a parallel prepare).
 
         Raises WorkloadError with sysbench's error lines when it fails.
@@ -509,7 +674,7 @@ class SysbenchWorkload:
 
     # -- the run ------------------------------------------------------------------------------
 
-    def run(self, server: Sandbox, on_second: Callable[[Second], None], *,
+    def run(self, server: Server, on_second: Callable[[Second], None], *,
             threads: int | None = None, timeout: float | None = None) -> RunResult:
         """Run the test, calling on_second for each interval line as sysbench prints it.
 
@@ -590,7 +755,89 @@ def _kill(process: subprocess.Popen[str]) -> None:
             process.send_signal(signal.SIGKILL)
 
 
-def _max_prepared_stmt_count(server: Sandbox) -> int:
+# --- results ---------------------------------------------------------------------------------
+
+
+def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str, float]]],
+                    os_seconds: dict[int, list[dict[str, float]]],
+                    statistics: Mapping[str, Any]) -> dict[str, Any]:
+    """Steady-state throughput of a point's trials, pooled, with its batch means for the test."""
+    series, windows = [], []
+    os_series = [{"repetition": t.repetition,
+                  **{name: [row[name] for row in os_seconds[t.id]]
+                     for name in ("t", "cpu_user", "cpu_system", "cpu_iowait",
+                                  "disk_read_bytes", "disk_write_bytes")}}
+                 for t in trials if os_seconds.get(t.id)]
+    for trial in trials:
+        if trial.status not in ("done", "failed"):
+            continue
+        rows = seconds.get(trial.id, [])
+        steady = trial.details.get("steady") or {}
+        window = [steady.get("start", 0), steady.get("end", len(rows))]
+        series.append({"repetition": trial.repetition, "status": trial.status,
+                       "t": [r["t"] for r in rows], "tps": [r["tps"] for r in rows],
+                       "steady": window})
+        if trial.status == "done" and rows:
+            windows.append([r["tps"] for r in rows][window[0]:window[1]])
+    done = [t for t in trials if t.status == "done"]
+    evidence: dict[str, Any] = {"series": series, "os_series": os_series, "samples": [],
+                                "regime": None}
+    if not windows:
+        return {**evidence, "mean": None, "median": None, "stdev": None, "cv": None,
+                "ci95": None, "latency_p95_ms": None, "latency_p99_ms": None,
+                "stall_seconds": 0, "zero_seconds": 0, "longest_stall": 0, "sql_errors": 0,
+                "reconnects": 0}
+    pooled = np.concatenate([np.asarray(w, dtype=float) for w in windows])
+    size = max(timeseries.batch_size(w) for w in windows)
+    batches = [m for w in windows for m in timeseries.batch_means(w, size)] or \
+        [float(np.mean(w)) for w in windows]
+    # The unit of replication is the server start: starts differ by a few percent, so seconds
+    # (or batches) of one start are not independent samples of the configuration. With one
+    # start per value only batch means remain, and they compare runs, not configurations.
+    starts = [float(np.mean(w)) for w in windows]
+    samples = starts if len(starts) >= 2 else batches
+    mean = float(np.mean(samples))  # what the test compares and the interval is about
+    stdev = float(pooled.std(ddof=1)) if pooled.size > 1 else 0.0
+    steadies = [t.details.get("steady", {}) for t in done]
+    return {
+        **evidence,
+        "samples": samples,
+        "compared": "server starts" if len(starts) >= 2 else "batch means of one start",
+        "mean": mean,
+        "median": float(np.median(pooled)),
+        "stdev": stdev,
+        "cv": stdev / mean if mean else None,
+        # Throughput cannot be negative, whatever a t-interval on two starts says.
+        "ci95": [max(0.0, bound) for bound in
+                 _mean_interval(samples, statistics.get("confidence", 0.95))],
+        "latency_p95_ms": _median(t.details.get("latency_p95_ms") for t in done),
+        "latency_p99_ms": _median(t.details.get("latency_p99_ms") for t in done),
+        "stall_seconds": sum(s.get("stall_seconds", 0) for s in steadies),
+        "zero_seconds": sum(s.get("zero_seconds", 0) for s in steadies),
+        "longest_stall": max((s.get("longest_stall", 0) for s in steadies), default=0),
+        "sql_errors": round(sum(t.details.get("errors", 0) for t in done)),
+        "reconnects": round(sum(t.details.get("reconnects", 0) for t in done)),
+    }
+
+
+def _mean_interval(batches: list[float], confidence: float) -> list[float]:
+    """t-interval of the mean from batch means (near-independent, unlike the raw seconds)."""
+    k = len(batches)
+    mean = float(np.mean(batches))
+    if k < 2:
+        return [mean, mean]
+    half = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1) * np.std(batches, ddof=1)
+                 / np.sqrt(k))
+    return [mean - half, mean + half]
+
+
+def _median(values: Any) -> float | None:
+    items = [v for v in values if v is not None]
+    return float(np.median(items)) if items else None
+
+
+
+def _max_prepared_stmt_count(server: Server) -> int:
     """The server's real limit (it may be one of the settings under test)."""
     try:
         value = server.global_values(["max_prepared_stmt_count"]).get("max_prepared_stmt_count")

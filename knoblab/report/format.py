@@ -1,0 +1,197 @@
+"""Formatting shared by the sentences, tables and charts of a report.
+
+Numbers, percents and p-values (num, p_text, signed, change_text), sizes and row counts, and the
+labels of points, slices, steps and the configurations servers were compared at. The lowest
+module of knoblab.report: it imports neither rich nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from knoblab.errors import UserError
+from knoblab.records import Comparison, Point, Results, StepRow, StepsTable
+from knoblab.units import parse_size
+
+GIVES_UP = "gives up durability"
+STEP_VERDICT = {  # a step's verdict → (what people read, rich style)
+    "base": ("—", "dim"),
+    "gain": ("gain", "green"),
+    "loss": ("loss: leave it out", "red"),
+    "no measurable effect": ("no measurable effect: leave it out", ""),
+    "failed": ("failed", "magenta"),
+    "unavailable": ("not on this server", "magenta"),
+    "changes nothing": ("changes nothing: not run", "dim"),
+}
+_MINUS = "\u2212"  # a real minus sign: "−8%" does not read as a dash in a table
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def num(x: float | None) -> str:
+    """3 significant digits, never scientific, never fewer digits than the integer part, and
+    thousands separated ("1,204"); "—" for no number."""
+    if x is None:
+        return "—"
+    if x == 0 or not math.isfinite(x):
+        return f"{x:.2f}" if x == 0 else str(x)
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"
+
+
+def p_text(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+def signed(x: float, decimals: int) -> str:
+    """"+3.0", "−8.0" (true minus sign); no sign when it rounds to zero."""
+    text = f"{abs(x):.{decimals}f}"
+    if float(text) == 0:
+        return text
+    return ("+" if x > 0 else _MINUS) + text
+
+
+def change_text(compared: Comparison | None, decimals: int = 1) -> str:
+    """"−8.0% [−10, −6]": a ratio as a percent change with its 95% interval; "—" if none."""
+    if compared is None:
+        return "—"
+    lo, hi = ((c - 1) * 100 for c in compared.ci95)
+    d = 0 if round(max(abs(lo), abs(hi)), 1) >= 10 else 1  # whole percents once large
+    return (f"{signed((compared.ratio - 1) * 100, decimals)}% "
+            f"[{signed(lo, d)}, {signed(hi, d)}]")
+
+
+def as_number(value: object) -> float | None:
+    """A setting's value as a number ("128K" → 131072.0); None when it is not one."""
+    try:
+        return float(parse_size(value))
+    except UserError:
+        try:
+            return float(str(value))
+        except ValueError:
+            return None
+
+
+def as_count(value: object) -> float | None:
+    """A row count from a setting ("1000000"); None when it is not a number."""
+    try:
+        return float(str(value).replace("_", "").replace(",", ""))
+    except ValueError:
+        return as_number(value)
+
+
+def count(n: float) -> str:
+    """Rows as people write them: 1000000 -> "1M", 4000000 -> "4M", 250000 -> "250K"."""
+    for size, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{suffix}"
+    return f"{n:.3g}"
+
+
+def wrap_name(name: str, width: int) -> str:
+    """Break a long knob name after underscores: "innodb_buffer_\npool_size"."""
+    lines = [""]
+    for part in re.findall(r"[^_]+_*|_+", name):
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- points
+
+
+def value_knobs(results: Results) -> list[str]:
+    """The swept knobs that are compared (every knob but the slice knobs)."""
+    return [k for k in results.knobs if k not in results.slices] or list(results.knobs)
+
+
+def point_label(results: Results, point: Point, *, with_slice: bool = False) -> str:
+    """"128K" for one knob, "read_buffer_size=128K, sort_buffer_size=2M" for a grid.
+
+    Slice knobs (results.slices, e.g. threads or rows) are left out unless `with_slice`:
+    points are only ever compared within their slice, which is named separately (slice_label).
+    """
+    knobs = value_knobs(results)
+    if with_slice:
+        knobs += [k for k in results.slices if k not in knobs]
+    if len(knobs) == 1:
+        return str(point.settings[knobs[0]])
+    return ", ".join(f"{k}={point.settings[k]}" for k in knobs)
+
+
+def slice_label(results: Results, point: Point) -> str:
+    """"threads=8" for a sliced result, "" otherwise."""
+    return ", ".join(f"{k}={point.settings[k]}" for k in results.slices)
+
+
+def slices(results: Results) -> list[tuple[str, list[Point]]]:
+    """[(slice label, its points)] in order of first appearance; [("", all points)] if unsliced."""
+    groups: dict[str, list[Point]] = {}
+    for p in results.points:
+        groups.setdefault(slice_label(results, p), []).append(p)
+    return list(groups.items()) or [("", [])]
+
+
+def where(slice_: dict[str, str]) -> str:
+    """"threads=8" for a slice, "" for the unsliced {}."""
+    return ", ".join(f"{k}={v}" for k, v in slice_.items())
+
+
+def at_text(at: str) -> str:
+    """"step 5: + x=4M" → "step 5 (+ x=4M)", so that it reads inside a sentence."""
+    match = re.match(r"^(step \d+):\s*(.+)$", at)
+    return f"{match.group(1)} ({match.group(2)})" if match else at
+
+
+# ----------------------------------------------------------------------------- steps
+
+
+def step_label(row: StepRow) -> str:
+    if row.label:
+        return row.label
+    return "+ " + ", ".join(f"{k}={v}" for k, v in row.change.items()) if row.change else "base"
+
+
+def base_label(table: StepsTable) -> str:
+    """What step 0 is called: "defaults" or "base"."""
+    first = next((r for r in table.rows if r.step == 0), None)
+    return step_label(first) if first else "base"
+
+
+def is_measured(row: StepRow) -> bool:
+    return row.center is not None and row.verdict not in ("failed", "unavailable",
+                                                          "changes nothing")
+
+
+def durability_knob(cost: str) -> str | None:
+    """The knob a durability cost names ("knob = value: what a crash can cost")."""
+    match = re.match(r"\s*([A-Za-z0-9_.]+)\s*=", cost)
+    return match.group(1) if match else None
+
+
+def step_costs(row: StepRow) -> list[str]:
+    """What a crash can cost because of this step's own change (for step 0: of the base).
+
+    Costs that name a knob the step does not change are left out: they were bought by an
+    earlier step and are reported there.
+    """
+    costs = [c for c in row.durability if c.strip()]
+    if not row.change:
+        return costs
+    return [c for c in costs if durability_knob(c) in (None, *row.change)]
+
+
+def slice_heading(results: Results, table: StepsTable) -> str:
+    """The slice, and for a server slice the server's version and compiler."""
+    text = where(table.slice)
+    server = results.server(table.slice["binary"]) if "binary" in table.slice else None
+    if server is not None:
+        facts = [f for f in (server.version, server.compiler) if f]
+        if facts:
+            text += f" ({', '.join(facts)})"
+    return text

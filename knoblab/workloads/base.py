@@ -1,0 +1,180 @@
+"""The Workload protocol: what every kind of workload (query, sysbench, script) provides.
+
+A kind owns its [workload] section (read and checked once, with its own errors), the data it
+measures on (a key naming the data, and how to build it into a template), how it measures one
+configuration on a server, its objective (metric, unit, direction), how many connections it
+opens, how its stored trials are summarised, and how it describes itself. The runner, results
+and reports use only this protocol; adding a kind is one module and one line in the registry
+(`knoblab.workloads.KINDS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from knoblab.catalog import Catalog
+from knoblab.connection import Progress, Server
+from knoblab.errors import UserError
+from knoblab.stats import Centre, Direction, Summary, Test
+
+
+class WorkloadError(UserError):
+    """The measurement itself failed (SQL error, timeout, a dead server): the trial is recorded
+    as failed and the run goes on."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a measurement is and which way is better."""
+
+    metric: str  # "seconds" or "tps"
+    unit: str  # as shown after a value: "s" or "tps"
+    direction: Direction
+    centre: Centre  # what points are judged on: the median (times) or the mean (throughput)
+    test: Test  # the default test: "welch-log" (times multiply) or "welch" (batch means)
+    time_series: bool  # every second is stored: steady state, stalls, charts over time
+
+
+@dataclass(frozen=True)
+class Steady:
+    """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
+
+    warmup: int | None = None  # seconds; None = detected (MSER-5)
+    window: int | None = None  # the last N seconds; None = everything after the warm-up
+    stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
+
+
+@dataclass(frozen=True)
+class Second:
+    """One second of a time-series workload, as its driver reported it."""
+
+    t: float  # seconds since the start of the run
+    threads: int
+    tps: float
+    qps: float
+    reads: float
+    writes: float
+    other: float
+    latency_ms: float  # at the run's percentile
+    errors: float  # per second
+    reconnects: float  # per second
+
+
+@dataclass
+class Measured:
+    """One measurement: its value (in the objective's metric) and what was seen around it."""
+
+    value: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Recorder(Protocol):
+    """Stores what a running measurement reports, as it arrives."""
+
+    def second(self, second: Second) -> None: ...
+
+    def os_seconds(self, samples: list[tuple[float, dict[str, float]]]) -> None: ...
+
+
+class StoredTrial(Protocol):
+    """A trial as the store gives it back (knoblab.store.Trial)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def repetition(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def value(self) -> float | None: ...
+    @property
+    def details(self) -> dict[str, Any]: ...
+
+
+class StoredSeconds(Protocol):
+    """The per-second rows of a run's trials (workload and OS), by trial id."""
+
+    def seconds(self) -> dict[int, list[dict[str, float]]]: ...
+
+    def os_seconds(self) -> dict[int, list[dict[str, float]]]: ...
+
+
+class Workload(Protocol):
+    """A configured workload of one kind, read from a spec."""
+
+    kind: ClassVar[str]  # its name in [workload] kind and in the registry
+    objective: ClassVar[Objective]
+    # Sweepable besides the server's settings (threads; rows, engine, slack_type): verdicts
+    # are given per value of these, never across them.
+    parameters: ClassVar[tuple[str, ...]]
+    keys: ClassVar[frozenset[str]]  # the keys its [workload] section may hold
+
+    @property
+    def repetitions(self) -> int: ...
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the user should know about this workload as written (said before the run)."""
+
+    @property
+    def steady(self) -> Steady | None:
+        """How a time series is judged; None for kinds without one."""
+
+    @classmethod
+    def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> Workload:
+        """Read and check its sections; UserError (one line) for anything wrong."""
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        """A swept parameter's values, checked and normalised."""
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        """Checks against a server's catalog and the settings in force, before anything runs."""
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        """What a running server (not a sandbox) would not allow for this workload."""
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        """Names the data a point runs on (a template datadir is kept per key)."""
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        """The data a point runs on, in words."""
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        """Builds a point's data on the server (once per key, into a template)."""
+
+    @property
+    def writes_data(self) -> bool:
+        """Whether a measurement changes its data (on a running server: rebuilt every time)."""
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        """A generous estimate of the data's size on disk, to refuse a run the disk cannot
+        hold before anything is built."""
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        """The data for the results, or None when the kind makes its own tables."""
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        """Connections a point opens, for the memory estimate."""
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        """One measurement on a configured server; WorkloadError when it fails."""
+
+    def describe(self) -> dict[str, object]:
+        """What the run's description keeps of it (the results' "workload", with kind)."""
+
+    @classmethod
+    def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
+                statistics: Mapping[str, Any]) -> list[float]:
+        """A point's samples for the tests: one per independent unit of replication."""
+
+    @classmethod
+    def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
+                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
+        """A point's figures for the results: centre, interval and what was seen."""

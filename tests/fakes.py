@@ -1,0 +1,186 @@
+"""A fake workload kind and a fake server target: deterministic and in-process, so the run
+loop (plan → trial → store → results, resume, failures) is tested in milliseconds.
+
+They follow the same protocols as the real ones (`knoblab.workloads.base.Workload`,
+`knoblab.server.target.Target`); the real ones are tested against real servers elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from knoblab.catalog import Catalog, Knob
+from knoblab.connection import Progress, Server
+from knoblab.errors import STOP
+from knoblab.server.target import Data, ServerRefused
+from knoblab.workloads.base import (
+    Measured,
+    Recorder,
+    Steady,
+    WorkloadError,
+)
+from knoblab.workloads.query import Timed
+
+
+@dataclass
+class Script:
+    """What the fakes do, set by each test: times per value, failures, an interrupt."""
+
+    seconds: dict[str, float] = field(default_factory=dict)  # by sort_buffer_size
+    fails: dict[str, str] = field(default_factory=dict)  # value -> WorkloadError message
+    refuses: set[str] = field(default_factory=set)  # values the server will not start with
+    rows: dict[str, int] = field(default_factory=dict)  # rows the statement returns, by value
+    interrupt_at: int | None = None  # Ctrl-C during this measurement (1-based)
+    # A stop whose KeyboardInterrupt Python dropped (raised in a finaliser): only the flag
+    stop_flag_at: int | None = None
+    measured: list[dict[str, str]] = field(default_factory=list)  # settings, in order
+    started: list[dict[str, str]] = field(default_factory=list)  # every configured() call
+    sessions: list[str] = field(default_factory=list)  # "open", "closed"
+    built: list[str] = field(default_factory=list)  # data keys built
+
+
+SCRIPT = Script()
+
+
+@dataclass(frozen=True)
+class FakeWorkload(Timed):
+    kind: ClassVar[str] = "fake"
+    parameters: ClassVar[tuple[str, ...]] = ()
+    keys: ClassVar[frozenset[str]] = frozenset({"kind", "repetitions"})
+    steady: ClassVar[Steady | None] = None
+    writes_data: ClassVar[bool] = False
+    warnings: ClassVar[tuple[str, ...]] = ()
+
+    repetitions: int = 3
+
+    @classmethod
+    def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> FakeWorkload:
+        return cls(repetitions=int(section.get("repetitions", 3)))
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        raise AssertionError("the fake kind has no parameters")
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        pass
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        pass
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        return "fake-data"
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        return "fake data"
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        SCRIPT.built.append(self.data_key(requested))
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        return 0
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        return None
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        return 1
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        settings = server.global_values(["sort_buffer_size"])
+        SCRIPT.measured.append(settings)
+        if SCRIPT.interrupt_at == len(SCRIPT.measured):
+            raise KeyboardInterrupt
+        if SCRIPT.stop_flag_at == len(SCRIPT.measured):
+            STOP.set()
+        value = settings["sort_buffer_size"]
+        if value in SCRIPT.fails:
+            raise WorkloadError(SCRIPT.fails[value])
+        # Deterministic, with a small spread so that the statistics have something to do.
+        spread = 1 + 0.01 * (len(SCRIPT.measured) % 3)
+        return Measured(SCRIPT.seconds.get(value, 1.0) * spread,
+                        {"rows": SCRIPT.rows.get(value, 1)})
+
+    def describe(self) -> dict[str, object]:
+        return {}
+
+
+def fake_catalog() -> Catalog:
+    def size(name: str, default: str) -> Knob:
+        return Knob(name, "BIGINT UNSIGNED", "SESSION", default, 1024, 2**40, 1, (), True,
+                    True)
+
+    return Catalog("fake-server 1.0",
+                   {"sort_buffer_size": size("sort_buffer_size", "2097152"),
+                    "read_buffer_size": size("read_buffer_size", "131072")})
+
+
+class FakeServer:
+    """A server that applies whatever it is given."""
+
+    def __init__(self, settings: Mapping[str, str]) -> None:
+        self.settings = dict(settings)
+        self.pid: int | None = None
+        self.datadir: Path | None = None
+        self.socket: Path | None = None
+
+    def connect(self, database: str | None = None, **kwargs: Any) -> Any:
+        raise AssertionError("the fake server takes no connections")
+
+    def global_values(self, names: list[str]) -> dict[str, str]:
+        return {name: self.settings[name] for name in names if name in self.settings}
+
+
+class FakeTarget:
+    label = ""
+    version = "fake-server 1.0"
+    local = False
+
+    def __init__(self) -> None:
+        self.catalog = fake_catalog()
+
+    def describe(self) -> dict[str, object]:
+        return {"label": self.label, "binary": "fake", "version": self.version,
+                "version_line": self.version, "compile": {}}
+
+    def check(self, names: list[str], store: Any, resuming: str | None) -> None:
+        pass
+
+    def check_workload(self, check_running_server: Any, data_keys: set[str]) -> None:
+        pass
+
+    def defaults(self, names: list[str]) -> dict[str, str | None]:
+        return {name: self.catalog.knobs[name].default for name in names}
+
+    def prepare(self, data: Data) -> Path | None:
+        data.build(FakeServer({}))
+        return None
+
+    def data_message(self, label: str) -> str:
+        return f"data: {label}"
+
+    @contextmanager
+    def session(self, store: Any, run_id: str, touched: list[str]) -> Iterator[None]:
+        SCRIPT.sessions.append("open")
+        try:
+            yield
+        finally:
+            SCRIPT.sessions.append("closed")
+
+    @contextmanager
+    def configured(self, settings: Mapping[str, str], data: Data
+                   ) -> Iterator[tuple[Server, dict[str, Any]]]:
+        SCRIPT.started.append(dict(settings))
+        if settings.get("sort_buffer_size") in SCRIPT.refuses:
+            raise ServerRefused("the server did not start: unknown option (error log)")
+        yield FakeServer(settings), {"start_seconds": 0.0}
+
+
+def open_fake(spec: Any, home: Path, message: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    return {"": FakeTarget()}, {}

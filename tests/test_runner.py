@@ -1,0 +1,210 @@
+"""The run loop with a fake workload and a fake server: plan order, storage, resume after a
+kill, failed configurations, failed starts and timeouts — in milliseconds, without MariaDB."""
+
+from __future__ import annotations
+
+import io
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from knoblab import runner, workloads
+from knoblab.errors import STOP
+from knoblab.results import build_results
+from knoblab.spec import parse_spec
+from knoblab.store import Store, TrialState
+from tests import fakes
+
+VALUES = ["1M", "2M", "4M"]
+CONFIG = {"1M": "1048576", "2M": "2097152", "4M": "4194304"}
+
+
+class Quiet:
+    def __init__(self) -> None:
+        self.trials: list[tuple[str, int, str]] = []
+
+    def message(self, text: str) -> None: ...
+    def dataset_progress(self, done: int, total: int) -> None: ...
+    def plan(self, total: int, done: int, unit: str) -> None: ...
+    def second(self, label: str, second: object) -> None: ...
+
+    def trial(self, label: str, repetition: int, status: str, value: float | None,
+              error: str | None) -> None:
+        self.trials.append((label, repetition, status))
+
+
+@pytest.fixture(autouse=True)
+def fake_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake kind is registered as any kind is: one line in the registry."""
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
+        seconds={CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.0, CONFIG["4M"]: 2.0}))
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+
+
+def _spec(repetitions: int = 3, seed: int = 7):
+    source = (f'[workload]\nkind = "fake"\nrepetitions = {repetitions}\n'
+              f'[sweep]\nsort_buffer_size = {VALUES!r}\n[statistics]\nseed = {seed}\n')
+    return parse_spec(tomllib.loads(source), source=source)
+
+
+def _run(store: Store, tmp_path: Path, spec=None) -> str:
+    return runner.start_run(spec or _spec(), store, tmp_path, Quiet(),
+                            open_servers=fakes.open_fake)
+
+
+def _done_per_cell(store: Store, run_id: str) -> Counter[tuple[int, int]]:
+    return Counter((t.point_idx, t.repetition) for t in store.trials(run_id)
+                   if t.status == TrialState.DONE)
+
+
+def test_trials_follow_the_interleaved_plan_and_are_all_stored(store, tmp_path):
+    run_id = _run(store, tmp_path)
+    order = runner.plan_order(3, 3, seed=7)
+    expected = [CONFIG[VALUES[point]] for point, _ in order]
+    assert [m["sort_buffer_size"] for m in fakes.SCRIPT.measured] == expected
+    assert [(t.point_idx, t.repetition) for t in store.trials(run_id)] == order
+    assert store.run(run_id)["status"] == "done"
+    assert fakes.SCRIPT.sessions == ["open", "closed"]
+    assert fakes.SCRIPT.built == ["fake-data"]  # the data, once
+    results = build_results(store, run_id)
+    verdicts = {p.settings["sort_buffer_size"]: p.verdict for p in results.points}
+    assert verdicts["4M"] == "worse"  # twice as slow, measured three times
+    assert [p.n for p in results.points] == [3, 3, 3]
+
+
+def test_another_seed_gives_another_order(store, tmp_path):
+    _run(store, tmp_path, _spec(seed=8))
+    eight = [m["sort_buffer_size"] for m in fakes.SCRIPT.measured]
+    assert eight == [CONFIG[VALUES[p]] for p, _ in runner.plan_order(3, 3, seed=8)]
+    assert eight != [CONFIG[VALUES[p]] for p, _ in runner.plan_order(3, 3, seed=7)]
+
+
+def test_ctrl_c_keeps_what_was_measured_and_resume_repeats_nothing(store, tmp_path):
+    fakes.SCRIPT.interrupt_at = 5
+    with pytest.raises(KeyboardInterrupt):
+        _run(store, tmp_path)
+    run_id = store.list_runs()[0]["id"]
+    assert store.run(run_id)["status"] == "interrupted"
+    statuses = Counter(t.status for t in store.trials(run_id))
+    assert statuses == {TrialState.DONE: 4, TrialState.DISCARDED: 1}
+    assert fakes.SCRIPT.sessions == ["open", "closed"]  # put back on the way out
+
+    fakes.SCRIPT.interrupt_at = None
+    fakes.SCRIPT.measured.clear()
+    runner.resume_run(run_id, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
+    assert len(fakes.SCRIPT.measured) == 9 - 4  # only what was missing
+    assert _done_per_cell(store, run_id) == {cell: 1 for cell in runner.plan_order(3, 3, 7)}
+    assert store.run(run_id)["status"] == "done"
+
+
+def test_an_interrupted_run_is_reported_incomplete_and_recommends_nothing(store, tmp_path):
+    from knoblab.report import conclusion_text, print_report, write_charts
+
+    fakes.SCRIPT.interrupt_at = 3
+    with pytest.raises(KeyboardInterrupt):
+        _run(store, tmp_path)
+    results = build_results(store, store.list_runs()[0]["id"])
+    measured = {p.settings["sort_buffer_size"] for p in results.points if p.n}
+    assert len(measured) == 2
+    assert [p.verdict for p in results.points if not p.n] == ["not run"]
+    assert results.conclusion.recommended is None and not results.conclusion.significant
+    text = conclusion_text(results)
+    assert text.startswith("Incomplete run (interrupted): 2 measurements so far, 1 point not "
+                           "yet measured; no conclusion is drawn")
+    assert "keep" not in text
+    # The whole report and its charts, as `knoblab report` makes them for an unfinished run.
+    console = Console(file=io.StringIO(), width=160)
+    print_report(results, console)
+    assert "not run" in console.file.getvalue()
+    assert write_charts(results, tmp_path / "charts")
+
+
+def test_measurements_that_did_different_work_are_flagged(store, tmp_path):
+    fakes.SCRIPT.rows[CONFIG["4M"]] = 0  # as when a setting changes what the query returns
+    results = build_results(store, _run(store, tmp_path))
+    flagged = [w for w in results.warnings if "returned different numbers of rows" in w]
+    assert flagged == ["the measurements returned different numbers of rows (1M: 1; 2M: 1; "
+                       "4M: 0): they did not all do the same work, so their times are not "
+                       "comparable"]
+
+
+def test_a_stop_whose_exception_was_lost_still_stops_the_run(store, tmp_path):
+    fakes.SCRIPT.stop_flag_at = 4
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run(store, tmp_path)
+    finally:
+        STOP.clear()
+    assert len(fakes.SCRIPT.measured) == 4  # the measurement under way ends, no other begins
+    assert store.run(store.list_runs()[0]["id"])["status"] == "interrupted"
+    assert fakes.SCRIPT.sessions == ["open", "closed"]
+
+
+def test_resume_after_a_kill_discards_the_trial_it_left_running(store, tmp_path):
+    fakes.SCRIPT.interrupt_at = 4
+    with pytest.raises(KeyboardInterrupt):
+        _run(store, tmp_path)
+    run_id = store.list_runs()[0]["id"]
+    # What a kill -9 leaves: the run still "running", owned by a process that is gone, and a
+    # trial begun and never finished.
+    store.set_status(run_id, "running")
+    store.update_info(run_id, owner={"pid": 2**22 + 12345, "host": "elsewhere"})
+    store.begin_trial(run_id, point_idx=0, repetition=2, position=99)
+    fakes.SCRIPT.interrupt_at = None
+    runner.resume_run(run_id, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
+    assert _done_per_cell(store, run_id) == {cell: 1 for cell in runner.plan_order(3, 3, 7)}
+    assert TrialState.RUNNING not in {t.status for t in store.trials(run_id)}
+
+
+def test_a_failing_configuration_fails_its_trials_and_the_run_goes_on(store, tmp_path):
+    fakes.SCRIPT.fails[CONFIG["4M"]] = "query failed: Out of sort memory"
+    run_id = _run(store, tmp_path)
+    failed = [t for t in store.trials(run_id) if t.status == TrialState.FAILED]
+    assert {t.point_idx for t in failed} == {2} and len(failed) == 3
+    assert {t.error for t in failed} == {"query failed: Out of sort memory"}
+    assert store.run(run_id)["status"] == "done"
+    points = build_results(store, run_id).points
+    assert points[2].verdict == "failed" and points[2].failed == 3
+    assert points[2].errors == ["query failed: Out of sort memory"]
+
+
+def test_a_refused_start_is_tried_once_then_skipped(store, tmp_path):
+    fakes.SCRIPT.refuses.add(CONFIG["2M"])
+    run_id = _run(store, tmp_path)
+    assert [s["sort_buffer_size"] for s in fakes.SCRIPT.started].count(CONFIG["2M"]) == 1
+    refused = [t for t in store.trials(run_id) if t.point_idx == 1]
+    assert [t.status for t in refused] == [TrialState.FAILED] * 3
+    assert [bool(t.details.get("skipped")) for t in sorted(refused, key=lambda t: t.position)] \
+        == [False, True, True]
+    assert all("did not start" in (t.error or "") for t in refused)
+    assert _done_per_cell(store, run_id).keys() == {(p, r) for p in (0, 2) for r in range(3)}
+
+
+def test_a_timeout_is_a_failed_measurement_with_its_reason(store, tmp_path):
+    fakes.SCRIPT.fails[CONFIG["1M"]] = "query exceeded the timeout of 0.5 s"
+    run_id = _run(store, tmp_path)
+    errors = {t.error for t in store.trials(run_id) if t.status == TrialState.FAILED}
+    assert errors == {"query exceeded the timeout of 0.5 s"}
+    listener_statuses = Counter(t.status for t in store.trials(run_id))
+    assert listener_statuses == {TrialState.DONE: 6, TrialState.FAILED: 3}
+
+
+def test_a_workload_changed_since_the_run_began_is_not_resumed(store, tmp_path, monkeypatch):
+    fakes.SCRIPT.interrupt_at = 2
+    with pytest.raises(KeyboardInterrupt):
+        _run(store, tmp_path)
+    run_id = store.list_runs()[0]["id"]
+    fakes.SCRIPT.interrupt_at = None
+    # As when a script file was edited between the start and the resume.
+    monkeypatch.setattr(fakes.FakeWorkload, "describe", lambda self: {"body": "edited"})
+    with pytest.raises(runner.UserError, match="its workload changed since it began"):
+        runner.resume_run(run_id, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
+    assert len(fakes.SCRIPT.measured) == 2  # nothing was measured under the changed workload

@@ -1,0 +1,130 @@
+"""Every signal that stops knoblab stops it as Ctrl-C does: servers stopped, sandbox folders
+removed, settings of a running server put back, the run marked interrupted — also when
+several signals come in quick succession (a user hammering Ctrl-C, a service manager that
+sends TERM and then HUP)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import test_external as external
+from tests.test_crash import (
+    SLEEPY,
+    _db,
+    _no_sandboxes,
+    _no_servers_soon,
+    _sandbox_running,
+    _spec,
+    _start,
+    _until,
+)
+from tests.test_external import originals  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.server
+
+STOPPING = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+
+
+@pytest.fixture(scope="module")
+def home(knoblab_home: Path, catalog) -> Path:
+    return knoblab_home
+
+
+def _measuring(home: Path, tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_spec(name, sql=SLEEPY))
+    store = tmp_path / "s.sqlite"
+    proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
+    _until("a sandbox measuring", lambda: _sandbox_running(home, "SELECT SLEEP", min_ms=50),
+           proc)
+    return proc, store
+
+
+def _stopped(proc: subprocess.Popen, tmp_path: Path) -> str:
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = (tmp_path / "run.stderr").read_text()
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    return stderr
+
+
+@pytest.mark.parametrize("signum", STOPPING, ids=[s.name for s in STOPPING])
+def test_each_stopping_signal_cleans_up_like_ctrl_c(signum, home, tmp_path):
+    proc, store = _measuring(home, tmp_path, f"signal-{signum.name.lower()}")
+    proc.send_signal(signum)
+    stderr = _stopped(proc, tmp_path)
+    assert "interrupted; what was measured is stored" in stderr
+    _no_servers_soon(home)
+    _no_sandboxes(home)
+    assert _db(store, "SELECT status FROM runs") == [("interrupted",)]
+    assert ("discarded",) in _db(store, "SELECT status FROM trials")
+
+
+def test_signals_in_quick_succession_leave_nothing_behind(home, tmp_path):
+    proc, store = _measuring(home, tmp_path, "signal-storm")
+    for signum in [signal.SIGINT] * 4 + [signal.SIGTERM, signal.SIGHUP]:
+        proc.send_signal(signum)
+        time.sleep(0.02)
+    _stopped(proc, tmp_path)
+    _no_servers_soon(home)
+    _no_sandboxes(home)
+    assert _db(store, "SELECT status FROM runs") == [("interrupted",)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM],
+                         ids=["SIGHUP", "SIGTERM"])
+def test_a_running_servers_settings_are_put_back_on_hangup(signum, home, tmp_path,
+                                                           originals):  # noqa: F811
+    spec = external._spec(tmp_path, name=f"hup-{signum.name.lower()}",
+                          sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2", repetitions=4)
+    store = tmp_path / "s.sqlite"
+    proc = _start(home, store, tmp_path, "run", str(spec))
+
+    def changed() -> bool:
+        return external._globals("read_buffer_size", "sort_buffer_size") != originals
+
+    _until("a setting changed on the running server", changed, proc)
+    proc.send_signal(signum)
+    _stopped(proc, tmp_path)
+    assert external._globals("read_buffer_size", "sort_buffer_size") == originals
+    assert _db(store, "SELECT status FROM saved_settings WHERE status = 'changed'") == []
+
+
+_STOP_IN_A_FINALISER = """
+import gc, os, signal, sys, time
+from knoblab import cli
+cli._handle_stopping_signals()
+
+class Result:
+    def __del__(self):
+        # The signal arrives while Python runs a finaliser, where it drops exceptions.
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10_000):
+            pass
+
+started = time.monotonic()
+try:
+    Result()
+    time.sleep(20)  # a long measurement the stop must break off
+    print("not stopped")
+except KeyboardInterrupt:
+    print(f"stopped after {time.monotonic() - started:.1f} s")
+"""
+
+
+def test_a_stop_that_lands_in_a_finaliser_is_silent_and_not_delayed(tmp_path):
+    done = subprocess.run([sys.executable, "-c", _STOP_IN_A_FINALISER], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.startswith("stopped after"), done.stdout + done.stderr
+    assert float(done.stdout.split()[2]) < 5
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
