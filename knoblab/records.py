@@ -193,8 +193,13 @@ class Point(_Record):
     n: int  # measurements done
     failed: int
     ratio_to_best: float | None
-    p_value: float | None  # Holm-adjusted, against the best
-    verdict: str  # "best", "indistinguishable", "worse" or "failed"
+    p_value: float | None  # Holm-adjusted, against the leader
+    # TOST, Holm-adjusted: is it within ±min_effect of the leader (None: the leader, failed)
+    p_equivalent: float | None
+    # "best" (the leader, when some point is shown worse), "equivalent", "worse",
+    # "inconclusive", "failed" or "not run"; see stats.Verdict
+    verdict: str
+    extra_rounds: int | None  # inconclusive: about how many more rounds would decide it
     errors: list[str]
     unavailable: str | None  # why the point was not measured on its server
     durability: dict[str, str]  # knob -> what a crash can cost with this point's value
@@ -226,7 +231,8 @@ class Point(_Record):
             dict(data["settings"]), dict(data.get("config") or {}),
             dict(data.get("effective") or {}), bool(data.get("is_default")), data.get("n", 0),
             data.get("failed", 0), data.get("ratio_to_best"), data.get("p_value"),
-            data["verdict"], list(data.get("errors") or []), data.get("unavailable"),
+            data.get("p_equivalent"), data["verdict"], data.get("extra_rounds"),
+            list(data.get("errors") or []), data.get("unavailable"),
             dict(data.get("durability") or {}),
             Step.from_json(data) if "step" in data else None,
             evidence_from_json(data, time_series))

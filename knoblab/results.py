@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, replace
+from typing import cast
 
 import numpy as np
 
@@ -81,6 +82,8 @@ def build_results(store: Store, run_id: str) -> Results:
             failed=len(failed),
             ratio_to_best=verdict.ratio_to_best,
             p_value=verdict.p_adjusted,
+            p_equivalent=verdict.p_equivalent,
+            extra_rounds=verdict.extra,
             # Nothing measured and nothing failed: the run stopped before it got there.
             verdict="not run" if not done and not failed and idx not in unavailable
             else verdict.verdict,
@@ -187,11 +190,6 @@ def _judge(samples: dict[int, list[float]], members: list[int], objective: Objec
     )
 
 
-def _best(members: list[int], judgement: stats.Judgement) -> int | None:
-    return next((idx for idx, v in zip(members, judgement.verdicts, strict=True)
-                 if v.verdict == "best"), None)
-
-
 def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: list[str],
                 tables: list[StepsTable] | None, complete: bool) -> Conclusion:
     """What the run concludes; a run that did not finish recommends nothing (its missing
@@ -202,7 +200,7 @@ def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: l
         tables = None
     parts = []
     for slice_values, members, judgement in judgements:
-        best = _best(members, judgement)
+        best = cast(int | None, judgement.crowned)  # nothing shown worse: nothing crowned
         parts.append(SliceConclusion(
             slice=slice_values,
             significant=judgement.significant,
@@ -234,14 +232,13 @@ def _effective(done: list[Trial], knobs: list[str]) -> dict[str, str]:
 
 
 def _recommended(points: list[Point], significant: bool, best: Point | None) -> Settings | None:
-    """The default when it is among the best (no change needed), else the best point."""
-    if best is None:
-        return None
+    """The default unless it was shown worse than the best (no change is needed without
+    evidence), else the best point; None: keep what is configured now."""
     for point in points:
-        if point.is_default and point.verdict in ("best", "indistinguishable"):
+        if point.is_default and point.verdict in ("best", "equivalent", "inconclusive"):
             return point.settings
-    if not significant:
-        return None  # nothing measurably better: keep what is configured now
+    if not significant or best is None:
+        return None
     return best.settings
 
 

@@ -144,25 +144,80 @@ def p_value(
     raise ValueError(f"unknown test: {test!r}")
 
 
+def p_one_sided(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                test: Test, alternative: Literal["less", "greater"]) -> float:
+    """One-sided p-value for "a is less (greater) than b". Never nan."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size < 2 or xb.size < 2:
+        return 1.0
+    from scipy import stats as sps
+
+    if test == "mann-whitney":
+        if np.concatenate([xa, xb]).min() == np.concatenate([xa, xb]).max():
+            return 1.0
+        return float(sps.mannwhitneyu(xa, xb, alternative=alternative).pvalue)
+    la, lb = (np.log(xa), np.log(xb)) if test == "welch-log" else (xa, xb)
+    if la.min() == la.max() and lb.min() == lb.max():
+        holds = la[0] < lb[0] if alternative == "less" else la[0] > lb[0]
+        return 0.0 if holds else 1.0
+    res = sps.ttest_ind_from_stats(la.mean(), la.std(ddof=1), la.size, lb.mean(),
+                                   lb.std(ddof=1), lb.size, equal_var=False,
+                                   alternative=alternative)
+    return float(res.pvalue)
+
+
+def p_equivalent(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                 margin: float, test: Test = "welch-log") -> float:
+    """p-value for "a lies within a factor 1 ± margin of b", by two one-sided tests (TOST):
+    a below b × (1 + margin) and above b / (1 + margin); the larger of the two p-values.
+    The bounds are symmetric on the log scale, where effects on times multiply."""
+    xb = np.asarray(b, dtype=float)
+    if margin <= 0.0:
+        raise ValueError("margin must be positive")
+    below = p_one_sided(a, xb * (1.0 + margin), test, "less")
+    above = p_one_sided(a, xb / (1.0 + margin), test, "greater")
+    return max(below, above)
+
+
+VerdictLabel = Literal["best", "equivalent", "worse", "inconclusive", "failed"]
+
+
 @dataclass(frozen=True)
 class Verdict:
     key: Hashable
     summary: Summary | None  # None when failed
-    verdict: str  # "best" | "indistinguishable" | "worse" | "failed"
-    ratio_to_best: float | None  # median / best median (None for failed)
-    effect: float | None  # relative change against the best, positive = worse
-    p_raw: float | None  # None for best and failed
-    p_adjusted: float | None  # Holm over all comparisons against the best
+    # best: the leader, when at least one point is shown worse than it;
+    # equivalent: shown within ±min_effect of the leader; worse: shown different from it, by at
+    # least min_effect; inconclusive: neither (more measurements could decide it); the leader
+    # itself is "equivalent" or "inconclusive" when nothing is shown worse: nothing is crowned.
+    verdict: VerdictLabel
+    ratio_to_best: float | None  # centre / the leader's centre (None for failed)
+    effect: float | None  # relative change against the leader, positive = worse
+    p_raw: float | None  # None for the leader and failed points
+    p_adjusted: float | None  # Holm over all comparisons against the leader
+    p_equivalent: float | None = None  # TOST, Holm over the same comparisons
+    extra: int | None = None  # inconclusive: about how many more samples each would decide it
 
 
 @dataclass(frozen=True)
 class Judgement:
-    best: Hashable | None  # None when every point failed
+    best: Hashable | None  # the leader; None when every point failed
     verdicts: list[Verdict]  # same order as the input mapping
     significant: bool  # True iff at least one point is "worse"
     test: str
     alpha: float
     min_effect: float
+
+    @property
+    def equivalent(self) -> bool:
+        """Every point that did not fail was shown to be within ±min_effect of the leader."""
+        alive = [v for v in self.verdicts if v.verdict != "failed"]
+        return len(alive) > 1 and all(v.verdict == "equivalent" for v in alive)
+
+    @property
+    def crowned(self) -> Hashable | None:
+        """The leader, but only when something was shown worse than it."""
+        return self.best if self.significant else None
 
 
 def _ratio(median: float, best: float) -> float:
@@ -182,10 +237,12 @@ def judge(
     seed: int = 0,
     center: Centre = "median",
 ) -> Judgement:
-    """Pick the best point and say which others are worse, both significantly and materially.
+    """Find the leader and say of each other point whether it is worse than it (significantly
+    and by at least min_effect), equivalent to it (within ±min_effect, shown by TOST), or
+    neither yet.
 
-    `center` is what "best" and the effect sizes are measured on: the median for times, the
-    mean for throughput (a mean of per-start means is what the Welch test compares).
+    `center` is what the leader and the effect sizes are measured on: the median for times,
+    the mean for throughput (a mean of per-start means is what the Welch test compares).
     """
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"unknown direction: {direction!r}")
@@ -206,21 +263,68 @@ def judge(
     others = [k for k in alive if k != best]
     p_raw = {k: p_value(points[k], points[best], test) for k in others}
     p_adj = dict(zip(others, holm([p_raw[k] for k in others]), strict=True))
+    p_same = dict(zip(others, holm([p_equivalent(points[k], points[best], min_effect, test)
+                                    for k in others]), strict=True))
 
+    compared: dict[Hashable, Verdict] = {}
+    for key in others:
+        ratio = _ratio(level(key), level(best))
+        effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
+        label: VerdictLabel
+        if p_adj[key] < alpha and effect >= min_effect:
+            label = "worse"
+        elif p_same[key] < alpha:
+            label = "equivalent"
+        else:
+            label = "inconclusive"
+        extra = _extra_samples(points[key], points[best], min_effect, alpha, len(others),
+                               test) if label == "inconclusive" else None
+        compared[key] = Verdict(key, summaries[key], label, ratio, effect, p_raw[key],
+                                p_adj[key], p_same[key], extra)
+    significant = any(v.verdict == "worse" for v in compared.values())
+    if significant or not others:
+        leader: VerdictLabel = "best"
+    elif all(v.verdict == "equivalent" for v in compared.values()):
+        leader = "equivalent"
+    else:
+        leader = "inconclusive"
     verdicts = []
     for key, s in summaries.items():
         if s is None:
             verdicts.append(Verdict(key, None, "failed", None, None, None, None))
         elif key == best:
-            verdicts.append(Verdict(key, s, "best", 1.0, 0.0, None, None))
+            verdicts.append(Verdict(key, s, leader, 1.0, 0.0, None, None))
         else:
-            ratio = _ratio(level(key), level(best))
-            effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
-            worse = p_adj[key] < alpha and effect >= min_effect
-            label = "worse" if worse else "indistinguishable"
-            verdicts.append(Verdict(key, s, label, ratio, effect, p_raw[key], p_adj[key]))
-    significant = any(v.verdict == "worse" for v in verdicts)
+            verdicts.append(compared[key])
     return Judgement(best, verdicts, significant, test, alpha, min_effect)
+
+
+def _extra_samples(a: Sequence[float], b: Sequence[float], min_effect: float, alpha: float,
+                   comparisons: int, test: Test) -> int | None:
+    """Roughly how many more samples of each point would decide an inconclusive comparison,
+    if its difference and spread stayed as measured: the standard error shrinks with the
+    square root of n until the interval clears the nearer decision (worse, or equivalent).
+    None when the measurements give no spread to extrapolate from."""
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if xa.size < 2 or xb.size < 2 or np.any(xa <= 0) or np.any(xb <= 0):
+        return None
+    la, lb = (np.log(xa), np.log(xb)) if test != "welch" else (xa / xb.mean(), xb / xb.mean())
+    n = min(xa.size, xb.size)
+    se = math.sqrt(la.var(ddof=1) / la.size + lb.var(ddof=1) / lb.size)
+    if se == 0.0:
+        return None
+    difference = abs(float(la.mean() - lb.mean()))
+    bound = math.log1p(min_effect) if test != "welch" else min_effect
+    from scipy import stats as sps
+
+    z = float(sps.norm.ppf(1.0 - alpha / comparisons / 2))
+    # Worse needs |d| / se' > z; equivalent needs (bound - |d|) / se' > z (one-sided).
+    margins = [m for m in (difference if difference >= bound else 0.0,
+                           bound - difference) if m > 0.0]
+    if not margins:
+        return None
+    factor = (z * se / max(margins)) ** 2  # se' = se / sqrt(factor) decides it
+    return max(1, math.ceil(n * (factor - 1.0)))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from knoblab.server.binary import ServerBinary
 pytestmark = pytest.mark.server
 
 REPO = Path(__file__).resolve().parent.parent
-VERDICTS = {"best", "indistinguishable", "worse", "failed"}
+VERDICTS = {"best", "equivalent", "inconclusive", "worse", "failed"}
 
 SWEEP_SPEC = """\
 name = "tiny-sweep"

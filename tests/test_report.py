@@ -68,7 +68,7 @@ def _result(points, knobs=("read_buffer_size",), direction="minimize"):
 @pytest.fixture
 def sweep():
     return _result([
-        _point("8200", "indistinguishable", 0.618, effective="8192", ratio=1.0098, p=0.41),
+        _point("8200", "equivalent", 0.618, effective="8192", ratio=1.0098, p=0.41),
         _point("128K", "best", 0.612, effective="131072", ratio=1.0, default=True),
         _point("2M", "worse", 0.661, effective="2097152", ratio=1.08, p=0.004),
         _point("8M", "worse", 0.686, effective="8388608", ratio=1.121, p=0.0021),
@@ -84,7 +84,7 @@ def test_conclusion_names_best_worse_range_default_and_failures(sweep):
     text = conclusion_text(_typed(sweep))
     assert "IGNORED" not in text
     assert text.startswith("Best: 128K (0.612 s).")
-    assert "Indistinguishable from it: 8200." in text
+    assert "The same as it (within ±3%): 8200." in text
     assert "Worse: 2M, 8M — 8–12% slower (Holm-adjusted p ≤ 0.004)." in text
     assert "The default (128K) is among the best: keep it." in text
     assert "Failed: 32M (5 of 5 runs) — ERROR 1041 (HY000): Out of memory." in text
@@ -111,26 +111,40 @@ def test_conclusion_single_percentage_and_maximize_wording(sweep):
     assert "slower" not in text
 
 
-def test_conclusion_nothing_significant_keeps_default():
+def test_conclusion_all_equivalent_says_they_perform_the_same():
     result = _result([
-        _point("64K", "indistinguishable", 0.615, ratio=1.005, p=0.7),
-        _point("128K", "best", 0.612, default=True, ratio=1.0),
-        _point("256K", "indistinguishable", 0.619, ratio=1.011, p=0.5),
+        _point("64K", "equivalent", 0.615, ratio=1.005, p=0.7),
+        _point("128K", "equivalent", 0.612, default=True, ratio=1.0),
+        _point("256K", "equivalent", 0.619, ratio=1.011, p=0.5),
     ])
     text = conclusion_text(_typed(result))
-    assert text == (
-        "No value is significantly better than another (minimum effect 3%, α = 0.05, "
-        "n = 5 each): keep the default (128K)."
-    )
+    assert text == ("These values perform the same (within ±3%; α = 0.05, n = 5 each): keep "
+                    "the default (128K).")
     for p in result["points"]:
         p["is_default"] = False
     assert conclusion_text(_typed(result)).endswith("keep the current value.")
 
 
+def test_conclusion_too_noisy_to_tell_says_so_and_how_much_more_would_decide():
+    result = _result([
+        _point("64K", "equivalent", 0.615, ratio=1.005, p=0.7),
+        _point("128K", "inconclusive", 0.612, default=True, ratio=1.0),
+        _point("256K", "inconclusive", 0.659, ratio=1.077, p=0.2),
+    ])
+    result["points"][2]["extra_rounds"] = 7
+    text = conclusion_text(_typed(result))
+    assert text.startswith("No value is shown better than another, and this machine was too "
+                           "noisy to tell whether they are the same (within ±3%; α = 0.05, "
+                           "n = 5 each): keep the default (128K).")
+    assert "The same as 128K, the best measured (within ±3%): 64K." in text
+    assert "Undecided: 256K (about 7 more rounds would decide it)." in text
+    assert "Best" not in text
+
+
 def test_conclusion_partial_failure_is_reported():
     result = _result([
-        _point("64K", "best", 0.612, ratio=1.0, n=4, failed=1, errors=["lost connection"]),
-        _point("128K", "indistinguishable", 0.615, ratio=1.005, p=0.7),
+        _point("64K", "equivalent", 0.612, ratio=1.0, n=4, failed=1, errors=["lost connection"]),
+        _point("128K", "equivalent", 0.615, ratio=1.005, p=0.7),
     ])
     text = conclusion_text(_typed(result))
     assert "n = 4–5" in text
@@ -157,7 +171,7 @@ def _grid():
                                  errors=["crash"]))
             continue
         median = 0.60 + 0.02 * i
-        verdict = "best" if i == 0 else ("worse" if i >= 3 else "indistinguishable")
+        verdict = "best" if i == 0 else ("worse" if i >= 3 else "equivalent")
         points.append(_point(None, verdict, median, settings=settings, ratio=median / 0.60,
                              p=None if i == 0 else 0.01, default=(rb, sb) == ("128K", "2M")))
     return _result(points, knobs=("read_buffer_size", "sort_buffer_size"))
@@ -217,7 +231,7 @@ def test_print_report_colours_verdicts(sweep):
     assert "\x1b[32mbest" in ansi  # green
     assert ansi.count("\x1b[31mworse") == 2  # red
     assert "\x1b[35mfailed" in ansi  # magenta
-    assert "\x1b[32mindistinguishable" not in ansi and "\x1b[31mindistinguishable" not in ansi
+    assert "\x1b[32mequivalent" not in ansi and "\x1b[31mequivalent" not in ansi
 
 
 def test_print_report_non_size_knob_is_not_shown_as_size():
@@ -356,12 +370,14 @@ def oltp_sliced():
             stalls = threads == "8" and value == "64M"
             runs = [_tps(level, 10 * int(threads) + i, stalls=stalls)]
             points.append(_ts_point({"innodb_buffer_pool_size": value, "threads": threads},
-                                    "indistinguishable", runs, default=value == "128M"))
+                                    "equivalent", runs, default=value == "128M"))
     for group in (points[:3], points[3:]):
         best = max(group, key=lambda p: p["mean"])
         for p in group:
             p["ratio_to_best"] = p["mean"] / best["mean"]
-            p["verdict"], p["p_value"] = ("best", None) if p is best else ("indistinguishable", 0.4)
+            p["verdict"], p["p_value"] = ("best", None) if p is best else ("equivalent", 0.4)
+    for p in points[3:]:  # at 32 threads nothing is shown: nothing is crowned
+        p["verdict"] = "inconclusive"
     points[0]["verdict"], points[0]["p_value"] = "worse", 0.003  # 64M at 8 threads
     return _ts_result(points, sliced=True)
 
@@ -448,11 +464,12 @@ def test_sliced_labels_conclusion_per_slice(oltp_sliced):
     best8 = max(points[:3], key=lambda p: p["mean"])
     assert best8["settings"]["innodb_buffer_pool_size"] == "512M"
     assert eight.startswith(f"threads=8: Best: 512M ({best8['mean']:,.0f} tps).")
-    assert "Indistinguishable from it: 128M." in eight and "Worse: 64M — " in eight
+    assert "The same as it (within ±3%): 128M." in eight and "Worse: 64M — " in eight
     assert "The default (128M) is among the best: keep it." in eight
     assert thirty_two == (
-        "No value is significantly better than another (minimum effect 3%, α = 0.05, "
-        "1 run of 120 s each): keep the default (128M).")
+        "No value is shown better than another, and this machine was too noisy to tell "
+        "whether they are the same (within ±3%; α = 0.05, 1 run of 120 s each): keep the "
+        "default (128M). Undecided: 64M; 512M.")
     assert "innodb_buffer_pool_size=" not in text
 
 
@@ -485,7 +502,7 @@ def test_narrow_console_splits_the_table_instead_of_cutting_cells(oltp_sliced):
     assert "verdict" in headers[0] and "stdev" not in headers[0]
     assert "errors" in headers[1] and "verdict" not in headers[1]
     assert out.count("128M (default)") == 4  # every row in both tables, unbroken
-    assert "indistinguishable" in out and "64.3%" not in out.split("errors")[0]
+    assert "equivalent" in out and "64.3%" not in out.split("errors")[0]
 
 
 def test_write_charts_timeseries(oltp, tmp_path):
@@ -547,7 +564,7 @@ def _tmp_point(size, rows):
     best = TMP_MEDIANS[("64M", rows)]
     spills = median / best > 1.03
     applied = {"tmp_table_size": TMP_BYTES[size], "max_heap_table_size": TMP_BYTES[size]}
-    point = _point(None, "worse" if spills else "indistinguishable", median,
+    point = _point(None, "worse" if spills else "equivalent", median,
                    settings={"tmp_table_size": size, "rows": rows}, ratio=median / best,
                    p=0.0002 if spills else 0.62, default=size == "16M")
     point.update(
@@ -682,9 +699,9 @@ def test_sliced_query_conclusion_per_slice(tmp_tables):
     one, rest = text.split(" rows=4000000: ")
     four, sixteen = rest.split(" rows=16000000: ")
     assert one == (
-        "rows=1000000: Best: 64M (0.450 s). Indistinguishable from it: 16M. Worse: 1M — 60% "
+        "rows=1000000: Best: 64M (0.450 s). The same as it (within ±3%): 16M. Worse: 1M — 60% "
         "slower (Holm-adjusted p < 0.001). The default (16M) is among the best: keep it.")
-    assert four.startswith("Best: 64M (1.80 s). Indistinguishable from it: 16M. Worse: 1M — 72%")
+    assert four.startswith("Best: 64M (1.80 s). The same as it (within ±3%): 16M. Worse: 1M — 72%")
     assert sixteen == (
         "Best: 64M (7.20 s). Worse: 1M, 16M — 75–93% slower (Holm-adjusted p < 0.001). "
         "The default (16M) is 75% slower than the best: consider 64M.")

@@ -303,9 +303,11 @@ def test_servers_not_significant_sentence(steps):
     result = _two_servers(steps)
     entry = result["servers_compared"][0]
     entry["significant"] = False
-    entry["rows"][1]["verdict"] = "indistinguishable"
+    entry["rows"][0]["verdict"] = entry["rows"][1]["verdict"] = "inconclusive"
     assert "No server is measurably faster than another here." in _render(result)
     assert "no server is measurably faster than another." in conclusion_text(_typed(result))
+    entry["rows"][0]["verdict"] = entry["rows"][1]["verdict"] = "equivalent"
+    assert "the servers perform the same." in conclusion_text(_typed(result))
 
 
 # --------------------------------------------------------------------------- conclusion

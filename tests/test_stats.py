@@ -8,7 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from knoblab.stats import Summary, holm, judge, p_value, relative_spread, summarize
+from knoblab.stats import (
+    Summary,
+    holm,
+    judge,
+    p_equivalent,
+    p_value,
+    relative_spread,
+    summarize,
+)
 
 # --------------------------------------------------------------------------- holm
 
@@ -178,13 +186,13 @@ def test_judge_clear_ten_percent_slower_is_worse():
     assert j.significant
 
 
-def test_judge_tiny_effect_is_indistinguishable_despite_tiny_p():
+def test_judge_tiny_effect_is_equivalent_despite_tiny_p():
     base = [100.0, 100.01, 99.99, 100.005, 99.995]
     j = judge({"a": base, "b": [x * 1.01 for x in base]})
     v = by_key(j)["b"]
     assert v.p_adjusted < 1e-6  # statistically unmistakable...
     assert v.effect == pytest.approx(0.01)  # ...but below min_effect=0.03
-    assert v.verdict == "indistinguishable"
+    assert v.verdict == "equivalent" and v.p_equivalent < 0.05
     assert not j.significant
     # With a lower bar the same data is "worse".
     assert (
@@ -198,8 +206,11 @@ def test_judge_identical_distributions_not_significant():
     points = {k: list(rng.lognormal(mean=4.6, sigma=0.05, size=5)) for k in "abcd"}
     j = judge(points)
     assert not j.significant
-    assert sum(v.verdict == "best" for v in j.verdicts) == 1
-    assert all(v.verdict in ("best", "indistinguishable") for v in j.verdicts)
+    # Nothing is shown worse: nothing is crowned, and with a 5% spread at n = 5 the points
+    # cannot be shown to lie within 3% of each other either.
+    assert j.crowned is None and not any(v.verdict == "best" for v in j.verdicts)
+    assert all(v.verdict == "inconclusive" for v in j.verdicts)
+    assert all(v.extra and v.extra > 0 for v in j.verdicts if v.key != j.best)
 
 
 def test_judge_failed_points():
@@ -252,7 +263,7 @@ def test_judge_holm_is_applied_over_all_comparisons():
     rng = np.random.default_rng(1)
     points = {i: list(100 * (1 + 0.05 * i) * rng.lognormal(0, 0.02, size=5)) for i in range(4)}
     j = judge(points)
-    others = [v for v in j.verdicts if v.verdict != "best"]
+    others = [v for v in j.verdicts if v.key != j.best]
     assert [v.p_adjusted for v in others] == pytest.approx(holm([v.p_raw for v in others]))
 
 
@@ -291,3 +302,62 @@ def test_center_mean_ranks_by_mean_not_median():
     assert by_mean.best == "B"
     a = next(v for v in by_mean.verdicts if v.key == "A")
     assert a.ratio_to_best == pytest.approx(7.0 / 9.0)
+
+
+def test_equivalent_points_are_all_the_same_and_nobody_is_crowned():
+    rng = np.random.default_rng(7)
+    points = {k: list(rng.lognormal(mean=0.0, sigma=0.005, size=8)) for k in "abc"}
+    j = judge(points, min_effect=0.03)
+    assert j.equivalent and not j.significant and j.crowned is None
+    assert [v.verdict for v in j.verdicts] == ["equivalent"] * 3
+    assert all(v.p_equivalent < 0.05 for v in j.verdicts if v.key != j.best)
+
+
+def test_the_leader_is_best_only_when_something_is_shown_worse():
+    rng = np.random.default_rng(3)
+    fast = list(rng.lognormal(0.0, 0.005, size=8))
+    same = list(rng.lognormal(0.0, 0.005, size=8))
+    slow = list(rng.lognormal(np.log(1.2), 0.005, size=8))
+    noisy = [0.8, 1.3, 1.0, 1.25, 0.85, 1.2, 1.1, 0.9]  # its median is not in front
+    v = by_key(judge({"fast": fast, "same": same, "slow": slow, "noisy": noisy}))
+    leader = "fast" if v["fast"].p_raw is None else "same"
+    assert v[leader].verdict == "best"
+    assert v["slow"].verdict == "worse"
+    assert v["noisy"].verdict == "inconclusive" and v["noisy"].extra > 0
+    other = "same" if leader == "fast" else "fast"
+    assert v[other].verdict == "equivalent"
+
+
+def test_tost_is_two_one_sided_tests_on_the_log_scale():
+    base = [1.0, 1.01, 0.99, 1.005, 0.995, 1.0]
+    assert p_equivalent([x * 1.10 for x in base], base, 0.03) > 0.5  # 10% off: not within 3%
+    assert p_equivalent([x * 1.01 for x in base], base, 0.03) < 0.001
+    # Symmetric on the log scale: a factor 1.03 above and 1/1.03 below are alike.
+    up = p_equivalent([x * 1.02 for x in base], base, 0.03)
+    down = p_equivalent([x / 1.02 for x in base], base, 0.03)
+    assert up == pytest.approx(down, rel=1e-6)
+    with pytest.raises(ValueError):
+        p_equivalent(base, base, 0.0)
+
+
+def test_extra_rounds_shrink_as_the_answer_nears():
+    rng = np.random.default_rng(11)
+    base = list(rng.lognormal(0.0, 0.1, size=5))
+    near = judge({"a": base, "b": [x * 1.2 for x in rng.lognormal(0.0, 0.1, size=5)]})
+    far = judge({"a": base, "b": [x * 1.06 for x in rng.lognormal(0.0, 0.1, size=5)]})
+    extras = [by_key(j)["b"].extra for j in (near, far)]
+    assert [by_key(j)["b"].verdict for j in (near, far)] == ["inconclusive"] * 2
+    assert extras[0] is not None and extras[1] is not None
+    assert 0 < extras[0] < extras[1]  # a 20% gap is decided sooner than a 6% one
+
+
+def test_judge_controls_false_equivalence_at_alpha():
+    """Points exactly at the margin (3% apart) are called equivalent in at most α of runs."""
+    rng = np.random.default_rng(5)
+    called = 0
+    runs = 400
+    for _ in range(runs):
+        a = list(rng.lognormal(0.0, 0.03, size=6))
+        b = list(rng.lognormal(np.log(1.0 / 1.03), 0.03, size=6))  # exactly at the margin
+        called += any(v.verdict == "equivalent" for v in judge({"a": a, "b": b}).verdicts)
+    assert called / runs <= 0.05 + 2 * (0.05 * 0.95 / runs) ** 0.5

@@ -44,7 +44,8 @@ from knoblab.workloads.base import Steady
 
 _MPL_COLOUR = {
     "best": "#2ca02c",
-    "indistinguishable": "#4c72b0",
+    "equivalent": "#4c72b0",
+    "inconclusive": "#9a9a9a",
     "worse": "#d62728",
     "failed": "#b000b0",
     "not run": "#7f7f7f",
@@ -96,7 +97,8 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
     handles: list[Artist]
     if len(knobs) == 1:
         for p in points:
-            _draw(ax, position[str(p.settings[first])], p, _MPL_COLOUR[p.verdict], rng)
+            colour = _MPL_COLOUR.get(p.verdict, _MPL_COLOUR["equivalent"])  # older JSON's words
+            _draw(ax, position[str(p.settings[first])], p, colour, rng)
         shown = [v for v in _MPL_COLOUR if any(p.verdict == v for p in points)]
         handles = [Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
                           color=_MPL_COLOUR[v], label=v) for v in shown]
@@ -123,8 +125,9 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
                 ax.plot(*zip(*line, strict=True), color=colour, lw=1.2, alpha=0.7, zorder=1)
             name = ", ".join(f"{k}={v}" for k, v in zip(knobs[1:], combo, strict=True))
             handles.append(Line2D([], [], marker="o", color=colour, label=name))
-        handles.append(Line2D([], [], marker="*", ms=12, ls="", color=_MPL_COLOUR["best"],
-                              label="best"))
+        if any(p.verdict == "best" for p in points):
+            handles.append(Line2D([], [], marker="*", ms=12, ls="", color=_MPL_COLOUR["best"],
+                                  label="best"))
 
     best = next((median for p in points
                  if p.verdict == "best" and (median := p.evidence.median) is not None), None)

@@ -58,8 +58,8 @@ from knoblab.units import format_size
 from knoblab.workloads.base import Steady
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
-_RICH_STYLE = {"best": "green", "indistinguishable": "", "worse": "red", "failed": "magenta",
-               "not run": "dim"}
+_RICH_STYLE = {"best": "green", "equivalent": "", "inconclusive": "yellow", "worse": "red",
+               "failed": "magenta", "not run": "dim"}
 _UNMEASURED = SeriesEvidence.from_json({})  # a point without its series: every figure is "—"
 
 
@@ -159,7 +159,8 @@ def _interval_cell(ci95: Interval | None, alive: bool) -> Text:
 
 def _versus_best(p: Point) -> Text:
     ratio = p.ratio_to_best
-    return Text("—" if ratio is None or p.verdict == "best" else f"{(ratio - 1) * 100:+.1f}%")
+    leader = p.p_value is None  # the point the others are compared with
+    return Text("—" if ratio is None or leader else f"{(ratio - 1) * 100:+.1f}%")
 
 
 def _p_cell(p_value: float | None) -> Text:
@@ -600,7 +601,7 @@ def _print_servers(results: Results, console: Console) -> None:
                 "compiler": Text(server.compiler or "—" if server else "—"),
                 "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
                 "n": Text(str(row.n)),
-                "best": Text("—" if ratio is None or row.verdict == "best" or not alive
+                "best": Text("—" if ratio is None or row.p_value is None or not alive
                              else f"{signed((ratio - 1) * 100, 1)}%"),
                 "p": _p_cell(row.p_value),
                 "verdict": Text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),

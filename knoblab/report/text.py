@@ -33,6 +33,8 @@ from knoblab.workloads.base import Steady
 
 # ----------------------------------------------------------------------------- conclusion
 
+HOPELESS_ROUNDS = 100  # beyond this, a number of rounds is no advice: the effect is too small
+
 
 def _pct(lo: float, hi: float) -> str:
     return f"{lo}%" if lo == hi else f"{lo}–{hi}%"
@@ -71,55 +73,91 @@ def _judge(results: Results, points: list[Point]) -> str:
     def label(p: Point) -> str:
         return point_label(results, p)
 
-    by = {v: [p for p in points if p.verdict == v] for v in ("best", "indistinguishable", "worse")}
+    def names(ps: list[Point]) -> str:
+        return ", ".join(label(p) for p in ps)
+
+    by = {v: [p for p in points if p.verdict == v]
+          for v in ("best", "equivalent", "worse", "inconclusive")}
     default = next((p for p in points if p.is_default), None)
     slower = "slower" if results.objective.direction == "minimize" else "lower"
     failed = _failures(results, points)
+    statistics = results.statistics
+    within = f"within ±{statistics.min_effect * 100:g}%"
+    measured = [p for p in points if p.verdict not in ("failed", "not run")]
 
-    if not by["best"]:
+    if not measured:
         return " ".join(filter(None, ["Every point failed: nothing to compare.", failed]))
-    best = by["best"][0]
-    if by["worse"]:
+    if by["best"]:
+        best = by["best"][0]
         sentences = [f"Best: {label(best)} ({num(best.centre(results.objective))} "
                      f"{results.objective.unit})."]
-        if by["indistinguishable"]:
-            names = ", ".join(label(p) for p in by["indistinguishable"])
-            sentences.append(f"Indistinguishable from it: {names}.")
-        effects = [_effect_pct(results, p) for p in by["worse"]]
-        p_max = max(p.p_value or 0.0 for p in by["worse"])
-        p_max_text = "p < 0.001" if p_max < 0.001 else f"p ≤ {p_text(p_max)}"
-        sentences.append(
-            f"Worse: {', '.join(label(p) for p in by['worse'])} — "
-            f"{_pct(min(effects), max(effects))} {slower} (Holm-adjusted {p_max_text})."
-        )
+        if by["equivalent"]:
+            sentences.append(f"The same as it ({within}): {names(by['equivalent'])}.")
+        if by["worse"]:
+            effects = [_effect_pct(results, p) for p in by["worse"]]
+            p_max = max(p.p_value or 0.0 for p in by["worse"])
+            p_max_text = "p < 0.001" if p_max < 0.001 else f"p ≤ {p_text(p_max)}"
+            sentences.append(f"Worse: {names(by['worse'])} — "
+                             f"{_pct(min(effects), max(effects))} {slower} "
+                             f"(Holm-adjusted {p_max_text}).")
+        if by["inconclusive"]:
+            sentences.append(f"Undecided: {_undecided(results, by['inconclusive'])}.")
         if default is None:
             sentences.append(f"The server default was not measured: consider {label(best)}.")
-        elif default.verdict in ("best", "indistinguishable"):
+        elif default.verdict in ("best", "equivalent"):
             sentences.append(f"The default ({label(default)}) is among the best: keep it.")
+        elif default.verdict == "inconclusive":
+            sentences.append(f"The default ({label(default)}) is not shown worse than the "
+                             f"best: keep it, or measure more to decide.")
         elif default.verdict == "worse":
             sentences.append(
                 f"The default ({label(default)}) is {_effect_pct(results, default)}% {slower} "
-                f"than the best: consider {label(best)}."
-            )
+                f"than the best: consider {label(best)}.")
         else:
             sentences.append(f"The default ({label(default)}) failed: consider {label(best)}.")
+        return " ".join(sentences + ([failed] if failed else []))
+
+    keep = f"the default ({label(default)})" if default else "the current value"
+    how = f"α = {statistics.alpha:g}, {_n_text(results, measured)}"
+    if not by["inconclusive"]:
+        sentences = [f"These values perform the same ({within}; {how}): keep {keep}."]
     else:
-        ns = sorted({p.n for p in points if p.verdict != "failed"})
-        if results.objective.time_series:
-            duration = results.workload.get("duration")
-            runs = "run" if ns == [1] else "runs"
-            n_text = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-            n_text += f" {runs} of {duration} s each" if duration else f" {runs} each"
-        else:
-            n_text = f"n = {ns[0]} each" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]}"
-        keep = f"the default ({label(default)})" if default else "the current value"
-        statistics = results.statistics
-        sentences = [
-            f"No value is significantly better than another (minimum effect "
-            f"{statistics.min_effect * 100:g}%, α = {statistics.alpha:g}, {n_text}): "
-            f"keep {keep}."
-        ]
+        sentences = [f"No value is shown better than another, and this machine was too noisy to "
+                     f"tell whether they are the same ({within}; {how}): keep {keep}."]
+        leader = next((p for p in measured if p.p_value is None), measured[0])
+        if by["equivalent"]:
+            sentences.append(f"The same as {label(leader)}, the best measured ({within}): "
+                             f"{names(by['equivalent'])}.")
+        undecided = [p for p in by["inconclusive"] if p is not leader]
+        if undecided:
+            sentences.append(f"Undecided: {_undecided(results, undecided)}.")
     return " ".join(sentences + ([failed] if failed else []))
+
+
+def _n_text(results: Results, measured: list[Point]) -> str:
+    ns = sorted({p.n for p in measured})
+    if results.objective.time_series:
+        duration = results.workload.get("duration")
+        runs = "run" if ns == [1] else "runs"
+        n_text = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+        return n_text + (f" {runs} of {duration} s each" if duration else f" {runs} each")
+    return f"n = {ns[0]} each" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]}"
+
+
+def _undecided(results: Results, points: list[Point]) -> str:
+    """The inconclusive points, with about how many more rounds would decide each."""
+    parts = []
+    for p in points:
+        extra = p.extra_rounds
+        if extra is None:
+            parts.append(point_label(results, p))
+        elif extra > HOPELESS_ROUNDS:
+            parts.append(f"{point_label(results, p)} (more than {HOPELESS_ROUNDS} more rounds "
+                         "would be needed to decide it)")
+        else:
+            parts.append(f"{point_label(results, p)} (about {extra} more "
+                         f"round{'s' if extra != 1 else ''} would decide it)")
+    return "; ".join(parts)
 
 
 def conclusion_text(results: Results) -> str:
@@ -405,12 +443,14 @@ def _servers_judge(results: Results) -> str:
         rows = entry.rows
         at = where({k: v for k, v in entry.slice.items() if k != "binary"})
         head = f"Servers compared at {at_text(entry.at)}" + (f", {at}" if at else "")
-        best = next((r for r in rows if r.verdict == "best"), None)
-        if best is None:
+        if all(r.verdict == "failed" for r in rows):
             sentences.append(f"{head}: every server failed.")
             continue
-        if not entry.significant:
-            sentences.append(f"{head}: no server is measurably {better} than another.")
+        best = next((r for r in rows if r.verdict == "best"), None)
+        if best is None:
+            alike = all(r.verdict in ("equivalent", "failed") for r in rows)
+            sentences.append(f"{head}: the servers perform the same." if alike else
+                             f"{head}: no server is measurably {better} than another.")
             continue
         text = f"{head}: best {best.binary} ({num(best.center)} {results.objective.unit})"
         worse = [r for r in rows if r.verdict == "worse"]
@@ -418,9 +458,12 @@ def _servers_judge(results: Results) -> str:
             text += "; worse: " + ", ".join(
                 f"{r.binary} ({signed((r.ratio_to_best - 1) * 100, 0)}% "
                 f"{_what_changes(results)})" for r in worse if r.ratio_to_best is not None)
-        same = [r.binary for r in rows if r.verdict == "indistinguishable"]
+        same = [r.binary for r in rows if r.verdict == "equivalent"]
         if same:
-            text += f"; indistinguishable from it: {', '.join(same)}"
+            text += f"; the same as it: {', '.join(same)}"
+        undecided = [r.binary for r in rows if r.verdict == "inconclusive"]
+        if undecided:
+            text += f"; undecided: {', '.join(undecided)}"
         sentences.append(text + ".")
     return " ".join(sentences)
 
