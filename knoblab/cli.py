@@ -43,6 +43,7 @@ from knoblab.connection import Endpoint
 from knoblab.errors import STOP, UNWINDING, UserError, stop_here
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url
+from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from knoblab.workloads.base import Second
@@ -88,6 +89,19 @@ class ConsoleListener:
         if self.task is not None:
             self.progress.advance(self.task)
 
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None:
+        if self.task is None:
+            return
+        task = self.progress.tasks[self.task]
+        names = ", ".join(undecided[:4]) + (f" and {len(undecided) - 4} more"
+                                             if len(undecided) > 4 else "")
+        left = "" if budget_left is None else f", {format_duration(budget_left)} of budget left"
+        console.print(f"  undecided: {names}{left}", markup=False, highlight=False)
+        # The bar's end: every remaining round at most; the ETA follows from it.
+        self.progress.update(self.task, total=task.completed + most_left,
+                             description="measuring (until decided)")
+
     def second(self, label: str, second: Second) -> None:
         # The live readout of a time-series run: the latest second's throughput.
         if self.task is not None:
@@ -120,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="finish an interrupted run without repeating "
                             "what was measured")
     resume.add_argument("run_id")
+    resume.add_argument("--budget", metavar="TIME",
+                        help="a new budget for adaptive repetitions (e.g. 30m), counting what "
+                             "was measured already: extends a run its budget stopped")
     _output_options(resume)
     resume.set_defaults(func=cmd_resume)
 
@@ -213,7 +230,9 @@ def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
 def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import resume_run
 
-    return _measure(lambda listener: resume_run(args.run_id, store, home, listener), args, store)
+    budget = None if args.budget is None else parse_duration(args.budget, "--budget")
+    return _measure(lambda listener: resume_run(args.run_id, store, home, listener,
+                                                budget=budget), args, store)
 
 
 def _measure(action, args: argparse.Namespace, store: Store) -> int:

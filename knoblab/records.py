@@ -516,6 +516,27 @@ class Noise(_Record):
 
 
 @dataclass(frozen=True)
+class Rounds(_Record):
+    """How often the points were measured, and for adaptive repetitions when and why the run
+    stopped, with the p-values the last look's tests had to reach (sequential boundaries)."""
+
+    done: int  # complete rounds (one measurement of every point each)
+    adaptive: bool
+    floor: int | None  # adaptive: at least, at most, within this budget (seconds)
+    ceiling: int | None
+    budget: float | None
+    stopped: str | None  # "decided", "budget" or "ceiling"; None: fixed, or not finished
+    level_worse: float | None  # adaptive: a difference needed p below this at the last look
+    level_same: float | None  # ... and equivalence this
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rounds:
+        return cls(data.get("done", 0), bool(data.get("adaptive")), data.get("floor"),
+                   data.get("ceiling"), data.get("budget"), data.get("stopped"),
+                   data.get("level_worse"), data.get("level_same"))
+
+
+@dataclass(frozen=True)
 class Results:
     """A run's results: its points, verdicts and evidence."""
 
@@ -543,6 +564,7 @@ class Results:
     steps: list[StepsTable] | None  # a steps run's tables, one per slice
     servers_compared: list[ServersCompared] | None  # when several servers were measured
     conclusion: Conclusion
+    rounds: Rounds | None = None  # None in results JSON written before rounds were kept
 
     def server(self, label: str) -> ServerInfo | None:
         return next((s for s in self.servers if s.label == label), None)
@@ -568,6 +590,8 @@ class Results:
             "explained_by": _json(self.explained_by), "tied": self.tied,
             "warnings": self.warnings,
         }
+        if self.rounds is not None:
+            found["rounds"] = self.rounds.to_json()
         if self.steps is not None:
             found["steps"] = _json(self.steps)
         if self.servers_compared is not None:
@@ -602,4 +626,5 @@ class Results:
             steps=None if steps is None else [StepsTable.from_json(s) for s in steps],
             servers_compared=None if compared is None else [
                 ServersCompared.from_json(s) for s in compared],
-            conclusion=Conclusion.from_json(data.get("conclusion") or {}))
+            conclusion=Conclusion.from_json(data.get("conclusion") or {}),
+            rounds=_optional(Rounds.from_json, data.get("rounds")))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, replace
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from knoblab.records import (
     Point,
     RecommendedSteps,
     Results,
+    Rounds,
     ServerInfo,
     ServerRow,
     ServersCompared,
@@ -39,6 +40,7 @@ from knoblab.records import (
 from knoblab.stats import Statistics
 from knoblab.store import RunInfo, Store, Trial, TrialState
 from knoblab.workloads.base import Objective, Steady, StoredTrial
+from knoblab.workloads.base import Rounds as Planned
 
 
 def build_results(store: Store, run_id: str) -> Results:
@@ -65,8 +67,11 @@ def build_results(store: Store, run_id: str) -> Results:
     trials: dict[int, list[StoredTrial]] = {idx: list(by_point[idx])
                                             for idx in range(len(point_list))}
     samples = {idx: kind.samples(trials[idx], stored, settings) for idx in trials}
+    rounds = _rounds(Planned.from_info(info.workload), by_point, info, statistics)
+    levels = None if rounds.level_worse is None or rounds.level_same is None else \
+        stats.Levels(rounds.level_worse, rounds.level_same)
     verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
-                                         statistics)
+                                         statistics, levels)
     points = []
     for idx, (requested, config) in enumerate(point_list):
         verdict = verdicts[idx]
@@ -121,7 +126,7 @@ def build_results(store: Store, run_id: str) -> Results:
         points=points,
         noise=_noise([t for of_point in by_point.values() for t in of_point
                       if t.status == TrialState.DONE]),
-        explained_by=_explanations(by_point, point_list, slices, steps),
+        explained_by=_explanations(by_point, point_list, slices, steps, kind),
         tied=info.tied,
         warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices),
         steps=tables,
@@ -129,7 +134,32 @@ def build_results(store: Store, run_id: str) -> Results:
         if "binary" in slices else None,
         conclusion=_conclusion(points, judgements, slices, tables,
                                complete=run["status"] == "done"),
+        rounds=rounds,
     )
+
+
+def _rounds(planned: Planned, by_point: dict[int, list[Trial]], info: RunInfo,
+            statistics: Statistics) -> Rounds:
+    """Rounds measured so far (a round is complete when its every point was measured or
+    failed), and for adaptive repetitions the levels of the look after the last of them."""
+    finished: dict[int, set[int]] = defaultdict(set)
+    for point_idx, trials in by_point.items():
+        for trial in trials:
+            if trial.status in (TrialState.DONE, TrialState.FAILED):
+                finished[trial.repetition].add(point_idx)
+    planned_points = {idx for idx in by_point} | {idx for ids in finished.values() for idx in ids}
+    done = 0
+    while finished.get(done) and finished[done] >= planned_points:
+        done += 1
+    stopped = (info.stopped or {}).get("reason")
+    if planned.fixed is not None:
+        return Rounds(done, False, None, None, None, None, None, None)
+    levels = None
+    if done >= planned.floor:
+        levels = stats.Levels.sequential(statistics.alpha, done, planned.floor, planned.ceiling)
+    return Rounds(done, True, planned.floor, planned.ceiling, planned.budget, stopped,
+                  None if levels is None else levels.worse,
+                  None if levels is None else levels.same)
 
 
 class _StoredSeconds:
@@ -164,13 +194,13 @@ SliceJudgement = tuple[Settings, list[int], stats.Judgement]
 
 
 def _judge_slices(samples: dict[int, list[float]], settings: list[Settings], slices: list[str],
-                  objective: Objective, statistics: Statistics
+                  objective: Objective, statistics: Statistics, levels: stats.Levels | None
                   ) -> tuple[dict[int, stats.Verdict], list[SliceJudgement]]:
     """Verdicts judged within each slice (all points form one slice when there are none)."""
     verdicts: dict[int, stats.Verdict] = {}
     judgements = []
     for key, members in _slice_groups(settings, slices).items():
-        judgement = _judge(samples, members, objective, statistics)
+        judgement = _judge(samples, members, objective, statistics, levels)
         verdicts.update(zip(members, judgement.verdicts, strict=True))
         judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
     return verdicts, judgements
@@ -178,7 +208,7 @@ def _judge_slices(samples: dict[int, list[float]], settings: list[Settings], sli
 
 
 def _judge(samples: dict[int, list[float]], members: list[int], objective: Objective,
-           statistics: Statistics) -> stats.Judgement:
+           statistics: Statistics, levels: stats.Levels | None = None) -> stats.Judgement:
     """The run's statistics settings applied to some of its points: the best and the rest.
     Its verdicts are in the order of `members`."""
     return stats.judge(
@@ -186,7 +216,7 @@ def _judge(samples: dict[int, list[float]], members: list[int], objective: Objec
         direction=objective.direction,
         min_effect=statistics.min_effect, alpha=statistics.alpha,
         test=statistics.test, confidence=statistics.confidence,
-        seed=statistics.seed, center=objective.centre,
+        seed=statistics.seed, center=objective.centre, levels=levels,
     )
 
 
@@ -290,11 +320,15 @@ def _different_work(points: list[Point], by_point: dict[int, list[Trial]],
 
 def _explanations(by_point: dict[int, list[Trial]],
                   point_list: list[tuple[Settings, Settings]], slices: list[str],
-                  steps: list[Step | None]) -> list[Explanation]:
-    """Per slice, the server counters that moved with the setting, consistently, in words."""
+                  steps: list[Step | None], kind: type[workloads.Workload]
+                  ) -> list[Explanation]:
+    """Per slice, the server counters that moved with the setting, consistently, in words;
+    per unit of work (per transaction of a fixed-time run), so that a counter that only grows
+    with the work done is never offered as the reason."""
     found_by_slice = []
     for key, members in _slice_groups([r for r, _ in point_list], slices).items():
-        measurements = [(idx, t.value, t.details.get("status") or {})
+        measurements = [(idx, t.value, _per_unit(t.details.get("status") or {},
+                                                 kind.work_done(t.details)))
                         for idx in members for t in by_point[idx]
                         if t.status == TrialState.DONE and t.value is not None]
         if len({idx for idx, _, _ in measurements}) < 2:
@@ -306,10 +340,24 @@ def _explanations(by_point: dict[int, list[Trial]],
             per_point={labels[k]: v for k, v in found.per_point.items()},
             eta_squared=round(found.eta_squared, 3),
             spearman=None if found.spearman is None else round(found.spearman, 3),
-            text=evidence.describe(found, labels.__getitem__),
+            text=evidence.describe(found, labels.__getitem__, f"per {kind.unit_of_work}"),
         ) for found in evidence.explaining_counters(measurements)]
         found_by_slice.append(Explanation(dict(zip(slices, key, strict=True)), counters))
     return found_by_slice
+
+
+def _per_unit(counters: Mapping[str, Any], work: float | None) -> Mapping[str, Any]:
+    """A measurement's counter deltas divided by the work it did (as they were when every
+    measurement does the same work)."""
+    if not work:
+        return counters
+    per_unit = {}
+    for name, value in counters.items():
+        try:
+            per_unit[name] = float(value) / work
+        except (TypeError, ValueError):
+            continue
+    return per_unit
 
 
 def _point_name(requested: Settings, step: Step | None, slices: list[str]) -> str:

@@ -13,8 +13,10 @@ The loop knows workloads only through `knoblab.workloads.Workload` and servers o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
+import math
 import os
 import random
 import socket
@@ -24,7 +26,7 @@ import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pymysql
 
@@ -32,12 +34,14 @@ from knoblab import safety
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.errors import STOP, UserError, stop_here
+from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.spec import Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
+from knoblab.units import format_duration
 from knoblab.workloads import Workload, WorkloadError
-from knoblab.workloads.base import Second
+from knoblab.workloads.base import Rounds, Second
 
 Settings = dict[str, str]
 
@@ -49,6 +53,10 @@ class Listener(Protocol):
     def trial(self, label: str, repetition: int, status: str, value: float | None,
               error: str | None) -> None: ...
     def second(self, label: str, second: Second) -> None: ...
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None:
+        """Between rounds of adaptive repetitions: what is still undecided, how many
+        measurements may still come at most, and the seconds left in the budget."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +159,7 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
             steps.append(point.step)
     warnings += [*spec.workload.warnings, *_disturbances(home, store)]
     prepared = Prepared(spec, targets, plans, points, steps, unavailable, left_out, warnings)
+    _check_budget(spec.workload, len(points) - len(unavailable))
     for label, target in targets.items():
         _check_target(prepared, label, target, store, resuming)
     for warning in warnings:
@@ -158,6 +167,27 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
     for label, target in targets.items():
         _prepare_data(prepared, label, target, listener)
     return prepared
+
+
+# What one measurement costs at the least besides the workload's own time (configuring the
+# server, connecting, preparing): for refusing a budget that cannot hold the first rounds.
+LEAST_TRIAL_SECONDS = 0.5
+
+
+def _check_budget(work: Workload, points: int) -> None:
+    """A budget that cannot hold the rounds every decision needs is refused before anything
+    runs, saying how long a round takes at the least."""
+    rounds = work.rounds
+    if rounds.budget is None:
+        return
+    per_trial = work.least_seconds + LEAST_TRIAL_SECONDS
+    one_round = points * per_trial
+    if rounds.budget < rounds.floor * one_round:
+        raise UserError(
+            f"[workload] budget = {format_duration(rounds.budget)} cannot hold the "
+            f"{rounds.floor} rounds a decision needs: one round takes at least "
+            f"{format_duration(one_round)} ({points} points × {per_trial:g} s); give at least "
+            f"budget = \"{math.ceil(rounds.floor * one_round)}s\", or fewer min_repetitions")
 
 
 def _disturbances(home: Path, store: Store) -> list[str]:
@@ -324,21 +354,42 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
         ),
         point_list=prepared.points,
     )
-    listener.message(f"run {run_id}: {len(prepared.points)} points × "
-                     f"{spec.workload.repetitions} repetitions on {versions}")
+    rounds = spec.workload.rounds
+    times = f"{rounds.fixed} repetitions" if rounds.fixed is not None else (
+        f"{rounds.floor} to {rounds.ceiling} repetitions (until every comparison is decided"
+        + (f", within {format_duration(rounds.budget)})" if rounds.budget else ")"))
+    listener.message(f"run {run_id}: {len(prepared.points)} points × {times} on {versions}")
     with owning(store, run_id):
         execute(run_id, prepared, store, listener)
     return run_id
 
 
 def resume_run(run_id: str, store: Store, home: Path, listener: Listener,
-               open_servers: OpenTargets = open_servers) -> str:
+               open_servers: OpenTargets = open_servers, budget: float | None = None) -> str:
+    """Finish a run that was stopped; with `budget`, also extend one with adaptive
+    repetitions that its budget stopped (the new budget counts what was measured already)."""
     run = store.run(run_id)
     run_id, info = run["id"], RunInfo.from_json(run["info"])
+    if budget is not None:
+        if info.workload.get("repetitions") != "auto":
+            raise UserError(f"--budget: run {run_id} has a fixed number of repetitions; a "
+                            "budget applies only to repetitions = \"auto\"")
+        spent = (info.stopped or {}).get("spent") or 0.0
+        if info.stopped and info.stopped.get("reason") == "budget" and budget <= spent:
+            raise UserError(f"--budget {format_duration(budget)}: run {run_id} has already "
+                            f"measured for {format_duration(spent)}; give a larger budget")
     if run["status"] == "done":
-        listener.message(f"run {run_id} is already complete")
-        return run_id
+        stopped_by_budget = (info.stopped or {}).get("reason") == "budget"
+        if budget is None or not stopped_by_budget:
+            listener.message(f"run {run_id} is already complete" + (
+                "; its budget stopped it: extend it with --budget" if stopped_by_budget
+                else ""))
+            return run_id
     with owning(store, run_id):
+        if budget is not None:
+            store.update_info(run_id, workload={**info.workload, "budget": budget},
+                              stopped=None)
+            info = RunInfo.from_json(store.run(run_id)["info"])
         store.update_info(run_id, owner=_owner())
         _resume(run, info, store, home, listener, open_servers)
     return run_id
@@ -349,6 +400,10 @@ def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listen
     run_id = run["id"]
     spec = parse_spec(tomllib.loads(run["spec_source"]), run["spec_source"], run["name"],
                       base_dir=Path(info.spec_dir) if info.spec_dir else None)
+    rounds = Rounds.from_info(info.workload)
+    if rounds.adaptive and rounds != spec.workload.rounds:  # a budget given to resume
+        workload = dataclasses.replace(cast(Any, spec.workload), rounds=rounds)  # kinds are
+        spec = dataclasses.replace(spec, workload=workload)  # frozen dataclasses
     prepared = prepare(spec, home, listener, store, resuming=run_id, open_servers=open_servers)
     if prepared.points != store.points(run_id):
         raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
@@ -397,7 +452,7 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
     spec = prepared.spec
     # Points that cannot run here (a step that changes nothing, a setting the server lacks)
     # are not planned at all: their place in the results says why.
-    order = [(p, r) for p, r in plan_order(len(prepared.points), spec.workload.repetitions,
+    order = [(p, r) for p, r in plan_order(len(prepared.points), spec.workload.rounds.most,
                                            spec.statistics.seed)
              if p not in prepared.unavailable]
     store.discard_unfinished(run_id)
@@ -430,40 +485,86 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
 def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
               order: list[tuple[int, int]], finished: dict[tuple[int, int], Trial],
               refused: dict[int, str]) -> None:
+    """Round after round; with adaptive repetitions, a look between rounds decides whether
+    another is needed (and affordable)."""
+    rounds = prepared.spec.workload.rounds
+    by_round: dict[int, list[tuple[int, int, int]]] = {}
     for position, (point_idx, repetition) in enumerate(order):
-        if STOP.is_set():
-            stop_here()  # a stop whose exception Python dropped (see errors.STOP)
-        if (point_idx, repetition) in finished:
-            continue
-        label = _trial_label(prepared, point_idx)
-        trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                     position=position)
-        outcome: dict[str, Any]
-        if point_idx in refused:
-            # The server refused this configuration before: it will again.
-            outcome = {"status": TrialState.FAILED, "error": refused[point_idx],
-                       "details": {"start_failed": True, "skipped": True}}
-        else:
-            recorder = TrialRecorder(store, listener, trial_id, label)
-            try:
-                value, effective, details = run_trial(prepared, point_idx, recorder)
-                outcome = {"status": TrialState.DONE, "value": value, "effective": effective,
-                           "details": details}
-            except ServerRefused as exc:
-                refused[point_idx] = str(exc)
-                outcome = {"status": TrialState.FAILED, "error": str(exc),
-                           "details": {"start_failed": True}}
-            except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
-                # The server died or refused mid-measurement: the run goes on.
-                error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
-                    else str(exc)
-                outcome = {"status": TrialState.FAILED, "error": error}
-            except KeyboardInterrupt:
-                store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
-                raise
-        store.finish_trial(trial_id, **outcome)
-        listener.trial(label, repetition, outcome["status"], outcome.get("value"),
-                       outcome.get("error"))
+        by_round.setdefault(repetition, []).append((position, point_idx, repetition))
+    for number, trials in sorted(by_round.items()):
+        if rounds.adaptive and number >= rounds.floor:
+            stopped = _look(run_id, store, listener, rounds, number, len(trials))
+            if stopped is not None:
+                store.update_info(run_id, stopped=stopped)
+                return
+        for position, point_idx, repetition in trials:
+            _run_one(run_id, prepared, store, listener, position, point_idx, repetition,
+                     finished, refused)
+    if rounds.adaptive:
+        store.update_info(run_id, stopped={"reason": "ceiling", "rounds": rounds.ceiling})
+
+
+def _look(run_id: str, store: Store, listener: Listener, rounds: Rounds, done_rounds: int,
+          per_round: int) -> dict[str, Any] | None:
+    """After `done_rounds` rounds: why to stop now, or None to measure another round."""
+    results = build_results(store, run_id)
+    undecided = [p for p in results.points if p.verdict == "inconclusive"
+                 and p.p_value is not None]
+    if not undecided:
+        return {"reason": "decided", "rounds": done_rounds}
+    trials = [t for t in store.trials(run_id) if t.status in (TrialState.DONE,
+                                                              TrialState.FAILED)]
+    spent = sum(t.seconds for t in trials)
+    next_round = spent / max(1, len(trials)) * per_round
+    if rounds.budget is not None and spent + next_round > rounds.budget:
+        return {"reason": "budget", "rounds": done_rounds, "spent": round(spent, 1)}
+    names = [_point_text(p.settings) for p in undecided]
+    listener.decision(names, (rounds.ceiling - done_rounds) * per_round,
+                      None if rounds.budget is None else max(0.0, rounds.budget - spent))
+    return None
+
+
+def _point_text(settings: Mapping[str, str]) -> str:
+    return ", ".join(f"{v}" if len(settings) == 1 else f"{k}={v}" for k, v in settings.items())
+
+
+def _run_one(run_id: str, prepared: Prepared, store: Store, listener: Listener, position: int,
+             point_idx: int, repetition: int, finished: dict[tuple[int, int], Trial],
+             refused: dict[int, str]) -> None:
+    """One trial: measured, or skipped when done before or refused before; stored at once."""
+    if STOP.is_set():
+        stop_here()  # a stop whose exception Python dropped (see errors.STOP)
+    if (point_idx, repetition) in finished:
+        return
+    label = _trial_label(prepared, point_idx)
+    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                 position=position)
+    outcome: dict[str, Any]
+    if point_idx in refused:
+        # The server refused this configuration before: it will again.
+        outcome = {"status": TrialState.FAILED, "error": refused[point_idx],
+                   "details": {"start_failed": True, "skipped": True}}
+    else:
+        recorder = TrialRecorder(store, listener, trial_id, label)
+        try:
+            value, effective, details = run_trial(prepared, point_idx, recorder)
+            outcome = {"status": TrialState.DONE, "value": value, "effective": effective,
+                       "details": details}
+        except ServerRefused as exc:
+            refused[point_idx] = str(exc)
+            outcome = {"status": TrialState.FAILED, "error": str(exc),
+                       "details": {"start_failed": True}}
+        except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
+            # The server died or refused mid-measurement: the run goes on.
+            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
+                else str(exc)
+            outcome = {"status": TrialState.FAILED, "error": error}
+        except KeyboardInterrupt:
+            store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
+            raise
+    store.finish_trial(trial_id, **outcome)
+    listener.trial(label, repetition, outcome["status"], outcome.get("value"),
+                   outcome.get("error"))
 
 
 def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder
@@ -526,7 +627,7 @@ def _trial_label(prepared: Prepared, point_idx: int) -> str:
 
 def _workload_info(spec: Spec) -> dict[str, object]:
     work = spec.workload
-    return {"kind": work.kind, "repetitions": work.repetitions, **work.describe()}
+    return {"kind": work.kind, **work.rounds.describe(), **work.describe()}
 
 
 def _describe_data(prepared: Prepared) -> dict[str, object]:

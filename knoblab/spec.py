@@ -272,8 +272,12 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     test = TESTS.get(test_name)
     if test is None:
         raise UserError(f"[statistics] test = {test_name!r}: use one of {', '.join(TESTS)}")
+    min_effect = section.number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0)
+    if not 0.0 < min_effect < 1.0:
+        raise UserError(f"[statistics] min_effect = {min_effect!r}: must lie between 0 and 1 "
+                        "(a fraction: 0.03 means differences within ±3% count as the same)")
     stats = Statistics(
-        min_effect=section.number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0),
+        min_effect=min_effect,
         alpha=section.number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
         confidence=section.number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
         # Times: effects multiply (log scale). Throughput batch means: plain Welch.

@@ -12,6 +12,7 @@ run times are multiplicative (a setting makes a query x% slower, not k ms slower
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -179,6 +180,32 @@ def p_equivalent(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarra
     return max(below, above)
 
 
+@dataclass(frozen=True)
+class Levels:
+    """The p-values a comparison must get below to be decided at this look: alpha itself in
+    a fixed design; less at each look of a sequential one (see sequential_levels)."""
+
+    worse: float  # the two-sided test of a difference
+    same: float  # the equivalence test (TOST, one-sided twice)
+
+    @classmethod
+    def fixed(cls, alpha: float) -> Levels:
+        return cls(alpha, alpha)
+
+    @classmethod
+    def sequential(cls, alpha: float, rounds: int, floor: int, ceiling: int) -> Levels:
+        """At the look after `rounds` rounds, when looks were taken after every round from
+        `floor` on and at most `ceiling` rounds were ever possible."""
+        if rounds < floor:
+            raise ValueError("no look is taken before the floor")
+        # A look's boundary depends only on the looks before it: the whole schedule is
+        # computed once (and cached), and this look's entry taken from it.
+        fractions = tuple(r / ceiling for r in range(floor, ceiling + 1))
+        look = min(rounds, ceiling) - floor
+        return cls(2.0 * sequential_levels(alpha / 2.0, fractions)[look],
+                   sequential_levels(alpha, fractions)[look])
+
+
 VerdictLabel = Literal["best", "equivalent", "worse", "inconclusive", "failed"]
 
 
@@ -207,6 +234,7 @@ class Judgement:
     test: str
     alpha: float
     min_effect: float
+    levels: Levels | None = None  # what decided it, when not alpha itself (sequential looks)
 
     @property
     def equivalent(self) -> bool:
@@ -236,6 +264,7 @@ def judge(
     confidence: float = 0.95,
     seed: int = 0,
     center: Centre = "median",
+    levels: Levels | None = None,
 ) -> Judgement:
     """Find the leader and say of each other point whether it is worse than it (significantly
     and by at least min_effect), equivalent to it (within ±min_effect, shown by TOST), or
@@ -243,9 +272,11 @@ def judge(
 
     `center` is what the leader and the effect sizes are measured on: the median for times,
     the mean for throughput (a mean of per-start means is what the Welch test compares).
+    `levels`: what the tests must reach at this look of a sequential design (default: alpha).
     """
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"unknown direction: {direction!r}")
+    reach = levels or Levels.fixed(alpha)
     summaries = {
         k: summarize(v, confidence=confidence, seed=seed) if len(v) else None
         for k, v in points.items()
@@ -253,7 +284,7 @@ def judge(
     alive = [k for k, s in summaries.items() if s is not None]
     if not alive:
         verdicts = [Verdict(k, None, "failed", None, None, None, None) for k in points]
-        return Judgement(None, verdicts, False, test, alpha, min_effect)
+        return Judgement(None, verdicts, False, test, alpha, min_effect, levels)
 
     sign = 1.0 if direction == "minimize" else -1.0
     def level(key: Hashable) -> float:
@@ -271,14 +302,14 @@ def judge(
         ratio = _ratio(level(key), level(best))
         effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
         label: VerdictLabel
-        if p_adj[key] < alpha and effect >= min_effect:
+        if p_adj[key] < reach.worse and effect >= min_effect:
             label = "worse"
-        elif p_same[key] < alpha:
+        elif p_same[key] < reach.same:
             label = "equivalent"
         else:
             label = "inconclusive"
-        extra = _extra_samples(points[key], points[best], min_effect, alpha, len(others),
-                               test) if label == "inconclusive" else None
+        extra = _extra_samples(points[key], points[best], min_effect, reach.worse,
+                               len(others), test) if label == "inconclusive" else None
         compared[key] = Verdict(key, summaries[key], label, ratio, effect, p_raw[key],
                                 p_adj[key], p_same[key], extra)
     significant = any(v.verdict == "worse" for v in compared.values())
@@ -296,7 +327,7 @@ def judge(
             verdicts.append(Verdict(key, s, leader, 1.0, 0.0, None, None))
         else:
             verdicts.append(compared[key])
-    return Judgement(best, verdicts, significant, test, alpha, min_effect)
+    return Judgement(best, verdicts, significant, test, alpha, min_effect, levels)
 
 
 def _extra_samples(a: Sequence[float], b: Sequence[float], min_effect: float, alpha: float,
@@ -359,3 +390,72 @@ def compare(a: Sequence[float], b: Sequence[float], *, test: Test = "welch-log",
     tail = (1 - confidence) / 2 * 100
     low, high = (np.percentile(ratios, [tail, 100 - tail]) if ratios.size else (ratio, ratio))
     return Change(ratio, float(low), float(high), p_value(xa, xb, test))
+
+
+# ----------------------------------------------------------------------------- sequential
+
+
+_NEVER = 8.0  # a z this high is never crossed (p ~ 6e-16): a look that spends nothing
+_GRID = 801  # points of the density grid: boundaries within 0.01 of exact, on the safe side
+
+
+@functools.lru_cache(maxsize=64)
+def sequential_levels(alpha: float, fractions: tuple[float, ...]) -> tuple[float, ...]:
+    """Nominal one-sided levels for repeated looks at accumulating data, such that the chance
+    of crossing at any look, when nothing differs, is `alpha` in all (group-sequential design).
+
+    `fractions` are the information fractions of the looks so far (n / the most n could
+    become), increasing, in (0, 1]. The alpha spent by look k is the Lan-DeMets O'Brien-Fleming
+    spending function 2 - 2 Φ(z(1 - α/2) / √t): early looks, on little data, get almost
+    nothing, so a run that goes to its ceiling loses little power against a fixed design,
+    while one whose difference is large stops early. Each look's boundary is found by
+    numerical integration of the score statistic's density over the region where no earlier
+    look stopped (Armitage, McPherson and Rowe's recursion), so looks that were not planned
+    in advance (a budget running out) keep the error rate.
+    """
+    from scipy import optimize
+    from scipy import stats as sps
+
+    t = np.asarray(fractions, dtype=float)
+    if t.size == 0:
+        return ()
+    if np.any(t <= 0) or np.any(t > 1) or np.any(np.diff(t) <= 0):
+        raise ValueError("fractions must increase within (0, 1]")
+    z_half = float(sps.norm.ppf(1.0 - alpha / 2.0))
+    spent = 2.0 - 2.0 * sps.norm.cdf(z_half / np.sqrt(t))
+    spend = np.diff(np.concatenate([[0.0], spent]))
+
+    levels: list[float] = []
+    grid = np.empty(0)  # values of the score statistic S_k = Z_k √t_k below the boundary
+    density = np.empty(0)
+    previous = 0.0
+    for k, (fraction, amount) in enumerate(zip(t, spend, strict=True)):
+        step = fraction - previous
+        if k == 0:
+            bound = min(float(sps.norm.isf(amount)), _NEVER) * math.sqrt(fraction)
+            grid = np.linspace(-8.0 * math.sqrt(fraction), bound, _GRID)
+            density = sps.norm.pdf(grid, scale=math.sqrt(fraction))
+        else:
+            weights = density * np.gradient(grid)  # trapezoid-like weights on the grid
+            high = _NEVER * math.sqrt(fraction)
+            if _crossing(high, grid, weights, step) >= amount:
+                bound = high  # spends (next to) nothing: a boundary never crossed
+            else:
+                bound = float(optimize.brentq(
+                    lambda b, g=grid, w=weights, s=step, a=amount: _crossing(b, g, w, s) - a,
+                    grid[0], high, xtol=1e-10))
+            new_grid = np.linspace(-8.0 * math.sqrt(fraction), bound, _GRID)
+            kernel = sps.norm.pdf((new_grid[:, None] - grid[None, :]) / math.sqrt(step))
+            density = kernel @ weights / math.sqrt(step)
+            grid = new_grid
+        levels.append(float(sps.norm.sf(bound / math.sqrt(fraction))))
+        previous = fraction
+    return tuple(levels)
+
+
+def _crossing(bound: float, grid: np.ndarray, weights: np.ndarray, step: float) -> float:
+    """The chance that the score statistic, from the grid's (sub-)density, crosses `bound`
+    after an increment of information `step`."""
+    from scipy import stats as sps
+
+    return float(np.sum(weights * sps.norm.sf((bound - grid) / math.sqrt(step))))

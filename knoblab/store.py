@@ -147,6 +147,7 @@ class Trial:
     effective: dict[str, str]
     details: dict[str, Any]
     error: str | None
+    seconds: float = 0.0  # from its start to its end: configuring the server and measuring
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,9 @@ class RunInfo:
     warnings: list[str] = field(default_factory=list)
     spec_dir: str | None = None
     owner: dict[str, Any] = field(default_factory=dict)  # pid and host measuring it
+    # Adaptive repetitions: why the run stopped ("decided", "budget", "ceiling") after how
+    # many rounds; None for fixed repetitions and runs still going.
+    stopped: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -401,7 +405,9 @@ class Store:
                                 .order_by(trials.c.position, trials.c.id)).mappings().all()
         return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
                       TrialState(r["status"]), r["value"], json.loads(r["effective"] or "{}"),
-                      json.loads(r["details"] or "{}"), r["error"]) for r in rows]
+                      json.loads(r["details"] or "{}"), r["error"],
+                      max(0.0, (r["finished_at"] or 0.0) - (r["started_at"] or 0.0)))
+                for r in rows]
 
     def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:
         """Per-second workload reports of a run's trials, by trial id, in time order."""

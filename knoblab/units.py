@@ -32,3 +32,30 @@ def format_size(n: int) -> str:
         if n >= unit and n % unit == 0:
             return f"{n // unit}{suffix}"
     return str(n)
+
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m)?\s*"
+                       r"(?:(\d+(?:\.\d+)?)\s*s?)?\s*$", re.IGNORECASE)
+
+
+def parse_duration(value: object, what: str = "value") -> float:
+    """Seconds in `value` (a number of seconds, "90s", "15m", "2h", "1h30m"); UserError on
+    anything else, or on a duration that is not positive."""
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and value.strip() and (match := _DURATION.match(value)):
+        hours, minutes, plain = (float(g) if g else 0.0 for g in match.groups())
+        seconds = hours * 3600 + minutes * 60 + plain
+    if seconds is None or not seconds > 0:
+        raise UserError(f"{what}: {value!r} is not a duration; write seconds or a number "
+                        "with s, m or h (for example 90, \"15m\", \"2h\")")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """"45 s", "15 min", "2 h 5 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"

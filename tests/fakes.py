@@ -7,6 +7,7 @@ They follow the same protocols as the real ones (`knoblab.workloads.base.Workloa
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from knoblab.server.target import Data, ServerRefused
 from knoblab.workloads.base import (
     Measured,
     Recorder,
+    Rounds,
     Steady,
     WorkloadError,
 )
@@ -41,6 +43,8 @@ class Script:
     started: list[dict[str, str]] = field(default_factory=list)  # every configured() call
     sessions: list[str] = field(default_factory=list)  # "open", "closed"
     built: list[str] = field(default_factory=list)  # data keys built
+    spread: float = 0.01  # measurements vary within ×1 to ×(1 + spread), deterministically
+    sleep: float = 0.0  # seconds each measurement takes
 
 
 SCRIPT = Script()
@@ -50,17 +54,19 @@ SCRIPT = Script()
 class FakeWorkload(Timed):
     kind: ClassVar[str] = "fake"
     parameters: ClassVar[tuple[str, ...]] = ()
-    keys: ClassVar[frozenset[str]] = frozenset({"kind", "repetitions"})
+    keys: ClassVar[frozenset[str]] = frozenset({"kind"}) | Rounds.KEYS
     steady: ClassVar[Steady | None] = None
     writes_data: ClassVar[bool] = False
     warnings: ClassVar[tuple[str, ...]] = ()
 
-    repetitions: int = 3
+    least_seconds: ClassVar[float] = 0.0
+    rounds: Rounds = Rounds(fixed=3)
 
     @classmethod
     def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> FakeWorkload:
-        return cls(repetitions=int(section.get("repetitions", 3)))
+        return cls(rounds=Rounds.from_spec(section) if section.keys() & Rounds.KEYS
+                   else Rounds(fixed=3))
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise AssertionError("the fake kind has no parameters")
@@ -103,7 +109,8 @@ class FakeWorkload(Timed):
         if value in SCRIPT.fails:
             raise WorkloadError(SCRIPT.fails[value])
         # Deterministic, with a small spread so that the statistics have something to do.
-        spread = 1 + 0.01 * (len(SCRIPT.measured) % 3)
+        spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
+        time.sleep(SCRIPT.sleep)
         return Measured(SCRIPT.seconds.get(value, 1.0) * spread,
                         {"rows": SCRIPT.rows.get(value, 1)})
 

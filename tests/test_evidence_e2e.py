@@ -46,6 +46,8 @@ class Quiet:
         self.lines.append(text)
 
     def dataset_progress(self, done: int, total: int) -> None: ...
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None: ...
     def plan(self, total: int, done: int, unit: str) -> None: ...
     def trial(self, label, repetition, status, value, error) -> None:
         self.lines.append(f"{label} {status} {value} {error}")
@@ -75,7 +77,9 @@ def test_grid_of_two_settings_and_two_sizes(groupby_run):
     for rows in ("20000", "40000"):
         in_slice = [p for p in result["points"] if p["settings"]["rows"] == rows]
         assert len(in_slice) == 4
-        assert sum(p["verdict"] == "best" for p in in_slice) == 1
+        assert sum(p["p_value"] is None for p in in_slice) == 1  # one leader per slice
+        assert sum(p["verdict"] == "best" for p in in_slice) == int(
+            any(p["verdict"] == "worse" for p in in_slice))  # crowned only when shown
         assert f"rows={rows}" in out.stdout  # a conclusion per size
     names = sorted(p.name for p in (folder / "out").glob("*.png"))
     assert names == ["chart-rows-20000.png", "chart-rows-40000.png", "scaling.png"]

@@ -223,7 +223,8 @@ def _check(data: dict[str, Any]) -> None:
         return
     assert isinstance(spec, Spec)
     assert isinstance(spec.name, str)
-    assert isinstance(spec.workload.repetitions, int) and spec.workload.repetitions >= 1
+    rounds = spec.workload.rounds
+    assert rounds.most >= 1 and (rounds.fixed is not None or 2 <= rounds.floor <= rounds.ceiling)
     assert spec.workload.kind in ("query", "sysbench", "script")
     assert bool(spec.steps) != bool(spec.sweep), "either a sweep or steps"
     assert all(isinstance(v, list) and len(v) >= 2 for v in spec.sweep.values())

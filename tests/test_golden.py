@@ -63,3 +63,23 @@ def test_every_kind_is_covered() -> None:
     names = {name for name, _ in _runs()}
     assert names == {"golden-query-sweep", "golden-grid", "golden-sysbench",
                      "golden-steps-servers", "golden-external", "golden-sysbench-steps"}
+
+
+def test_a_fixed_time_run_is_explained_per_transaction_not_by_its_volume(tmp_path: Path) -> None:
+    """sysbench runs for a fixed time: a configuration that manages twice the transactions
+    moves every per-query counter twice as far. Compared per transaction, those counters stay
+    level, and what changed per unit of work (here the query cache step) is what is named."""
+    from knoblab.results import build_results
+
+    store_file = tmp_path / "store.sqlite"
+    shutil.copy(GOLDEN / "store.sqlite", store_file)
+    store = Store(f"sqlite:///{store_file}")
+    run_id = dict(_runs())["golden-sysbench-steps"]
+    named = {c.counter: c for e in build_results(store, run_id).explained_by
+             for c in e.counters}
+    volume = {"handler_commit", "rows_read", "innodb_buffer_pool_read_requests",
+              "table_open_cache_hits", "resultset_metadata_skipped"}
+    assert named and not volume & set(named)
+    assert "qcache_inserts" in named
+    assert all("per transaction" in c.text for c in named.values()
+               if not c.counter.endswith(("_written", "_read")))

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from knoblab import runner, workloads
-from knoblab.errors import STOP
+from knoblab.errors import STOP, UserError
 from knoblab.results import build_results
 from knoblab.spec import parse_spec
 from knoblab.store import Store, TrialState
@@ -28,6 +28,8 @@ class Quiet:
 
     def message(self, text: str) -> None: ...
     def dataset_progress(self, done: int, total: int) -> None: ...
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None: ...
     def plan(self, total: int, done: int, unit: str) -> None: ...
     def second(self, label: str, second: object) -> None: ...
 
@@ -208,3 +210,72 @@ def test_a_workload_changed_since_the_run_began_is_not_resumed(store, tmp_path, 
     with pytest.raises(runner.UserError, match="its workload changed since it began"):
         runner.resume_run(run_id, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
     assert len(fakes.SCRIPT.measured) == 2  # nothing was measured under the changed workload
+
+
+# --- adaptive repetitions -------------------------------------------------------------------
+
+
+def _auto_spec(extra: str = "", seed: int = 7):
+    source = (f'[workload]\nkind = "fake"\nrepetitions = "auto"\n{extra}\n'
+              f'[sweep]\nsort_buffer_size = {VALUES!r}\n[statistics]\nseed = {seed}\n')
+    return parse_spec(tomllib.loads(source), source=source)
+
+
+def test_auto_stops_at_the_first_look_where_every_comparison_is_decided(store, tmp_path):
+    fakes.SCRIPT.seconds = {CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.5, CONFIG["4M"]: 2.0}
+    run_id = _run(store, tmp_path, _auto_spec("min_repetitions = 3\nmax_repetitions = 6"))
+    results = build_results(store, run_id)
+    assert store.run(run_id)["status"] == "done"
+    assert len(fakes.SCRIPT.measured) == 9  # the floor: three rounds of three points
+    assert results.rounds is not None and results.rounds.stopped == "decided"
+    assert results.rounds.done == 3
+    assert [p.verdict for p in results.points] == ["best", "worse", "worse"]
+    # The first look of six possible is strict: far below α.
+    assert results.rounds.level_worse is not None and results.rounds.level_worse < 0.01
+
+
+def test_auto_goes_on_while_undecided_and_stops_at_the_ceiling(store, tmp_path):
+    fakes.SCRIPT.seconds = {CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.0, CONFIG["4M"]: 1.05}
+    fakes.SCRIPT.spread = 0.3  # far too noisy to decide 5% either way
+    run_id = _run(store, tmp_path, _auto_spec("min_repetitions = 2\nmax_repetitions = 4"))
+    results = build_results(store, run_id)
+    assert len(fakes.SCRIPT.measured) == 12
+    assert results.rounds is not None and results.rounds.stopped == "ceiling"
+    assert results.rounds.done == 4
+    # At the last look all of α is spent: the level is close to α itself.
+    assert results.rounds.level_worse is not None and 0.02 < results.rounds.level_worse < 0.05
+    assert "inconclusive" in {p.verdict for p in results.points}
+    assert results.conclusion.best is None  # nothing shown: nothing crowned
+
+
+def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "LEAST_TRIAL_SECONDS", 0.0)
+    fakes.SCRIPT.spread, fakes.SCRIPT.sleep = 0.3, 0.05
+    spec = _auto_spec("min_repetitions = 2\nmax_repetitions = 50\nbudget = \"0.5s\"")
+    run_id = _run(store, tmp_path, spec)
+    run = store.run(run_id)
+    assert run["status"] == "done"  # a budget is a normal end, not a failure
+    first = build_results(store, run_id).rounds
+    assert first is not None and first.stopped == "budget" and 2 <= first.done < 50
+    trials = store.trials(run_id)
+    assert sum(t.seconds for t in trials) <= 0.5 + 0.15 * 3  # at most one round over
+
+    quiet = Quiet()
+    assert runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake)
+    assert len(store.trials(run_id)) == len(trials)  # without a budget, nothing to do
+
+    runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake, budget=1.0)
+    second = build_results(store, run_id).rounds
+    assert second is not None and second.done > first.done and second.budget == 1.0
+    assert store.run(run_id)["status"] == "done"
+    with pytest.raises(UserError, match="give a larger budget"):
+        runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake,
+                          budget=0.1)
+
+
+def test_a_budget_too_small_for_the_first_rounds_is_refused_before_anything_runs(store,
+                                                                                   tmp_path):
+    spec = _auto_spec("budget = \"1s\"")
+    with pytest.raises(UserError, match=r"one round takes at least 2 s \(3 points × 0.5 s\)"):
+        _run(store, tmp_path, spec)
+    assert fakes.SCRIPT.measured == [] and store.list_runs() == []

@@ -17,6 +17,7 @@ from knoblab.spec import (
     parse_spec,
 )
 from knoblab.workloads import KINDS
+from knoblab.workloads.base import Rounds
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -68,7 +69,7 @@ def test_minimal_spec_and_defaults():
     assert spec.workload.cache == "warm"
     assert spec.workload.timed_runs == 1
     assert spec.workload.timeout == 3600.0
-    assert spec.workload.repetitions == 5
+    assert spec.workload.rounds == Rounds(fixed=None, floor=3, ceiling=20, budget=None)
     assert spec.sweep == {"read_buffer_size": ["64K", "128K"]}
     assert spec.statistics == Statistics()
     assert spec.statistics.test == "welch-log"
@@ -103,7 +104,7 @@ def test_full_spec():
     assert spec.workload.timed_runs == 2
     assert spec.workload.timeout == 60.0
     assert isinstance(spec.workload.timeout, float)
-    assert spec.workload.repetitions == 3
+    assert spec.workload.rounds == Rounds(fixed=3)
     assert spec.statistics == Statistics(min_effect=0.05, alpha=0.01, confidence=0.99,
                                          test="mann-whitney", seed=42)
 
@@ -112,7 +113,7 @@ def test_full_spec():
 def test_example_spec_loads_and_validates(catalog):
     spec = load_spec(EXAMPLES / "read-buffer-scan.toml")
     assert spec.name == "read-buffer-scan"
-    assert spec.workload.repetitions == 5
+    assert spec.workload.rounds.fixed == 5
     assert spec.workload.dataset.rows == 2_000_000
     base, points, _ = spec.points(catalog)
     assert base == {}
@@ -148,6 +149,18 @@ def test_example_spec_loads_and_validates(catalog):
         ({"workload__repetitions": "5"}, ["[workload] repetitions = '5'", "whole number"]),
         ({"workload__repetitions": 2.5}, ["[workload] repetitions = 2.5", "whole number"]),
         ({"workload__repetitions": True}, ["[workload] repetitions = True", "whole number"]),
+        ({"workload__repetitions": "Auto"}, ["[workload] repetitions = 'Auto'", '"auto"']),
+        ({"workload__repetitions": "auto", "workload__min_repetitions": 5,
+          "workload__max_repetitions": 4},
+         ["max_repetitions = 4 is below min_repetitions = 5"]),
+        ({"workload__repetitions": "auto", "workload__min_repetitions": 1},
+         ["min_repetitions = 1", "from 2", "at least two measurements"]),
+        ({"workload__repetitions": 5, "workload__budget": "10m"},
+         ["budget applies only to repetitions = \"auto\""]),
+        ({"workload__budget": "soon"}, ["[workload] budget", "'soon' is not a duration"]),
+        ({"workload__budget": 0}, ["[workload] budget", "0 is not a duration"]),
+        ({"statistics__min_effect": 0}, ["[statistics] min_effect = 0", "between 0 and 1"]),
+        ({"statistics__min_effect": 1.0}, ["[statistics] min_effect = 1.0", "between 0 and 1"]),
         ({"workload__timed_runs": 0}, ["[workload] timed_runs = 0", "whole number"]),
         ({"workload__timeout": 0}, ["[workload] timeout = 0", "a number from"]),
         ({"workload__timeout": "1h"}, ["[workload] timeout = '1h'", "a number"]),

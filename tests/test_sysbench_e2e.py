@@ -68,7 +68,9 @@ def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["objective"] == {"metric": "tps", "direction": "maximize"}
     assert result["workload"]["kind"] == "sysbench"
-    assert sorted(p["verdict"] for p in result["points"]).count("best") == 1
+    assert sum(p["p_value"] is None for p in result["points"]) == 1  # one leader
+    assert [p["verdict"] for p in result["points"]].count("best") == int(
+        result["conclusion"]["significant"])
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         stored = dict(db.execute("SELECT trial_id, COUNT(*) FROM seconds GROUP BY trial_id"))
         os_stored = dict(db.execute(

@@ -195,3 +195,15 @@ def slice_heading(results: Results, table: StepsTable) -> str:
         if facts:
             text += f" ({', '.join(facts)})"
     return text
+
+
+def repetitions_text(results: Results, noun: str = "rep") -> str:
+    """"5 reps"; for adaptive repetitions the rounds measured, "7 reps (auto, 3–20)"."""
+    rounds = results.rounds
+    planned = results.workload.get("repetitions") or 1
+    if planned != "auto":
+        return f"{planned} {noun}{'' if planned == 1 else 's'}"
+    done = rounds.done if rounds is not None else 0
+    floor = results.workload.get("min_repetitions")
+    ceiling = results.workload.get("max_repetitions")
+    return f"{done} {noun}{'' if done == 1 else 's'} (auto, {floor}–{ceiling})"

@@ -32,6 +32,7 @@ from knoblab.report.format import (
     is_measured,
     num,
     p_text,
+    repetitions_text,
     signed,
     slice_heading,
     slices,
@@ -47,6 +48,7 @@ from knoblab.report.text import (
     explanation_lines,
     interaction_text,
     noise_text,
+    rounds_text,
     server_lines,
     stalls_text,
     step_durability_lines,
@@ -171,7 +173,7 @@ def _title(results: Results) -> str:
     work, data, points = results.workload, results.dataset, results.points
     sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
     sql = sql if len(sql) <= 70 else sql[:67] + "..."
-    reps = f", {work['repetitions']} reps" if work.get("repetitions") else ""
+    reps = f", {repetitions_text(results)}" if work.get("repetitions") else ""
     counts = sorted({c for p in points if "rows" in results.slices
                      and (c := as_count(p.settings.get("rows"))) is not None})
     if data.get("rows") is not None:
@@ -249,8 +251,15 @@ def _print_timed(results: Results, console: Console) -> None:
     noise = noise_text(results)
     if noise:
         console.print(Text(noise, style="dim"))
+    _print_rounds(results, console)
     if any_changed:
         console.print(Text(_FOOTNOTE, style="dim"))
+
+
+def _print_rounds(results: Results, console: Console) -> None:
+    rounds = rounds_text(results)
+    if rounds:
+        console.print(Text(rounds, style="dim"))
 
 
 def _timeseries_title(results: Results) -> str:
@@ -264,8 +273,7 @@ def _timeseries_title(results: Results) -> str:
         parts.append(str(work["rand_type"]))
     if work.get("rate"):
         parts.append(f"rate {work['rate']} tps")
-    reps = work.get("repetitions") or 1
-    parts.append(f"{work.get('duration', '?')} s × {reps} run{'' if reps == 1 else 's'}")
+    parts.append(f"{work.get('duration', '?')} s × {repetitions_text(results, 'run')}")
     state = ("warm-up detected" if steady.warmup is None
              else f"{steady.warmup} s dropped")
     if steady.window:
@@ -385,6 +393,7 @@ def _print_timeseries(results: Results, console: Console) -> None:
         console.print(Text(stalls))
     if noise:
         console.print(Text(noise, style="dim"))
+    _print_rounds(results, console)
     if any_changed:
         console.print(Text(_FOOTNOTE, style="dim"))
 
@@ -400,18 +409,17 @@ def _steps_title(results: Results, tables: list[StepsTable]) -> str:
         server = "servers " + ", ".join(labelled)
     else:
         server = results.server_version or "?"
-    reps = work.get("repetitions")
     if results.objective.time_series:
         what = f"{work.get('kind')} {work.get('test', '?')}"
         if work.get("threads") is not None:
             what += f", {work['threads']} threads"
         if work.get("duration"):
-            what += f", {work['duration']} s × {reps or 1} run{'' if reps in (None, 1) else 's'}"
+            what += f", {work['duration']} s × {repetitions_text(results, 'run')}"
     else:
         sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
         what = sql if len(sql) <= 70 else sql[:67] + "..."
         extra = [f"{work['cache']} cache" if work.get("cache") else "",
-                 f"{reps} reps" if reps else ""]
+                 repetitions_text(results) if work.get("repetitions") else ""]
         if any(extra):
             what += f" ({', '.join(e for e in extra if e)})"
         rows = results.dataset.get("rows")
@@ -571,6 +579,7 @@ def _print_steps(results: Results, tables: list[StepsTable], console: Console) -
     noise = noise_text(results)
     if noise:
         console.print(Text(noise, style="dim"))
+    _print_rounds(results, console)
 
 
 def _print_servers(results: Results, console: Console) -> None:

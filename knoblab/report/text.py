@@ -29,6 +29,7 @@ from knoblab.report.format import (
     step_label,
     where,
 )
+from knoblab.units import format_duration
 from knoblab.workloads.base import Steady
 
 # ----------------------------------------------------------------------------- conclusion
@@ -260,6 +261,32 @@ def explanation_lines(results: Results) -> list[str]:
         at = f" at {where(explanation.slice)}" if explanation.slice else ""
         lines.append(f"Explained by the server's counters{at}: {'; '.join(texts)}.")
     return lines
+
+
+_STOPPED = {"decided": "every comparison was decided",
+            "budget": "the budget was spent (extend it: knoblab resume RUN --budget …)",
+            "ceiling": "the ceiling was reached"}
+
+
+def rounds_text(results: Results) -> str:
+    """For adaptive repetitions: how many rounds, why they stopped, and what the last look's
+    tests had to reach; "" for a fixed number."""
+    rounds = results.rounds
+    if rounds is None or not rounds.adaptive:
+        return ""
+    text = (f"Repetitions: auto, {rounds.done} round{'s' if rounds.done != 1 else ''} of "
+            f"{rounds.floor} to {rounds.ceiling}")
+    if rounds.budget is not None:
+        text += f" within {format_duration(rounds.budget)}"
+    if rounds.stopped:
+        text += f"; stopped as {_STOPPED.get(rounds.stopped, rounds.stopped)}"
+    text += "."
+    if rounds.level_worse is not None and rounds.level_same is not None:
+        text += (f" Looking after every round keeps α = {results.statistics.alpha:g} over all "
+                 f"looks (group-sequential boundaries): at the last look a difference needed "
+                 f"p < {p_text(rounds.level_worse)} and equivalence p < "
+                 f"{p_text(rounds.level_same)}.")
+    return text
 
 
 def noise_text(results: Results) -> str:

@@ -19,6 +19,7 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.errors import UserError
 from knoblab.stats import Centre, Direction, Summary, Test
+from knoblab.units import parse_duration
 
 
 class WorkloadError(UserError):
@@ -36,6 +37,78 @@ class Objective:
     centre: Centre  # what points are judged on: the median (times) or the mean (throughput)
     test: Test  # the default test: "welch-log" (times multiply) or "welch" (batch means)
     time_series: bool  # every second is stored: steady state, stalls, charts over time
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """How many times each point is measured: a fixed number of rounds, or ("auto") as many
+    as its comparisons need — at least `floor`, at most `ceiling`, within `budget` seconds of
+    measuring (all sessions of the run together). One round measures every point once."""
+
+    fixed: int | None = None  # None: "auto"
+    floor: int = 3
+    ceiling: int = 20
+    budget: float | None = None
+
+    KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"repetitions", "min_repetitions", "max_repetitions", "budget"})
+
+    @property
+    def adaptive(self) -> bool:
+        return self.fixed is None
+
+    @property
+    def most(self) -> int:
+        """The rounds planned: all of them when fixed, the ceiling when adaptive."""
+        return self.fixed if self.fixed is not None else self.ceiling
+
+    def describe(self) -> dict[str, Any]:
+        """As kept in a run's description (RunInfo.workload) and read back by from_info."""
+        if self.fixed is not None:
+            return {"repetitions": self.fixed}
+        return {"repetitions": "auto", "min_repetitions": self.floor,
+                "max_repetitions": self.ceiling, "budget": self.budget}
+
+    @classmethod
+    def from_info(cls, workload: Mapping[str, Any]) -> Rounds:
+        repetitions = workload.get("repetitions", 5)
+        if repetitions != "auto":
+            return cls(fixed=int(repetitions))
+        return cls(None, int(workload["min_repetitions"]), int(workload["max_repetitions"]),
+                   workload.get("budget"))
+
+    @classmethod
+    def from_spec(cls, section: Mapping[str, Any]) -> Rounds:
+        """[workload] repetitions (a number, or "auto", the default), min_repetitions,
+        max_repetitions and budget; one clear line for anything wrong."""
+        repetitions = section.get("repetitions", "auto")
+        adaptive_keys = [k for k in ("min_repetitions", "max_repetitions", "budget")
+                         if k in section]
+        if repetitions != "auto":
+            if isinstance(repetitions, bool) or not isinstance(repetitions, int) \
+                    or not 1 <= repetitions <= 10_000:
+                raise UserError(f"[workload] repetitions = {repetitions!r}: must be \"auto\" "
+                                "or a whole number from 1 to 10000")
+            if adaptive_keys:
+                raise UserError(f"[workload] {adaptive_keys[0]} applies only to repetitions = "
+                                f"\"auto\"; remove it, or set repetitions = \"auto\"")
+            return cls(fixed=repetitions)
+        floor = _whole(section, "min_repetitions", cls.floor, 2)
+        ceiling = _whole(section, "max_repetitions", max(cls.ceiling, floor), 2)
+        if ceiling < floor:
+            raise UserError(f"[workload] max_repetitions = {ceiling} is below min_repetitions = "
+                            f"{floor}: the ceiling must be at least the floor")
+        budget = None if "budget" not in section else \
+            parse_duration(section["budget"], "[workload] budget")
+        return cls(None, floor, ceiling, budget)
+
+
+def _whole(section: Mapping[str, Any], key: str, default: int, low: int) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10_000:
+        raise UserError(f"[workload] {key} = {value!r}: must be a whole number from {low} to "
+                        "10000 (a comparison needs at least two measurements of each point)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -113,7 +186,22 @@ class Workload(Protocol):
     keys: ClassVar[frozenset[str]]  # the keys its [workload] section may hold
 
     @property
-    def repetitions(self) -> int: ...
+    def rounds(self) -> Rounds:
+        """How many times each point is measured (fixed, or as many as the decisions need)."""
+
+    # What one unit of work is ("run", "transaction"): counters that explain a result are
+    # compared per unit, so a counter that merely grows with the work done explains nothing.
+    unit_of_work: ClassVar[str]
+
+    @classmethod
+    def work_done(cls, details: Mapping[str, Any]) -> float | None:
+        """The units of work one measurement did, when that varies with the configuration
+        (a fixed-time run's transactions); None when every measurement does the same work."""
+
+    @property
+    def least_seconds(self) -> float:
+        """What one measurement takes at the least, known from the spec alone (a sysbench
+        run's duration; 0 when only measuring tells): for budgets checked before a run."""
 
     @property
     def warnings(self) -> tuple[str, ...]:

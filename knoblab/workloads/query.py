@@ -35,6 +35,7 @@ from knoblab.workloads.base import (
     Measured,
     Objective,
     Recorder,
+    Rounds,
     Steady,
     StoredSeconds,
     StoredTrial,
@@ -64,6 +65,12 @@ class Timed:
     objective: ClassVar[Objective] = Objective(
         metric="seconds", unit="s", direction="minimize", centre="median", test="welch-log",
         time_series=False)
+    least_seconds: ClassVar[float] = 0.0  # only measuring tells
+    unit_of_work: ClassVar[str] = "run"  # every run does the same work, however long it takes
+
+    @classmethod
+    def work_done(cls, details: Mapping[str, Any]) -> float | None:
+        return None
 
     @classmethod
     def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
@@ -83,14 +90,14 @@ class QueryWorkload(Timed):
     kind: ClassVar[str] = "query"
     parameters: ClassVar[tuple[str, ...]] = ("rows", "engine", "slack_type")
     keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "sql", "cache", "repetitions", "timed_runs", "timeout"})
+        {"kind", "sql", "cache", "timed_runs", "timeout"}) | Rounds.KEYS
 
     sql: str
     cache: str = "warm"
     timeout: float = 3600.0
     timed_runs: int = 1  # per server start; the measurement is their median
     dataset: ScanTable | None = None
-    repetitions: int = 5
+    rounds: Rounds = Rounds()
     warnings: tuple[str, ...] = ()
     writes_data: bool = False
     steady: ClassVar[Steady | None] = None
@@ -129,7 +136,7 @@ class QueryWorkload(Timed):
                                    7 * 86400.0),
             timed_runs=timed_runs,
             dataset=table,
-            repetitions=section.number(workload, "repetitions", "workload", 5, int, 1, 10_000),
+            rounds=Rounds.from_spec(workload),
         )
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:

@@ -37,6 +37,7 @@ from knoblab.observe import Observation, SecondSampler
 from knoblab.workloads.base import (
     Measured,
     Recorder,
+    Rounds,
     Steady,
     WorkloadError,
 )
@@ -159,7 +160,7 @@ class ScriptWorkload(Timed):
     parameters: ClassVar[tuple[str, ...]] = ()
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
-         "transaction", "repetitions", "timeout"})
+         "transaction", "timeout"}) | Rounds.KEYS
     steady: ClassVar[Steady | None] = None
     # It writes: on a running server every measurement starts from freshly set-up tables.
     writes_data: ClassVar[bool] = True
@@ -171,7 +172,7 @@ class ScriptWorkload(Timed):
     iterations: int = 1000  # per connection
     transaction: int = 1  # iterations per transaction; 1 = autocommit
     timeout: float = 3600.0  # seconds for the whole timed body
-    repetitions: int = 5
+    rounds: Rounds = Rounds()
 
     def __post_init__(self) -> None:
         if not isinstance(self.setup, str):
@@ -228,7 +229,7 @@ class ScriptWorkload(Timed):
             transaction=whole("transaction", 1, 10**9),
             timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
                                    7 * 86400.0),
-            repetitions=whole("repetitions", 5, 10_000),
+            rounds=Rounds.from_spec(workload),
         )
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:

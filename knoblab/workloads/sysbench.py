@@ -58,6 +58,7 @@ from knoblab.workloads.base import (
     Measured,
     Objective,
     Recorder,
+    Rounds,
     Second,
     Steady,
     StoredSeconds,
@@ -305,8 +306,8 @@ class SysbenchWorkload:
     parameters: ClassVar[tuple[str, ...]] = ("threads",)
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration", "rate",
-         "percentile", "warmup", "window", "stall_fraction", "repetitions", "timeout",
-         "options"})
+         "percentile", "warmup", "window", "stall_fraction", "timeout",
+         "options"}) | Rounds.KEYS
     # Its tests write; on a sandbox every trial starts from a copy of the prepared data.
     writes_data: ClassVar[bool] = True
     warnings: ClassVar[tuple[str, ...]] = ()
@@ -322,8 +323,20 @@ class SysbenchWorkload:
     options: tuple[tuple[str, str], ...] = ()  # other sysbench options: name (no --) -> value
     database: str = "sbtest"
     binary: str = SYSBENCH  # a name on PATH or a path to the sysbench executable
-    repetitions: int = 1
+    rounds: Rounds = Rounds()
     steady: Steady | None = field(default_factory=Steady)
+
+    # A run lasts a fixed time: its work is what it managed, counted in transactions.
+    unit_of_work: ClassVar[str] = "transaction"
+
+    @property
+    def least_seconds(self) -> float:
+        return float(self.duration)
+
+    @classmethod
+    def work_done(cls, details: Mapping[str, Any]) -> float | None:
+        transactions = details.get("transactions")
+        return float(transactions) if transactions else None
 
     def __post_init__(self) -> None:
         options = self.options.items() if isinstance(self.options, dict) else self.options
@@ -371,7 +384,7 @@ class SysbenchWorkload:
             rate=integer("rate", 0, 0, 10**9),
             percentile=integer("percentile", 99, 1, 100),
             options=tuple(sorted((str(k), section.as_text(v)) for k, v in options.items())),
-            repetitions=integer("repetitions", 1, 1, 10_000),
+            rounds=Rounds.from_spec(workload),
             steady=steady,
         )
 
