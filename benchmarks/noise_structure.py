@@ -16,6 +16,8 @@ Reported for each:
 - the spread of the log-ratio of neighbouring runs (what a paired comparison of adjacent runs
   sees) against the spread of single runs (what an unpaired comparison sees), as a variance
   ratio: below 1, pairing in time lowers the noise;
+- over `--starts` further server starts (15 runs each), the spread between the starts' levels
+  against the spread within a start: what measuring every point on one start saves;
 - the correlation of the CPU probe with the query time, and the spread of the query time
   divided by the probe: a probe that tracks the machine's speed levels would let them be
   recognised (or divided out).
@@ -92,10 +94,28 @@ def describe(label: str, queries: np.ndarray, probes: np.ndarray) -> None:
           f"{normalised.std(ddof=1):.3f} vs the query's own {logs.std(ddof=1):.3f}")
 
 
+def starts(binary, template: Path, count: int, runs: int) -> None:
+    """Server starts as separate samples: how much a start's level differs from another's,
+    against the spread within one start (what a design measuring every point on one start
+    leaves in its comparisons)."""
+    medians, within = [], []
+    for _ in range(count):
+        with Sandbox(binary, template, {}) as server:
+            queries, _ = series(server, runs, None)
+        logs = np.log(queries)
+        medians.append(float(np.median(logs)))
+        within.append(float(logs.std(ddof=1)))
+    between = float(np.std(medians, ddof=1))
+    print(f"{count} starts × {runs} runs: SD of log time within a start {np.median(within):.3f} "
+          f"(median over starts), between the starts' medians {between:.3f} "
+          f"(start medians {np.exp(min(medians)):.3f}–{np.exp(max(medians)):.3f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=120)
+    parser.add_argument("--starts", type=int, default=10, help="server starts compared")
     args = parser.parse_args()
     cpus = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="knoblab-bench-") as home:
@@ -114,6 +134,7 @@ def main() -> None:
                 describe(f"pinned (server on CPU {cpus - 1}, client on CPU 0)",
                          *series(server, args.runs, 0))
                 describe("free again", *series(server, args.runs, None))
+        starts(binary, template, args.starts, 15)
 
 
 if __name__ == "__main__":

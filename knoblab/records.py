@@ -528,12 +528,15 @@ class Rounds(_Record):
     stopped: str | None  # "decided", "budget" or "ceiling"; None: fixed, or not finished
     level_worse: float | None  # adaptive: a difference needed p below this at the last look
     level_same: float | None  # ... and equivalence this
+    design: str | None = None  # "blocked" or "restarts" (None: a run from before designs)
+    design_why: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Rounds:
         return cls(data.get("done", 0), bool(data.get("adaptive")), data.get("floor"),
                    data.get("ceiling"), data.get("budget"), data.get("stopped"),
-                   data.get("level_worse"), data.get("level_same"))
+                   data.get("level_worse"), data.get("level_same"), data.get("design"),
+                   data.get("design_why"))
 
 
 @dataclass(frozen=True)

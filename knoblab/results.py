@@ -67,11 +67,13 @@ def build_results(store: Store, run_id: str) -> Results:
     trials: dict[int, list[StoredTrial]] = {idx: list(by_point[idx])
                                             for idx in range(len(point_list))}
     samples = {idx: kind.samples(trials[idx], stored, settings) for idx in trials}
+    blocks = {idx: found for idx in trials
+              if (found := _blocks(by_point[idx], len(samples[idx]))) is not None}
     rounds = _rounds(Planned.from_info(info.workload), by_point, info, statistics)
     levels = None if rounds.level_worse is None or rounds.level_same is None else \
         stats.Levels(rounds.level_worse, rounds.level_same)
     verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
-                                         statistics, levels)
+                                         statistics, levels, blocks)
     points = []
     for idx, (requested, config) in enumerate(point_list):
         verdict = verdicts[idx]
@@ -130,7 +132,8 @@ def build_results(store: Store, run_id: str) -> Results:
         tied=info.tied,
         warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices),
         steps=tables,
-        servers_compared=_servers_compared(points, samples, objective, statistics)
+        servers_compared=_servers_compared(points, samples, objective, statistics, levels,
+                                           blocks)
         if "binary" in slices else None,
         conclusion=_conclusion(points, judgements, slices, tables,
                                complete=run["status"] == "done"),
@@ -152,14 +155,16 @@ def _rounds(planned: Planned, by_point: dict[int, list[Trial]], info: RunInfo,
     while finished.get(done) and finished[done] >= planned_points:
         done += 1
     stopped = (info.stopped or {}).get("reason")
+    design = info.design or {}
+    name, why = design.get("name"), design.get("why")
     if planned.fixed is not None:
-        return Rounds(done, False, None, None, None, None, None, None)
+        return Rounds(done, False, None, None, None, None, None, None, name, why)
     levels = None
     if done >= planned.floor:
         levels = stats.Levels.sequential(statistics.alpha, done, planned.floor, planned.ceiling)
     return Rounds(done, True, planned.floor, planned.ceiling, planned.budget, stopped,
                   None if levels is None else levels.worse,
-                  None if levels is None else levels.same)
+                  None if levels is None else levels.same, name, why)
 
 
 class _StoredSeconds:
@@ -193,14 +198,25 @@ def _slice_groups(settings: Sequence[Mapping[str, str]],
 SliceJudgement = tuple[Settings, list[int], stats.Judgement]
 
 
+def _blocks(trials: list[Trial], samples: int) -> list[str] | None:
+    """The block of each sample: the server start it was measured on in a blocked design,
+    else its round (measured close in time to the other points of the round); None when the
+    kind's samples are not one per measurement (batch means of a single start)."""
+    done = [t for t in trials if t.status == TrialState.DONE and t.value is not None]
+    if len(done) != samples:
+        return None
+    return [str(t.details.get("block", f"round {t.repetition}")) for t in done]
+
+
 def _judge_slices(samples: dict[int, list[float]], settings: list[Settings], slices: list[str],
-                  objective: Objective, statistics: Statistics, levels: stats.Levels | None
+                  objective: Objective, statistics: Statistics, levels: stats.Levels | None,
+                  blocks: dict[int, list[str]]
                   ) -> tuple[dict[int, stats.Verdict], list[SliceJudgement]]:
     """Verdicts judged within each slice (all points form one slice when there are none)."""
     verdicts: dict[int, stats.Verdict] = {}
     judgements = []
     for key, members in _slice_groups(settings, slices).items():
-        judgement = _judge(samples, members, objective, statistics, levels)
+        judgement = _judge(samples, members, objective, statistics, levels, blocks)
         verdicts.update(zip(members, judgement.verdicts, strict=True))
         judgements.append((dict(zip(slices, key, strict=True)), members, judgement))
     return verdicts, judgements
@@ -208,7 +224,8 @@ def _judge_slices(samples: dict[int, list[float]], settings: list[Settings], sli
 
 
 def _judge(samples: dict[int, list[float]], members: list[int], objective: Objective,
-           statistics: Statistics, levels: stats.Levels | None = None) -> stats.Judgement:
+           statistics: Statistics, levels: stats.Levels | None = None,
+           blocks: dict[int, list[str]] | None = None) -> stats.Judgement:
     """The run's statistics settings applied to some of its points: the best and the rest.
     Its verdicts are in the order of `members`."""
     return stats.judge(
@@ -217,6 +234,7 @@ def _judge(samples: dict[int, list[float]], members: list[int], objective: Objec
         min_effect=statistics.min_effect, alpha=statistics.alpha,
         test=statistics.test, confidence=statistics.confidence,
         seed=statistics.seed, center=objective.centre, levels=levels,
+        blocks=None if blocks is None else {idx: blocks[idx] for idx in members if idx in blocks},
     )
 
 
@@ -516,7 +534,9 @@ def _level(summary: stats.Summary, objective: Objective) -> float:
 
 
 def _servers_compared(points: list[Point], samples: dict[int, list[float]],
-                      objective: Objective, statistics: Statistics) -> list[ServersCompared]:
+                      objective: Objective, statistics: Statistics,
+                      levels: stats.Levels | None, blocks: dict[int, list[str]]
+                      ) -> list[ServersCompared]:
     """The servers against each other, configuration by configuration: for a steps run at
     step 0 and at the last step (the article's final comparison of builds), for a sweep at
     every point."""
@@ -535,7 +555,7 @@ def _servers_compared(points: list[Point], samples: dict[int, list[float]],
         members = [i for i in group if not points[i].unavailable]
         if len(members) < 2:
             continue
-        judgement = _judge(samples, members, objective, statistics)
+        judgement = _judge(samples, members, objective, statistics, levels, blocks)
         first = points[members[0]]
         if first.step is not None:
             step = first.step

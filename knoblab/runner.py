@@ -37,6 +37,7 @@ from knoblab.errors import STOP, UserError, stop_here
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
+from knoblab.server.settings import set_global
 from knoblab.spec import Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
@@ -82,6 +83,8 @@ class Prepared:
     left_out: dict[str, str]  # servers that could not be used, and why
     warnings: list[str]
     datadirs: dict[str, Path | None] = field(default_factory=dict)  # the first server's, by key
+    blocked: bool = False  # one start per round measures every point (settings set in place)
+    design_why: str = ""
 
     def label(self, requested: Mapping[str, str]) -> str:
         return requested.get("binary", "")
@@ -162,11 +165,48 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
     _check_budget(spec.workload, len(points) - len(unavailable))
     for label, target in targets.items():
         _check_target(prepared, label, target, store, resuming)
+    prepared.blocked, prepared.design_why = _design(prepared)
     for warning in warnings:
         listener.message(f"warning: {warning}")
     for label, target in targets.items():
         _prepare_data(prepared, label, target, listener)
     return prepared
+
+
+def _design(prepared: Prepared) -> tuple[bool, str]:
+    """Blocked (one start per round measures every point, the settings changed in place)
+    when every setting that differs between points can be changed on a running server and the
+    workload leaves its data as it found it; else a start per measurement. The reason is
+    kept with the run and shown in its report."""
+    spec = prepared.spec
+    asked = spec.workload.rounds.design
+    varying: dict[str, Target] = {}
+    for requested, config in prepared.points:
+        target = prepared.target(requested)
+        base = prepared.plans[prepared.label(requested)].base
+        for name, value in config.items():
+            if base.get(name) != value:
+                varying.setdefault(name, target)
+    restart_only = [name for name, target in varying.items()
+                    if not target.catalog.knobs[name].dynamic]
+    if asked == "restarts":
+        return False, "a server start per measurement, as the spec asks (design = \"restarts\")"
+    if restart_only:
+        why = (f"{restart_only[0]} takes effect only at a server start"
+               + (f" (so do {', '.join(restart_only[1:])})" if restart_only[1:] else ""))
+        if asked == "blocked":
+            raise UserError(f"[workload] design = \"blocked\": {why}; use design = "
+                            "\"restarts\" (or \"auto\") for it")
+        return False, f"a server start per measurement: {why}"
+    if spec.workload.writes_data:
+        why = "the workload changes its data, so each measurement needs a fresh copy"
+        if asked == "blocked":
+            raise UserError(f"[workload] design = \"blocked\": {why}; use design = "
+                            "\"restarts\" (or \"auto\")")
+        return False, f"a server start per measurement: {why}"
+    return True, ("blocked: each round measures every point on one server start, the "
+                  "settings changed in place (" + ", ".join(varying) + " need no restart), "
+                  "and points are compared within starts")
 
 
 # What one measurement costs at the least besides the workload's own time (configuring the
@@ -349,6 +389,8 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
             one_at_a_time=spec.one_at_a_time,
             unavailable={str(i): why for i, why in prepared.unavailable.items()},
             warnings=prepared.warnings,
+            design={"name": "blocked" if prepared.blocked else "restarts",
+                    "why": prepared.design_why},
             spec_dir=str(spec.base_dir) if spec.base_dir else None,
             owner=_owner(),
         ),
@@ -497,6 +539,15 @@ def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
             if stopped is not None:
                 store.update_info(run_id, stopped=stopped)
                 return
+        if prepared.blocked:
+            blocks: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+            for item in trials:
+                requested = prepared.points[item[1]][0]
+                key = (prepared.label(requested), prepared.data(requested).key)
+                blocks.setdefault(key, []).append(item)
+            for items in blocks.values():
+                _run_block(run_id, prepared, store, listener, items, finished)
+            continue
         for position, point_idx, repetition in trials:
             _run_one(run_id, prepared, store, listener, position, point_idx, repetition,
                      finished, refused)
@@ -565,6 +616,96 @@ def _run_one(run_id: str, prepared: Prepared, store: Store, listener: Listener, 
     store.finish_trial(trial_id, **outcome)
     listener.trial(label, repetition, outcome["status"], outcome.get("value"),
                    outcome.get("error"))
+
+
+def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener,
+               items: list[tuple[int, int, int]], finished: dict[tuple[int, int], Trial]
+               ) -> None:
+    """The points of one round that share a server and data, measured on one start in the
+    round's shuffled order, each point's settings set in place before it is measured. A
+    measurement that leaves the server dead ends the start: the rest get a new one."""
+    pending = [item for item in items if (item[1], item[2]) not in finished]
+    start = 0
+    while pending:
+        if STOP.is_set():
+            stop_here()
+        requested = prepared.points[pending[0][1]][0]
+        target = prepared.target(requested)
+        base = prepared.plans[prepared.label(requested)].base
+        block = f"round {pending[0][2]} start {start}"
+        start += 1
+        try:
+            with target.configured(base, prepared.data(requested)) as (server, costs):
+                while pending:
+                    if STOP.is_set():
+                        stop_here()
+                    position, point_idx, repetition = pending.pop(0)
+                    alive_after = _measure_in_block(run_id, prepared, store, listener, server,
+                                                    position, point_idx, repetition, block,
+                                                    costs)
+                    costs = {}  # the start's cost goes with the first measurement only
+                    if not alive_after:
+                        break
+        except ServerRefused as exc:  # the base settings alone: every point would fail
+            for position, point_idx, repetition in pending:
+                _store_outcome(run_id, prepared, store, listener, position, point_idx,
+                               repetition, {"status": TrialState.FAILED, "error": str(exc),
+                                            "details": {"start_failed": True}})
+            return
+
+
+def _measure_in_block(run_id: str, prepared: Prepared, store: Store, listener: Listener,
+                      server: Server, position: int, point_idx: int, repetition: int,
+                      block: str, costs: dict[str, Any]) -> bool:
+    """One measurement on a started server: the point's settings set in place, read back,
+    measured, stored. Whether the server still answers afterwards."""
+    requested, config = prepared.points[point_idx]
+    target = prepared.target(requested)
+    settings = {**prepared.plans[prepared.label(requested)].base, **config}
+    label = _trial_label(prepared, point_idx)
+    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                 position=position)
+    outcome: dict[str, Any]
+    try:
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                for name, value in config.items():
+                    set_global(cur, target.catalog, name, value)
+        finally:
+            conn.close()
+        effective = server.global_values(list(settings))
+        session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
+        recorder = TrialRecorder(store, listener, trial_id, label)
+        measured = prepared.spec.workload.measure(server, requested, session_knobs, recorder)
+        outcome = {"status": TrialState.DONE, "value": measured.value, "effective": effective,
+                   "details": {**measured.details, **costs, "block": block}}
+    except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
+        error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
+        outcome = {"status": TrialState.FAILED, "error": error, "details": {"block": block}}
+    except KeyboardInterrupt:
+        store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
+        raise
+    store.finish_trial(trial_id, **outcome)
+    listener.trial(label, repetition, outcome["status"], outcome.get("value"),
+                   outcome.get("error"))
+    if outcome["status"] == TrialState.DONE:
+        return True
+    try:
+        server.global_values(["version"])
+    except (pymysql.MySQLError, OSError):
+        return False
+    return True
+
+
+def _store_outcome(run_id: str, prepared: Prepared, store: Store, listener: Listener,
+                   position: int, point_idx: int, repetition: int,
+                   outcome: dict[str, Any]) -> None:
+    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
+                                 position=position)
+    store.finish_trial(trial_id, **outcome)
+    listener.trial(_trial_label(prepared, point_idx), repetition, outcome["status"],
+                   outcome.get("value"), outcome.get("error"))
 
 
 def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder

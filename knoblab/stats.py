@@ -265,6 +265,7 @@ def judge(
     seed: int = 0,
     center: Centre = "median",
     levels: Levels | None = None,
+    blocks: Mapping[Hashable, Sequence[Hashable]] | None = None,
 ) -> Judgement:
     """Find the leader and say of each other point whether it is worse than it (significantly
     and by at least min_effect), equivalent to it (within ±min_effect, shown by TOST), or
@@ -273,6 +274,11 @@ def judge(
     `center` is what the leader and the effect sizes are measured on: the median for times,
     the mean for throughput (a mean of per-start means is what the Welch test compares).
     `levels`: what the tests must reach at this look of a sequential design (default: alpha).
+    `blocks`: for each point, the block of each of its samples (the server start, or the
+    round, it was measured in). A point is then compared with the leader on the ratios of
+    their samples in the same blocks (paired tests), so that what a block shares — a
+    start's level, a minute of a slow machine — cancels out; unpaired when fewer than two
+    blocks hold both.
     """
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"unknown direction: {direction!r}")
@@ -292,10 +298,18 @@ def judge(
 
     best = min(alive, key=lambda k: sign * level(k))  # min() keeps the first on ties
     others = [k for k in alive if k != best]
-    p_raw = {k: p_value(points[k], points[best], test) for k in others}
+    pairs = {k: _paired(points, blocks, k, best, test) for k in others}
+    p_raw, p_alike = {}, []
+    for k in others:
+        d = pairs[k]
+        if d is None:
+            p_raw[k] = p_value(points[k], points[best], test)
+            p_alike.append(p_equivalent(points[k], points[best], min_effect, test))
+        else:
+            p_raw[k] = _p_paired(d, test)
+            p_alike.append(_p_paired_equivalent(d, min_effect, test))
     p_adj = dict(zip(others, holm([p_raw[k] for k in others]), strict=True))
-    p_same = dict(zip(others, holm([p_equivalent(points[k], points[best], min_effect, test)
-                                    for k in others]), strict=True))
+    p_same = dict(zip(others, holm(p_alike), strict=True))
 
     compared: dict[Hashable, Verdict] = {}
     for key in others:
@@ -309,7 +323,8 @@ def judge(
         else:
             label = "inconclusive"
         extra = _extra_samples(points[key], points[best], min_effect, reach.worse,
-                               len(others), test) if label == "inconclusive" else None
+                               len(others), test, pairs[key]) if label == "inconclusive" \
+            else None
         compared[key] = Verdict(key, summaries[key], label, ratio, effect, p_raw[key],
                                 p_adj[key], p_same[key], extra)
     significant = any(v.verdict == "worse" for v in compared.values())
@@ -330,21 +345,74 @@ def judge(
     return Judgement(best, verdicts, significant, test, alpha, min_effect, levels)
 
 
+def _paired(points: Mapping[Hashable, Sequence[float]],
+            blocks: Mapping[Hashable, Sequence[Hashable]] | None, key: Hashable,
+            best: Hashable, test: Test) -> np.ndarray | None:
+    """The differences of `key` from the leader within the blocks both were measured in, on
+    the scale the test works on (log ratios for times, relative differences for throughput);
+    None when fewer than two blocks hold both (then the comparison is unpaired)."""
+    if blocks is None or key not in blocks or best not in blocks:
+        return None
+    mine = dict(zip(blocks[key], points[key], strict=True))
+    theirs = dict(zip(blocks[best], points[best], strict=True))
+    shared = [b for b in mine if b in theirs]
+    if len(shared) < 2:
+        return None
+    a = np.asarray([mine[b] for b in shared], dtype=float)
+    b = np.asarray([theirs[b] for b in shared], dtype=float)
+    if test == "welch":
+        scale = float(np.mean(np.abs(b))) or 1.0
+        return (a - b) / scale
+    if np.any(a <= 0) or np.any(b <= 0):
+        return None
+    return np.log(a) - np.log(b)
+
+
+def _one_sample(d: np.ndarray, test: Test, shift: float,
+                alternative: Literal["two-sided", "less", "greater"]) -> float:
+    """p for the differences' centre against `shift`: a t-test, or Wilcoxon's signed-rank
+    test for "mann-whitney". Never nan."""
+    x = d - shift
+    if np.all(x == x[0]):  # no spread: the answer is certain either way
+        holds = {"two-sided": x[0] != 0, "less": x[0] < 0, "greater": x[0] > 0}[alternative]
+        return 0.0 if holds else 1.0
+    from scipy import stats as sps
+
+    if test == "mann-whitney":
+        return float(sps.wilcoxon(x, alternative=alternative).pvalue)
+    return float(sps.ttest_1samp(x, 0.0, alternative=alternative).pvalue)
+
+
+def _p_paired(d: np.ndarray, test: Test) -> float:
+    return _one_sample(d, test, 0.0, "two-sided")
+
+
+def _p_paired_equivalent(d: np.ndarray, margin: float, test: Test) -> float:
+    bound = margin if test == "welch" else math.log1p(margin)
+    return max(_one_sample(d, test, bound, "less"), _one_sample(d, test, -bound, "greater"))
+
+
 def _extra_samples(a: Sequence[float], b: Sequence[float], min_effect: float, alpha: float,
-                   comparisons: int, test: Test) -> int | None:
+                   comparisons: int, test: Test, paired: np.ndarray | None = None) -> int | None:
     """Roughly how many more samples of each point would decide an inconclusive comparison,
     if its difference and spread stayed as measured: the standard error shrinks with the
     square root of n until the interval clears the nearer decision (worse, or equivalent).
     None when the measurements give no spread to extrapolate from."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if xa.size < 2 or xb.size < 2 or np.any(xa <= 0) or np.any(xb <= 0):
-        return None
-    la, lb = (np.log(xa), np.log(xb)) if test != "welch" else (xa / xb.mean(), xb / xb.mean())
-    n = min(xa.size, xb.size)
-    se = math.sqrt(la.var(ddof=1) / la.size + lb.var(ddof=1) / lb.size)
+    if paired is not None:
+        n = paired.size
+        se = float(paired.std(ddof=1)) / math.sqrt(n)
+        difference = abs(float(paired.mean()))
+    else:
+        if xa.size < 2 or xb.size < 2 or np.any(xa <= 0) or np.any(xb <= 0):
+            return None
+        la, lb = (np.log(xa), np.log(xb)) if test != "welch" else \
+            (xa / xb.mean(), xb / xb.mean())
+        n = min(xa.size, xb.size)
+        se = math.sqrt(la.var(ddof=1) / la.size + lb.var(ddof=1) / lb.size)
+        difference = abs(float(la.mean() - lb.mean()))
     if se == 0.0:
         return None
-    difference = abs(float(la.mean() - lb.mean()))
     bound = math.log1p(min_effect) if test != "welch" else min_effect
     from scipy import stats as sps
 

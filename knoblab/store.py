@@ -173,6 +173,8 @@ class RunInfo:
     # Adaptive repetitions: why the run stopped ("decided", "budget", "ceiling") after how
     # many rounds; None for fixed repetitions and runs still going.
     stopped: dict[str, Any] | None = None
+    # How the points were measured: {"name": "blocked" | "restarts", "why": "..."}
+    design: dict[str, str] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -7,12 +7,15 @@ They follow the same protocols as the real ones (`knoblab.workloads.base.Workloa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pymysql
 
 from knoblab.catalog import Catalog, Knob
 from knoblab.connection import Progress, Server
@@ -60,13 +63,13 @@ class FakeWorkload(Timed):
     warnings: ClassVar[tuple[str, ...]] = ()
 
     least_seconds: ClassVar[float] = 0.0
-    rounds: Rounds = Rounds(fixed=3)
+    rounds: Rounds = Rounds(fixed=3, design="restarts")
 
     @classmethod
     def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> FakeWorkload:
         return cls(rounds=Rounds.from_spec(section) if section.keys() & Rounds.KEYS
-                   else Rounds(fixed=3))
+                   else Rounds(fixed=3, design="restarts"))
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise AssertionError("the fake kind has no parameters")
@@ -137,11 +140,41 @@ class FakeServer:
         self.datadir: Path | None = None
         self.socket: Path | None = None
 
-    def connect(self, database: str | None = None, **kwargs: Any) -> Any:
-        raise AssertionError("the fake server takes no connections")
+    def connect(self, database: str | None = None, **kwargs: Any) -> FakeConnection:
+        return FakeConnection(self)
 
     def global_values(self, names: list[str]) -> dict[str, str]:
         return {name: self.settings[name] for name in names if name in self.settings}
+
+
+class FakeConnection:
+    """Takes SET GLOBAL name = value (and nothing else); refuses the values a test says the
+    server refuses."""
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+
+    def cursor(self) -> FakeConnection:
+        return self
+
+    def __enter__(self) -> FakeConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        match = re.fullmatch(r"SET GLOBAL (\w+) = %s", sql)
+        if match is None:
+            raise AssertionError(f"the fake server takes only SET GLOBAL, not {sql!r}")
+        value = str(params[0])
+        if value in SCRIPT.refuses:
+            raise pymysql.err.OperationalError(1231, f"Variable '{match[1]}' can't be set to "
+                                                     f"the value of '{value}'")
+        self.server.settings[match[1]] = value
+
+    def close(self) -> None:
+        pass
 
 
 class FakeTarget:

@@ -3,6 +3,7 @@ kill, failed configurations, failed starts and timeouts — in milliseconds, wit
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import tomllib
 from collections import Counter
@@ -51,8 +52,8 @@ def store(tmp_path: Path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
 
 
-def _spec(repetitions: int = 3, seed: int = 7):
-    source = (f'[workload]\nkind = "fake"\nrepetitions = {repetitions}\n'
+def _spec(repetitions: int = 3, seed: int = 7, design: str = "restarts"):
+    source = (f'[workload]\nkind = "fake"\nrepetitions = {repetitions}\ndesign = "{design}"\n'
               f'[sweep]\nsort_buffer_size = {VALUES!r}\n[statistics]\nseed = {seed}\n')
     return parse_spec(tomllib.loads(source), source=source)
 
@@ -279,3 +280,73 @@ def test_a_budget_too_small_for_the_first_rounds_is_refused_before_anything_runs
     with pytest.raises(UserError, match=r"one round takes at least 2 s \(3 points × 0.5 s\)"):
         _run(store, tmp_path, spec)
     assert fakes.SCRIPT.measured == [] and store.list_runs() == []
+
+
+# --- the blocked design -----------------------------------------------------------------------
+
+
+def test_blocked_design_measures_each_round_on_one_start_with_settings_set_in_place(
+        store, tmp_path):
+    run_id = _run(store, tmp_path, _spec(design="blocked"))
+    assert len(fakes.SCRIPT.started) == 3  # one start per round, not one per measurement
+    assert all("sort_buffer_size" not in s for s in fakes.SCRIPT.started)  # base only
+    # Every measurement saw its own point's value, set in place, in the planned order.
+    order = runner.plan_order(3, 3, seed=7)
+    assert [m["sort_buffer_size"] for m in fakes.SCRIPT.measured] == [
+        CONFIG[VALUES[point]] for point, _ in order]
+    trials = store.trials(run_id)
+    assert {t.details["block"] for t in trials} == {f"round {r} start 0" for r in range(3)}
+    assert all(t.effective["sort_buffer_size"] == CONFIG[VALUES[t.point_idx]] for t in trials)
+    info = store.run(run_id)["info"]
+    assert info["design"]["name"] == "blocked"
+    results = build_results(store, run_id)
+    assert [p.verdict for p in results.points][2] == "worse"
+
+
+def test_auto_chooses_blocked_for_settings_that_need_no_restart_and_says_why(store, tmp_path):
+    run_id = _run(store, tmp_path, _spec(design="auto"))
+    design = store.run(run_id)["info"]["design"]
+    assert design["name"] == "blocked" and "sort_buffer_size need no restart" in design["why"]
+
+
+def test_a_value_the_server_refuses_in_place_fails_that_point_alone(store, tmp_path):
+    fakes.SCRIPT.refuses.add(CONFIG["2M"])
+    run_id = _run(store, tmp_path, _spec(design="blocked"))
+    failed = [t for t in store.trials(run_id) if t.status == TrialState.FAILED]
+    assert {t.point_idx for t in failed} == {1} and len(failed) == 3
+    assert all("can't be set to the value" in (t.error or "") for t in failed)
+    assert _done_per_cell(store, run_id).keys() == {(p, r) for p in (0, 2) for r in range(3)}
+
+
+def test_a_restart_only_setting_cannot_be_blocked(store, tmp_path, monkeypatch):
+    catalog = fakes.fake_catalog()
+    knob = catalog.knobs["sort_buffer_size"]
+    monkeypatch.setattr(fakes, "fake_catalog", lambda: dataclasses.replace(catalog, knobs={
+        **catalog.knobs, "sort_buffer_size": dataclasses.replace(knob, dynamic=False)}))
+    with pytest.raises(UserError, match=r'design = "blocked": sort_buffer_size takes effect '
+                                        r'only at a server start; use design = "restarts"'):
+        _run(store, tmp_path, _spec(design="blocked"))
+    assert fakes.SCRIPT.measured == []
+    run_id = _run(store, tmp_path, _spec(design="auto"))  # auto falls back, and says why
+    design = store.run(run_id)["info"]["design"]
+    assert design["name"] == "restarts" and "only at a server start" in design["why"]
+    assert len(fakes.SCRIPT.started) == 9
+
+
+def test_blocked_comparisons_cancel_what_a_start_shares(store, tmp_path, monkeypatch):
+    """Starts at very different speeds (×1, ×1.5, ×1.2) and a 6% effect: compared within
+    starts, it is shown; compared across them, it drowns."""
+    fakes.SCRIPT.seconds = {CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.06, CONFIG["4M"]: 1.0}
+    fakes.SCRIPT.spread = 0.005
+    levels = iter([1.0] * 3 + [1.5] * 3 + [1.2] * 3 + [1.4] * 3 + [1.1] * 3)
+    measure = fakes.FakeWorkload.measure
+
+    def slowed(self, server, requested, session_knobs, recorder):
+        measured = measure(self, server, requested, session_knobs, recorder)
+        return dataclasses.replace(measured, value=measured.value * next(levels))
+
+    monkeypatch.setattr(fakes.FakeWorkload, "measure", slowed)
+    run_id = _run(store, tmp_path, _spec(repetitions=5, design="blocked"))
+    verdicts = {p.settings["sort_buffer_size"]: p.verdict
+                for p in build_results(store, run_id).points}
+    assert verdicts["2M"] == "worse"

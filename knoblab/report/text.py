@@ -269,13 +269,15 @@ _STOPPED = {"decided": "every comparison was decided",
 
 
 def rounds_text(results: Results) -> str:
-    """For adaptive repetitions: how many rounds, why they stopped, and what the last look's
-    tests had to reach; "" for a fixed number."""
+    """How the points were measured (the design, and why), and for adaptive repetitions how
+    many rounds, why they stopped and what the last look's tests had to reach."""
     rounds = results.rounds
+    design = f"Design: {rounds.design_why}." if rounds and rounds.design_why else ""
     if rounds is None or not rounds.adaptive:
-        return ""
-    text = (f"Repetitions: auto, {rounds.done} round{'s' if rounds.done != 1 else ''} of "
-            f"{rounds.floor} to {rounds.ceiling}")
+        return design
+    plural = "s" if rounds.done != 1 else ""
+    text = (f"{design} " if design else "") + (
+        f"Repetitions: auto, {rounds.done} round{plural} of {rounds.floor} to {rounds.ceiling}")
     if rounds.budget is not None:
         text += f" within {format_duration(rounds.budget)}"
     if rounds.stopped:

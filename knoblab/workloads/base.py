@@ -49,9 +49,13 @@ class Rounds:
     floor: int = 3
     ceiling: int = 20
     budget: float | None = None
+    # "blocked": one server start per round measures every point of it, the settings changed
+    # in place; "restarts": a start per measurement; "auto": blocked where that is possible.
+    design: str = "auto"
 
     KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"repetitions", "min_repetitions", "max_repetitions", "budget"})
+        {"repetitions", "min_repetitions", "max_repetitions", "budget", "design"})
+    DESIGNS: ClassVar[tuple[str, ...]] = ("auto", "blocked", "restarts")
 
     @property
     def adaptive(self) -> bool:
@@ -65,22 +69,27 @@ class Rounds:
     def describe(self) -> dict[str, Any]:
         """As kept in a run's description (RunInfo.workload) and read back by from_info."""
         if self.fixed is not None:
-            return {"repetitions": self.fixed}
+            return {"repetitions": self.fixed, "design": self.design}
         return {"repetitions": "auto", "min_repetitions": self.floor,
-                "max_repetitions": self.ceiling, "budget": self.budget}
+                "max_repetitions": self.ceiling, "budget": self.budget, "design": self.design}
 
     @classmethod
     def from_info(cls, workload: Mapping[str, Any]) -> Rounds:
         repetitions = workload.get("repetitions", 5)
+        design = workload.get("design", "restarts")  # runs before designs had a start each
         if repetitions != "auto":
-            return cls(fixed=int(repetitions))
+            return cls(fixed=int(repetitions), design=design)
         return cls(None, int(workload["min_repetitions"]), int(workload["max_repetitions"]),
-                   workload.get("budget"))
+                   workload.get("budget"), design)
 
     @classmethod
     def from_spec(cls, section: Mapping[str, Any]) -> Rounds:
         """[workload] repetitions (a number, or "auto", the default), min_repetitions,
         max_repetitions and budget; one clear line for anything wrong."""
+        design = section.get("design", "auto")
+        if design not in cls.DESIGNS:
+            raise UserError(f"[workload] design = {design!r}: use \"auto\" (blocked where "
+                            "possible), \"blocked\" or \"restarts\"")
         repetitions = section.get("repetitions", "auto")
         adaptive_keys = [k for k in ("min_repetitions", "max_repetitions", "budget")
                          if k in section]
@@ -92,7 +101,7 @@ class Rounds:
             if adaptive_keys:
                 raise UserError(f"[workload] {adaptive_keys[0]} applies only to repetitions = "
                                 f"\"auto\"; remove it, or set repetitions = \"auto\"")
-            return cls(fixed=repetitions)
+            return cls(fixed=repetitions, design=design)
         floor = _whole(section, "min_repetitions", cls.floor, 2)
         ceiling = _whole(section, "max_repetitions", max(cls.ceiling, floor), 2)
         if ceiling < floor:
@@ -100,7 +109,7 @@ class Rounds:
                             f"{floor}: the ceiling must be at least the floor")
         budget = None if "budget" not in section else \
             parse_duration(section["budget"], "[workload] budget")
-        return cls(None, floor, ceiling, budget)
+        return cls(None, floor, ceiling, budget, design)
 
 
 def _whole(section: Mapping[str, Any], key: str, default: int, low: int) -> int:
