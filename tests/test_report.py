@@ -260,7 +260,7 @@ def test_write_chart_png(make, sweep, tmp_path):
 def test_noise_line_states_the_spread_and_warns_when_above_min_effect(sweep):
     quiet = {**sweep, "noise": {"starts": 50, "spread_median": 0.012, "spread_max": 0.04}}
     assert noise_text(_typed(quiet)) == (
-        "Noise: timed runs on one server start differed by 1% (median over 50 starts, "
+        "Noise: timed runs of one measurement differed by 1% (median over 50 measurements, "
         "at most 4%).")
     loud = {**sweep, "noise": {"starts": 50, "spread_median": 0.22, "spread_max": 1.41}}
     text = noise_text(_typed(loud))

@@ -296,8 +296,8 @@ def noise_text(results: Results) -> str:
     noise = results.noise
     if noise is None:
         return ""
-    text = (f"Noise: timed runs on one server start differed by {noise.spread_median:.0%} "
-            f"(median over {noise.starts} starts, at most {noise.spread_max:.0%}).")
+    text = (f"Noise: timed runs of one measurement differed by {noise.spread_median:.0%} "
+            f"(median over {noise.starts} measurements, at most {noise.spread_max:.0%}).")
     if noise.spread_median > results.statistics.min_effect:
         text += (" That is more than the minimum effect: on this machine smaller differences "
                  "need more repetitions or a quieter machine to show.")
