@@ -12,6 +12,7 @@ import signal
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -174,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     # A closed terminal (HUP), a service manager (TERM), Ctrl-\ (QUIT): each stops knoblab as
     # Ctrl-C does, so servers are stopped and settings put back.
     _handle_stopping_signals()
+    # The numerical libraries' notes (precision, degenerate data) are for developers; the
+    # statistics handle those cases themselves.
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(scipy|numpy)\.")
     try:
         home = sandbox.knoblab_home()
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))

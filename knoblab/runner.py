@@ -37,7 +37,7 @@ from knoblab.errors import STOP, UserError, stop_here
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
-from knoblab.server.settings import set_global
+from knoblab.server.settings import set_globals
 from knoblab.spec import Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
@@ -613,6 +613,12 @@ def _run_one(run_id: str, prepared: Prepared, store: Store, listener: Listener, 
         except KeyboardInterrupt:
             store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
             raise
+    _finish(store, listener, trial_id, label, repetition, outcome)
+
+
+def _finish(store: Store, listener: Listener, trial_id: int, label: str, repetition: int,
+            outcome: dict[str, Any]) -> None:
+    """A trial's outcome stored, then shown."""
     store.finish_trial(trial_id, **outcome)
     listener.trial(label, repetition, outcome["status"], outcome.get("value"),
                    outcome.get("error"))
@@ -646,7 +652,7 @@ def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener
                     costs = {}  # the start's cost goes with the first measurement only
                     if not alive_after:
                         break
-        except ServerRefused as exc:  # the base settings alone: every point would fail
+        except (ServerRefused, NoSpace) as exc:  # no start for the rest of the round
             for position, point_idx, repetition in pending:
                 _store_outcome(run_id, prepared, store, listener, position, point_idx,
                                repetition, {"status": TrialState.FAILED, "error": str(exc),
@@ -667,13 +673,7 @@ def _measure_in_block(run_id: str, prepared: Prepared, store: Store, listener: L
                                  position=position)
     outcome: dict[str, Any]
     try:
-        conn = server.connect()
-        try:
-            with conn.cursor() as cur:
-                for name, value in config.items():
-                    set_global(cur, target.catalog, name, value)
-        finally:
-            conn.close()
+        set_globals(server.connect, target.catalog, config)
         effective = server.global_values(list(settings))
         session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
         recorder = TrialRecorder(store, listener, trial_id, label)
@@ -686,9 +686,7 @@ def _measure_in_block(run_id: str, prepared: Prepared, store: Store, listener: L
     except KeyboardInterrupt:
         store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
         raise
-    store.finish_trial(trial_id, **outcome)
-    listener.trial(label, repetition, outcome["status"], outcome.get("value"),
-                   outcome.get("error"))
+    _finish(store, listener, trial_id, label, repetition, outcome)
     if outcome["status"] == TrialState.DONE:
         return True
     try:
@@ -703,9 +701,7 @@ def _store_outcome(run_id: str, prepared: Prepared, store: Store, listener: List
                    outcome: dict[str, Any]) -> None:
     trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
                                  position=position)
-    store.finish_trial(trial_id, **outcome)
-    listener.trial(_trial_label(prepared, point_idx), repetition, outcome["status"],
-                   outcome.get("value"), outcome.get("error"))
+    _finish(store, listener, trial_id, _trial_label(prepared, point_idx), repetition, outcome)
 
 
 def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder

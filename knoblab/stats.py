@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -373,14 +374,18 @@ def _one_sample(d: np.ndarray, test: Test, shift: float,
     """p for the differences' centre against `shift`: a t-test, or Wilcoxon's signed-rank
     test for "mann-whitney". Never nan."""
     x = d - shift
-    if np.all(x == x[0]):  # no spread: the answer is certain either way
-        holds = {"two-sided": x[0] != 0, "less": x[0] < 0, "greater": x[0] > 0}[alternative]
-        return 0.0 if holds else 1.0
+    centre = float(np.mean(x))
+    # No spread (to rounding): the answer is certain either way, and scipy would warn.
+    if float(np.ptp(x)) <= 1e-9 * max(1.0, abs(centre)):
+        holds = {"two-sided": centre != 0, "less": centre < 0, "greater": centre > 0}
+        return 0.0 if holds[alternative] else 1.0
     from scipy import stats as sps
 
-    if test == "mann-whitney":
-        return float(sps.wilcoxon(x, alternative=alternative).pvalue)
-    return float(sps.ttest_1samp(x, 0.0, alternative=alternative).pvalue)
+    with warnings.catch_warnings():  # precision notes on near-constant data: not the user's
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if test == "mann-whitney":
+            return float(sps.wilcoxon(x, alternative=alternative).pvalue)
+        return float(sps.ttest_1samp(x, 0.0, alternative=alternative).pvalue)
 
 
 def _p_paired(d: np.ndarray, test: Test) -> float:

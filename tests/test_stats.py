@@ -1,6 +1,7 @@
 """Unit tests for knoblab.stats, checked against hand-computed values."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -451,3 +452,18 @@ def test_looking_after_every_round_keeps_false_equivalence_at_alpha():
     _, same = _adaptive_runs(np.random.default_rng(7), runs, 1.03, 0.03, 3, 20,
                              lambda n: Levels.sequential(0.05, n, 3, 20))
     assert same <= 0.055
+
+
+def test_paired_comparisons_by_block_and_near_constant_differences_stay_quiet():
+    base = [1.0, 1.5, 1.2, 1.4, 1.1]  # starts at very different levels
+    slower = [x * 1.06 for x in base]  # the same 6% on every start, to rounding
+    blocks = {"a": list("vwxyz"), "b": list("vwxyz")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        paired = judge({"a": base, "b": slower}, blocks=blocks)
+    assert by_key(paired)["b"].verdict == "worse"
+    unpaired = judge({"a": base, "b": slower})
+    assert by_key(unpaired)["b"].verdict == "inconclusive"
+    # Blocks that the leader lacks: unpaired.
+    elsewhere = judge({"a": base, "b": slower}, blocks={"a": list("vwxyz"), "b": list("VWXYZ")})
+    assert by_key(elsewhere)["b"].p_raw == by_key(unpaired)["b"].p_raw

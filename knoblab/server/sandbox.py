@@ -36,7 +36,7 @@ from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import Server
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, compile_info
-from knoblab.server.settings import read_globals, set_global
+from knoblab.server.settings import read_globals, set_globals
 from knoblab.server.target import Data, NoSpace, ServerRefused
 
 START_TIMEOUT = 120.0
@@ -535,13 +535,6 @@ class SandboxTarget:
         at_start = {k: v for k, v in settings.items() if knobs[k].startup_option}
         after_start = {k: v for k, v in settings.items() if k not in at_start}
         with Sandbox(self.binary, self.templates[data.key], at_start, home=self.home) as server:
-            if after_start:
-                conn = server.connect()
-                try:
-                    with conn.cursor() as cur:
-                        for name, value in after_start.items():
-                            set_global(cur, self.catalog, name, value)
-                finally:
-                    conn.close()
+            set_globals(server.connect, self.catalog, after_start)
             yield server, {"copy_seconds": round(server.copy_seconds, 3),
                            "start_seconds": round(server.start_seconds, 3)}

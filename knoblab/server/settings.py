@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pymysql
@@ -32,6 +32,20 @@ def set_global(cur: Any, catalog: Catalog, name: str, value: str | None) -> None
         return
     literal: Any = int(value) if knob.type in INTEGER_TYPES and _is_int(value) else value
     cur.execute(f"SET GLOBAL {name} = %s", (literal,))
+
+
+def set_globals(connect: Callable[[], Any], catalog: Catalog,
+                settings: Mapping[str, str]) -> None:
+    """SET GLOBAL each of `settings`, in order, on one new connection."""
+    if not settings:
+        return
+    conn = connect()
+    try:
+        with conn.cursor() as cur:
+            for name, value in settings.items():
+                set_global(cur, catalog, name, value)
+    finally:
+        conn.close()
 
 
 def _is_int(text: str) -> bool:
