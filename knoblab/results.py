@@ -130,7 +130,8 @@ def build_results(store: Store, run_id: str) -> Results:
                       if t.status == TrialState.DONE]),
         explained_by=_explanations(by_point, point_list, slices, steps, kind),
         tied=info.tied,
-        warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices),
+        warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices)
+        + _speed_levels(samples),
         steps=tables,
         servers_compared=_servers_compared(points, samples, objective, statistics, levels,
                                            blocks)
@@ -312,6 +313,19 @@ def _warnings(points: list[Point]) -> list[str]:
             warnings.append(f"the server applied the same {name} ({applied.pop()}) for every "
                             "value: this sweep measures noise")
     return warnings
+
+
+def _speed_levels(samples: dict[int, list[float]]) -> list[str]:
+    """A warning when the measurements of most points fall into the same two levels: the
+    machine's speed changing under the run, not the setting."""
+    found = stats.speed_levels(samples)
+    if found is None:
+        return []
+    return [f"the measurements fall into two speed levels {(found.ratio - 1) * 100:.0f}% apart "
+            f"({found.fast} and {found.slow} measurements), at {found.points_with_both} of "
+            f"{found.points} values alike: this machine changes speed under the run, not the "
+            "setting; comparisons within a start or a round (the report's design) cancel what "
+            "they share, and more rounds average the rest"]
 
 
 def _different_work(points: list[Point], by_point: dict[int, list[Trial]],

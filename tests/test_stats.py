@@ -20,6 +20,7 @@ from knoblab.stats import (
     p_value,
     relative_spread,
     sequential_levels,
+    speed_levels,
     summarize,
 )
 
@@ -467,3 +468,21 @@ def test_paired_comparisons_by_block_and_near_constant_differences_stay_quiet():
     # Blocks that the leader lacks: unpaired.
     elsewhere = judge({"a": base, "b": slower}, blocks={"a": list("vwxyz"), "b": list("VWXYZ")})
     assert by_key(elsewhere)["b"].p_raw == by_key(unpaired)["b"].p_raw
+
+
+def test_two_speed_levels_that_every_point_shares_are_recognised_as_the_machines():
+    rng = np.random.default_rng(1)
+    # A machine that runs at 0.20 s or at 0.42 s, whatever the value (the values add 0–45%).
+    levels = {i: list(np.where(rng.random(5) < 0.5, 0.20, 0.42) * rng.lognormal(0, 0.02, 5)
+                      * (1 + 0.05 * i)) for i in range(10)}
+    found = speed_levels(levels)
+    assert found is not None and 1.9 < found.ratio < 2.3
+    assert found.points_with_both >= 5 and found.slow + found.fast == 50
+    # Ordinary noise, and a setting that doubles the time, are not levels of the machine.
+    for seed in range(5):
+        noisy = np.random.default_rng(seed)
+        assert speed_levels({i: list(0.2 * noisy.lognormal(0, 0.1, 5) * (1 + 0.05 * i))
+                             for i in range(10)}) is None
+    assert speed_levels({i: list(0.2 * rng.lognormal(0, 0.02, 5) * (2 if i > 5 else 1))
+                         for i in range(10)}) is None
+    assert speed_levels({0: [1.0, 2.0]}) is None  # too few to tell
