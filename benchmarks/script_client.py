@@ -47,12 +47,14 @@ def main() -> None:
                                       iterations=args.iterations, transaction=transaction)
                 template = derived_template(binary, work.prepare_key(), work.prepare,
                                             Path(home))
-                rates, client = [], []
+                rates: list[float] = []
+                client: list[float] = []
                 for _ in range(args.repeat):
                     with Sandbox(binary, template, {}) as server:
-                        measured = work.measure(server)
-                    rates.append(measured.details["iterations_per_second"])
-                    client.append(measured.details["client_cpu_seconds"] / measured.seconds)
+                        measured = work.run_body(server)
+                    rates.append(float(measured.details["iterations_per_second"]))  # type: ignore[arg-type]
+                    client.append(float(measured.details["client_cpu_seconds"])  # type: ignore[arg-type]
+                                  / measured.seconds)
                 print(f"{label:24} {connections} conn: {statistics.median(rates):>9,.0f}/s "
                       f"({min(rates):,.0f}–{max(rates):,.0f}); client CPU "
                       f"{statistics.median(client):.2f} s/s")

@@ -162,7 +162,8 @@ def _rounds(planned: Planned, by_point: dict[int, list[Trial]], info: RunInfo,
         return Rounds(done, False, None, None, None, None, None, None, name, why)
     levels = None
     if done >= planned.floor:
-        levels = stats.Levels.sequential(statistics.alpha, done, planned.floor, planned.ceiling)
+        levels = stats.Levels.sequential(statistics.alpha, done, planned.floor, planned.ceiling,
+                                         "obf" if planned.spending == "obf" else "pocock")
     return Rounds(done, True, planned.floor, planned.ceiling, planned.budget, stopped,
                   None if levels is None else levels.worse,
                   None if levels is None else levels.same, name, why)

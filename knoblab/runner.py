@@ -42,7 +42,7 @@ from knoblab.spec import Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
 from knoblab.workloads import Workload, WorkloadError
-from knoblab.workloads.base import Rounds, Second
+from knoblab.workloads.base import Measured, Rounds, Second
 
 Settings = dict[str, str]
 
@@ -627,9 +627,9 @@ def _finish(store: Store, listener: Listener, trial_id: int, label: str, repetit
 def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener,
                items: list[tuple[int, int, int]], finished: dict[tuple[int, int], Trial]
                ) -> None:
-    """The points of one round that share a server and data, measured on one start in the
-    round's shuffled order, each point's settings set in place before it is measured. A
-    measurement that leaves the server dead ends the start: the rest get a new one."""
+    """The points of one round that share a server and data, measured on one start, each
+    point's settings set in place before it is measured. A measurement that leaves the server
+    dead ends the start: the points not yet measured get a new one."""
     pending = [item for item in items if (item[1], item[2]) not in finished]
     start = 0
     while pending:
@@ -642,16 +642,8 @@ def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener
         start += 1
         try:
             with target.configured(base, prepared.data(requested)) as (server, costs):
-                while pending:
-                    if STOP.is_set():
-                        stop_here()
-                    position, point_idx, repetition = pending.pop(0)
-                    alive_after = _measure_in_block(run_id, prepared, store, listener, server,
-                                                    position, point_idx, repetition, block,
-                                                    costs)
-                    costs = {}  # the start's cost goes with the first measurement only
-                    if not alive_after:
-                        break
+                pending = _Block(run_id, prepared, store, listener, server, block,
+                                 costs).measure(pending)
         except (ServerRefused, NoSpace) as exc:  # no start for the rest of the round
             for position, point_idx, repetition in pending:
                 _store_outcome(run_id, prepared, store, listener, position, point_idx,
@@ -660,35 +652,100 @@ def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener
             return
 
 
-def _measure_in_block(run_id: str, prepared: Prepared, store: Store, listener: Listener,
-                      server: Server, position: int, point_idx: int, repetition: int,
-                      block: str, costs: dict[str, Any]) -> bool:
-    """One measurement on a started server: the point's settings set in place, read back,
-    measured, stored. Whether the server still answers afterwards."""
-    requested, config = prepared.points[point_idx]
-    target = prepared.target(requested)
-    settings = {**prepared.plans[prepared.label(requested)].base, **config}
-    label = _trial_label(prepared, point_idx)
-    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                 position=position)
-    outcome: dict[str, Any]
-    try:
-        set_globals(server.connect, target.catalog, config)
-        effective = server.global_values(list(settings))
-        session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
-        recorder = TrialRecorder(store, listener, trial_id, label)
-        measured = prepared.spec.workload.measure(server, requested, session_knobs, recorder)
-        outcome = {"status": TrialState.DONE, "value": measured.value, "effective": effective,
-                   "details": {**measured.details, **costs, "block": block}}
-    except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
-        error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
-        outcome = {"status": TrialState.FAILED, "error": error, "details": {"block": block}}
-    except KeyboardInterrupt:
-        store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
-        raise
-    _finish(store, listener, trial_id, label, repetition, outcome)
-    if outcome["status"] == TrialState.DONE:
-        return True
+@dataclass
+class _Block:
+    """One server start measuring several points. A measurement in parts (the query kind's
+    timed runs) is taken part by part across the points — pass after pass, each in a new
+    shuffled order — so that a slow moment of the machine, which on a cloud VM lasts about
+    a run, reaches the points alike instead of one point's whole measurement; each point
+    is stored the moment its last part is in."""
+
+    run_id: str
+    prepared: Prepared
+    store: Store
+    listener: Listener
+    server: Server
+    block: str
+    costs: dict[str, Any]  # what the start cost: stored with the first point finished
+
+    def measure(self, items: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Measure the items; those left unmeasured because the server died, to be measured
+        on a new start (their parts so far are discarded)."""
+        workload = self.prepared.spec.workload
+        shuffle = random.Random(f"{self.prepared.spec.statistics.seed}/{self.run_id}/{self.block}")
+        trials: dict[tuple[int, int, int], TrialRecorder] = {}
+        parts: dict[tuple[int, int, int], list[Measured]] = {item: [] for item in items}
+        effective: dict[tuple[int, int, int], Settings] = {}
+        order = list(items)
+        try:
+            for number in range(workload.parts):
+                if number:
+                    shuffle.shuffle(order)
+                for item in order:
+                    if item not in parts:
+                        continue  # failed in an earlier pass
+                    if STOP.is_set():
+                        stop_here()
+                    recorder = trials.get(item) or self._begin(item)
+                    trials[item] = recorder
+                    error = self._part(item, recorder, parts[item], effective, number == 0)
+                    if error is None and number < workload.parts - 1:
+                        continue
+                    self._end(item, recorder, error, parts.pop(item), effective.get(item))
+                    if error is not None and not _answers(self.server):
+                        self._discard([trials[i] for i in parts if i in trials],
+                                      "the server died during another point's measurement")
+                        return list(parts)
+        except KeyboardInterrupt:
+            self._discard([trials[i] for i in parts if i in trials], "interrupted")
+            raise
+        return []
+
+    def _begin(self, item: tuple[int, int, int]) -> TrialRecorder:
+        position, point_idx, repetition = item
+        trial_id = self.store.begin_trial(self.run_id, point_idx=point_idx,
+                                          repetition=repetition, position=position)
+        return TrialRecorder(self.store, self.listener, trial_id,
+                             _trial_label(self.prepared, point_idx))
+
+    def _part(self, item: tuple[int, int, int], recorder: TrialRecorder, parts: list[Measured],
+              effective: dict[tuple[int, int, int], Settings], first: bool) -> str | None:
+        """One part of the item's measurement, its settings set (and, first, read back);
+        the error that ended it, if one did."""
+        requested, config = self.prepared.points[item[1]]
+        target = self.prepared.target(requested)
+        settings = {**self.prepared.plans[self.prepared.label(requested)].base, **config}
+        try:
+            set_globals(self.server.connect, target.catalog, config)
+            if first:
+                effective[item] = self.server.global_values(list(settings))
+            session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
+            parts.append(self.prepared.spec.workload.measure_part(
+                self.server, requested, session_knobs, recorder))
+        except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
+            return f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
+        return None
+
+    def _end(self, item: tuple[int, int, int], recorder: TrialRecorder, error: str | None,
+             parts: list[Measured], effective: Settings | None) -> None:
+        outcome: dict[str, Any]
+        if error is not None:
+            outcome = {"status": TrialState.FAILED, "error": error,
+                       "details": {"block": self.block}}
+        else:
+            measured = self.prepared.spec.workload.join(parts)
+            outcome = {"status": TrialState.DONE, "value": measured.value,
+                       "effective": effective,
+                       "details": {**measured.details, **self.costs, "block": self.block}}
+            self.costs = {}
+        _finish(self.store, self.listener, recorder.trial_id, recorder.label, item[2], outcome)
+
+    def _discard(self, recorders: list[TrialRecorder], why: str) -> None:
+        for recorder in recorders:
+            self.store.finish_trial(recorder.trial_id, status=TrialState.DISCARDED, error=why)
+
+
+def _answers(server: Server) -> bool:
     try:
         server.global_values(["version"])
     except (pymysql.MySQLError, OSError):
@@ -727,6 +784,8 @@ class TrialRecorder:
     listener: Listener
     trial_id: int
     label: str
+    offset: float = 0.0  # added to the OS seconds' times
+    last: float = 0.0  # the latest time stored
 
     def second(self, second: Second) -> None:
         self.store.add_second(self.trial_id, second.t,
@@ -735,7 +794,12 @@ class TrialRecorder:
 
     def os_seconds(self, samples: list[tuple[float, dict[str, float]]]) -> None:
         for t, figures in samples:
-            self.store.add_os_second(self.trial_id, t, figures)
+            if t + self.offset <= self.last:
+                # A measurement in parts: each part's seconds count from its own start;
+                # they follow the earlier parts'.
+                self.offset = self.last
+            self.last = t + self.offset
+            self.store.add_os_second(self.trial_id, self.last, figures)
 
 
 def _owner() -> dict[str, object]:

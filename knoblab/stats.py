@@ -23,6 +23,7 @@ import numpy as np
 
 Direction = Literal["minimize", "maximize"]
 Test = Literal["welch-log", "welch", "mann-whitney"]
+Spending = Literal["pocock", "obf"]
 Centre = Literal["median", "mean"]
 
 
@@ -194,7 +195,8 @@ class Levels:
         return cls(alpha, alpha)
 
     @classmethod
-    def sequential(cls, alpha: float, rounds: int, floor: int, ceiling: int) -> Levels:
+    def sequential(cls, alpha: float, rounds: int, floor: int, ceiling: int,
+                   spending: Spending = "pocock") -> Levels:
         """At the look after `rounds` rounds, when looks were taken after every round from
         `floor` on and at most `ceiling` rounds were ever possible."""
         if rounds < floor:
@@ -203,8 +205,8 @@ class Levels:
         # computed once (and cached), and this look's entry taken from it.
         fractions = tuple(r / ceiling for r in range(floor, ceiling + 1))
         look = min(rounds, ceiling) - floor
-        return cls(2.0 * sequential_levels(alpha / 2.0, fractions)[look],
-                   sequential_levels(alpha, fractions)[look])
+        return cls(2.0 * sequential_levels(alpha / 2.0, fractions, spending)[look],
+                   sequential_levels(alpha, fractions, spending)[look])
 
 
 VerdictLabel = Literal["best", "equivalent", "worse", "inconclusive", "failed"]
@@ -473,15 +475,20 @@ _GRID = 801  # points of the density grid: boundaries within 0.01 of exact, on t
 
 
 @functools.lru_cache(maxsize=64)
-def sequential_levels(alpha: float, fractions: tuple[float, ...]) -> tuple[float, ...]:
+def sequential_levels(alpha: float, fractions: tuple[float, ...],
+                      spending: Spending = "pocock") -> tuple[float, ...]:
     """Nominal one-sided levels for repeated looks at accumulating data, such that the chance
     of crossing at any look, when nothing differs, is `alpha` in all (group-sequential design).
 
     `fractions` are the information fractions of the looks so far (n / the most n could
-    become), increasing, in (0, 1]. The alpha spent by look k is the Lan-DeMets O'Brien-Fleming
-    spending function 2 - 2 Φ(z(1 - α/2) / √t): early looks, on little data, get almost
-    nothing, so a run that goes to its ceiling loses little power against a fixed design,
-    while one whose difference is large stops early. Each look's boundary is found by
+    become), increasing, in (0, 1]. The alpha spent by the look at fraction t follows a
+    Lan-DeMets spending function:
+    - "pocock": α ln(1 + (e - 1) t), about the same level at every look: a clear difference
+      is decided at the first looks (what measuring until decided is for), at the price of a
+      stricter last look;
+    - "obf" (O'Brien-Fleming type): 2 - 2 Φ(z(1 - α/2) / √t), almost nothing early and
+      nearly α at the end (the runs made before "pocock" was the default were judged so).
+    Each look's boundary is found by
     numerical integration of the score statistic's density over the region where no earlier
     look stopped (Armitage, McPherson and Rowe's recursion), so looks that were not planned
     in advance (a budget running out) keep the error rate.
@@ -495,7 +502,12 @@ def sequential_levels(alpha: float, fractions: tuple[float, ...]) -> tuple[float
     if np.any(t <= 0) or np.any(t > 1) or np.any(np.diff(t) <= 0):
         raise ValueError("fractions must increase within (0, 1]")
     z_half = float(sps.norm.ppf(1.0 - alpha / 2.0))
-    spent = 2.0 - 2.0 * sps.norm.cdf(z_half / np.sqrt(t))
+    if spending == "pocock":
+        spent = alpha * np.log1p((math.e - 1.0) * t)
+    elif spending == "obf":
+        spent = 2.0 - 2.0 * sps.norm.cdf(z_half / np.sqrt(t))
+    else:
+        raise ValueError(f"unknown spending function: {spending!r}")
     spend = np.diff(np.concatenate([[0.0], spent]))
 
     levels: list[float] = []

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from knoblab.server.sandbox import (
     derived_template,
     reap_orphans,
 )
+from knoblab.workloads.base import Measured
 from knoblab.workloads.dataset import DATABASE, ScanTable
 from knoblab.workloads.query import QueryWorkload, WorkloadError, cached_fraction, evict
 
@@ -33,6 +35,24 @@ pytestmark = pytest.mark.server
 REPO = Path(__file__).resolve().parent.parent
 SCAN_SQL = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'"
 SCAN = ScanTable(rows=100_000)
+
+
+class _Recorder:
+    """Keeps what a measurement reports per second."""
+
+    def __init__(self) -> None:
+        self.os: list[tuple[float, dict[str, float]]] = []
+
+    def second(self, second: object) -> None:
+        raise AssertionError("a query reports no per-second throughput")
+
+    def os_seconds(self, samples: list[tuple[float, dict[str, float]]]) -> None:
+        self.os.extend(samples)
+
+
+def _measure(workload: QueryWorkload, server: Sandbox, session_knobs: list[str]) -> Measured:
+    recorder = _Recorder()
+    return replace(workload, dataset=SCAN).measure(server, {}, session_knobs, recorder)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -164,10 +184,9 @@ def test_settings_are_applied_and_read_back(binary, knoblab_home, scan_template)
     with Sandbox(binary, scan_template, settings, home=knoblab_home) as server:
         applied = server.global_values(["read_buffer_size", "key_buffer_size"])
         assert applied == {"read_buffer_size": "8192", "key_buffer_size": "98304"}
-        measured = QueryWorkload(SCAN_SQL).time_runs(
-            server, SCAN.files(server.datadir), ["read_buffer_size"])
+        measured = _measure(QueryWorkload(SCAN_SQL), server, ["read_buffer_size"])
         assert measured.details["session"] == {"read_buffer_size": "8192"}
-        assert measured.rows == 1
+        assert measured.details["rows"] == 1
 
 
 def test_refused_configuration_raises_and_leaves_nothing(binary, knoblab_home, base_data):
@@ -332,20 +351,18 @@ def test_template_is_built_once_and_reused(binary, knoblab_home, scan_template):
 
 
 def test_warm_measurement(scan_server):
-    measured = QueryWorkload(SCAN_SQL, cache="warm").time_runs(
-        scan_server, SCAN.files(scan_server.datadir), [])
-    assert measured.seconds > 0
-    assert measured.rows == 1
+    measured = _measure(QueryWorkload(SCAN_SQL, cache="warm"), scan_server, [])
+    assert measured.value > 0
+    assert measured.details["rows"] == 1
     assert measured.details["cached_before"] >= 0.95
     assert measured.details["session"] == {}
     assert measured.details["regime"] in ("CPU-bound", "I/O-bound", "mixed", "waiting")
 
 
 def test_cold_measurement_reads_from_disk(scan_server):
-    files = SCAN.files(scan_server.datadir)
-    measured = QueryWorkload(SCAN_SQL, cache="cold").time_runs(scan_server, files, [])
-    assert measured.seconds > 0
-    assert measured.rows == 1
+    measured = _measure(QueryWorkload(SCAN_SQL, cache="cold"), scan_server, [])
+    assert measured.value > 0
+    assert measured.details["rows"] == 1
     assert measured.details["cached_before"] < 0.05
     assert measured.details["read_bytes"] > 0
     # The OS evidence agrees: the server process and the machine's disks both read.
@@ -356,12 +373,11 @@ def test_cold_measurement_reads_from_disk(scan_server):
     assert 5_000 <= count <= 7_500
 
 
-def test_timed_runs_reports_the_median_run(scan_server):
-    measured = QueryWorkload(SCAN_SQL, timed_runs=3).time_runs(
-        scan_server, SCAN.files(scan_server.datadir), ["read_buffer_size"])
+def test_timed_runs_reports_the_fastest_run(scan_server):
+    measured = _measure(QueryWorkload(SCAN_SQL, timed_runs=3), scan_server, ["read_buffer_size"])
     runs = measured.details["runs"]
     assert len(runs) == 3 and runs == sorted(runs)
-    assert round(measured.seconds, 6) == runs[1]
+    assert round(measured.value, 6) == runs[0]
     assert measured.details["session"] == {"read_buffer_size": "131072"}
 
 
@@ -382,8 +398,7 @@ def test_cached_fraction_and_evict(tmp_path):
 
 def test_sql_error_raises_workload_error(scan_server):
     with pytest.raises(WorkloadError) as caught:
-        QueryWorkload("SELECT no_such_column FROM dt2").time_runs(
-            scan_server, SCAN.files(scan_server.datadir), [])
+        _measure(QueryWorkload("SELECT no_such_column FROM dt2"), scan_server, [])
     assert "Unknown column 'no_such_column'" in str(caught.value)
     # The server survives a failed statement.
     assert _query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
@@ -394,8 +409,7 @@ def test_timeout_is_a_hard_limit_and_the_statement_is_stopped(scan_server):
     # stops running it (a running server would otherwise keep working for nobody).
     began = time.monotonic()
     with pytest.raises(WorkloadError, match="exceeded the timeout of 0.5 s"):
-        QueryWorkload("SELECT SLEEP(3)", timeout=0.5).time_runs(
-            scan_server, SCAN.files(scan_server.datadir), [])
+        _measure(QueryWorkload("SELECT SLEEP(3)", timeout=0.5), scan_server, [])
     assert time.monotonic() - began < 2.5
     time.sleep(0.2)
     running = _query(scan_server, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "

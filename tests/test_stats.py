@@ -375,10 +375,17 @@ def test_judge_controls_false_equivalence_at_alpha():
 def test_sequential_boundaries_match_published_obrien_fleming_values():
     # Lan-DeMets O'Brien-Fleming spending, 5 equally spaced looks, one-sided α = 0.025:
     # 4.877, 3.357, 2.680, 2.290, 2.031 (Jennison & Turnbull, Group Sequential Methods).
-    levels = sequential_levels(0.025, (0.2, 0.4, 0.6, 0.8, 1.0))
+    levels = sequential_levels(0.025, (0.2, 0.4, 0.6, 0.8, 1.0), "obf")
     z = [float(norm.isf(level)) for level in levels]
     assert z == pytest.approx([4.877, 3.357, 2.680, 2.290, 2.031], abs=0.01)
     assert all(b >= a for a, b in zip(z[1:], z, strict=False))  # never easier than later
+    # Lan-DeMets Pocock-type spending (the default), the same looks: 2.438, 2.427, 2.410,
+    # 2.397, 2.386 (as tabulated by the ldbounds and gsDesign packages).
+    pocock = [float(norm.isf(level)) for level in
+              sequential_levels(0.025, (0.2, 0.4, 0.6, 0.8, 1.0), "pocock")]
+    assert pocock == pytest.approx([2.438, 2.427, 2.410, 2.397, 2.386], abs=0.01)
+    assert sequential_levels(0.025, (0.2, 0.4, 0.6, 0.8, 1.0)) == \
+        sequential_levels(0.025, (0.2, 0.4, 0.6, 0.8, 1.0), "pocock")
     # One look with all the information is the fixed design.
     assert sequential_levels(0.05, (1.0,)) == pytest.approx((0.05,))
     with pytest.raises(ValueError):

@@ -52,6 +52,9 @@ class Rounds:
     # "blocked": one server start per round measures every point of it, the settings changed
     # in place; "restarts": a start per measurement; "auto": blocked where that is possible.
     design: str = "auto"
+    # How the looks of an adaptive run share alpha (stats.sequential_levels); kept with the
+    # run so that its report judges it as it was judged when it ran.
+    spending: str = "pocock"
 
     KEYS: ClassVar[frozenset[str]] = frozenset(
         {"repetitions", "min_repetitions", "max_repetitions", "budget", "design"})
@@ -71,7 +74,8 @@ class Rounds:
         if self.fixed is not None:
             return {"repetitions": self.fixed, "design": self.design}
         return {"repetitions": "auto", "min_repetitions": self.floor,
-                "max_repetitions": self.ceiling, "budget": self.budget, "design": self.design}
+                "max_repetitions": self.ceiling, "budget": self.budget, "design": self.design,
+                "spending": self.spending}
 
     @classmethod
     def from_info(cls, workload: Mapping[str, Any]) -> Rounds:
@@ -80,7 +84,8 @@ class Rounds:
         if repetitions != "auto":
             return cls(fixed=int(repetitions), design=design)
         return cls(None, int(workload["min_repetitions"]), int(workload["max_repetitions"]),
-                   workload.get("budget"), design)
+                   workload.get("budget"), design,
+                   workload.get("spending", "obf"))  # the only one before it was kept
 
     @classmethod
     def from_spec(cls, section: Mapping[str, Any]) -> Rounds:
@@ -151,6 +156,26 @@ class Measured:
 
     value: float
     details: dict[str, Any] = field(default_factory=dict)
+
+
+class OnePiece:
+    """For kinds whose measurement cannot be split into parts (a sysbench run, a script)."""
+
+    @property
+    def parts(self) -> int:
+        return 1
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        raise NotImplementedError
+
+    def measure_part(self, server: Server, requested: Mapping[str, str],
+                     session_knobs: list[str], recorder: Recorder) -> Measured:
+        return self.measure(server, requested, session_knobs, recorder)
+
+    def join(self, parts: list[Measured]) -> Measured:
+        (whole,) = parts
+        return whole
 
 
 class Recorder(Protocol):
@@ -262,6 +287,19 @@ class Workload(Protocol):
     def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
                 recorder: Recorder) -> Measured:
         """One measurement on a configured server; WorkloadError when it fails."""
+
+    @property
+    def parts(self) -> int:
+        """How many separately timed parts one measurement is made of (the query kind's timed
+        runs; 1 for a measurement in one piece). In a blocked design the parts of a round's
+        points alternate, so that every point is measured next in time to every other."""
+
+    def measure_part(self, server: Server, requested: Mapping[str, str],
+                     session_knobs: list[str], recorder: Recorder) -> Measured:
+        """One part of a measurement (the whole of it when it is in one piece)."""
+
+    def join(self, parts: list[Measured]) -> Measured:
+        """The measurement made of its parts, as `measure` would have made it."""
 
     def describe(self) -> dict[str, object]:
         """What the run's description keeps of it (the results' "workload", with kind)."""

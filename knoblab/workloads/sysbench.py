@@ -57,6 +57,7 @@ from knoblab.stats import Summary as StatsSummary
 from knoblab.workloads.base import (
     Measured,
     Objective,
+    OnePiece,
     Recorder,
     Rounds,
     Second,
@@ -296,7 +297,7 @@ def _value_text(value: object) -> str:
 
 
 @dataclass(frozen=True)
-class SysbenchWorkload:
+class SysbenchWorkload(OnePiece):
     """A sysbench test; each measurement is one run's steady-state mean throughput."""
 
     kind: ClassVar[str] = "sysbench"
