@@ -133,6 +133,19 @@ def summarise(log: Path) -> None:
                   f"{rate(open_, n)} | {statistics.median(times):.0f} s "
                   f"({times[0]:.0f}–{times[-1]:.0f}) | "
                   f"{statistics.median(r['rounds'] for r in these):.0f} | {effect:+.1%} |")
+    # How noisy the machine was: the spread of the blocked runs' paired log-ratios (each
+    # round's two measurements share a start), robustly (1.4826 x MAD), median over the runs.
+    spreads = []
+    for r in rows:
+        if r["design"] == "auto" and len(r["light_samples"]) == len(r["heavy_samples"]):
+            d = [math.log(h / lo) for lo, h in zip(r["light_samples"], r["heavy_samples"],
+                                                   strict=True)]
+            centre = statistics.median(d)
+            spreads.append(1.4826 * statistics.median(abs(x - centre) for x in d))
+    if spreads:
+        print("\nnoise: paired log-ratio within a start, robust SD "
+              f"{statistics.median(spreads):.3f} (median over {len(spreads)} blocked runs; "
+              f"{min(spreads):.3f}–{max(spreads):.3f})")
     wrong = [r for r in rows if r["case"] != "A/A" and r["light"] == "worse"]
     if wrong:
         print(f"\nruns that called the lighter point worse: {len(wrong)}")

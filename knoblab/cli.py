@@ -47,6 +47,7 @@ from knoblab.store import Store, default_url
 from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
+    from knoblab.tune import TrialOutcome
     from knoblab.workloads.base import Second
 
 console = Console(stderr=True)
@@ -114,6 +115,42 @@ class ConsoleListener:
             self.progress.stop()
 
 
+class TuneConsole:
+    """Shows a search as it happens: trials done against the study's total, with ETA, and a
+    line per trial with the best so far and its interval."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=console, transient=False,
+        )
+        self.task: TaskID | None = None
+
+    def message(self, text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    def searching(self, total: int, done: int, budget_left: float | None) -> None:
+        if self.task is None:
+            self.progress.start()
+            self.task = self.progress.add_task("searching", total=total, completed=done)
+        left = "" if budget_left is None else f" ({format_duration(max(0.0, budget_left))} left)"
+        self.progress.update(self.task, completed=done, description=f"searching{left}")
+
+    def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
+               budget_left: float | None) -> None:
+        from knoblab.report.tuning import gain_text, trial_text
+
+        line = f"  trial {outcome.number:<4} {trial_text(outcome)}"
+        if best is not None:
+            line += f"   best so far: trial {best.number} {gain_text(best)}"
+        console.print(line, markup=False, highlight=False)
+
+    def close(self) -> None:
+        if self.progress.live.is_started:
+            self.progress.stop()
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit code 2, as for every bad input
         print(f"knoblab: {message} (see: {self.prog} --help)", file=sys.stderr)
@@ -140,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "was measured already: extends a run its budget stopped")
     _output_options(resume)
     resume.set_defaults(func=cmd_resume)
+
+    search = sub.add_parser("tune", help="search several settings at once for the best "
+                            "configuration, and validate it against the current one")
+    search.add_argument("spec", type=Path, help="a spec with a [tune] section (TOML)")
+    search.add_argument("--budget", metavar="TIME",
+                        help="the study's time budget (e.g. 30m), counting earlier "
+                             "invocations of the same study; overrides [tune] budget")
+    search.add_argument("--json", type=Path, metavar="FILE", help="write the result JSON here")
+    search.set_defaults(func=cmd_tune)
 
     report = sub.add_parser("report", help="show the results of a run")
     report.add_argument("run_id")
@@ -229,6 +275,30 @@ def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
 
     spec = load_spec(args.spec)
     return _measure(lambda listener: start_run(spec, store, home, listener), args, store)
+
+
+def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.report.tuning import print_tune, tune_json
+    from knoblab.spec import load_spec
+    from knoblab.tune import tune
+
+    spec = load_spec(args.spec)
+    budget = None if args.budget is None else parse_duration(args.budget, "--budget")
+    _warn_pending(store)
+    listener = TuneConsole()
+    try:
+        result = tune(spec, store, home, listener, budget=budget)
+    finally:
+        listener.close()
+    print_tune(result, _stdout())
+    if args.json:
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(tune_json(result), indent=2))
+        except OSError as exc:
+            raise UserError(f"cannot write {args.json}: {exc.strerror}; the study is stored: "
+                            "run knoblab tune again with --json elsewhere") from None
+    return 0
 
 
 def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:

@@ -142,6 +142,8 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
     """Spec (already parsed) → servers → each server's catalog → the kind's and the server's
     own checks → safety → the plan; then the data, built once. A bad value anywhere is
     refused before a template is built or a server started for a measurement."""
+    if spec.searches:
+        raise UserError("this spec is a search ([tune]): run it with knoblab tune SPEC")
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
@@ -667,12 +669,17 @@ class _Block:
     server: Server
     block: str
     costs: dict[str, Any]  # what the start cost: stored with the first point finished
+    started_with: Settings = field(default_factory=dict)
 
     def measure(self, items: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
         """Measure the items; those left unmeasured because the server died, to be measured
         on a new start (their parts so far are discarded)."""
         workload = self.prepared.spec.workload
         shuffle = random.Random(f"{self.prepared.spec.statistics.seed}/{self.run_id}/{self.block}")
+        # What the start began with, for every setting some point here changes: a point that
+        # leaves a setting alone (a step's base) gets it back, not the last point's value.
+        varying = list(dict.fromkeys(n for _, i, _ in items for n in self.prepared.points[i][1]))
+        self.started_with = self.server.global_values(varying)
         trials: dict[tuple[int, int, int], TrialRecorder] = {}
         parts: dict[tuple[int, int, int], list[Measured]] = {item: [] for item in items}
         effective: dict[tuple[int, int, int], Settings] = {}
@@ -716,7 +723,7 @@ class _Block:
         target = self.prepared.target(requested)
         settings = {**self.prepared.plans[self.prepared.label(requested)].base, **config}
         try:
-            set_globals(self.server.connect, target.catalog, config)
+            set_globals(self.server.connect, target.catalog, {**self.started_with, **config})
             if first:
                 effective[item] = self.server.global_values(list(settings))
             session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]

@@ -21,7 +21,7 @@ from knoblab.units import parse_size
 from knoblab.workloads import Workload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
-            "statistics"}
+            "statistics", "tune"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
                "host", "port", "socket", "user", "password", "password_env", "option_file",
@@ -65,11 +65,17 @@ class Spec:
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
+    tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by tune.py)
     source: str = field(default="", repr=False)
 
     @property
     def experiment(self) -> str:
         return "steps" if self.steps else "sweep"
+
+    @property
+    def searches(self) -> bool:
+        """A spec for knoblab tune ([tune]): it has no points of its own."""
+        return self.tune is not None
 
     def setting_names(self) -> list[str]:
         """Every server setting the spec names (base, sweep, steps), as written."""
@@ -231,7 +237,13 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     if steps and sweep is not None:
         raise UserError("a spec has either [sweep] or [[step]] tables, not both; run the two "
                         "studies as two specs")
-    if steps:
+    search = data.get("tune")
+    if search is not None and not isinstance(search, dict):
+        raise UserError("[tune] must be a table: [tune] with [tune.knobs] beneath it")
+    if search is not None and (steps or sweep is not None):
+        raise UserError("a spec has [tune] (a search), or [sweep] or [[step]] tables, not "
+                        "both; make the search a spec of its own")
+    if steps or search is not None:
         sweep = {}
     elif not isinstance(sweep, dict) or not sweep:
         raise UserError("[sweep]: give at least one setting with a list of values, "
@@ -302,6 +314,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         allow_durability_tradeoff=section.flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
+        tune=search,
         source=source,
     )
 

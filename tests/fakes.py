@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,8 @@ class Script:
     spread: float = 0.01  # measurements vary within ×1 to ×(1 + spread), deterministically
     sleep: float = 0.0  # seconds each measurement takes
     parts: int = 1  # separately timed parts per measurement (each one a measure() call)
+    # seconds as a function of every setting the fake server has (instead of `seconds`)
+    model: Callable[[dict[str, str]], float] | None = None
 
 
 SCRIPT = Script()
@@ -115,7 +117,9 @@ class FakeWorkload(Timed):
         # Deterministic, with a small spread so that the statistics have something to do.
         spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
         time.sleep(SCRIPT.sleep)
-        return Measured(SCRIPT.seconds.get(value, 1.0) * spread,
+        seconds = SCRIPT.seconds.get(value, 1.0) if SCRIPT.model is None else \
+            SCRIPT.model(server.global_values(["sort_buffer_size", "read_buffer_size"]))
+        return Measured(seconds * spread,
                         {"rows": SCRIPT.rows.get(value, 1)})
 
     @property
@@ -157,7 +161,10 @@ class FakeServer:
         return FakeConnection(self)
 
     def global_values(self, names: list[str]) -> dict[str, str]:
-        return {name: self.settings[name] for name in names if name in self.settings}
+        # As a real server: what was set, else the default.
+        defaults = {name: knob.default for name, knob in fake_catalog().knobs.items()}
+        return {name: self.settings.get(name) or defaults[name] for name in names
+                if name in self.settings or defaults.get(name)}
 
 
 class FakeConnection:

@@ -326,6 +326,24 @@ def test_blocked_measurements_in_parts_alternate_between_the_points(store, tmp_p
     assert len(failed) == 3 and all(t.error == "no such luck" for t in failed)
 
 
+def test_a_blocked_step_that_leaves_a_setting_alone_is_measured_with_the_base_value(
+        store, tmp_path):
+    """Steps share a start: the base step must not inherit the next step's value."""
+    source = ('[workload]\nkind = "fake"\nrepetitions = 4\ndesign = "blocked"\n'
+              '[[step]]\nsort_buffer_size = "4M"\n[[step]]\nread_buffer_size = "1M"\n'
+              '[statistics]\nseed = 5\n')
+    run_id = _run(store, tmp_path, parse_spec(tomllib.loads(source), source=source))
+    assert len(fakes.SCRIPT.started) == 4  # blocked: a start per round
+    trials = store.trials(run_id)
+    seen = {(t.point_idx, t.repetition): t.effective for t in trials}
+    assert all(effective["sort_buffer_size"] == "4194304"
+               for (point, _), effective in seen.items() if point > 0)
+    # What each measurement really ran with, in order: never a value left by another step.
+    assert sorted({m["sort_buffer_size"] for m in fakes.SCRIPT.measured}) == [
+        "2097152", "4194304"]
+    assert sum(m["sort_buffer_size"] == "2097152" for m in fakes.SCRIPT.measured) == 4
+
+
 def test_auto_chooses_blocked_for_settings_that_need_no_restart_and_says_why(store, tmp_path):
     run_id = _run(store, tmp_path, _spec(design="auto"))
     design = store.run(run_id)["info"]["design"]

@@ -1,0 +1,161 @@
+"""The settings a search may change, and the values each may take.
+
+Written in a spec as `[tune.knobs]`:
+
+    sort_buffer_size = ["32K", "64M"]          # a range: sizes and counts searched on a log scale
+    join_buffer_size = ["128K", "16M"]
+    optimizer_search_depth = [0, 62]           # a range of a count
+    tmp_table_size = { low = "1M", high = "256M", scale = "linear" }
+    innodb_flush_method = ["fsync", "O_DIRECT"]   # text, ON/OFF: the values listed are the choices
+
+Each range is checked against the server's own limits (one line naming the allowed range when
+it is outside them) and kept on the server's block size, so that the value searched is the value
+the server applies (8200 would become 8192 and two trials would be one configuration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from knoblab.catalog import INTEGER_TYPES, Catalog, Knob
+from knoblab.errors import UserError
+from knoblab.units import format_size
+
+SCALES = ("log", "linear")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One setting of the search: a whole-number range, or a list of choices."""
+
+    name: str
+    low: int | None = None  # ranges: bounds as the server takes them, on the block size
+    high: int | None = None
+    step: int = 1  # the server's block size (values are multiples of it)
+    log: bool = True
+    choices: tuple[str, ...] = ()  # choices: values as the server's config takes them
+
+    @property
+    def is_range(self) -> bool:
+        return not self.choices
+
+    def size(self) -> float:
+        """How many distinct values it can take."""
+        if self.choices:
+            return len(self.choices)
+        assert self.low is not None and self.high is not None
+        return (self.high - self.low) // self.step + 1
+
+    def describe(self) -> str:
+        if self.choices:
+            return f"{self.name}: one of {', '.join(self.choices)}"
+        assert self.low is not None and self.high is not None
+        scale = "log scale" if self.log else "linear"
+        return f"{self.name}: {_shown(self.low)} to {_shown(self.high)} ({scale})"
+
+    def value(self, raw: int | str) -> str:
+        """A sampled value as the server's config takes it (ranges: a multiple of the step)."""
+        if self.choices:
+            return str(raw)
+        assert self.low is not None and self.high is not None
+        number = int(raw)
+        number = self.low + round((number - self.low) / self.step) * self.step
+        return str(min(max(number, self.low), self.high))
+
+
+@dataclass(frozen=True)
+class Space:
+    dimensions: tuple[Dimension, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.dimensions]
+
+    def size(self) -> float:
+        return math.prod(d.size() for d in self.dimensions)
+
+    def config(self, params: Mapping[str, int | str]) -> dict[str, str]:
+        """The configuration a set of sampled parameters stands for."""
+        return {d.name: d.value(params[d.name]) for d in self.dimensions}
+
+
+def parse_space(raw: Any, catalog: Catalog) -> Space:
+    """[tune.knobs] read against this server's catalog; one line for anything wrong."""
+    if not isinstance(raw, dict) or not raw:
+        raise UserError("[tune.knobs] is empty: name at least one setting with its range, e.g. "
+                        "sort_buffer_size = [\"32K\", \"64M\"]")
+    dimensions = []
+    seen: dict[str, str] = {}
+    for written, entry in raw.items():
+        knob = catalog.knob(written)
+        if knob.name in seen:
+            raise UserError(f"[tune.knobs] {written!r} and {seen[knob.name]!r} are one setting "
+                            f"({knob.name}); name it once")
+        seen[knob.name] = written
+        dimensions.append(_dimension(knob, entry))
+    # Every dimension holds two values at least (checked below): no space is a single point.
+    return Space(tuple(dimensions))
+
+
+def _dimension(knob: Knob, entry: Any) -> Dimension:
+    where = f"[tune.knobs] {knob.name}"
+    if knob.type in INTEGER_TYPES:
+        low, high, scale = _range(entry, where)
+        return _integer_range(knob, low, high, scale, where)
+    if not isinstance(entry, list) or len(entry) < 2:
+        raise UserError(f"{where} = {entry!r}: list the values to try (at least two), e.g. "
+                        f"[{', '.join(repr(c) for c in (knob.choices or ('ON', 'OFF'))[:2])}]")
+    if knob.type == "DOUBLE":
+        raise UserError(f"{where}: a setting with fractional values is not searched yet; "
+                        "sweep it with knoblab run")
+    values = []
+    for raw in entry:
+        value = knob.normalize(raw)
+        if value in values:
+            raise UserError(f"{where}: {raw!r} is listed twice (as the server takes it: "
+                            f"{value}); list each value once")
+        values.append(value)
+    return Dimension(knob.name, choices=tuple(values))
+
+
+def _range(entry: Any, where: str) -> tuple[Any, Any, str]:
+    if isinstance(entry, dict):
+        unknown = set(entry) - {"low", "high", "scale"}
+        if unknown or "low" not in entry or "high" not in entry:
+            raise UserError(f"{where} = {entry!r}: write {{ low = ..., high = ... }} with an "
+                            "optional scale = \"log\" or \"linear\"")
+        scale = entry.get("scale", "log")
+        if scale not in SCALES:
+            raise UserError(f"{where}: scale = {scale!r}: use \"log\" or \"linear\"")
+        return entry["low"], entry["high"], scale
+    if isinstance(entry, list) and len(entry) == 2:
+        return entry[0], entry[1], "log"
+    raise UserError(f"{where} = {entry!r}: give a range as [low, high], e.g. [\"32K\", \"64M\"]")
+
+
+def _integer_range(knob: Knob, raw_low: Any, raw_high: Any, scale: str,
+                   where: str) -> Dimension:
+    # normalize() checks each bound against the server's limits, naming them.
+    low, high = int(knob.normalize(raw_low)), int(knob.normalize(raw_high))
+    if low >= high:
+        raise UserError(f"{where}: the range {raw_low!r} to {raw_high!r} is empty; the low end "
+                        "must be below the high end")
+    step = knob.block_size or 1
+    # On the block size, inside the range: the server would round anything else.
+    aligned_low = -(-low // step) * step
+    aligned_high = high // step * step
+    if aligned_low >= aligned_high:
+        raise UserError(f"{where}: {raw_low!r} to {raw_high!r} holds one value on the server's "
+                        f"block size of {format_size(step)}; widen it")
+    log = scale == "log"
+    if log and aligned_low <= 0:
+        raise UserError(f"{where}: a log scale needs a low end above 0; start the range at "
+                        f"{_shown(step)} or set scale = \"linear\"")
+    return Dimension(knob.name, aligned_low, aligned_high, step, log)
+
+
+def _shown(n: int) -> str:
+    return format_size(n) if n >= 1024 else str(n)
