@@ -63,8 +63,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1600)
     parser.add_argument("--timed", type=int, default=3, help="timed runs per point per round")
+    parser.add_argument("--save", type=Path, help="keep the run times here (.npy), for "
+                        "benchmarks/replay_designs.py")
     args = parser.parse_args()
     times = record(args.runs)
+    if args.save:
+        np.save(args.save, times)
     logs = np.log(times)
     noise = logs.copy()
     for first in (0, 1):

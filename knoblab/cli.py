@@ -53,15 +53,17 @@ if TYPE_CHECKING:
 console = Console(stderr=True)
 
 
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                    console=console, transient=False)
+
+
 class ConsoleListener:
     """Shows the run as it happens: a progress bar with ETA and a line per measurement."""
 
     def __init__(self) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False,
-        )
+        self.progress = _progress()
         self.task: TaskID | None = None
         self.unit = "s"
         self.dataset_task: TaskID | None = None
@@ -120,11 +122,7 @@ class TuneConsole:
     line per trial with the best so far and its interval."""
 
     def __init__(self) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False,
-        )
+        self.progress = _progress()
         self.task: TaskID | None = None
 
     def message(self, text: str) -> None:

@@ -148,6 +148,7 @@ class Trial:
     details: dict[str, Any]
     error: str | None
     seconds: float = 0.0  # from its start to its end: configuring the server and measuring
+    started: float = 0.0  # when it began (epoch seconds)
 
 
 @dataclass(frozen=True)
@@ -408,7 +409,8 @@ class Store:
         return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
                       TrialState(r["status"]), r["value"], json.loads(r["effective"] or "{}"),
                       json.loads(r["details"] or "{}"), r["error"],
-                      max(0.0, (r["finished_at"] or 0.0) - (r["started_at"] or 0.0)))
+                      max(0.0, (r["finished_at"] or 0.0) - (r["started_at"] or 0.0)),
+                      r["started_at"] or 0.0)
                 for r in rows]
 
     def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knoblab import runner, safety, section
 from knoblab.errors import STOP, UserError, stop_here
+from knoblab.server.sandbox import alive
 from knoblab.space import Space, parse_space
 from knoblab.spec import Spec
 from knoblab.store import Store, TrialState
@@ -479,20 +480,10 @@ def _requeue_abandoned(study: optuna.Study) -> None:
             continue
         owner = str(trial.user_attrs.get("owner", ""))
         where, _, pid = owner.rpartition(":")
-        if where != host or not pid.isdigit() or _alive(int(pid)):
+        if where != host or not pid.isdigit() or alive(int(pid)):
             continue
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(dict(trial.params), skip_if_exists=False)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _safe(url: str) -> str:

@@ -249,6 +249,20 @@ def test_auto_goes_on_while_undecided_and_stops_at_the_ceiling(store, tmp_path):
     assert results.conclusion.best is None  # nothing shown: nothing crowned
 
 
+def test_the_budget_counts_overlapping_trials_once():
+    """In a blocked start the points' trials are open together (their parts alternate): the
+    time measuring is the union of their spans."""
+    def trial(began: float, seconds: float) -> runner.Trial:
+        return runner.Trial(0, 0, 0, 0, TrialState.DONE, 1.0, {}, {}, None, seconds, began)
+
+    together = [trial(100.0, 9.0), trial(100.5, 9.0), trial(101.0, 8.5)]  # one block, 9.5 s
+    apart = [trial(200.0, 2.0), trial(203.0, 2.0)]  # one after the other, with a gap
+    assert runner.measuring_seconds(together) == pytest.approx(9.5)
+    assert runner.measuring_seconds(apart) == pytest.approx(4.0)
+    assert runner.measuring_seconds(together + apart) == pytest.approx(13.5)
+    assert runner.measuring_seconds([]) == 0.0
+
+
 def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "LEAST_TRIAL_SECONDS", 0.0)
     fakes.SCRIPT.spread, fakes.SCRIPT.sleep = 0.3, 0.05

@@ -16,7 +16,7 @@ STATES = {"baseline": "the baseline", "refused": "refused before running",
 
 def gain_text(outcome: TrialOutcome) -> str:
     """"+8.1% (95% CI +4.0% to +12.3%)": better than the baseline when positive."""
-    if outcome.gain is None:
+    if outcome.gain is None or outcome.state == "baseline":
         return STATES.get(outcome.state, outcome.state)
     text = f"{outcome.gain:+.1%}"
     interval = outcome.interval()
@@ -26,6 +26,8 @@ def gain_text(outcome: TrialOutcome) -> str:
 
 
 def trial_text(outcome: TrialOutcome) -> str:
+    if outcome.state == "baseline":
+        return "the baseline: every trial is measured against it"
     changes = changes_text(outcome.changes)
     if outcome.state in ("refused", "failed"):
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
