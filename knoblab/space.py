@@ -95,7 +95,12 @@ def parse_space(raw: Any, catalog: Catalog) -> Space:
             raise UserError(f"[tune.knobs] {written!r} and {seen[knob.name]!r} are one setting "
                             f"({knob.name}); name it once")
         seen[knob.name] = written
-        dimensions.append(_dimension(knob, entry))
+        try:
+            dimensions.append(_dimension(knob, entry))
+        except UserError as exc:  # the catalog's own words say the range, not the section
+            text = str(exc)
+            raise UserError(text if text.startswith("[tune") else f"[tune.knobs] {text}"
+                            ) from None
     # Every dimension holds two values at least (checked below): no space is a single point.
     return Space(tuple(dimensions))
 

@@ -31,7 +31,7 @@ from knoblab.server.sandbox import alive
 from knoblab.space import Space, parse_space
 from knoblab.spec import Spec
 from knoblab.store import Store, TrialState
-from knoblab.units import parse_duration
+from knoblab.units import format_duration, parse_duration
 from knoblab.workloads.base import Rounds, Second
 
 if TYPE_CHECKING:
@@ -161,6 +161,12 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     options = TuneOptions.from_spec(spec.tune, spec.name)
     if budget is not None:
         options = dataclasses.replace(options, budget=budget)
+    least = options.rounds * 2 * (runner.LEAST_TRIAL_SECONDS + spec.workload.least_seconds)
+    if options.budget is not None and options.budget * SEARCH_SHARE < least:
+        raise UserError(f"a budget of {format_duration(options.budget)} cannot hold one trial "
+                        f"(at the least {format_duration(least)}: {options.rounds} rounds of "
+                        f"the baseline and a candidate, and {1 - SEARCH_SHARE:.0%} of the "
+                        "budget is kept for validation); give a larger budget")
     targets, _ = open_servers(spec, home, listener.message)
     if len(targets) != 1:
         raise UserError("knoblab tune searches one server at a time: name one [server] binary")
@@ -303,6 +309,10 @@ def _measure(trial: optuna.Trial, spec: Spec, space: Space, baseline: dict[str, 
     run_id = runner.start_run(_trial_spec(spec, changes, options, trial.number), store, home,
                               quiet, open_servers=open_servers)
     ratios, error = _ratios(store, run_id, sign)
+    if not ratios and _baseline_failed(store, run_id):
+        raise UserError(f"the baseline itself could not be measured (run {run_id}: "
+                        f"{_baseline_failed(store, run_id)}); fix [server.config] or the "
+                        "workload, then run knoblab tune again")
     if not ratios:
         return TrialOutcome(trial.number, config, changes, "failed", None, [], run_id,
                             error or "no measurement of the candidate succeeded")
@@ -333,6 +343,14 @@ def _ratios(store: Store, run_id: str, sign: float) -> tuple[list[float], str | 
     ratios = [sign * math.log(pair[1] / pair[0]) for pair in by_round.values()
               if 0 in pair and 1 in pair]
     return ratios, errors[0] if errors else None
+
+
+def _baseline_failed(store: Store, run_id: str) -> str | None:
+    """The error of the baseline's measurements in a trial's run, when none of them worked."""
+    baseline = [t for t in store.trials(run_id) if t.point_idx == 0]
+    if any(t.status == TrialState.DONE for t in baseline):
+        return None
+    return next((t.error for t in baseline if t.error), None)
 
 
 # --- the study ---------------------------------------------------------------------------------

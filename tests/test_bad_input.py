@@ -78,6 +78,8 @@ SCRIPT = ("[workload]\nkind = \"script\"\nsetup = \"CREATE TABLE t (a INT)\"\n"
           "body = \"INSERT INTO t VALUES ({row})\"\niterations = 2\nrepetitions = 1\n")
 STEPS = "[dataset]\nrows = 1000\n[workload]\nsql = \"SELECT COUNT(*) FROM dt2\"\n"
 EXTERNAL = 'kind = "external"\nhost = "127.0.0.1"\nport = 3306'
+TUNE = ("[dataset]\nrows = 1000\n[workload]\nsql = \"SELECT COUNT(*) FROM dt2\"\n"
+        "[tune]\n{tune}\n[tune.knobs]\n{knobs}\n")
 
 
 def _case(spec: str | bytes | None, args: list[str], fragments: list[str], *, id: str,
@@ -340,6 +342,19 @@ CASES = [
           ["cannot open the results store", "not a database"], id="store-not-a-database"),
     _case(None, ["knobs", "--binary", "/bin/true"],
           ["/bin/true does not look like a MySQL or MariaDB server"], id="knobs-binary-true"),
+    # knoblab tune: the search's own section, read against the server's catalog.
+    _case(TUNE.format(tune="", knobs='read_buffer_size = ["1K", "1M"]'), ["tune", "{spec}"],
+          ["[tune.knobs]", "read_buffer_size", "out of range", "8K to"], id="tune-range"),
+    _case(TUNE.format(tune="", knobs=""), ["tune", "{spec}"], ["[tune.knobs] is empty"],
+          id="tune-empty"),
+    _case(TUNE.format(tune='storage = "postgresql://nobody@127.0.0.1:1/x"',
+                      knobs='read_buffer_size = ["8K", "1M"]'), ["tune", "{spec}"],
+          ["cannot open the tuning study's storage", "[tune] storage"], id="tune-storage"),
+    _case(TUNE.format(tune='budget = "1s"', knobs='read_buffer_size = ["8K", "1M"]'),
+          ["tune", "{spec}"], ["cannot hold one trial"], id="tune-budget"),
+    _case(TUNE.format(tune="", knobs='read_buffer_size = ["8K", "1M"]'), ["run", "{spec}"],
+          ["a search ([tune])", "knoblab tune SPEC"], id="tune-spec-run"),
+    _case(_spec(), ["tune", "{spec}"], ["no [tune] section"], id="run-spec-tuned"),
 ]
 
 

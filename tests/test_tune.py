@@ -129,7 +129,14 @@ def test_an_interrupted_trial_is_measured_first_next_time(store, tmp_path):
     assert again and again[0].state == "scored"
 
 
+def test_a_baseline_that_cannot_be_measured_stops_the_search(store, tmp_path):
+    fakes.SCRIPT.fails = {"2097152": "the baseline's statement failed"}  # the default
+    with pytest.raises(UserError, match="the baseline itself could not be measured"):
+        _tune(store, tmp_path)
+
+
 @pytest.mark.parametrize("tune_text, words", [
+    ('budget = "2s"', ["cannot hold one trial", "larger budget"]),
     ('sampler = "annealing"', ["sampler", "tpe"]),
     ("rounds = 1", ["rounds", "from 2"]),
     ('budget = "soon"', ["budget"]),
