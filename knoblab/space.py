@@ -15,7 +15,6 @@ the server applies (8200 would become 8192 and two trials would be one configura
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,17 +36,6 @@ class Dimension:
     step: int = 1  # the server's block size (values are multiples of it)
     log: bool = True
     choices: tuple[str, ...] = ()  # choices: values as the server's config takes them
-
-    @property
-    def is_range(self) -> bool:
-        return not self.choices
-
-    def size(self) -> float:
-        """How many distinct values it can take."""
-        if self.choices:
-            return len(self.choices)
-        assert self.low is not None and self.high is not None
-        return (self.high - self.low) // self.step + 1
 
     def describe(self) -> str:
         if self.choices:
@@ -73,9 +61,6 @@ class Space:
     @property
     def names(self) -> list[str]:
         return [d.name for d in self.dimensions]
-
-    def size(self) -> float:
-        return math.prod(d.size() for d in self.dimensions)
 
     def config(self, params: Mapping[str, int | str]) -> dict[str, str]:
         """The configuration a set of sampled parameters stands for."""

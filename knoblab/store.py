@@ -228,7 +228,7 @@ class Store:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             _create_tables(self.engine)
         except (sa.exc.SQLAlchemyError, ValueError, ImportError) as exc:
-            raise UserError(f"cannot open the results store {_safe(url)}: "
+            raise UserError(f"cannot open the results store {safe_url(url)}: "
                             f"{str(exc).splitlines()[0]}") from None
 
     # --- write side ---------------------------------------------------------------------------
@@ -439,7 +439,7 @@ class Store:
         return [dict(r) for r in rows]
 
 
-def _safe(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL without its password, for messages."""
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)

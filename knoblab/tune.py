@@ -30,7 +30,7 @@ from knoblab.errors import STOP, UserError, stop_here
 from knoblab.server.sandbox import alive
 from knoblab.space import Space, parse_space
 from knoblab.spec import Spec
-from knoblab.store import Store, TrialState
+from knoblab.store import Store, TrialState, safe_url
 from knoblab.units import format_duration, parse_duration
 from knoblab.workloads.base import Rounds, Second
 
@@ -144,11 +144,6 @@ class TuneResult:
         """The validated candidate with the largest gain shown significant, if any is."""
         better = [v for v in self.validations if v.verdict == "better"]
         return max(better, key=lambda v: v.gain or 0.0, default=None)
-
-    @property
-    def best(self) -> TrialOutcome | None:
-        scored = [t for t in self.trials if t.score is not None and t.state == "scored"]
-        return min(scored, key=lambda t: t.score or 0.0, default=None)
 
 
 def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
@@ -380,7 +375,7 @@ def _open_study(options: TuneOptions, spec: Spec, space: Space, store: Store) ->
         study = optuna.create_study(study_name=options.study, storage=storage,
                                     sampler=sampler, direction="minimize", load_if_exists=True)
     except Exception as exc:  # noqa: BLE001 - whatever the storage's driver raises
-        raise UserError(f"cannot open the tuning study's storage {_safe(storage)}: "
+        raise UserError(f"cannot open the tuning study's storage {safe_url(storage)}: "
                         f"{str(exc).splitlines()[0]}; check [tune] storage") from None
     signature = _signature(spec, space)
     found = study.user_attrs.get("signature")
@@ -502,16 +497,6 @@ def _requeue_abandoned(study: optuna.Study) -> None:
             continue
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(dict(trial.params), skip_if_exists=False)
-
-
-def _safe(url: str) -> str:
-    """A URL without its password."""
-    head, at, tail = url.rpartition("@")
-    if not at:
-        return url
-    scheme, _, credentials = head.partition("://")
-    user = credentials.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{tail}"
 
 
 class _Quiet:
