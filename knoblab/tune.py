@@ -304,9 +304,10 @@ def _measure(trial: optuna.Trial, spec: Spec, space: Space, baseline: dict[str, 
     run_id = runner.start_run(_trial_spec(spec, changes, options, trial.number), store, home,
                               quiet, open_servers=open_servers)
     ratios, error = _ratios(store, run_id, sign)
-    if not ratios and _baseline_failed(store, run_id):
+    failed = None if ratios else _baseline_failed(store, run_id)
+    if failed:
         raise UserError(f"the baseline itself could not be measured (run {run_id}: "
-                        f"{_baseline_failed(store, run_id)}); fix [server.config] or the "
+                        f"{failed}); fix [server.config] or the "
                         "workload, then run knoblab tune again")
     if not ratios:
         return TrialOutcome(trial.number, config, changes, "failed", None, [], run_id,
