@@ -52,22 +52,22 @@ class Service:
         assert subprocess.run(self.command, timeout=90).returncode == 0
 
     def value(self, name: str) -> str:
-        """The server's value; waits while it restarts (the socket comes back)."""
+        """The server's value; waits while it restarts (the socket comes back, and a connection
+        made just before a shutdown may be cut mid-query)."""
         deadline = time.monotonic() + 60
         while True:
             try:
                 conn = pymysql.connect(unix_socket=str(self.socket), user="root")
-                break
+                try:
+                    with conn.cursor() as cur:
+                        cur.execute(f"SELECT @@GLOBAL.{name}")
+                        return str(cur.fetchone()[0])
+                finally:
+                    conn.close()
             except pymysql.err.OperationalError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(f"SELECT @@GLOBAL.{name}")
-                return str(cur.fetchone()[0])
-        finally:
-            conn.close()
 
     def pid(self) -> int:
         return int(self.pid_file.read_text().strip())
