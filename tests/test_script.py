@@ -16,6 +16,7 @@ from knoblab.workloads.query import WorkloadError
 from knoblab.workloads.script import (
     BodyTemplate,
     ScriptWorkload,
+    reads_only,
     split_statements,
     trim_comment_tail,
 )
@@ -128,6 +129,22 @@ def test_prepare_key_follows_the_setup_text_only():
     assert one.prepare_key() == same.prepare_key()
     assert one.prepare_key() != other.prepare_key()
     assert one.prepare_key().startswith("script-") and len(one.prepare_key()) == 19
+
+
+@pytest.mark.parametrize("body, reading", [
+    ("SELECT grp, COUNT(*) FROM t GROUP BY grp; select 2", True),
+    ("-- a comment\nWITH x AS (SELECT 1) SELECT * FROM x; SHOW STATUS; EXPLAIN SELECT 1", True),
+    ("SELECT 1; INSERT INTO t VALUES (1)", False),
+    ("WITH x AS (SELECT 1) DELETE FROM t", False),
+    ("SELECT * FROM t INTO OUTFILE '/tmp/x'", False),
+    ("SET @a = 1; SELECT 1", False),
+    ("CALL refresh()", False),
+    ("SELECT 'insert here'", False),  # a writing word anywhere errs on the safe side
+])
+def test_a_body_that_only_reads_shares_server_starts(body, reading):
+    assert reads_only(body) is reading
+    spec = ScriptWorkload.from_spec({"setup": SETUP, "body": body}, {}, {}, None)
+    assert spec.writes_data is not reading
 
 
 def test_describe_is_plain_data():

@@ -40,6 +40,15 @@ class Objective:
 
 
 @dataclass(frozen=True)
+class Metric:
+    """A figure every measurement of a kind gives: what a search may optimize, or bound."""
+
+    detail: str | None  # its key in the measurement's details; None: the measured value itself
+    unit: str
+    direction: Direction
+
+
+@dataclass(frozen=True)
 class Rounds:
     """How many times each point is measured: a fixed number of rounds, or ("auto") as many
     as its comparisons need — at least `floor`, at most `ceiling`, within `budget` seconds of
@@ -214,6 +223,9 @@ class Workload(Protocol):
 
     kind: ClassVar[str]  # its name in [workload] kind and in the registry
     objective: ClassVar[Objective]
+    # Every figure a measurement gives, by the name a [tune] objective or constraint uses; the
+    # objective's own metric among them.
+    metrics: ClassVar[Mapping[str, Metric]]
     # Sweepable besides the server's settings (threads; rows, engine, slack_type): verdicts
     # are given per value of these, never across them.
     parameters: ClassVar[tuple[str, ...]]

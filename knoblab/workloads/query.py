@@ -33,6 +33,7 @@ from knoblab.stats import Summary
 from knoblab.units import format_size, parse_size
 from knoblab.workloads.base import (
     Measured,
+    Metric,
     Objective,
     OnePiece,
     Recorder,
@@ -66,6 +67,7 @@ class Timed(OnePiece):
     objective: ClassVar[Objective] = Objective(
         metric="seconds", unit="s", direction="minimize", centre="median", test="welch-log",
         time_series=False)
+    metrics: ClassVar[Mapping[str, Metric]] = {"seconds": Metric(None, "s", "minimize")}
     least_seconds: ClassVar[float] = 0.0  # only measuring tells
     unit_of_work: ClassVar[str] = "run"  # every run does the same work, however long it takes
 

@@ -41,12 +41,15 @@ from knoblab.workloads.base import (
     Steady,
     WorkloadError,
 )
-from knoblab.workloads.query import Measurement, Timed, regime
+from knoblab.workloads.query import LEADING_COMMENTS, Measurement, Timed, regime
 
 # After a failure or the timeout: how long workers get to stop once their connections are
 # killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).
 STOP_GRACE = 10.0
 _PLACEHOLDER = re.compile(r"\{(connection|iteration|row)\}")
+READING = re.compile(r"(SELECT|WITH|SHOW|EXPLAIN|DESC|DESCRIBE)\b", re.IGNORECASE)
+WRITING = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|TRUNCATE|ALTER|DROP|CREATE|LOAD|"
+                     r"INTO\s+(OUT|DUMP)FILE)\b", re.IGNORECASE)
 
 
 # --- placeholders ---------------------------------------------------------------------------
@@ -72,6 +75,15 @@ class BodyTemplate:
 
 
 # --- a best-effort SQL lexer ----------------------------------------------------------------
+
+
+def reads_only(body: str) -> bool:
+    """Every statement of the body only reads (SELECT, WITH, SHOW, EXPLAIN), and none names a
+    writing word anywhere (a CTE can end in a DELETE; a word in a string literal errs on the
+    safe side); anything else (a CALL, a SET) counts as writing."""
+    statements = [LEADING_COMMENTS.sub("", s) for s in split_statements(body)]
+    return bool(statements) and all(
+        READING.match(s) and not WRITING.search(s) for s in statements)
 
 
 def split_statements(sql: str) -> list[str]:
@@ -162,8 +174,6 @@ class ScriptWorkload(Timed):
         {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
          "transaction", "timeout"}) | Rounds.KEYS
     steady: ClassVar[Steady | None] = None
-    # It writes: on a running server every measurement starts from freshly set-up tables.
-    writes_data: ClassVar[bool] = True
     warnings: ClassVar[tuple[str, ...]] = ()
 
     setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
@@ -173,6 +183,9 @@ class ScriptWorkload(Timed):
     transaction: int = 1  # iterations per transaction; 1 = autocommit
     timeout: float = 3600.0  # seconds for the whole timed body
     rounds: Rounds = Rounds()
+    # A body that may write: every measurement starts from freshly set-up tables (a server
+    # start each, or a rebuild on a running server). One that only reads shares a start.
+    writes_data: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.setup, str):
@@ -230,6 +243,7 @@ class ScriptWorkload(Timed):
             timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
                                    7 * 86400.0),
             rounds=Rounds.from_spec(workload),
+            writes_data=not reads_only(texts["body"]),
         )
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:

@@ -56,6 +56,7 @@ from knoblab.observe import Observation, SecondSampler
 from knoblab.stats import Summary as StatsSummary
 from knoblab.workloads.base import (
     Measured,
+    Metric,
     Objective,
     OnePiece,
     Recorder,
@@ -304,6 +305,11 @@ class SysbenchWorkload(OnePiece):
     # Throughput: higher is better; judged on the means of server starts (or batch means).
     objective: ClassVar[Objective] = Objective(metric="tps", unit="tps", direction="maximize",
                                                centre="mean", test="welch", time_series=True)
+    metrics: ClassVar[Mapping[str, Metric]] = {
+        "tps": Metric(None, "tps", "maximize"),
+        "p95": Metric("latency_p95_ms", "ms", "minimize"),
+        "p99": Metric("latency_p99_ms", "ms", "minimize"),
+    }
     parameters: ClassVar[tuple[str, ...]] = ("threads",)
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration", "rate",
