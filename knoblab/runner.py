@@ -469,21 +469,31 @@ def owning(store: Store, run_id: str) -> Iterator[None]:
     """This process alone measures the run (a claim in the store, renewed while it lasts):
     two resumes started at once cannot both run its trials."""
     token = store.lock_run(run_id, _holder_gone)
+    try:
+        with beating(lambda: store.renew_lock(run_id, token), HEARTBEAT):
+            yield
+    finally:
+        store.unlock_run(run_id, token)
+
+
+@contextlib.contextmanager
+def beating(beat: Callable[[], None], every: float) -> Iterator[None]:
+    """`beat` called every `every` seconds (from another thread) while the block runs; a beat
+    that fails (a database blip) is left for the next one."""
     stop = threading.Event()
 
-    def renew() -> None:
-        while not stop.wait(HEARTBEAT):
-            with contextlib.suppress(Exception):  # a store blip: the next beat will do
-                store.renew_lock(run_id, token)
+    def loop() -> None:
+        while not stop.wait(every):
+            with contextlib.suppress(Exception):
+                beat()
 
-    beat = threading.Thread(target=renew, name="knoblab-heartbeat", daemon=True)
-    beat.start()
+    thread = threading.Thread(target=loop, name="knoblab-heartbeat", daemon=True)
+    thread.start()
     try:
         yield
     finally:
         stop.set()
-        beat.join()
-        store.unlock_run(run_id, token)
+        thread.join()
 
 
 def _holder_gone(holder: dict[str, Any]) -> bool:

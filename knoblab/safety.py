@@ -116,12 +116,17 @@ def estimate_memory(settings: Mapping[str, str], catalog: Catalog,
     return MemoryEstimate(sum(size for _, size in parts), parts)
 
 
+def memory_budget_of(memory_budget: int | None) -> int:
+    """[server] memory_budget, or 80% of this machine's memory."""
+    return memory_budget or int(psutil.virtual_memory().total * 0.8)
+
+
 def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, str],
           catalog: Catalog, *, connections: Callable[[dict[str, str]], int],
           allow_durability_tradeoff: bool, memory_budget: int | None,
           check_memory: bool = True) -> None:
     """UserError for the first point that gives up durability without consent or won't fit."""
-    budget = memory_budget or int(psutil.virtual_memory().total * 0.8)
+    budget = memory_budget_of(memory_budget)
     where = "[server] memory_budget" if memory_budget else "80% of this machine's memory"
     for requested, config in points:
         settings = {**base, **config}

@@ -218,12 +218,17 @@ def default_url(home: Path) -> str:
     return f"sqlite:///{home / 'knoblab.sqlite'}"
 
 
+def driver_url(url: str) -> str:
+    """A plain postgresql:// URL means psycopg 3, the driver knoblab installs."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
 class Store:
     def __init__(self, url: str) -> None:
-        # A plain postgresql:// URL means psycopg 3, the driver knoblab installs.
-        for plain in ("postgresql://", "postgres://"):
-            if url.startswith(plain):
-                url = "postgresql+psycopg://" + url[len(plain):]
+        url = driver_url(url)
         try:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             _create_tables(self.engine)

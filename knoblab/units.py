@@ -1,6 +1,7 @@
 """Sizes as MySQL writes them in my.cnf: plain bytes or a K/M/G/T suffix, either case."""
 
 import re
+from collections.abc import Mapping
 
 from knoblab.errors import UserError
 
@@ -23,6 +24,22 @@ def parse_size(value: object, what: str = "value") -> int:
             "(for example 8200, 128K, 32M)"
         )
     return int(match.group(1)) * _SUFFIX[match.group(2).upper()]
+
+
+def is_size(setting: str) -> bool:
+    """Whether a setting's value is a number of bytes (its name says so: the servers name
+    their sizes *_size), to be shown as 64K rather than 65536 — and a count as a count."""
+    return setting.endswith("_size")
+
+
+def setting_text(name: str, value: str) -> str:
+    """A setting's value for people: sizes as 64K, everything else as the server takes it."""
+    return format_size(int(value)) if is_size(name) and value.isdigit() else value
+
+
+def settings_text(settings: Mapping[str, str]) -> str:
+    """"sort_buffer_size=4M, join_cache_level=3", or "the baseline" when there are none."""
+    return ", ".join(f"{k}={setting_text(k, v)}" for k, v in settings.items()) or "the baseline"
 
 
 def format_size(n: int) -> str:
