@@ -7,6 +7,7 @@ Written in a spec as `[tune.knobs]`:
     optimizer_search_depth = [0, 62]           # a range of a count
     tmp_table_size = { low = "1M", high = "256M", scale = "linear" }
     innodb_flush_method = ["fsync", "O_DIRECT"]   # text, ON/OFF: the values listed are the choices
+    join_buffer_size = { values = ["128K", "256K", "4M"] }   # these values only
 
 Each range is checked against the server's own limits (one line naming the allowed range when
 it is outside them) and kept on the server's block size, so that the value searched is the value
@@ -21,7 +22,7 @@ from typing import Any
 
 from knoblab.catalog import INTEGER_TYPES, Catalog, Knob
 from knoblab.errors import UserError
-from knoblab.units import format_size
+from knoblab.units import format_size, is_size, parse_size, setting_text
 
 SCALES = ("log", "linear")
 
@@ -39,10 +40,12 @@ class Dimension:
 
     def describe(self) -> str:
         if self.choices:
-            return f"{self.name}: one of {', '.join(self.choices)}"
+            return f"{self.name}: one of " + \
+                ", ".join(setting_text(self.name, c) for c in self.choices)
         assert self.low is not None and self.high is not None
         scale = "log scale" if self.log else "linear"
-        return f"{self.name}: {_shown(self.low)} to {_shown(self.high)} ({scale})"
+        shown = _shown if is_size(self.name) else str
+        return f"{self.name}: {shown(self.low)} to {shown(self.high)} ({scale})"
 
     def value(self, raw: int | str) -> str:
         """A sampled value as the server's config takes it (ranges: a multiple of the step)."""
@@ -50,7 +53,15 @@ class Dimension:
             return str(raw)
         assert self.low is not None and self.high is not None
         number = int(raw)
-        number = self.low + round((number - self.low) / self.step) * self.step
+        step = self.step
+        if self.log and is_size(self.name) and number > 0 and step & (step - 1) == 0:
+            # Sizes on a log scale to a quarter of their power of two (4M, 5M, 6M, 7M, 8M,
+            # 10M ...): values people write, and no search over sizes 1% apart that no
+            # measurement can tell apart.
+            step = max(step, 1 << max(0, number.bit_length() - 3))
+        # On the block size counted from the low end; a quarter power of two from 0.
+        origin = 0 if step > self.step else self.low
+        number = origin + round((number - origin) / step) * step
         return str(min(max(number, self.low), self.high))
 
 
@@ -66,10 +77,95 @@ class Space:
         """The configuration a set of sampled parameters stands for."""
         return {d.name: d.value(params[d.name]) for d in self.dimensions}
 
+    def distributions(self) -> dict[str, Any]:
+        """Optuna's distributions of the dimensions (log ranges step 1: Optuna allows no
+        other; values are put on the block size afterwards, by `config`)."""
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        found: dict[str, Any] = {}
+        for d in self.dimensions:
+            if d.choices:
+                found[d.name] = CategoricalDistribution(list(d.choices))
+            else:
+                assert d.low is not None and d.high is not None
+                found[d.name] = IntDistribution(d.low, d.high, log=d.log,
+                                                step=1 if d.log else d.step)
+        return found
+
+
+# knobs = "auto": settings known to matter for performance, each over a range wide around
+# common practice. The server's own limits and the memory budget narrow them; a setting the
+# server lacks is left out; those that give up durability join only with consent.
+AUTO: dict[str, Any] = {
+    "sort_buffer_size": ["32K", "64M"],
+    "join_buffer_size": ["128K", "64M"],
+    "read_buffer_size": ["8K", "8M"],
+    "read_rnd_buffer_size": ["8K", "16M"],
+    "tmp_table_size": ["1M", "1G"],
+    "max_heap_table_size": ["1M", "1G"],  # the in-memory temporary table: the smaller of two
+    "join_cache_level": {"low": 0, "high": 8, "scale": "linear"},
+    "key_buffer_size": ["8M", "4G"],
+    "innodb_buffer_pool_size": ["128M", "64G"],
+    "innodb_log_file_size": ["48M", "4G"],
+    "innodb_io_capacity": ["100", "20000"],
+    "innodb_flush_neighbors": {"low": 0, "high": 2, "scale": "linear"},
+    "innodb_adaptive_hash_index": ["ON", "OFF"],
+    "table_open_cache": ["400", "16384"],
+}
+AUTO_DURABILITY: dict[str, Any] = {
+    "innodb_flush_log_at_trx_commit": {"low": 0, "high": 2, "scale": "linear"},
+    "innodb_doublewrite": ["ON", "OFF"],
+}
+# Shares of the memory budget a single setting may take at most, with every session's
+# buffers counted (the safety check still refuses a whole configuration over the budget).
+MEMORY_SHARE = {"innodb_buffer_pool_size": 0.5, "key_buffer_size": 0.25,
+                "tmp_table_size": 1 / 16, "max_heap_table_size": 1 / 16}
+SESSION_SHARE = 1 / 64
+
+
+def auto_space(catalog: Catalog, memory_budget: int, durability: bool
+               ) -> tuple[Space, list[str]]:
+    """knobs = "auto" on this server: the space, and a note per setting left out and why."""
+    chosen = {**AUTO, **(AUTO_DURABILITY if durability else {})}
+    dimensions, left_out = [], []
+    for name, entry in chosen.items():
+        knob = catalog.knobs.get(name)
+        if knob is None:
+            left_out.append(f"{name} (not on this server)")
+            continue
+        entry = _within(knob, entry, memory_budget)
+        try:
+            dimensions.append(_dimension(knob, entry))
+        except UserError as exc:
+            left_out.append(f"{name} ({str(exc).split(': ', 1)[-1]})")
+    if len(dimensions) < 2:
+        raise UserError("[tune] knobs = \"auto\": this server has too few of the settings "
+                        "knoblab searches by itself; list them in [tune.knobs]")
+    return Space(tuple(dimensions)), left_out
+
+
+def _within(knob: Knob, entry: Any, memory_budget: int) -> Any:
+    """A range of AUTO narrowed to the server's limits and the memory budget."""
+    if not isinstance(entry, list) or knob.type not in INTEGER_TYPES:
+        return entry
+    low, high = (parse_size(v) for v in entry)
+    share = MEMORY_SHARE.get(knob.name, SESSION_SHARE if knob.scope == "SESSION" else None)
+    if share is not None and knob.name.endswith("_size"):
+        high = min(high, int(memory_budget * share))
+    if knob.minimum is not None:
+        low = max(low, int(knob.minimum))
+    if knob.maximum is not None:
+        high = min(high, int(knob.maximum))
+    return [str(low), str(max(high, low))]
+
 
 def parse_space(raw: Any, catalog: Catalog) -> Space:
     """[tune.knobs] read against this server's catalog; one line for anything wrong."""
-    if not isinstance(raw, dict) or not raw:
+    if not isinstance(raw, dict):
+        raise UserError(f"[tune] knobs = {raw!r}: name the settings to search in a "
+                        "[tune.knobs] table, e.g. sort_buffer_size = [\"32K\", \"64M\"], or "
+                        "write knobs = \"auto\"")
+    if not raw:
         raise UserError("[tune.knobs] is empty: name at least one setting with its range, e.g. "
                         "sort_buffer_size = [\"32K\", \"64M\"]")
     dimensions = []
@@ -92,6 +188,9 @@ def parse_space(raw: Any, catalog: Catalog) -> Space:
 
 def _dimension(knob: Knob, entry: Any) -> Dimension:
     where = f"[tune.knobs] {knob.name}"
+    if isinstance(entry, dict) and set(entry) == {"values"}:
+        # These values only, of any type: { values = ["2M", "16M", "64M"] }.
+        return _choices(knob, entry["values"], where)
     if knob.type in INTEGER_TYPES:
         low, high, scale = _range(entry, where)
         return _integer_range(knob, low, high, scale, where)
@@ -101,6 +200,12 @@ def _dimension(knob: Knob, entry: Any) -> Dimension:
     if knob.type == "DOUBLE":
         raise UserError(f"{where}: a setting with fractional values is not searched yet; "
                         "sweep it with knoblab run")
+    return _choices(knob, entry, where)
+
+
+def _choices(knob: Knob, entry: Any, where: str) -> Dimension:
+    if not isinstance(entry, list) or len(entry) < 2:
+        raise UserError(f"{where}: list the values to try (at least two)")
     values = []
     for raw in entry:
         value = knob.normalize(raw)

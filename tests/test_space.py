@@ -6,7 +6,7 @@ import pytest
 
 from knoblab.catalog import Catalog, Knob
 from knoblab.errors import UserError
-from knoblab.space import parse_space
+from knoblab.space import auto_space, parse_space
 
 
 def _catalog() -> Catalog:
@@ -66,3 +66,37 @@ def test_a_space_that_cannot_be_searched_is_refused_in_one_line(knobs, words):
     assert "\n" not in message
     for word in words:
         assert word in message
+
+
+def test_auto_picks_this_servers_performance_settings_within_its_limits_and_the_budget(catalog):
+    budget = 2 << 30
+    space, left_out = auto_space(catalog, budget, durability=False)
+    by_name = {d.name: d for d in space.dimensions}
+    assert 8 <= len(by_name) <= 15
+    assert {"sort_buffer_size", "join_buffer_size", "tmp_table_size"} <= set(by_name)
+    # Durability trade-offs only with consent; settings this server lacks are named.
+    assert "innodb_flush_log_at_trx_commit" not in by_name
+    assert all("(" in note for note in left_out)
+    for d in space.dimensions:
+        knob = catalog.knobs[d.name]
+        if d.choices:
+            continue
+        assert d.low is not None and d.high is not None and d.low < d.high
+        assert knob.minimum is None or d.low >= knob.minimum
+        assert knob.maximum is None or d.high <= knob.maximum
+        assert d.low % d.step == 0 and d.high % d.step == 0
+    # The memory budget bounds the big buffers.
+    assert (by_name["innodb_buffer_pool_size"].high or 0) <= budget // 2
+    assert (by_name["sort_buffer_size"].high or 0) <= budget // 64
+    with_consent, _ = auto_space(catalog, budget, durability=True)
+    assert "innodb_flush_log_at_trx_commit" in {d.name for d in with_consent.dimensions}
+
+
+def test_a_list_of_values_of_a_size_is_searched_as_those_values_only():
+    space = parse_space({"sort_buffer_size": {"values": ["64K", "2M", "16M"]},
+                         "read_buffer_size": ["8K", "1M"]}, _catalog())
+    sort = space.dimensions[0]
+    assert sort.choices == ("65536", "2097152", "16777216")
+    assert sort.describe() == "sort_buffer_size: one of 64K, 2M, 16M"
+    with pytest.raises(UserError, match="out of range"):
+        parse_space({"read_buffer_size": {"values": ["1K", "1M"]}}, _catalog())
