@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--budget", metavar="TIME",
                         help="the study's time budget (e.g. 30m), counting earlier "
                              "invocations of the same study; overrides [tune] budget")
-    search.add_argument("--json", type=Path, metavar="FILE", help="write the result JSON here")
+    _output_options(search)
     search.set_defaults(func=cmd_tune)
 
     report = sub.add_parser("report", help="show the results of a run")
@@ -276,7 +276,8 @@ def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
-    from knoblab.report.tuning import print_tune, tune_json
+    from knoblab.report.tune_charts import write_tune_charts
+    from knoblab.report.tuning import mycnf, print_tune, tune_json
     from knoblab.spec import load_spec
     from knoblab.tune import tune
 
@@ -288,14 +289,26 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
         result = tune(spec, store, home, listener, budget=budget)
     finally:
         listener.close()
-    print_tune(result, _stdout())
-    if args.json:
-        try:
+    out = _stdout()
+    print_tune(result, out)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", result.study).strip(".-")[:60] or "study"
+    folder = args.out or Path("knoblab-results") / f"study-{slug}"
+    document = json.dumps(tune_json(result), indent=2)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "tune.json").write_text(document)
+        if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(json.dumps(tune_json(result), indent=2))
-        except OSError as exc:
-            raise UserError(f"cannot write {args.json}: {exc.strerror}; the study is stored: "
-                            "run knoblab tune again with --json elsewhere") from None
+            args.json.write_text(document)
+        if result.settings:
+            (folder / "knoblab-tuned.cnf").write_text(mycnf(result.settings) + "\n")
+        charts = write_tune_charts(result, folder)
+        if charts:
+            out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
+        out.print(f"results: {folder / 'tune.json'}", markup=False)
+    except OSError as exc:
+        raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
+                        "the study is stored: run knoblab tune again with --out DIR") from None
     return 0
 
 

@@ -51,6 +51,8 @@ class Script:
     parts: int = 1  # separately timed parts per measurement (each one a measure() call)
     # seconds as a function of every setting the fake server has (instead of `seconds`)
     model: Callable[[dict[str, str]], float] | None = None
+    # a second figure of each measurement ("memory", in the details), from the same settings
+    memory: Callable[[dict[str, str]], float] | None = None
 
 
 SCRIPT = Script()
@@ -117,10 +119,12 @@ class FakeWorkload(Timed):
         # Deterministic, with a small spread so that the statistics have something to do.
         spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
         time.sleep(SCRIPT.sleep)
-        seconds = SCRIPT.seconds.get(value, 1.0) if SCRIPT.model is None else \
-            SCRIPT.model(server.global_values(["sort_buffer_size", "read_buffer_size"]))
-        return Measured(seconds * spread,
-                        {"rows": SCRIPT.rows.get(value, 1)})
+        both = server.global_values(["sort_buffer_size", "read_buffer_size"])
+        seconds = SCRIPT.seconds.get(value, 1.0) if SCRIPT.model is None else SCRIPT.model(both)
+        details: dict[str, Any] = {"rows": SCRIPT.rows.get(value, 1)}
+        if SCRIPT.memory is not None:
+            details["memory"] = SCRIPT.memory(both)
+        return Measured(seconds * spread, details)
 
     @property
     def parts(self) -> int:

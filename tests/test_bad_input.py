@@ -355,6 +355,14 @@ CASES = [
     _case(TUNE.format(tune="", knobs='read_buffer_size = ["8K", "1M"]'), ["run", "{spec}"],
           ["a search ([tune])", "knoblab tune SPEC"], id="tune-spec-run"),
     _case(_spec(), ["tune", "{spec}"], ["no [tune] section"], id="run-spec-tuned"),
+    _case(TUNE.format(tune="", knobs='read_buffer_size = ["1M", "1M"]'), ["tune", "{spec}"],
+          ["[tune.knobs] read_buffer_size", "is empty"], id="tune-one-point"),
+    _case(TUNE.format(tune='objective = "p99"', knobs='read_buffer_size = ["8K", "1M"]'),
+          ["tune", "{spec}"], ["objective = 'p99'", "measures seconds"], id="tune-objective"),
+    _case(TUNE.format(tune='constraint = { metric = "latency", max = 20 }',
+                      knobs='read_buffer_size = ["8K", "1M"]'),
+          ["tune", "{spec}"], ["constraint on 'latency'", "measures seconds"],
+          id="tune-constraint"),
 ]
 
 

@@ -29,7 +29,7 @@ from tests.test_crash import _command, _db, _env, _knoblab, _no_sandboxes, _no_s
 
 pytestmark = pytest.mark.server
 
-ITERATIONS = int(os.environ.get("KNOBLAB_FAULT_ITERATIONS", "4"))
+ITERATIONS = int(os.environ.get("KNOBLAB_FAULT_ITERATIONS", "2"))
 SEED = int(os.environ.get("KNOBLAB_FAULT_SEED", "0"))
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL]
 VALUES, REPETITIONS, RUN_SEED = ["64K", "2M"], 3, 5

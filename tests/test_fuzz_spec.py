@@ -235,7 +235,7 @@ def _check(data: dict[str, Any]) -> None:
     assert spec.external is None or spec.binary is None
 
 
-@settings(max_examples=800, deadline=None,
+@settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(_specs(), _specs(), _specs(), _arbitrary))
 @example({"workload": {"kind": "script", "body": "SELECT 1", "setup_file": "latin1.sql"},
@@ -284,7 +284,7 @@ _toml_like = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_toml_like)
 @example(b"\xff\xfe[sweep]\n")
 @example(b"a = 1" + b"0" * 5000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 
@@ -12,7 +13,8 @@ from knoblab import runner, workloads
 from knoblab.errors import UserError
 from knoblab.spec import parse_spec
 from knoblab.store import Store
-from knoblab.tune import TrialOutcome, tune
+from knoblab.tune import TrialOutcome, _trial_spec, tune
+from knoblab.workloads.base import Metric
 from tests import fakes
 from tests.test_runner import Quiet as RunQuiet
 
@@ -77,15 +79,30 @@ def test_search_scores_against_the_baseline_and_validates_the_best(store, tmp_pa
         faster = int(t.config["sort_buffer_size"]) >= 16 * MB
         # Each score is the candidate's log-ratio to the baseline measured beside it.
         assert (t.gain or 0.0) > 0.15 if faster else abs(t.gain or 0.0) < 0.05
-        assert len(t.ratios) == 3 and t.run_id is not None
-    # Every trial is a run of its own in the store, two points a round.
-    assert all(len(store.trials(t.run_id)) == 6 for t in scored if t.run_id)
+        # Two rounds each; those that may beat the best so far get theirs doubled (to 8).
+        assert len(t.ratios) in ((2, 4, 8) if faster else (2,)) and t.run_id is not None
+        # Each measuring is a run of its own in the store, two points a round.
+        assert sum(len(store.trials(run)) for run in t.runs) == 2 * len(t.ratios)
+    assert max(len(t.ratios) for t in scored) == 8, "the first fast trial is worth 8 rounds"
     assert result.validations, "a candidate scored better than the baseline"
     chosen = result.recommended
     assert chosen is not None and chosen.verdict == "better"
     assert int(chosen.trial.changes["sort_buffer_size"]) >= 16 * MB
     assert chosen.gain is not None and 0.15 < chosen.gain < 0.35
+    # Reduced: read_buffer_size does nothing here, so it is dropped, and the configuration
+    # without it is shown equivalent to the full one.
+    reduction = result.reduction
+    assert reduction is not None and "read_buffer_size" in chosen.trial.changes
+    effects = {e.name: e for e in reduction.effects}
+    assert effects["sort_buffer_size"].measurable and effects["sort_buffer_size"].loss > 0.15
+    assert not effects["read_buffer_size"].measurable
+    assert reduction.equivalent and result.settings == {
+        "sort_buffer_size": chosen.trial.changes["sort_buffer_size"]}
     assert [o.number for o in listener.scored_trials] == [t.number for t in result.trials]
+    # One trial alone was fast, with both settings high: importance cannot tell them apart
+    # and says so with wide ranges.
+    assert {i.name for i in result.importance} == {"sort_buffer_size", "read_buffer_size"}
+    assert all(i.high - i.low > 0.3 for i in result.importance)
 
 
 def test_the_study_goes_on_where_it_stopped_and_refuses_another_spec(store, tmp_path):
@@ -124,8 +141,7 @@ def test_an_interrupted_trial_is_measured_first_next_time(store, tmp_path):
     assert len(cut) == 1
     fakes.SCRIPT.interrupt_at = None
     result = _tune(store, tmp_path)
-    again = [t for t in result.trials if t.config == {k: str(v) for k, v in
-                                                      cut[0].params.items()}]
+    again = [t for t in result.trials if t.config == result.space.config(cut[0].params)]
     assert again and again[0].state == "scored"
 
 
@@ -139,8 +155,14 @@ def test_a_baseline_that_cannot_be_measured_stops_the_search(store, tmp_path):
     ('budget = "2s"', ["cannot hold one trial", "larger budget"]),
     ('sampler = "annealing"', ["sampler", "tpe"]),
     ("rounds = 1", ["rounds", "from 2"]),
+    ("rounds = 4\nmax_rounds = 3", ["max_rounds", "from 4"]),
     ('budget = "soon"', ["budget"]),
     ("colour = 1", ["unknown key 'colour'"]),
+    ('objective = "tps"', ["objective = 'tps'", "measures seconds"]),
+    ('constraint = { metric = "p99", max = 20 }', ["constraint on 'p99'", "measures seconds"]),
+    ('constraint = { metric = "seconds", max = 2 }', ["the objective itself"]),
+    ('constraint = { metric = "seconds" }', ["{ metric = \"p99\", max = 20 }"]),
+    ('constraint = { metric = "memory", max = -1 }', ["above 0"]),
 ])
 def test_bad_tune_options_are_one_line(store, tmp_path, tune_text, words):
     with pytest.raises(UserError) as caught:
@@ -158,3 +180,98 @@ def test_a_search_spec_is_not_a_run_and_a_run_spec_is_not_a_search(store, tmp_pa
     both = source + '[tune.knobs]\nsort_buffer_size = ["1M", "2M"]\n'
     with pytest.raises(UserError, match="not both"):
         parse_spec(tomllib.loads(both), source=both)
+
+
+def test_a_machine_unlike_the_studys_is_refused_and_a_finished_study_is_not_validated_again(
+        store, tmp_path):
+    first = _tune(store, tmp_path, _spec(validate=1))
+    assert first.validations
+    runs_before = len(store.list_runs(limit=1000))
+    again = _tune(store, tmp_path, _spec(validate=1))
+    # The same trials: their validation is read back, not measured again.
+    assert [(v.trial.number, v.run_id, v.verdict) for v in again.validations] == \
+        [(v.trial.number, v.run_id, v.verdict) for v in first.validations]
+    assert len(store.list_runs(limit=1000)) == runs_before
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
+    machine = dict(study.user_attrs["machine"])
+    assert set(machine) == {"cpu", "cores", "memory", "disk", "kernel", "server"}
+    study.set_user_attr("machine", {**machine, "cores": "64"})
+    with pytest.raises(UserError, match=r"not like the one .*cores: \d+ here, 64 there"):
+        _tune(store, tmp_path, _spec(trials=9, validate=1))
+
+
+def test_a_trial_whose_worker_fell_silent_on_another_machine_is_measured_again(
+        store, tmp_path, monkeypatch):
+    monkeypatch.setattr("knoblab.tune.GRACE", 1)
+    _tune(store, tmp_path, _spec(trials=3, validate=1))
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'store-tune.sqlite'}",
+                                         heartbeat_interval=1, grace_period=1)
+    study = optuna.load_study(study_name="search", storage=storage)
+    silent = study.ask({"sort_buffer_size": optuna.distributions.IntDistribution(
+        1 * MB, 64 * MB, log=True), "read_buffer_size": optuna.distributions.IntDistribution(
+        128 * 1024, 8 * MB, log=True)})
+    silent.set_user_attr("owner", "a-machine-gone-quiet:1")
+    storage.record_heartbeat(silent._trial_id)
+    time.sleep(2.5)  # the storage keeps heartbeats to the second
+    result = _tune(store, tmp_path, _spec(trials=4, validate=1))
+    trials = optuna.load_study(study_name="search", storage=storage).trials
+    assert trials[silent.number].state == optuna.trial.TrialState.FAIL
+    again = [t for t in result.trials if t.number > silent.number and
+             t.config == result.space.config(silent.params)]
+    assert again and again[0].state == "scored"
+
+
+@pytest.fixture
+def memory_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake kind gains a second figure: memory, the sort buffer's size in MB."""
+    monkeypatch.setattr(fakes.FakeWorkload, "metrics", {
+        "seconds": Metric(None, "s", "minimize"), "memory": Metric("memory", "MB", "minimize")})
+    fakes.SCRIPT.memory = lambda s: int(s["sort_buffer_size"]) / MB
+
+
+def test_a_constraint_on_a_second_metric_keeps_the_recommendation_within_it(
+        store, tmp_path, memory_metric):
+    spec = _spec(tune='constraint = { metric = "memory", max = 32 }', trials=12)
+    result = _tune(store, tmp_path, spec)
+    over = [t for t in result.trials if t.state == "scored" and
+            int(t.config["sort_buffer_size"]) > 32 * MB]
+    assert over, "the search proposes sort buffers above 32M"
+    assert all((t.violation or 0) > 0 and not t.feasible for t in over)
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
+    told = {t.number: t.constraints for t in study.trials if t.constraints}
+    assert all(told[t.number]["bound"] > 0 for t in over), "the sampler is told of the violation"
+    assert result.settings and 16 * MB <= int(result.settings["sort_buffer_size"]) <= 32 * MB
+    assert all(v.trial.feasible for v in result.validations)
+
+
+def test_the_objective_can_be_a_second_metric(store, tmp_path, memory_metric):
+    result = _tune(store, tmp_path, _spec(tune='objective = "memory"', trials=10))
+    chosen = result.recommended
+    # Less memory is better here: a smaller sort buffer than the 2M default, whatever the time.
+    assert chosen is not None and int(chosen.trial.changes["sort_buffer_size"]) < 2 * MB
+    assert chosen.gain is not None and chosen.gain > 0.1
+    # Memory follows the sort buffer alone: importance puts it first by far.
+    first, second = result.importance
+    assert first.name == "sort_buffer_size" and first.share > 0.6 > 0.4 > second.share
+
+
+def test_knobs_is_a_table_or_auto(store, tmp_path):
+    source = '[workload]\nkind = "fake"\n[tune]\nknobs = "all"\n'
+    with pytest.raises(UserError, match=r"knobs = 'all'.*knobs = \"auto\""):
+        _tune(store, tmp_path, parse_spec(tomllib.loads(source), source=source))
+
+
+def test_a_tie_follows_its_leader_only_in_trials_that_change_the_leader():
+    source = ('[workload]\nkind = "fake"\n[tie]\nread_buffer_size = "sort_buffer_size"\n'
+              '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\n')
+    spec = parse_spec(tomllib.loads(source), source=source)
+    catalogs = {"": fakes.fake_catalog()}
+    changed = runner.plan_points(_trial_spec(spec, {"sort_buffer_size": "8388608"}, 2, 1),
+                                 catalogs)[""].points
+    assert changed[1].config == {"sort_buffer_size": "8388608", "read_buffer_size": "8388608"}
+    # A trial that leaves the leader at the baseline's value: no tie to apply, and no error.
+    other = runner.plan_points(_trial_spec(spec, {"read_buffer_size": "1048576"}, 2, 1),
+                               catalogs)[""].points
+    assert other[1].config == {"read_buffer_size": "1048576"}
