@@ -42,7 +42,7 @@ from knoblab.report.format import (
 )
 from knoblab.workloads.base import Steady
 
-_MPL_COLOUR = {
+VERDICT_COLOURS = {
     "best": "#2ca02c",
     "equivalent": "#4c72b0",
     "inconclusive": "#9a9a9a",
@@ -61,7 +61,7 @@ def _draw(ax: Axes, x: float, p: Point, colour: str, rng: np.random.Generator,
     median = p.evidence.median
     if p.verdict in ("failed", "not run") or median is None:
         trans = ax.get_xaxis_transform()  # x in data, y in axes fraction
-        colour = _MPL_COLOUR.get(p.verdict, _MPL_COLOUR["failed"])
+        colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS["failed"])
         ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
         ax.text(x, 0.08, "not run" if p.verdict == "not run" else "failed", ha="center",
                 color=colour, transform=trans)
@@ -97,11 +97,12 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
     handles: list[Artist]
     if len(knobs) == 1:
         for p in points:
-            colour = _MPL_COLOUR.get(p.verdict, _MPL_COLOUR["equivalent"])  # older JSON's words
+            # older JSON's words
+            colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS["equivalent"])
             _draw(ax, position[str(p.settings[first])], p, colour, rng)
-        shown = [v for v in _MPL_COLOUR if any(p.verdict == v for p in points)]
+        shown = [v for v in VERDICT_COLOURS if any(p.verdict == v for p in points)]
         handles = [Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
-                          color=_MPL_COLOUR[v], label=v) for v in shown]
+                          color=VERDICT_COLOURS[v], label=v) for v in shown]
     else:
         def rest(p: Point) -> tuple[str, ...]:
             return tuple(str(p.settings[k]) for k in knobs[1:])
@@ -119,21 +120,21 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
                 if p.verdict != "failed" and median is not None:
                     line.append((x, median))
                     if p.verdict == "best":
-                        ax.plot(x, median, marker="*", ms=16, color=_MPL_COLOUR["best"],
+                        ax.plot(x, median, marker="*", ms=16, color=VERDICT_COLOURS["best"],
                                 zorder=4)
             if line:
                 ax.plot(*zip(*line, strict=True), color=colour, lw=1.2, alpha=0.7, zorder=1)
             name = ", ".join(f"{k}={v}" for k, v in zip(knobs[1:], combo, strict=True))
             handles.append(Line2D([], [], marker="o", color=colour, label=name))
         if any(p.verdict == "best" for p in points):
-            handles.append(Line2D([], [], marker="*", ms=12, ls="", color=_MPL_COLOUR["best"],
+            handles.append(Line2D([], [], marker="*", ms=12, ls="", color=VERDICT_COLOURS["best"],
                                   label="best"))
 
     best = next((median for p in points
                  if p.verdict == "best" and (median := p.evidence.median) is not None), None)
     if best is not None:
-        ax.axhline(best, ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=_MPL_COLOUR["best"], label="best median"))
+        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"], label="best median"))
     defaults = {str(p.settings[first]) for p in points if p.is_default}
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([f"{v}\n(default)" if v in defaults and len(knobs) == 1 else v
@@ -145,7 +146,7 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
     ax.set_title(f"{results.name} — {results.server_version or '?'}{at}")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="best")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- time-series charts
@@ -264,7 +265,7 @@ def _chart_title(results: Results, what: str, slice_name: str) -> str:
             f"{results.server_version or '?'}")
 
 
-def _save(fig: Figure, path: pathlib.Path) -> pathlib.Path:
+def save_figure(fig: Figure, path: pathlib.Path) -> pathlib.Path:
     fig.savefig(path, format="png", dpi=110)
     fig.clear()  # a bare Figure is not registered with pyplot: nothing else to close
     return path
@@ -315,9 +316,9 @@ def _chart_over_time(results: Results, points: list[Point], slice_name: str,
                                             "pad": 1.5}, zorder=5)
         else:
             ax.text(0.5, 0.5, "failed", transform=ax.transAxes, ha="center", va="center",
-                    color=_MPL_COLOUR["failed"], fontsize="large")
+                    color=VERDICT_COLOURS["failed"], fontsize="large")
         ax.set_title(f"{_title_label(results, p)} — {p.verdict}", fontsize="medium",
-                     color=_MPL_COLOUR.get(p.verdict, "black"), fontweight="bold")
+                     color=VERDICT_COLOURS.get(p.verdict, "black"), fontweight="bold")
         ax.grid(alpha=0.3)
     cells = _tidy_grid(axes, len(points), ncols)
     cells[0].set_ylim(0, top * 1.25)  # room for the facts line above the highest second
@@ -332,7 +333,7 @@ def _chart_over_time(results: Results, points: list[Point], slice_name: str,
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(4, 2 * ncols),
                fontsize="small", frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _chart_overlay(results: Results, points: list[Point], slice_name: str,
@@ -358,7 +359,7 @@ def _chart_overlay(results: Results, points: list[Point], slice_name: str,
     ax.grid(alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
               title=", ".join(value_knobs(results)), title_fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _chart_steady(results: Results, points: list[Point], slice_name: str,
@@ -370,7 +371,7 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
     ticks = []
     tops = []
     for x, p in enumerate(points):
-        colour = _MPL_COLOUR.get(p.verdict, "black")
+        colour = VERDICT_COLOURS.get(p.verdict, "black")
         stall = p.time_series.stall_seconds if p.time_series else None
         ticks.append(_title_label(results, p).replace(" (default)", "\n(default)")
                      + (f"\n{stall} s stalled" if stall else ""))
@@ -392,15 +393,15 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
                     va="center", fontsize="small", color=colour)
     best = next((mean for p in points
                  if p.verdict == "best" and (mean := p.evidence.mean) is not None), None)
-    handles = [Line2D([], [], marker="o", ls="", color=_MPL_COLOUR[v], label=v)
-               for v in _MPL_COLOUR if any(p.verdict == v for p in points)]
+    handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v)
+               for v in VERDICT_COLOURS if any(p.verdict == v for p in points)]
     handles += [
         Line2D([], [], color="0.4", lw=1.2, marker="_", ms=14, label="mean ± stdev (per second)"),
         Line2D([], [], color="0.4", lw=7, alpha=0.55, label="95% CI of the mean"),
     ]
     if best is not None:
-        ax.axhline(best, ls="--", lw=1, color=_MPL_COLOUR["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=_MPL_COLOUR["best"], label="best mean"))
+        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"], label="best mean"))
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels(ticks, rotation=45 if len(points) > 10 else 0)
     ax.set_xlim(-0.6, len(points) - 0.4)
@@ -410,7 +411,7 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
     ax.set_title(_chart_title(results, f"steady-state {metric}", slice_name))
     ax.grid(axis="y", alpha=0.3)
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- data size
@@ -423,7 +424,7 @@ def _scales_with_rows(results: Results) -> bool:
     return len(counts) >= 2
 
 
-def _log_axis_labels(axis: Axis, low: float, high: float,
+def log_axis_labels(axis: Axis, low: float, high: float,
                      formatter: Callable[[float], str]) -> None:
     """Plain numbers on a log axis ("0.5", "2", not "5×10⁻¹"), also at 2× and 5× when the axis
     spans little more than a decade (else it would carry one label or none)."""
@@ -439,7 +440,7 @@ def _log_axis_labels(axis: Axis, low: float, high: float,
         axis.set_minor_formatter(NullFormatter())
 
 
-def _short(x: float) -> str:
+def short_number(x: float) -> str:
     """An axis label or a factor: "0.5", "2", "19.3", "1,200"."""
     return num(x) if abs(x) >= 1000 else f"{x:.3g}"
 
@@ -486,21 +487,21 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
         ax.plot(rows[worse], medians[worse], ls="", marker="o", ms=6, mfc="white", mec=colour,
                 mew=1.5, zorder=4)
         best = [j for j, (_, _, p) in enumerate(members) if p.verdict == "best"]
-        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13, color=_MPL_COLOUR["best"],
+        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13, color=VERDICT_COLOURS["best"],
                 mec="white", mew=0.6, zorder=5)
         r0, m0 = members[0][0], medians[0]
         label = name + (" (default)" if any(p.is_default for _, _, p in members) else "")
         if len(members) > 1:
             ax.plot(rows[[0, -1]], m0 * np.array([r0, members[-1][0]]) / r0, color=colour,
                     ls=":", lw=1.4, alpha=0.65, zorder=2)
-            label += (f": ×{_short(medians[-1] / m0)} time for "
-                      f"×{_short(members[-1][0] / r0)} rows")
+            label += (f": ×{short_number(medians[-1] / m0)} time for "
+                      f"×{short_number(members[-1][0] / r0)} rows")
         handles.append(Line2D([], [], color=colour, marker="o", lw=1.6, label=label))
     handles += [
         Line2D([], [], color="0.4", ls=":", lw=1.3, label="linear from the smallest size"),
         Line2D([], [], color="0.4", ls="", marker="o", mfc="white", mew=1.5,
                label="worse than the best at that size"),
-        Line2D([], [], color=_MPL_COLOUR["best"], ls="", marker="*", ms=12,
+        Line2D([], [], color=VERDICT_COLOURS["best"], ls="", marker="*", ms=12,
                label="best at that size"),
     ]
     ax.xaxis.set_major_locator(FixedLocator(counts))
@@ -508,7 +509,7 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     ax.set_xticks(counts, [count(c) for c in counts])
     if counts:
         ax.set_xlim(counts[0] / 1.35, counts[-1] * 1.35)
-    _log_axis_labels(ax.yaxis, *ax.get_ylim(), _short)
+    log_axis_labels(ax.yaxis, *ax.get_ylim(), short_number)
     ax.set_xlabel("rows (log scale)")
     ax.set_ylabel(f"{results.objective.metric} (median, 95% CI, log scale)")
     work = results.workload
@@ -520,7 +521,7 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     ax.grid(which="both", alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
               title=", ".join(value_knobs(results)), title_fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- OS over time
@@ -592,7 +593,7 @@ def _chart_os(results: Results, points: list[Point], slice_name: str,
         if rightmost:
             twin.set_ylabel("disk MB/s")
         ax.set_title(f"{_title_label(results, p)} — {p.verdict}", fontsize="medium",
-                     color=_MPL_COLOUR.get(p.verdict, "black"), fontweight="bold")
+                     color=VERDICT_COLOURS.get(p.verdict, "black"), fontweight="bold")
         ax.grid(alpha=0.3)
         if id(p) not in data:
             ax.text(0.5, 0.5, "no OS samples", transform=ax.transAxes, ha="center",
@@ -612,7 +613,8 @@ def _chart_os(results: Results, points: list[Point], slice_name: str,
         means = [float(c.mean()) for c in cpu]
         rates = [float(d.mean()) for d in disk]
         ax.text(0.02, 0.97, f"user {means[0]:.0f}%, sys {means[1]:.0f}%, iowait "
-                f"{means[2]:.0f}% · read {_short(rates[0])}, write {_short(rates[1])} MB/s",
+                f"{means[2]:.0f}% · read {short_number(rates[0])}, "
+                f"write {short_number(rates[1])} MB/s",
                 transform=ax.transAxes, va="top", fontsize="x-small", zorder=5,
                 bbox={"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1.5})
     cells = _tidy_grid(axes, len(points), ncols)
@@ -629,7 +631,7 @@ def _chart_os(results: Results, points: list[Point], slice_name: str,
     handles.append(Line2D([], [], color="0.2", ls=":", lw=1, label="steady state (tps)"))
     fig.legend(handles=handles, loc="outside lower center", ncols=min(6, 3 * ncols),
                fontsize="small", frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- steps and servers
@@ -660,9 +662,9 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
         if not is_measured(row) or centre is None:
             why = {"failed": "failed", "changes nothing": "changes\nnothing"}.get(
                 row.verdict, "not on\nthis server")
-            ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=_MPL_COLOUR["failed"],
+            ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=VERDICT_COLOURS["failed"],
                     transform=trans)
-            ax.text(x, 0.08, why, ha="center", color=_MPL_COLOUR["failed"], fontsize="small",
+            ax.text(x, 0.08, why, ha="center", color=VERDICT_COLOURS["failed"], fontsize="small",
                     transform=trans)
             continue
         durable = bool(step_costs(row)) and bool(row.step)
@@ -736,7 +738,7 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
         handles.append(Line2D([], [], marker="D", ms=6, mfc="white", mec="0.25", ls="",
                               label=f"the change alone from the {base_label(table)}"))
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
@@ -752,7 +754,7 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
         rows = entry.rows
         tops = [0.0]
         for x, row in enumerate(rows):
-            colour = _MPL_COLOUR.get(row.verdict, "black")
+            colour = VERDICT_COLOURS.get(row.verdict, "black")
             centre = row.center
             if row.verdict == "failed" or centre is None:
                 trans = ax.get_xaxis_transform()
@@ -786,9 +788,9 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
     for ax in list(axes.flat)[len(entries):]:
         ax.remove()
     fig.suptitle(f"{results.name} — servers compared")
-    shown = [v for v in _MPL_COLOUR if any(r.verdict == v for e in entries for r in e.rows)]
+    shown = [v for v in VERDICT_COLOURS if any(r.verdict == v for e in entries for r in e.rows)]
     fig.legend(handles=[Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
-                               color=_MPL_COLOUR[v], label=v) for v in shown],
+                               color=VERDICT_COLOURS[v], label=v) for v in shown],
                loc="outside lower center", ncols=max(1, len(shown)), fontsize="small",
                frameon=False)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -7,8 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from knoblab.tune import TrialOutcome, TuneResult, Validation
-from knoblab.units import format_duration, format_size
+from knoblab.tune import Reduction, TrialOutcome, TuneResult, Validation
+from knoblab.units import format_duration, setting_text, settings_text
 
 STATES = {"baseline": "the baseline", "refused": "refused before running",
           "failed": "the server refused it"}
@@ -28,18 +28,10 @@ def gain_text(outcome: TrialOutcome) -> str:
 def trial_text(outcome: TrialOutcome) -> str:
     if outcome.state == "baseline":
         return "the baseline: every trial is measured against it"
-    changes = changes_text(outcome.changes)
+    changes = settings_text(outcome.changes)
     if outcome.state in ("refused", "failed"):
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
     return f"{changes}: {gain_text(outcome)}"
-
-
-def changes_text(changes: dict[str, str]) -> str:
-    return ", ".join(f"{k}={_value(v)}" for k, v in changes.items()) or "the baseline"
-
-
-def _value(value: str) -> str:
-    return format_size(int(value)) if value.isdigit() and int(value) >= 1024 else value
 
 
 def print_tune(result: TuneResult, out: Console) -> None:
@@ -49,17 +41,37 @@ def print_tune(result: TuneResult, out: Console) -> None:
               f"(stopped: {'its trials are done' if result.stopped == 'trials' else 'budget'}); "
               f"{sum(t.state in ('refused', 'failed') for t in trials)} refused or failed",
               markup=False, highlight=False)
+    goal = result.goal
+    bound = None if goal is None or goal.constraint is None or goal.bounded is None else \
+        goal.constraint.describe(goal.bounded.unit)
+    if goal is not None:
+        out.print(f"objective: {goal.name} ({goal.metric.direction})"
+                  + (f", within {bound}" if bound else ""), markup=False, highlight=False)
     table = Table(title="best trials (gain against the baseline measured beside each; + is "
                   "better)", title_justify="left")
     table.add_column("trial", justify="right")
     table.add_column("changes from the baseline")
     table.add_column("gain", justify="right")
     table.add_column("95% CI", justify="right")
+    table.add_column("rounds", justify="right")
+    if bound and goal is not None and goal.constraint is not None:
+        table.add_column(goal.constraint.metric, justify="right")
     for t in scored[:8]:
         interval = t.interval()
-        table.add_row(str(t.number), changes_text(t.changes), f"{t.gain:+.1%}",
-                      "—" if interval is None else f"{interval[0]:+.1%} to {interval[1]:+.1%}")
+        row = [str(t.number), settings_text(t.changes), f"{t.gain:+.1%}",
+               "—" if interval is None else f"{interval[0]:+.1%} to {interval[1]:+.1%}",
+               str(len(t.ratios))]
+        if bound:
+            row.append("—" if t.observed is None else
+                       f"{t.observed:.3g}{'' if t.feasible else ' (over)'}")
+        table.add_row(*row)
     out.print(table)
+    if result.importance:
+        out.print("importance (each setting's share of the variation in gain over the trials; "
+                  "10th to 90th percentile over resamples):", markup=False, highlight=False)
+        for i in result.importance:
+            out.print(f"  {i.name}: {i.share:.0%} ({i.low:.0%} to {i.high:.0%})",
+                      markup=False, highlight=False)
     if not result.validations:
         out.print("No trial scored better than the baseline: keep the current configuration.",
                   markup=False, highlight=False)
@@ -75,14 +87,38 @@ def print_tune(result: TuneResult, out: Console) -> None:
                   " or more): keep it.", markup=False, highlight=False)
         return
     out.print(f"Recommended: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
-              "current configuration. As a my.cnf fragment:", markup=False, highlight=False)
-    out.print(mycnf(chosen.trial.changes), markup=False, highlight=False)
+              "current configuration.", markup=False, highlight=False)
+    if result.reduction is not None:
+        for line in reduction_lines(result.reduction, result.min_effect):
+            out.print(f"  {line}", markup=False, highlight=False)
+    out.print("As a my.cnf fragment:", markup=False, highlight=False)
+    out.print(mycnf(result.settings), markup=False, highlight=False)
+
+
+def reduction_lines(reduction: Reduction, min_effect: float) -> list[str]:
+    """Each recommended setting put back alone, and whether the reduced configuration held."""
+    lines = []
+    for e in reduction.effects:
+        what = "matters" if e.measurable else f"no measurable effect (under {min_effect:.0%})"
+        lines.append(f"{e.name} put back alone: the recommendation loses {e.loss:+.1%} (95% CI "
+                     f"{e.interval[0]:+.1%} to {e.interval[1]:+.1%}): {what}")
+    if reduction.equivalent is True:
+        lines.append(f"without the others, {settings_text(reduction.kept)} does as well as the "
+                     f"full recommendation (equivalent within ±{min_effect:.0%}): only it is "
+                     "recommended")
+    elif reduction.equivalent is False:
+        lines.append(f"{settings_text(reduction.kept)} alone was not shown to do as well as the "
+                     "full recommendation: all of it is recommended")
+    elif len(reduction.kept) > 1 and not any(e.measurable for e in reduction.effects):
+        lines.append("no setting's effect is measurable alone: they are recommended together")
+    return lines
 
 
 def validation_text(v: Validation, min_effect: float) -> str:
     words = {"better": "better than the baseline", "worse": "worse than the baseline",
              "same": f"the same as the baseline (within ±{min_effect:.0%})",
-             "undecided": "not decided (the machine was too noisy at this budget)"}
+             "undecided": "not decided (the machine was too noisy at this budget)",
+             "violates": "better, but outside the constraint"}
     return f"{gain_validated(v)}, {words[v.verdict]} ({v.rounds} rounds)"
 
 
@@ -96,25 +132,39 @@ def gain_validated(v: Validation) -> str:
 
 
 def mycnf(changes: dict[str, str]) -> str:
-    return "[mysqld]\n" + "\n".join(f"{k} = {_value(v)}" for k, v in changes.items())
+    return "[mysqld]\n" + "\n".join(f"{k} = {setting_text(k, v)}" for k, v in changes.items())
 
 
 def tune_json(result: TuneResult) -> dict[str, Any]:
-    chosen = result.recommended
+    chosen, goal = result.recommended, result.goal
     return {
         "study": result.study,
         "space": [d.describe() for d in result.space.dimensions],
         "baseline": result.baseline,
         "spent_seconds": round(result.spent, 1),
         "stopped": result.stopped,
+        "objective": None if goal is None else {
+            "metric": goal.name, "unit": goal.metric.unit, "direction": goal.metric.direction},
+        "constraint": None if goal is None or goal.constraint is None else {
+            "metric": goal.constraint.metric, "limit": goal.constraint.limit,
+            "bound": "max" if goal.constraint.upper else "min"},
         "trials": [{"number": t.number, "state": t.state, "changes": t.changes,
-                    "gain": t.gain, "ci95": t.interval(), "blocks": len(t.ratios),
-                    "run_id": t.run_id, "error": t.error} for t in result.trials],
+                    "gain": t.gain, "ci95": t.interval(), "rounds": len(t.ratios),
+                    "run_ids": list(t.runs), "error": t.error, "observed": t.observed,
+                    "feasible": t.feasible} for t in result.trials],
         "validations": [{"trial": v.trial.number, "run_id": v.run_id, "verdict": v.verdict,
-                         "gain": v.gain, "ci95": v.interval, "rounds": v.rounds}
+                         "gain": v.gain, "ci95": v.interval, "rounds": v.rounds,
+                         "observed": v.observed}
                         for v in result.validations],
         "recommended": None if chosen is None else {
-            "trial": chosen.trial.number, "settings": chosen.trial.changes,
-            "gain": chosen.gain, "ci95": chosen.interval,
-            "mycnf": mycnf(chosen.trial.changes)},
+            "trial": chosen.trial.number, "settings": result.settings,
+            "searched": chosen.trial.changes, "gain": chosen.gain, "ci95": chosen.interval,
+            "mycnf": mycnf(result.settings)},
+        "reduction": None if result.reduction is None else {
+            "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
+            "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
+            "effects": [{"name": e.name, "loss": e.loss, "ci95": e.interval,
+                         "measurable": e.measurable} for e in result.reduction.effects]},
+        "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
+                       for i in result.importance],
     }
