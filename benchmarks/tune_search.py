@@ -1,0 +1,286 @@
+"""knoblab tune against plain random search and the usual practice, on a space first measured
+exhaustively, so that every configuration's true value is known.
+
+    .venv/bin/python benchmarks/tune_search.py grid --rounds 6 --out docs/data/tune-grid.json
+    .venv/bin/python benchmarks/tune_search.py compare docs/data/tune-grid.json --seeds 5 \\
+        --trials 15 --log /tmp/tune-search.jsonl
+    .venv/bin/python benchmarks/tune_search.py summarise docs/data/tune-grid.json \\
+        /tmp/tune-search.jsonl
+
+The space: the query mix of examples/tune-query-mix.toml over three settings, three values each
+(27 configurations; the server's defaults among them).
+
+grid: one `knoblab run` of the 27 configurations, `--rounds` rounds, blocked (one server start
+measures all of them). A configuration's true gain is the median over rounds of its ratio to
+the defaults measured on the same start.
+
+compare: per seed, knoblab tune for real (the CLI, real servers, a study of its own) over the
+same values ({ values = [...] }), `--trials` trials; and two searches that score each
+configuration once, replayed from the grid's own measurements (a once-scored trial is one
+recorded measurement of its configuration, drawn at random, as a fresh single run would be):
+plain random search, and Optuna's TPE recommending the best number it saw (the usual practice).
+Every finished seed is appended to the log.
+
+summarise: per method, over seeds: trials (and minutes of measuring) until a trial lands
+within 5% of the optimum, the true gain of what it recommends, whether that is within 5% of the
+optimum, and the gain it claims.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "tune-query-mix.toml"
+# Three values each, the server's default in the middle of each list.
+GRID = {
+    "tmp_table_size": ["2M", "16M", "128M"],  # max_heap_table_size tied to it (the example's)
+    "join_cache_level": ["1", "2", "6"],
+    "join_buffer_size": ["128K", "256K", "4M"],
+}
+WITHIN = 0.05
+
+
+def _spec_text(tail: str, name: str, seed: int) -> str:
+    """The example's server, workload and tie, with its [tune] replaced by `tail`."""
+    text = EXAMPLE.read_text()
+    text = text[:text.index("[statistics]")]
+    text = text.replace('name = "tune-query-mix"', f'name = "{name}"')
+    return text + f"[statistics]\nmin_effect = 0.03\nseed = {seed}\n\n" + tail
+
+
+def _knoblab(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KNOBLAB_HOME": str(home)}
+    env.pop("KNOBLAB_STORE", None)
+    return subprocess.run([sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}",
+                           *args], env=env, capture_output=True, text=True, check=False)
+
+
+def _key(config: dict[str, str]) -> str:
+    return json.dumps({k: config[k] for k in sorted(GRID)})
+
+
+# --- grid -------------------------------------------------------------------------------------
+
+
+def grid(rounds: int, out: Path, home: Path) -> None:
+    from knoblab.store import Store
+
+    sweep = "".join(f"{k} = {json.dumps(v)}\n" for k, v in GRID.items())
+    text = _spec_text(f"[sweep]\n{sweep}", "tune-grid", 1)
+    text = text.replace("iterations = 1\n", f"iterations = 1\nrepetitions = {rounds}\n"
+                                            'design = "blocked"\n')
+    with tempfile.TemporaryDirectory() as scratch:
+        spec, store_path = Path(scratch) / "grid.toml", Path(scratch) / "grid.sqlite"
+        spec.write_text(text)
+        began = time.monotonic()
+        done = _knoblab(home, store_path, "run", str(spec), "--json",
+                        str(Path(scratch) / "grid.json"), "--out", scratch)
+        wall = time.monotonic() - began
+        if done.returncode != 0:
+            sys.exit(f"the grid run failed: {done.stderr.strip()}")
+        run_id = json.loads((Path(scratch) / "grid.json").read_text())["run_id"]
+        store = Store(f"sqlite:///{store_path}")
+        points = store.points(run_id)
+        values: dict[str, dict[int, float]] = {}
+        for t in store.trials(run_id):
+            if t.value is not None and t.status == "done":
+                values.setdefault(_key(points[t.point_idx][1]), {})[t.repetition] = t.value
+    measured = sum(len(v) for v in values.values())
+    data = {"grid": GRID, "rounds": rounds, "wall_seconds": round(wall, 1),
+            "measurements": measured,
+            "values": {k: [v.get(r) for r in range(rounds)] for k, v in values.items()}}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1))
+    print(f"{len(values)} configurations × {rounds} rounds in {wall / 60:.1f} min -> {out}")
+
+
+def truth(data: dict[str, Any]) -> tuple[dict[str, float], str, str]:
+    """Each configuration's true gain over the defaults (+0.08: 8% faster), the defaults' key
+    and the optimum's key."""
+    values = data["values"]
+    base = next(k for k in values if json.loads(k) == _defaults())
+    gains = {}
+    for key, row in values.items():
+        ratios = [math.log(v / b) for v, b in zip(row, values[base], strict=True)
+                  if v is not None and b is not None]
+        gains[key] = math.expm1(-statistics.median(ratios))
+    best = max(gains, key=lambda k: gains[k])
+    return gains, base, best
+
+
+def _defaults() -> dict[str, str]:
+    from knoblab.units import parse_size
+
+    raw = {"tmp_table_size": "16M", "join_cache_level": "2", "join_buffer_size": "256K"}
+    return {k: str(parse_size(v)) for k, v in raw.items()}
+
+
+def _normal(config: dict[str, str]) -> dict[str, str]:
+    from knoblab.units import parse_size
+
+    return {k: str(parse_size(config[k])) if k in config else v
+            for k, v in _defaults().items()}
+
+
+def _near(gain: float, best: float) -> bool:
+    return (1 + gain) / (1 + best) >= 1 - WITHIN
+
+
+# --- compare ----------------------------------------------------------------------------------
+
+
+def compare(data_path: Path, seeds: int, trials: int, log: Path, home: Path) -> None:
+    data = json.loads(data_path.read_text())
+    done = {(r["method"], r["seed"]) for r in _read(log)}
+    for seed in range(1, seeds + 1):
+        for method in ("random", "tpe-once"):
+            if (method, seed) not in done:
+                _append(log, _replay(data, method, seed, trials))
+        if ("knoblab", seed) not in done:
+            _append(log, _knoblab_tune(seed, trials, home))
+            print(f"seed {seed} done", flush=True)
+
+
+def _replay(data: dict[str, Any], method: str, seed: int, trials: int) -> dict[str, Any]:
+    """A search that scores each configuration once, from the grid's measurements."""
+    import numpy as np
+    import optuna
+    from optuna.distributions import BaseDistribution, CategoricalDistribution
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    rng = np.random.default_rng(seed)
+    values = data["values"]
+    overhead = max(0.0, data["wall_seconds"] / data["measurements"] -
+                   statistics.fmean(v for row in values.values() for v in row if v))
+    sampler = optuna.samplers.RandomSampler(seed=seed) if method == "random" else \
+        optuna.samplers.TPESampler(seed=seed, multivariate=True)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    space: dict[str, BaseDistribution] = {k: CategoricalDistribution(v)
+                                          for k, v in GRID.items()}
+    seen, seconds = [], 0.0
+    for _ in range(trials):
+        trial = study.ask(space)
+        key = _key(_normal(trial.params))
+        row = [v for v in values[key] if v is not None]
+        value = float(row[int(rng.integers(len(row)))])
+        seconds += value + overhead
+        study.tell(trial, value)
+        seen.append({"key": key, "seconds": round(seconds, 1)})
+    best = study.best_trial
+    return {"method": method, "seed": seed, "trials": seen,
+            "recommended": _key(_normal(best.params)), "claimed": None}
+
+
+def _knoblab_tune(seed: int, trials: int, home: Path) -> dict[str, Any]:
+    import optuna
+
+    knobs = "".join(f"{k} = {{ values = {json.dumps(v)} }}\n" for k, v in GRID.items())
+    tail = (f"[tune]\ntrials = {trials}\nvalidate = 3\nstudy = \"bench-{seed}\"\n\n"
+            f"[tune.knobs]\n{knobs}")
+    with tempfile.TemporaryDirectory() as scratch:
+        spec, store = Path(scratch) / "tune.toml", Path(scratch) / "tune.sqlite"
+        spec.write_text(_spec_text(tail, f"bench-{seed}", seed))
+        began = time.monotonic()
+        done = _knoblab(home, store, "tune", str(spec), "--out", scratch)
+        wall = time.monotonic() - began
+        if done.returncode != 0:
+            sys.exit(f"knoblab tune failed: {done.stderr.strip()}")
+        result = json.loads((Path(scratch) / "tune.json").read_text())
+        study = optuna.load_study(study_name=f"bench-{seed}",
+                                  storage=f"sqlite:///{Path(scratch) / 'tune-tune.sqlite'}")
+        seconds = {t.number: float(t.user_attrs.get("seconds", 0.0)) for t in study.trials}
+    seen, spent = [], 0.0
+    for t in result["trials"]:
+        spent += seconds.get(t["number"], 0.0)
+        config = {**_defaults(), **t["changes"]}
+        seen.append({"key": _key(config), "seconds": round(spent, 1), "state": t["state"]})
+    chosen = result["recommended"]
+    recommended = _key({**_defaults(), **(chosen["settings"] if chosen else {})})
+    return {"method": "knoblab", "seed": seed, "trials": seen, "recommended": recommended,
+            "claimed": chosen["gain"] if chosen else 0.0, "wall_seconds": round(wall, 1)}
+
+
+def _read(log: Path) -> list[dict[str, Any]]:
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def _append(log: Path, record: dict[str, Any]) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+# --- summarise --------------------------------------------------------------------------------
+
+
+def summarise(data_path: Path, log: Path) -> None:
+    data = json.loads(data_path.read_text())
+    gains, base, best = truth(data)
+    print(f"optimum {json.loads(best)}: {gains[best]:+.1%} over the defaults; "
+          f"{sum(_near(g, gains[best]) for g in gains.values())} of {len(gains)} configurations "
+          "lie within 5% of it")
+    records = _read(log)
+    print("| method | seeds | trials to within 5% (median) | minutes to within 5% | "
+          "recommendation's true gain | within 5% of the optimum | claimed gain |")
+    print("|---|---|---|---|---|---|---|")
+    for method in ("knoblab", "random", "tpe-once"):
+        runs = [r for r in records if r["method"] == method]
+        if not runs:
+            continue
+        reach, minutes, true, near, claimed = [], [], [], 0, []
+        for r in runs:
+            first = next((i for i, t in enumerate(r["trials"], start=1)
+                          if _near(gains[t["key"]], gains[best])), None)
+            reach.append(first if first is not None else math.inf)
+            if first is not None:
+                minutes.append(r["trials"][first - 1]["seconds"] / 60)
+            g = gains[r["recommended"]]
+            true.append(g)
+            near += _near(g, gains[best])
+            if r["claimed"] is not None:
+                claimed.append(r["claimed"])
+        print(f"| {method} | {len(runs)} | {statistics.median(reach):g} | "
+              f"{statistics.median(minutes) if minutes else math.nan:.1f} | "
+              f"{', '.join(f'{g:+.0%}' for g in true)} | {near} of {len(runs)} | "
+              f"{', '.join(f'{c:+.0%}' for c in claimed) or '—'} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grid")
+    g.add_argument("--rounds", type=int, default=6)
+    g.add_argument("--out", type=Path, required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("data", type=Path)
+    c.add_argument("--seeds", type=int, default=5)
+    c.add_argument("--trials", type=int, default=15)
+    c.add_argument("--log", type=Path, required=True)
+    s = sub.add_parser("summarise")
+    s.add_argument("data", type=Path)
+    s.add_argument("log", type=Path)
+    args = parser.parse_args()
+    home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab")
+    if args.command == "grid":
+        grid(args.rounds, args.out, home)
+    elif args.command == "compare":
+        compare(args.data, args.seeds, args.trials, args.log, home)
+    else:
+        summarise(args.data, args.log)
+
+
+if __name__ == "__main__":
+    main()
