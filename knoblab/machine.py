@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -28,6 +29,14 @@ def fingerprint(home: Path, server: str) -> dict[str, str]:
         "kernel": platform.release(),
         "server": server,
     }
+
+
+def describe(home: Path) -> dict[str, str]:
+    """What a report's reader asks first ("what CPU cache, what disk?"): the fingerprint's
+    machine fields, and the CPU caches and the virtualisation, which do not decide whether two
+    machines may share a study but do explain a number."""
+    return {**{k: v for k, v in fingerprint(home, "").items() if k != "server"},
+            "caches": _caches(), "virtualisation": _virtualisation()}
 
 
 def differences(here: dict[str, str], there: dict[str, str]) -> list[str]:
@@ -66,3 +75,36 @@ def _disk(home: Path) -> str:
             kind = "rotating" if rotational.read_text().strip() == "1" else "solid-state"
             break
     return f"{best.fstype}, {kind}"
+
+
+def _caches() -> str:
+    """The first CPU's caches, as "L1d 32K, L1i 32K, L2 512K, L3 32M"."""
+    found = []
+    for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip()
+                                 for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        if size.endswith("K") and size[:-1].isdigit() and int(size[:-1]) % 1024 == 0:
+            size = f"{int(size[:-1]) // 1024}M"
+        found.append(f"L{level}{suffix} {size}")
+    return ", ".join(found) or "unknown"
+
+
+def _virtualisation() -> str:
+    """"none", the hypervisor or container systemd names, or "virtual machine" when only the
+    CPU says so."""
+    try:
+        found = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True,
+                               timeout=5, check=False).stdout.strip()
+        if found:
+            return found
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    return "virtual machine" if " hypervisor" in flags else "none"

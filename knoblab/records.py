@@ -10,7 +10,7 @@ versions lack some keys: those read as empty or None, as the report has always t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from knoblab import workloads
@@ -568,6 +568,13 @@ class Results:
     servers_compared: list[ServersCompared] | None  # when several servers were measured
     conclusion: Conclusion
     rounds: Rounds | None = None  # None in results JSON written before rounds were kept
+    # Reproducibility: the machine (knoblab.machine.describe), when the run began and ended
+    # (epoch seconds), the spec as written, knoblab's version. Empty in older results JSON.
+    machine: dict[str, str] = field(default_factory=dict)
+    started_at: float | None = None
+    finished_at: float | None = None
+    spec: str = ""
+    knoblab_version: str = ""
 
     def server(self, label: str) -> ServerInfo | None:
         return next((s for s in self.servers if s.label == label), None)
@@ -600,6 +607,9 @@ class Results:
         if self.servers_compared is not None:
             found["servers_compared"] = _json(self.servers_compared)
         found["conclusion"] = self.conclusion.to_json(conclusion_text)
+        found["reproduce"] = {"machine": self.machine, "started_at": self.started_at,
+                              "finished_at": self.finished_at, "spec": self.spec,
+                              "knoblab_version": self.knoblab_version}
         return found
 
     @classmethod
@@ -610,6 +620,7 @@ class Results:
         server = data.get("server") or {}
         steady, statistics = data.get("steady"), data.get("statistics") or {}
         steps, compared = data.get("steps"), data.get("servers_compared")
+        reproduce = data.get("reproduce") or {}
         return cls(
             run_id=data["run_id"], name=data["name"], kind=data.get("kind", "sweep"),
             status=data.get("status", "done"), objective=objective,
@@ -630,4 +641,8 @@ class Results:
             servers_compared=None if compared is None else [
                 ServersCompared.from_json(s) for s in compared],
             conclusion=Conclusion.from_json(data.get("conclusion") or {}),
-            rounds=_optional(Rounds.from_json, data.get("rounds")))
+            rounds=_optional(Rounds.from_json, data.get("rounds")),
+            machine=dict(reproduce.get("machine") or {}),
+            started_at=reproduce.get("started_at"), finished_at=reproduce.get("finished_at"),
+            spec=reproduce.get("spec") or "", knoblab_version=reproduce.get("knoblab_version")
+            or "")

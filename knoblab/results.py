@@ -63,9 +63,7 @@ def build_results(store: Store, run_id: str) -> Results:
     unavailable = {int(i): why for i, why in info.unavailable.items()}
     stored = _StoredSeconds(store, run["id"])
     settings = asdict(statistics)  # the kinds read the run's statistics settings by name
-    # The kinds see a trial as the protocol's StoredTrial (lists are invariant: copied as such).
-    trials: dict[int, list[StoredTrial]] = {idx: list(by_point[idx])
-                                            for idx in range(len(point_list))}
+    trials = _as_stored(by_point, len(point_list))
     samples = {idx: kind.samples(trials[idx], stored, settings) for idx in trials}
     blocks = {idx: found for idx in trials
               if (found := _blocks(by_point[idx], len(samples[idx]))) is not None}
@@ -139,7 +137,31 @@ def build_results(store: Store, run_id: str) -> Results:
         conclusion=_conclusion(points, judgements, slices, tables,
                                complete=run["status"] == "done"),
         rounds=rounds,
+        machine=info.machine,
+        started_at=run["created_at"],
+        finished_at=run["finished_at"],
+        spec=run["spec_source"] or "",
+        knoblab_version=info.knoblab_version,
     )
+
+
+def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:
+    """Each point's samples, as its verdicts were judged on (one per independent unit of
+    replication: a time, or a run's steady mean)."""
+    run = store.run(run_id)
+    info = RunInfo.from_json(run["info"])
+    by_point: dict[int, list[Trial]] = defaultdict(list)
+    for trial in store.trials(run["id"]):
+        by_point[trial.point_idx].append(trial)
+    kind = workloads.kind(info.kind)
+    trials = _as_stored(by_point, len(store.points(run["id"])))
+    stored = _StoredSeconds(store, run["id"])
+    return {idx: kind.samples(trials[idx], stored, asdict(info.statistics)) for idx in trials}
+
+
+def _as_stored(by_point: dict[int, list[Trial]], points: int) -> dict[int, list[StoredTrial]]:
+    # The kinds see a trial as the protocol's StoredTrial (lists are invariant: copied as such).
+    return {idx: list(by_point[idx]) for idx in range(points)}
 
 
 def _rounds(planned: Planned, by_point: dict[int, list[Trial]], info: RunInfo,

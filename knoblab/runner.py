@@ -30,10 +30,11 @@ from typing import Any, Protocol, cast
 
 import pymysql
 
-from knoblab import safety
+from knoblab import __version__, safety
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.errors import STOP, UserError, stop_here
+from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
@@ -395,6 +396,8 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
                     "why": prepared.design_why},
             spec_dir=str(spec.base_dir) if spec.base_dir else None,
             owner=_owner(),
+            machine=describe_machine(home),
+            knoblab_version=__version__,
         ),
         point_list=prepared.points,
     )

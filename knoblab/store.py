@@ -176,6 +176,9 @@ class RunInfo:
     stopped: dict[str, Any] | None = None
     # How the points were measured: {"name": "blocked" | "restarts", "why": "..."}
     design: dict[str, str] | None = None
+    # The machine measured on (knoblab.machine.describe); empty in runs made before it was kept.
+    machine: dict[str, str] = field(default_factory=dict)
+    knoblab_version: str = ""  # of the knoblab that measured it
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -389,13 +392,25 @@ class Store:
     # --- read side ----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> dict[str, Any]:
+        """A run by its id, a unique beginning of it, or "latest" (the newest run)."""
         with self.engine.connect() as conn:
-            row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
+            if run_id == "latest":
+                row = conn.execute(runs.select().order_by(runs.c.created_at.desc())
+                                   .limit(1)).mappings().first()
+                if row is None:
+                    raise UserError("the store holds no run yet; start one with: knoblab run "
+                                    "SPEC")
+            else:
+                row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
             if row is None:
                 matches = conn.execute(sa.select(runs.c.id).where(
                     runs.c.id.startswith(run_id, autoescape=True))).scalars().all()
                 if len(matches) == 1:
                     return self.run(matches[0])
+                if matches:
+                    shown = ", ".join(sorted(matches)[:5]) + (", …" if len(matches) > 5 else "")
+                    raise UserError(f"run {run_id!r} is ambiguous: it begins {len(matches)} "
+                                    f"runs ({shown}); give more of the id")
                 raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
         result = dict(row)
         result["info"] = json.loads(result["info"] or "{}")
@@ -437,10 +452,13 @@ class Store:
                     {k: row[k] for k in ("t", *fields)})
         return by_trial
 
-    def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+    def list_runs(self, limit: int | None = 20, name: str | None = None) -> list[dict[str, Any]]:
+        """The newest runs first; `name`: only runs whose name contains it."""
+        query = runs.select().order_by(runs.c.created_at.desc())
+        if name:
+            query = query.where(runs.c.name.contains(name, autoescape=True))
         with self.engine.connect() as conn:
-            rows = conn.execute(runs.select().order_by(runs.c.created_at.desc())
-                                .limit(limit)).mappings().all()
+            rows = conn.execute(query.limit(limit)).mappings().all()
         return [dict(r) for r in rows]
 
 
