@@ -11,6 +11,7 @@ import re
 import signal
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -39,6 +40,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from knoblab.connection import Endpoint
 from knoblab.errors import STOP, UNWINDING, UserError, stop_here
@@ -47,6 +49,7 @@ from knoblab.store import Store, default_url
 from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
+    from knoblab.compare import Comparison
     from knoblab.tune import TrialOutcome
     from knoblab.workloads.base import Second
 
@@ -190,6 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     _output_options(report)
     report.set_defaults(func=cmd_report)
 
+    compare = sub.add_parser("compare", help="the same study in two runs (two machines, "
+                             "versions, dates or base configurations), point by point")
+    compare.add_argument("run_ids", nargs="+", metavar="RUN",
+                         help="runs (ids, unique beginnings, or latest); each is compared "
+                              "with the first")
+    compare.add_argument("--json", type=Path, metavar="FILE",
+                         help="write the comparison as JSON here")
+    compare.set_defaults(func=cmd_compare)
+
     restore = sub.add_parser("restore", help="put back settings a killed run left changed "
                              "on a running server")
     restore.add_argument("run_id", nargs="?", help="only this run's (default: every run's)")
@@ -198,7 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "them back by hand); their original values are printed")
     restore.set_defaults(func=cmd_restore)
 
-    runs = sub.add_parser("runs", help="list recent runs")
+    runs = sub.add_parser("runs", help="list recent runs, newest first")
+    runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--status", choices=RUN_STATES, help="only runs in this state")
+    runs.add_argument("--limit", type=int, default=20, metavar="N",
+                      help="at most N runs (default 20; 0: all)")
     runs.set_defaults(func=cmd_runs)
 
     knobs = sub.add_parser("knobs", help="list the server's settings: type, default, range")
@@ -276,8 +292,10 @@ def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.machine import describe as describe_machine
+    from knoblab.report.document import claim_folder, render
     from knoblab.report.tune_charts import write_tune_charts
-    from knoblab.report.tuning import mycnf, print_tune, tune_json
+    from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
     from knoblab.spec import load_spec
     from knoblab.tune import tune
 
@@ -295,20 +313,24 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     folder = args.out or Path("knoblab-results") / f"study-{slug}"
     document = json.dumps(tune_json(result), indent=2)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "tune.json").write_text(document)
+        claim_folder(folder)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(document)
-        if result.settings:
-            (folder / "knoblab-tuned.cnf").write_text(mycnf(result.settings) + "\n")
         charts = write_tune_charts(result, folder)
+        machine = {**describe_machine(home), "server": result.server}
+        render(tune_document(result, charts, spec.source, machine), folder,
+               {"tune.json": document, "recommended.cnf": tune_cnf(result)})
         if charts:
             out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
-        out.print(f"results: {folder / 'tune.json'}", markup=False)
+        out.print(f"report: {folder / 'report.html'} (and report.md, tune.json, "
+                  "recommended.cnf)", markup=False)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         "the study is stored: run knoblab tune again with --out DIR") from None
+    except UserError as exc:
+        raise UserError(f"{exc}; the study is stored: run knoblab tune again with --out DIR") \
+            from None
     return 0
 
 
@@ -370,6 +392,7 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     from knoblab.report import conclusion_text, print_report, write_charts
+    from knoblab.report.document import claim_folder, write_report
     from knoblab.results import build_results
 
     results = build_results(store, run_id)
@@ -382,19 +405,23 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     # The results hold numbers and verdicts; their JSON also carries the report's sentence.
     document = json.dumps(results.to_json(conclusion_text=conclusion_text(results)), indent=2)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "result.json").write_text(document)
+        claim_folder(folder)
+        charts = write_charts(results, folder) if any(p.n for p in results.points) else []
+        write_report(results, store, folder, charts, document)
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(document)
-        if any(p.n for p in results.points):
-            charts = write_charts(results, folder)
+        if charts:
             out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
-        out.print(f"results: {folder / 'result.json'}", markup=False)
+        out.print(f"report: {folder / 'report.html'} (and report.md, measurements.csv, "
+                  "recommended.cnf, result.json)", markup=False)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the run is stored, write them elsewhere with: knoblab report {run_id} "
                         "--out DIR") from None
+    except UserError as exc:
+        raise UserError(f"{exc}; the run is stored: knoblab report {run_id} --out DIR") \
+            from None
     if all(p.verdict == "failed" for p in results.points):
         raise UserError("every configuration failed; see the errors above")
     # Most measurements failed: the report stands on the few left, and the exit code says so.
@@ -406,16 +433,109 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.compare import compare_runs
+    from knoblab.report.format import num
+
+    comparisons = compare_runs(store, args.run_ids)
+    out = _stdout()
+    for c in comparisons:
+        a, b = c.first.run_id, c.other.run_id
+        unit = c.first.objective.unit
+        out.print(Text(f"{c.first.name}: run {b} against run {a} "
+                       f"({c.first.objective.centre} {unit})", style="bold"))
+        table = Table("configuration", f"in {a}", f"in {b}", "change [95% CI]", "p (Holm)",
+                      "verdict")
+        for row in c.rows:
+            change = "—" if row.change is None else (
+                f"{(row.change.ratio - 1) * 100:+.1f}% [{(row.change.ci_low - 1) * 100:+.1f}%, "
+                f"{(row.change.ci_high - 1) * 100:+.1f}%]")
+            p = "—" if row.p_adjusted is None else f"{row.p_adjusted:.2g}"
+            style = {"differs": "red", "same": "green", "inconclusive": "yellow"}.get(
+                row.verdict, "dim")
+            table.add_row(row.label, num(row.first), num(row.other), change, p,
+                          Text(row.verdict, style=style))
+        out.print(table)
+        out.print(Text(_agreement(c)))
+        for name, labels in ((a, c.only_first), (b, c.only_other)):
+            if labels:
+                out.print(Text(f"Only in {name}: {'; '.join(labels)}", style="dim"))
+        out.print(Text("What differs between them: " + ("; ".join(c.machine) or
+                                                        "nothing recorded (same machine, "
+                                                        "server and base configuration)")))
+        if c.spec:
+            out.print(Text("Their specs differ:", style="bold"))
+            for line in c.spec:
+                out.print(Text(f"  {line}", style="green" if line.startswith("+") else "red"))
+        out.print()
+    if args.json:
+        document = [{"first": c.first.run_id, "other": c.other.run_id, "agree": c.agree,
+                     "best": {c.first.run_id: c.best_first, c.other.run_id: c.best_other},
+                     "rows": [{"configuration": r.label, "first": r.first, "other": r.other,
+                               "ratio": None if r.change is None else r.change.ratio,
+                               "ci95": None if r.change is None else
+                               [r.change.ci_low, r.change.ci_high],
+                               "p_value": r.p_adjusted, "verdict": r.verdict}
+                              for r in c.rows],
+                     "machine": c.machine, "spec": c.spec} for c in comparisons]
+        try:
+            args.json.write_text(json.dumps(document, indent=2))
+        except OSError as exc:
+            raise UserError(f"cannot write {args.json}: {exc.strerror}") from None
+    return 0
+
+
+def _agreement(c: Comparison) -> str:
+    a, b = c.first.run_id, c.other.run_id
+    differ = sum(r.verdict == "differs" for r in c.rows)
+    same = sum(r.verdict == "same" for r in c.rows)
+    counts = (f"{differ} of {len(c.rows)} configurations measurably differ between the runs, "
+              f"{same} are the same within ±{c.first.statistics.min_effect:.0%}.")
+    if c.agree:
+        best = (f"Both find {c.best_first} best." if c.best_first else
+                "Neither finds a configuration measurably better than the others.")
+    else:
+        best = (f"They disagree on the best: {c.best_first or 'no clear best'} in {a}, "
+                f"{c.best_other or 'no clear best'} in {b}.")
+    return f"{best} {counts}"
+
+
+RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
+
+
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
 
-    table = Table("run", "name", "status", "server", "started")
-    for run in store.list_runs():
+    if args.limit < 0:
+        raise UserError(f"--limit {args.limit}: give a number of runs, or 0 for all")
+    table = Table("run", "name", "kind", "status", "server", "machine", "started", "took")
+    # a run's state is read from its owner process, so it is filtered here, not in SQL
+    shown = 0
+    for run in store.list_runs(limit=None if args.status else args.limit or None,
+                               name=args.name):
+        info = json.loads(run["info"] or "{}")
+        state = run_state({**run, "info": info})
+        if args.status and state != args.status:
+            continue
         started = dt.datetime.fromtimestamp(run["created_at"]).strftime("%Y-%m-%d %H:%M")
-        state = run_state({**run, "info": json.loads(run["info"] or "{}")})
-        if state == "killed":
-            state = "killed (knoblab resume)"
-        table.add_row(run["id"], run["name"], state, run["server_version"] or "", started)
+        end = run["finished_at"] or (time.time() if state == "running" else None)
+        took = "—" if end is None else format_duration(end - run["created_at"])
+        machine = info.get("machine") or {}
+        shape = ", ".join(v for v in (f"{machine['cores']} cores" if machine.get("cores")
+                                      else "", machine.get("memory", "")) if v)
+        kind = f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
+        table.add_row(run["id"], run["name"], kind,
+                      "killed (knoblab resume)" if state == "killed" else state,
+                      run["server_version"] or "",
+                      f"{run['host']} ({shape})" if shape else run["host"], started, took)
+        shown += 1
+        if args.limit and shown == args.limit:
+            break
+    if not shown:
+        wanted = " ".join(f"{what} {value!r}" for what, value in
+                          (("named like", args.name), ("with status", args.status)) if value)
+        print(f"no runs {wanted}" if wanted else "no runs yet")
+        return 0
     _stdout().print(table)
     return 0
 

@@ -224,6 +224,7 @@ class TuneResult:
     importance: list[Importance] = dataclasses.field(default_factory=list)
     reduction: Reduction | None = None
     goal: Goal | None = None
+    server: str = ""  # the version of the server tuned
 
     @property
     def settings(self) -> dict[str, str]:
@@ -344,7 +345,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                                      if t.number in feasible and t.value is not None])
     return TuneResult(options.study, space, baseline, outcomes, _spent(study.trials), stopped,
                       validations, spec.statistics.min_effect, importance=importance,
-                      reduction=reduction, goal=goal)
+                      reduction=reduction, goal=goal, server=target.version)
 
 
 def _check(search: _Search, outcomes: list[TrialOutcome], budget: float | None

@@ -182,3 +182,37 @@ def test_importance_largest_on_top():
     assert labels[0] == "join_buffer_size"
     assert "variation" in ax.get_title()
     assert _importance_figure(_result(importance=[])) is None
+
+
+def test_the_search_report_reads_like_a_runs(tmp_path):
+    from knoblab.report.document import render
+    from knoblab.report.tuning import tune_cnf, tune_document
+
+    result = _result()
+    charts = write_tune_charts(result, tmp_path)
+    document = tune_document(result, charts, 'name = "sorts"\n', {"cpu": "a CPU", "cores": "2"})
+    render(document, tmp_path, {"recommended.cnf": tune_cnf(result)})
+    html = (tmp_path / "report.html").read_text()
+    assert document.question.startswith("Which values of sort_buffer_size, ")
+    assert "Recommended: " in document.conclusion and "+5.0% (95% CI +2.0% to +8.0%)" in html
+    assert html.count("data:image/png;base64,") == len(charts) == 3
+    # every scored trial is a row, the best first; importance with its spread
+    scored = [t for t in result.trials if t.state == "scored"]
+    assert html.count("<tr>") >= len(scored) + 1 + 5
+    assert "55%" in html and "40% to 70%" in html
+    assert "a CPU" in html and 'name = &#34;sorts&#34;' in html
+    cnf = (tmp_path / "recommended.cnf").read_text()
+    best = max(scored, key=lambda t: t.gain)
+    assert f"trial {best.number}, +5.0%" in cnf
+    assert cnf.splitlines()[1] == "[mysqld]" and len(cnf.splitlines()) == 2 + len(best.changes)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "](search.png)" in markdown and "| sort_buffer_size | 55% |" in markdown
+
+
+def test_a_search_that_found_nothing_says_keep_it(tmp_path):
+    from knoblab.report.tuning import tune_cnf, tune_document
+
+    result = _result(validations=[])
+    document = tune_document(result, [], "", {})
+    assert document.conclusion.startswith("No configuration was shown to beat the current one")
+    assert tune_cnf(result).endswith("keep it.\n[mysqld]\n")

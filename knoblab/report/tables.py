@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
+from dataclasses import dataclass
 
 from rich import box
 from rich.cells import cell_len
@@ -19,7 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from knoblab.records import Interval, Point, Results, SeriesEvidence, StepsTable
+from knoblab.records import Interval, Point, Results, SeriesEvidence, ServersCompared, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
     STEP_VERDICT,
@@ -502,6 +503,15 @@ def _print_step_table(results: Results, table: StepsTable, console: Console) -> 
     """The article's table: each step, its level, its change against the step before and the
     base, and what to do with it. Narrow consoles get two tables (the steps with their level
     and verdict, then the comparisons) rather than cut-off cells."""
+    columns, cells, every, halves = _step_cells(results, table)
+    _print_fitting(console, columns, cells,
+                   [([every], False), ([every], True), (halves, False), (halves, True)])
+
+
+def _step_cells(results: Results, table: StepsTable) -> tuple[dict[str, dict], list[dict],
+                                                              list[str], list[list[str]]]:
+    """(columns, a row of cells per step, the keys of the full table, the keys of its two
+    halves for narrow consoles)."""
     rows = table.rows
     base = base_label(table)
     ns = {r.n for r in rows if is_measured(r)}
@@ -546,8 +556,7 @@ def _print_step_table(results: Results, table: StepsTable, console: Console) -> 
     compare = ["previous", "base"] + (["alone"] if any(r.alone for r in rows) else [])
     every = keys + compare + ["p", "verdict"]
     halves = [keys + ["verdict"], ["step", *compare, "p"]]
-    _print_fitting(console, columns, cells,
-                   [([every], False), ([every], True), (halves, False), (halves, True)])
+    return columns, cells, every, halves
 
 
 def _print_steps(results: Results, tables: list[StepsTable], console: Console) -> None:
@@ -585,48 +594,116 @@ def _print_steps(results: Results, tables: list[StepsTable], console: Console) -
 def _print_servers(results: Results, console: Console) -> None:
     """A table per configuration measured on every server, then what each server lacked."""
     for entry in results.servers_compared or []:
-        at = where({k: v for k, v in entry.slice.items() if k != "binary"})
         console.print()
-        console.print(Text(f"servers compared at {at_text(entry.at)}"
-                           + (f" · {at}" if at else ""), style="bold"))
-        servers = [results.server(row.binary) for row in entry.rows]
-        columns: dict[str, dict] = {
-            "server": {"header": "server"},
-            "version": {"header": "version"},
-            "compiler": {"header": "compiler", "wrap": True},
-            "centre": {"header": f"{_centre_name(results)} [95% CI]", "justify": "right"},
-            "n": {"header": "n", "justify": "right"},
-            "best": {"header": "vs best", "justify": "right"},
-            "p": {"header": "p (Holm)", "justify": "right"},
-            "verdict": {"header": "verdict"},
-        }
-        cells = []
-        for row, server in zip(entry.rows, servers, strict=True):
-            alive = row.verdict != "failed" and row.center is not None
-            ratio = row.ratio_to_best
-            cells.append({
-                "server": Text(row.binary),
-                "version": Text(server.version or "—" if server else "—"),
-                "compiler": Text(server.compiler or "—" if server else "—"),
-                "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
-                "n": Text(str(row.n)),
-                "best": Text("—" if ratio is None or row.p_value is None or not alive
-                             else f"{signed((ratio - 1) * 100, 1)}%"),
-                "p": _p_cell(row.p_value),
-                "verdict": Text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
-            })
-        compiled = any(server and server.compiler for server in servers)
-        full = ["server", "version"] + (["compiler"] if compiled else [])
-        judged = ["centre", "n", "best", "p", "verdict"]
+        console.print(Text(_servers_title(entry), style="bold"))
+        columns, cells, full, judged = _server_cells(results, entry)
         # too narrow: who the servers are, then how they did; else only how they did
         _print_fitting(console, columns, cells,
                        [([full + judged], False), ([full, ["server", *judged]], False),
                         ([["server", *judged]], False), ([["server", *judged]], True)])
         if not entry.significant:
-            better = "faster" if results.objective.direction == "minimize" else "better"
-            console.print(Text(f"No server is measurably {better} than another here."))
+            console.print(Text(_no_server_better(results)))
     lines = server_lines(results)
     if lines and not results.servers_compared:
         console.print()
     for line in lines:
         console.print(Text(line, style="yellow"))
+
+
+def _servers_title(entry: ServersCompared) -> str:
+    at = where({k: v for k, v in entry.slice.items() if k != "binary"})
+    return f"servers compared at {at_text(entry.at)}" + (f" · {at}" if at else "")
+
+
+def _no_server_better(results: Results) -> str:
+    better = "faster" if results.objective.direction == "minimize" else "better"
+    return f"No server is measurably {better} than another here."
+
+
+def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, dict],
+                                                                      list[dict], list[str],
+                                                                      list[str]]:
+    """(columns, a row of cells per server, the keys saying who the servers are, the keys
+    saying how they did)."""
+    servers = [results.server(row.binary) for row in entry.rows]
+    columns: dict[str, dict] = {
+        "server": {"header": "server"},
+        "version": {"header": "version"},
+        "compiler": {"header": "compiler", "wrap": True},
+        "centre": {"header": f"{_centre_name(results)} [95% CI]", "justify": "right"},
+        "n": {"header": "n", "justify": "right"},
+        "best": {"header": "vs best", "justify": "right"},
+        "p": {"header": "p (Holm)", "justify": "right"},
+        "verdict": {"header": "verdict"},
+    }
+    cells = []
+    for row, server in zip(entry.rows, servers, strict=True):
+        alive = row.verdict != "failed" and row.center is not None
+        ratio = row.ratio_to_best
+        cells.append({
+            "server": Text(row.binary),
+            "version": Text(server.version or "—" if server else "—"),
+            "compiler": Text(server.compiler or "—" if server else "—"),
+            "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
+            "n": Text(str(row.n)),
+            "best": Text("—" if ratio is None or row.p_value is None or not alive
+                         else f"{signed((ratio - 1) * 100, 1)}%"),
+            "p": _p_cell(row.p_value),
+            "verdict": Text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
+        })
+    compiled = any(server and server.compiler for server in servers)
+    full = ["server", "version"] + (["compiler"] if compiled else [])
+    judged = ["centre", "n", "best", "p", "verdict"]
+    return columns, cells, full, judged
+
+
+# ----------------------------------------------------------------------------- as data
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A report table as data, for the documents (HTML, Markdown): the same rows as the
+    terminal's, whole (a page scrolls; it need not be split in two)."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[Text]]
+    ends: set[int]  # rows that end a slice
+    numeric: list[bool]  # right-aligned columns
+
+
+def report_tables(results: Results) -> list[Grid]:
+    """Every table of the run's report, in the terminal's order."""
+    found: list[Grid] = []
+    if results.steps is not None:
+        for table in results.steps:
+            columns, cells, every, _ = _step_cells(results, table)
+            title = slice_heading(results, table) if table.slice else _steps_title(
+                results, results.steps)
+            found.append(_keyed(title, columns, cells, every))
+    else:
+        if results.objective.time_series:
+            title = _timeseries_title(results)
+            headers, rows, ends, _ = _timeseries_rows(results)
+        else:
+            title = _title(results)
+            headers, rows, ends, _ = _timed_rows(results)
+        labels = len(value_knobs(results)) + len([k for k in results.slices
+                                                   if k not in value_knobs(results)])
+        flat = [h.replace("\n", " ") for h in headers]
+        found.append(Grid(title, flat, rows, ends,
+                          [i >= labels and h not in ("applied", "verdict", "regime")
+                           for i, h in enumerate(flat)]))
+    for entry in results.servers_compared or []:
+        columns, cells, full, judged = _server_cells(results, entry)
+        found.append(_keyed(_servers_title(entry), columns, cells, full + judged))
+    return found
+
+
+def _keyed(title: str, columns: dict[str, dict], cells: list[dict], keys: list[str]) -> Grid:
+    """A Grid of the cells of `keys` (one line each: stacked variants are for narrow
+    terminals)."""
+    rows = [[cell[k][0] if isinstance(cell[k], tuple) else cell[k] for k in keys]
+            for cell in cells]
+    return Grid(title, [columns[k]["header"] for k in keys], rows, set(),
+                [columns[k].get("justify") == "right" for k in keys])

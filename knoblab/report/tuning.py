@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from knoblab import __version__
+from knoblab.report.document import Chart, Document, table
 from knoblab.tune import Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.units import format_duration, setting_text, settings_text
 
@@ -168,3 +171,79 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
                        for i in result.importance],
     }
+
+
+def tune_cnf(result: TuneResult) -> str:
+    """recommended.cnf of a search: the reduced recommendation with its validated gain, or no
+    setting and why."""
+    head = f"# knoblab tune, study {result.study}"
+    chosen = result.recommended
+    if chosen is None:
+        return (f"{head}: no configuration was shown to beat the current one (by "
+                f"{result.min_effect:.0%} or more): keep it.\n[mysqld]\n")
+    return (f"{head}: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
+            f"current configuration in a fresh validation ({chosen.rounds} rounds).\n"
+            + mycnf(result.settings) + "\n")
+
+
+def tune_document(result: TuneResult, charts: list[Path], spec: str,
+                  machine: dict[str, str]) -> Document:
+    """The search as a shareable report: the same sections as a run's."""
+    goal = result.goal
+    aim = "the best result" if goal is None else \
+        f"the {'lowest' if goal.metric.direction == 'minimize' else 'highest'} {goal.name}"
+    names = ", ".join(d.name for d in result.space.dimensions)
+    chosen = result.recommended
+    if chosen is None:
+        conclusion = (f"No configuration was shown to beat the current one (by "
+                      f"{result.min_effect:.0%} or more): keep it.")
+    else:
+        conclusion = (f"Recommended: {settings_text(result.settings)}, "
+                      f"{gain_validated(chosen)} against the current configuration, measured "
+                      "again in fresh server starts after the search.")
+    scored = sorted((t for t in result.trials if t.state == "scored"),
+                    key=lambda t: t.score or 0.0)
+    trials = table("Trials (gain against the baseline measured beside each; + is better)",
+                   ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
+                   [[str(t.number), settings_text(t.changes), f"{t.gain:+.1%}",
+                     "—" if (i := t.interval()) is None else f"{i[0]:+.1%} to {i[1]:+.1%}",
+                     str(len(t.ratios))] for t in scored],
+                   [True, False, True, True, True])
+    tables = [trials]
+    if result.validations:
+        tables.append(table("Validation (each candidate against the baseline, until decided)",
+                            ["trial", "changes", "gain [95% CI]", "rounds", "verdict"],
+                            [[str(v.trial.number), settings_text(v.trial.changes),
+                              gain_validated(v), str(v.rounds),
+                              {"better": "best", "worse": "worse"}.get(v.verdict, v.verdict)]
+                             for v in result.validations],
+                            [True, False, True, True, False]))
+    if result.importance:
+        tables.append(table("Importance (share of the variation in gain; 10th–90th percentile "
+                            "over resamples)", ["setting", "share", "range"],
+                            [[i.name, f"{i.share:.0%}", f"{i.low:.0%} to {i.high:.0%}"]
+                             for i in result.importance], [False, True, True]))
+    refused = [trial_text(t) for t in result.trials if t.state in ("refused", "failed")]
+    return Document(
+        title=f"knoblab tune — study {result.study}",
+        question=f"Which values of {names} give {aim}?",
+        partial=None if result.stopped in ("trials", "budget") else
+        f"Partial: the search stopped ({result.stopped}).",
+        conclusion=conclusion,
+        recommended=tune_cnf(result),
+        tables=tables,
+        charts=[Chart(path, path.stem.replace("-", " ")) for path in charts],
+        evidence=reduction_lines(result.reduction, result.min_effect)
+        if result.reduction is not None else [],
+        safety=refused,
+        noise=[f"{len(result.trials)} trials in {format_duration(result.spent)}; every trial's "
+               "gain is a ratio to the baseline measured beside it, so that the machine's "
+               "drift cancels; promising trials get more rounds."],
+        warnings=[],
+        reproduce=[("study", result.study), ("knoblab", __version__),
+                   *((name, machine.get(name, "not recorded")) for name in
+                     ("cpu", "cores", "caches", "memory", "disk", "kernel", "virtualisation",
+                      "server"))],
+        spec=spec,
+        command=f"knoblab tune SPEC   # the spec below, study {result.study}",
+    )

@@ -1,0 +1,417 @@
+"""The report people pass on: a folder with a self-contained report.html (charts embedded, no
+network), report.md with the PNG charts beside it, measurements.csv (every measurement, its
+counters and OS figures as columns), result.json and recommended.cnf.
+
+One Document is built from the results, then rendered by two templates (templates/), so the
+page and the Markdown say the same things in the same order: the question, the conclusion,
+the tables, the charts, the evidence, the safety notes, the noise, and how to reproduce it.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import io
+import textwrap
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from knoblab.errors import UserError
+from knoblab.records import Comparison, Point, Results
+from knoblab.report.format import (
+    change_text,
+    num,
+    p_text,
+    point_label,
+    slices,
+    value_knobs,
+    where,
+)
+from knoblab.report.tables import report_tables
+from knoblab.report.text import (
+    conclusion_text,
+    durability_lines,
+    explanation_lines,
+    interaction_text,
+    noise_text,
+    rounds_text,
+    server_lines,
+    stalls_text,
+    step_durability_lines,
+    step_notes,
+    tied_text,
+    total_text,
+)
+from knoblab.store import Store
+from knoblab.units import format_duration, setting_text
+
+# A folder knoblab wrote holds this file; one that does not, and holds anything else, is the
+# user's and is never written into.
+MARK = ".knoblab-report"
+# What knoblab writes into a report folder (a folder holding only these is knoblab's, even
+# from a version that wrote no mark).
+OWN = ("report.html", "report.md", "measurements.csv", "result.json", "recommended.cnf",
+       "tune.json", "knoblab-tuned.cnf", MARK)
+
+_VERDICT_CLASS = {"best": "best", "worse": "worse", "inconclusive": "inconclusive",
+                  "failed": "failed", "not run": "dim", "gain": "best", "loss": "worse"}
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of the report: its rows as text, each cell with a class for its colour."""
+
+    title: str
+    headers: list[str]
+    rows: list[list[tuple[str, str]]]  # (text, class)
+    ends: set[int]
+    numeric: list[bool]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Chart:
+    path: Path
+    caption: str
+
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.path.read_bytes()).decode()
+
+
+@dataclass(frozen=True)
+class Document:
+    title: str
+    question: str
+    partial: str | None  # why the numbers are not final, or None
+    conclusion: str
+    recommended: str  # the recommended.cnf text
+    tables: list[Table]
+    charts: list[Chart]
+    evidence: list[str]
+    safety: list[str]
+    noise: list[str]
+    warnings: list[str]
+    reproduce: list[tuple[str, str]]  # (what, value)
+    spec: str
+    command: str
+
+
+def claim_folder(folder: Path) -> None:
+    """Make `folder` a report folder, or refuse one that holds something knoblab did not
+    write (it is never written into)."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} is a file, not a folder: give another --out")
+    if folder.is_dir() and not (folder / MARK).exists():
+        foreign = sorted(p.name for p in folder.iterdir()
+                         if p.name not in OWN and p.suffix != ".png")
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise UserError(f"{folder} holds files knoblab did not write ({shown}); give an "
+                            "empty or new folder with --out")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {exc.filename or folder}: "
+                        f"{exc.strerror}; give a writable folder with --out") from None
+
+
+def write_report(results: Results, store: Store, folder: Path, charts: list[Path],
+                 result_json: str) -> list[Path]:
+    """Write a run's report files into `folder` (claimed with claim_folder); returns them."""
+    return render(build_document(results, charts), folder, {
+        "measurements.csv": measurements_csv(results, store),
+        "result.json": result_json,
+        "recommended.cnf": recommended_cnf(results),
+    })
+
+
+def render(document: Document, folder: Path, files: dict[str, str]) -> list[Path]:
+    """report.html and report.md of `document`, and `files` (name -> text), in `folder`."""
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("knoblab.report", "templates"),
+        # escaped in the page (a query may hold "<"), never in the Markdown
+        autoescape=jinja2.select_autoescape(["html.j2"], default_for_string=False),
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    written = {
+        "report.html": environment.get_template("report.html.j2").render(doc=document),
+        "report.md": environment.get_template("report.md.j2").render(doc=document),
+        **files,
+    }
+    paths = []
+    for name, text in written.items():
+        (folder / name).write_text(text)
+        paths.append(folder / name)
+    return paths
+
+
+def table(title: str, headers: list[str], rows: list[list[str]],
+          numeric: list[bool]) -> Table:
+    """A table of plain cells (a verdict word gets its colour)."""
+    return Table(title, headers, [[(cell, _class_of(cell)) for cell in row] for row in rows],
+                 set(), numeric)
+
+
+# ----------------------------------------------------------------------------- the document
+
+
+def build_document(results: Results, charts: list[Path]) -> Document:
+    partial = None
+    if results.status != "done":
+        partial = (f"Partial: this run is {results.status}; the report shows what was "
+                   "measured so far, and no conclusion is final until it is finished "
+                   f"(knoblab resume {results.run_id}).")
+    safety = durability_lines(results)
+    for table in results.steps or []:
+        safety += step_durability_lines(results, table)
+    return Document(
+        title=f"{results.name} — {results.server_version or 'server'}",
+        question=question_text(results),
+        partial=partial,
+        conclusion=conclusion_text(results),
+        recommended=recommended_cnf(results),
+        tables=_tables(results),
+        charts=[Chart(path, _caption(path)) for path in charts],
+        evidence=[line for line in (*explanation_lines(results), stalls_text(results)) if line],
+        safety=safety,
+        noise=[line for line in (noise_text(results), rounds_text(results), tied_text(results))
+               if line],
+        warnings=[*server_lines(results), *results.warnings],
+        reproduce=_reproduce(results),
+        spec=results.spec,
+        command=f"knoblab run SPEC   # the spec below; this run: knoblab report "
+                f"{results.run_id}",
+    )
+
+
+def question_text(results: Results) -> str:
+    """What the run asks, in words: "Which read_buffer_size makes SELECT … fastest?"."""
+    described = _spec_value(results.spec, "description")
+    work = results.workload
+    if results.objective.time_series:
+        what = f"{work.get('kind', '')} {work.get('test', '')}".strip()
+        highest = "lowest" if results.objective.direction == "minimize" else "highest"
+        aim = f"gives the {highest} {results.objective.metric}"
+    else:
+        sql = " ".join(str(work.get("sql") or "").split())
+        what = f"`{sql}`" if sql else f"the {work.get('kind', 'query')} workload"
+        aim = "is fastest"
+    knobs = value_knobs(results)
+    if results.steps is not None:
+        question = (f"What does each of these settings add, applied one on top of the other, "
+                    f"to {what}?")
+    elif knobs == ["binary"]:
+        question = f"Which server build is best for {what}?"
+    else:
+        which = "value of" if len(knobs) == 1 else "values of"
+        question = f"Which {which} {', '.join(knobs)} {aim} for {what}?"
+    sliced = [k for k in results.slices if k not in knobs]
+    if sliced:
+        question += f" Answered separately for each value of {' and '.join(sliced)}."
+    return f"{described.rstrip('.')}. {question}" if described else question
+
+
+def _spec_value(spec: str, key: str) -> str:
+    try:
+        return str(tomllib.loads(spec).get(key) or "")
+    except tomllib.TOMLDecodeError:
+        return ""
+
+
+def _tables(results: Results) -> list[Table]:
+    grids = report_tables(results)
+    notes: list[list[str]] = [[] for _ in grids]
+    for i, table in enumerate(results.steps or []):
+        notes[i] = [line for line in (*step_notes(results, table), total_text(results, table),
+                                      interaction_text(results, table)) if line]
+    return [Table(grid.title, grid.headers, [[(cell.plain, _class(cell)) for cell in row]
+                                             for row in grid.rows],
+                  grid.ends, grid.numeric, found)
+            for grid, found in zip(grids, notes, strict=True)]
+
+
+def _class(cell: Any) -> str:
+    """The colour of a cell: its verdict's, else its terminal style's."""
+    found = _class_of(cell.plain)
+    if found:
+        return found
+    style = str(cell.style or "")
+    return {"green": "best", "red": "worse", "yellow": "inconclusive", "magenta": "failed",
+            "dim": "dim"}.get(style.split()[-1] if style else "", "")
+
+
+def _class_of(text: str) -> str:
+    words = text.strip().lower()
+    return next((name for word, name in _VERDICT_CLASS.items() if words.startswith(word)), "")
+
+
+def _caption(path: Path) -> str:
+    return path.stem.replace("-", " ").replace("_", " ")
+
+
+def _reproduce(results: Results) -> list[tuple[str, str]]:
+    rows = [("run", results.run_id), ("knoblab", results.knoblab_version or "not recorded")]
+    if results.started_at:
+        started = dt.datetime.fromtimestamp(results.started_at).astimezone()
+        rows.append(("started", started.strftime("%Y-%m-%d %H:%M %Z")))
+        if results.finished_at:
+            rows.append(("took", format_duration(results.finished_at - results.started_at)))
+    for name in ("cpu", "cores", "caches", "memory", "disk", "kernel", "virtualisation"):
+        rows.append((name, results.machine.get(name, "not recorded")))
+    for server in results.servers:
+        label = f"server {server.label}" if server.label else "server"
+        rows.append((label, " · ".join(part for part in (
+            server.binary, server.version, server.version_line, server.compiler) if part)))
+    for name, value in results.base.items():
+        rows.append((f"[server.config] {name}", value))
+    return rows
+
+
+# ----------------------------------------------------------------------------- recommended.cnf
+
+
+def recommended_cnf(results: Results) -> str:
+    """A [mysqld] fragment with only the recommended changes, each under a comment giving its
+    measured effect; or no setting and a comment saying why."""
+    head = ["# " + line for line in textwrap.wrap(
+        f"knoblab {results.name}, run {results.run_id}: {question_text(results)}", 96)]
+    if results.status != "done":
+        return "\n".join([*head, "# The run is not finished: nothing is recommended yet.",
+                          "[mysqld]", ""])
+    lines = _steps_lines(results) if results.steps is not None else _sweep_lines(results)
+    if not any(line and not line.startswith("#") for line in lines):
+        lines = [*lines, "# Nothing is set here: keep the configuration as it is."]
+    return "\n".join([*head, "[mysqld]", *lines, ""])
+
+
+def _sweep_lines(results: Results) -> list[str]:
+    """The best point's settings, under its effect; in a sliced run, only when every slice
+    has the same best (else each slice's best, commented out: which applies is the reader's
+    load)."""
+    lines: list[str] = []
+    chosen: list[dict[str, str] | None] = []
+    for name, points in slices(results):
+        best = next((p for p in points if p.verdict == "best"), None)
+        current = next((p for p in points if p.is_default), None)
+        prefix = f"{name}: " if name else ""
+        if best is None or best.is_default:
+            lines.append(f"# {prefix}no value was measurably better than the current one.")
+            chosen.append(None)
+            continue
+        lines.append(f"# {prefix}{point_label(results, best)}: "
+                     f"{_effect(results, best, current)}")
+        lines += [f"# durability: {k}: {cost}" for k, cost in best.durability.items()]
+        chosen.append(dict(_settable(results, best)))
+    if chosen and all(c is not None and c == chosen[0] for c in chosen):
+        return lines + [f"{k} = {setting_text(k, v)}" for k, v in (chosen[0] or {}).items()]
+    if any(chosen):
+        lines.append("# The best differs between slices, so nothing is set; the best of each:")
+        for (name, _), settings in zip(slices(results), chosen, strict=True):
+            if settings:
+                lines.append(f"# {name}: " + ", ".join(f"{k} = {setting_text(k, v)}"
+                                                      for k, v in settings.items()))
+    return lines
+
+
+def _effect(results: Results, best: Point, current: Point | None) -> str:
+    unit = results.objective.unit
+    level = best.centre(results.objective)
+    text = f"{results.objective.centre} {num(level)} {unit}"
+    if best.evidence.ci95 is not None:
+        text += f" [95% CI {num(best.evidence.ci95[0])}–{num(best.evidence.ci95[1])}]"
+    if current is None:
+        text += "; the server's default was not measured"
+    elif current.ratio_to_best is not None:
+        change = (current.ratio_to_best - 1) * 100
+        against = "slower" if results.objective.direction == "minimize" else "lower"
+        text += (f"; the current configuration is {abs(change):.1f}% {against}"
+                 + (f" (Holm-adjusted p {_p(current.p_value)})" if current.p_value is not None
+                    else ""))
+    return text
+
+
+def _p(p: float) -> str:
+    text = p_text(p)
+    return text if text.startswith("<") else f"= {text}"
+
+
+def _settable(results: Results, point: Point) -> Iterable[tuple[str, str]]:
+    """The settings of a point as a server reads them (slice parameters such as rows or
+    threads are not settings)."""
+    for name, value in point.config.items():
+        if name not in results.slices or name in value_knobs(results):
+            yield name, value
+
+
+def _steps_lines(results: Results) -> list[str]:
+    """The changes of the steps that measurably helped, each under its effect; set only when
+    every slice (server, thread count) found the same."""
+    lines: list[str] = []
+    chosen: list[dict[str, str]] = []
+    for table in results.steps or []:
+        gains = [row for row in table.rows if row.verdict == "gain"]
+        prefix = f"{where(table.slice)}: " if table.slice else ""
+        if not gains:
+            lines.append(f"# {prefix}no step measurably helped.")
+        for row in gains:
+            lines.append(f"# {prefix}step {row.step}: {_comparison(row.vs_previous)} against "
+                         "the step before")
+            lines += [f"# durability: {cost}" for cost in row.durability]
+        chosen.append({k: v for row in gains for k, v in row.change.items()})
+    if chosen and all(c and c == chosen[0] for c in chosen):
+        return lines + [f"{k} = {setting_text(k, v)}" for k, v in chosen[0].items()]
+    if any(chosen):
+        lines.append("# The slices differ, so nothing is set; the changes that helped in each:")
+        for table, settings in zip(results.steps or [], chosen, strict=True):
+            if settings:
+                lines.append(f"# {where(table.slice)}: " + ", ".join(
+                    f"{k} = {setting_text(k, v)}" for k, v in settings.items()))
+    return lines
+
+
+def _comparison(compared: Comparison | None) -> str:
+    return change_text(compared) if compared is not None else "no comparison"
+
+
+# ----------------------------------------------------------------------------- measurements.csv
+
+
+def measurements_csv(results: Results, store: Store) -> str:
+    """Every measurement, in the order it was taken: its run, point and settings, its round
+    and server start, its value, and its counters and OS figures as columns (status.NAME,
+    os.NAME)."""
+    rows: list[dict[str, Any]] = []
+    points = results.points
+    for trial in store.trials(results.run_id):
+        point = points[trial.point_idx] if trial.point_idx < len(points) else None
+        row: dict[str, Any] = {
+            "run": results.run_id, "point": trial.point_idx,
+            **({f"set.{k}": v for k, v in point.settings.items()} if point else {}),
+            "round": trial.repetition, "order": trial.position,
+            # the server start it was measured on: shared by a round's points when blocked
+            "start": trial.details.get("block", f"own start (round {trial.repetition})"),
+            "state": trial.status.value,
+            "started": dt.datetime.fromtimestamp(trial.started).isoformat(timespec="seconds")
+            if trial.started else "",
+            "value": trial.value, "unit": results.objective.unit, "error": trial.error or "",
+        }
+        row.update({f"applied.{k}": v for k, v in trial.effective.items()})
+        for name, value in trial.details.items():
+            if isinstance(value, dict):
+                row.update({f"{name}.{k}": v for k, v in value.items()
+                            if isinstance(v, int | float | str)})
+            elif isinstance(value, int | float | str):
+                row[name] = value
+        rows.append(row)
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()

@@ -1,0 +1,136 @@
+"""Reports of real runs: the same GROUP BY study run twice and once more with a different
+[server.config]. `knoblab compare` finds the two alike where they should be and a real
+difference where there is one; recommended.cnf loads into a MariaDB started with it, which
+reports the recommended values."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pymysql
+import pytest
+
+from knoblab.server.sandbox import base_template, copy_datadir
+
+pytestmark = pytest.mark.server
+
+# A GROUP BY of 20,000 groups: its temporary table fits in memory with tmp_table_size = 64M
+# (max_heap_table_size, not tied, stays at its 16M default) and goes to disk with 16K.
+STUDY = """\
+name = "report-groupby"
+
+[dataset]
+engine = "MyISAM"
+rows = 100_000
+
+[workload]
+sql = "SELECT SUM(n) FROM (SELECT grp, COUNT(*) AS n FROM dt2 GROUP BY grp ORDER BY NULL) AS g"
+repetitions = 3
+
+[sweep]
+tmp_table_size = ["16K", "64M"]
+"""
+# The same study on a server whose in-memory temporary tables are capped at 16K: the 64M
+# point now goes to disk too.
+CAPPED = STUDY + '\n[server.config]\nmax_heap_table_size = "16K"\n'
+
+
+def _knoblab(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
+    env["KNOBLAB_HOME"] = str(home)
+    return subprocess.run([sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}",
+                           *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def three_runs(knoblab_home, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report-e2e")
+    store = folder / "s.sqlite"
+    ids = []
+    for name, text in (("a", STUDY), ("b", STUDY), ("c", CAPPED)):
+        spec = folder / f"{name}.toml"
+        spec.write_text(text)
+        done = _knoblab(knoblab_home, store, "run", str(spec), "--out", str(folder / name),
+                        "--json", str(folder / f"{name}.json"))
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads((folder / f"{name}.json").read_text())["run_id"])
+    return folder, store, ids
+
+
+def test_compare_finds_alike_runs_alike_and_a_real_difference(knoblab_home, three_runs):
+    folder, store, (a, b, c) = three_runs
+    done = _knoblab(knoblab_home, store, "compare", a, b, c, "--json", str(folder / "cmp.json"))
+    assert done.returncode == 0, done.stderr
+    same, capped = json.loads((folder / "cmp.json").read_text())
+    # Run twice: both find 64M best. What moves between them is the machine's noise, which
+    # on a busy machine can be large for queries of a few milliseconds: it is bounded here by
+    # the real difference below, not by a fixed figure.
+    assert same["agree"] and same["best"][a] == same["best"][b] == "tmp_table_size=64M", same
+    noise = max(abs(math.log(r["ratio"])) for r in same["rows"])
+    # Capped: the 64M point spills to disk as the 16K point does — slower by far — and the
+    # runs no longer agree on which value is best.
+    rows = {r["configuration"]: r for r in capped["rows"]}
+    assert rows["tmp_table_size=64M"]["verdict"] == "differs", capped
+    assert math.log(rows["tmp_table_size=64M"]["ratio"]) > max(math.log(1.5), 2 * noise), \
+        (same, capped)
+    assert not capped["agree"]
+    assert "[server.config] max_heap_table_size: default in" in " ".join(capped["machine"])
+    assert any(line.startswith("+max_heap_table_size") for line in capped["spec"])
+    assert f"run {c} against run {a}" in done.stdout and "differs" in done.stdout
+
+
+def test_runs_of_different_work_are_not_compared(knoblab_home, three_runs, tmp_path):
+    folder, store, (a, _, _) = three_runs
+    other = tmp_path / "other.toml"
+    other.write_text(STUDY.replace("rows = 100_000", "rows = 2_000")
+                     .replace("repetitions = 3", "repetitions = 1"))
+    done = _knoblab(knoblab_home, store, "run", str(other), "--json", str(tmp_path / "o.json"),
+                    "--out", str(tmp_path / "o"))
+    assert done.returncode == 0, done.stderr
+    d = json.loads((tmp_path / "o.json").read_text())["run_id"]
+    refused = _knoblab(knoblab_home, store, "compare", a, d)
+    assert refused.returncode == 2
+    assert "cannot be compared: their data differ (rows)" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+
+
+def test_recommended_cnf_loads_into_a_server_that_reports_its_values(knoblab_home, binary,
+                                                                      three_runs):
+    folder, _, _ = three_runs
+    cnf = folder / "a" / "recommended.cnf"
+    text = cnf.read_text()
+    assert "\ntmp_table_size = 64M\n" in text, text
+    assert "# 64M: median" in text  # the effect, above the setting
+    scratch = Path(tempfile.mkdtemp(prefix="kb-cnf-"))
+    copy_datadir(base_template(binary, knoblab_home) / "data", scratch / "data")
+    socket = scratch / "s.sock"
+    command = [str(binary.path), f"--defaults-file={cnf}", f"--datadir={scratch / 'data'}",
+               f"--socket={socket}", "--skip-networking", f"--pid-file={scratch / 'pid'}",
+               f"--log-error={scratch / 'error.log'}"]
+    if os.geteuid() == 0:
+        command.append("--user=root")
+    server = subprocess.Popen(command)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                conn = pymysql.connect(unix_socket=str(socket), user="root")
+                break
+            except pymysql.err.OperationalError:
+                assert server.poll() is None, (scratch / "error.log").read_text()
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@GLOBAL.tmp_table_size")
+            assert cur.fetchone()[0] == 64 * 2**20
+        conn.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
