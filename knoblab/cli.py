@@ -321,10 +321,7 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
         machine = {**describe_machine(home), "server": result.server}
         render(tune_document(result, charts, spec.source, machine), folder,
                {"tune.json": document, "recommended.cnf": tune_cnf(result)})
-        if charts:
-            out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
-        out.print(f"report: {folder / 'report.html'} (and report.md, tune.json, "
-                  "recommended.cnf)", markup=False)
+        _say_written(out, folder, charts, "tune.json")
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         "the study is stored: run knoblab tune again with --out DIR") from None
@@ -332,6 +329,13 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
         raise UserError(f"{exc}; the study is stored: run knoblab tune again with --out DIR") \
             from None
     return 0
+
+
+def _say_written(out: Console, folder: Path, charts: list[Path], data: str) -> None:
+    if charts:
+        out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
+    out.print(f"report: {folder / 'report.html'} (and report.md, recommended.cnf, {data})",
+              markup=False)
 
 
 def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
@@ -411,10 +415,7 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(document)
-        if charts:
-            out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
-        out.print(f"report: {folder / 'report.html'} (and report.md, measurements.csv, "
-                  "recommended.cnf, result.json)", markup=False)
+        _say_written(out, folder, charts, "measurements.csv, result.json")
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the run is stored, write them elsewhere with: knoblab report {run_id} "

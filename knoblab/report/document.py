@@ -172,7 +172,8 @@ def build_document(results: Results, charts: list[Path]) -> Document:
         safety += step_durability_lines(results, table)
     return Document(
         title=f"{results.name} — {results.server_version or 'server'}",
-        question=question_text(results),
+        question=" ".join(part for part in (question_text(results), _sentence(tied_text(results)))
+                          if part),
         partial=partial,
         conclusion=conclusion_text(results),
         recommended=recommended_cnf(results),
@@ -180,8 +181,7 @@ def build_document(results: Results, charts: list[Path]) -> Document:
         charts=[Chart(path, _caption(path)) for path in charts],
         evidence=[line for line in (*explanation_lines(results), stalls_text(results)) if line],
         safety=safety,
-        noise=[line for line in (noise_text(results), rounds_text(results), tied_text(results))
-               if line],
+        noise=[line for line in (noise_text(results), rounds_text(results)) if line],
         warnings=[*server_lines(results), *results.warnings],
         reproduce=_reproduce(results),
         spec=results.spec,
@@ -215,6 +215,11 @@ def question_text(results: Results) -> str:
     if sliced:
         question += f" Answered separately for each value of {' and '.join(sliced)}."
     return f"{described.rstrip('.')}. {question}" if described else question
+
+
+def _sentence(text: str) -> str:
+    """A clause as a sentence of its own (setting names keep their case: no capital)."""
+    return f"{text.rstrip('.')}." if text else ""
 
 
 def _spec_value(spec: str, key: str) -> str:
