@@ -1,11 +1,17 @@
 """Sizes as MySQL writes them in my.cnf: plain bytes or a K/M/G/T suffix, either case."""
 
+import math
 import re
 from collections.abc import Mapping
 
 from knoblab.errors import UserError
 
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# No server setting holds more than 64 bits: anything larger is a typo, refused where it is read.
+MAX_SIZE = 2**64 - 1
+# The longest duration knoblab takes (a budget, a timeout): longer is a typo or `inf`, and
+# would overflow the clock arithmetic long after the run started.
+MAX_DURATION = 366 * 24 * 3600.0
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 
 
@@ -16,14 +22,30 @@ def parse_size(value: object, what: str = "value") -> int:
     if isinstance(value, int):
         if value < 0:
             raise UserError(f"{what}: a size cannot be negative ({value})")
-        return value
+        return _bounded_size(value, value, what)
     match = _SIZE.match(str(value))
     if not match:
         raise UserError(
             f"{what}: {value!r} is not a size; write bytes or a number with K, M, G or T "
             "(for example 8200, 128K, 32M)"
         )
-    return int(match.group(1)) * _SUFFIX[match.group(2).upper()]
+    return _bounded_size(int(match.group(1)) * _SUFFIX[match.group(2).upper()], value, what)
+
+
+def _bounded_size(size: int, written: object, what: str) -> int:
+    if size > MAX_SIZE:
+        raise UserError(f"{what}: {_clipped(written)} is larger than any server setting "
+                        f"holds (at most {MAX_SIZE}, 16 exbibytes); check the number")
+    return size
+
+
+def _clipped(value: object) -> str:
+    """A value quoted in a message, cut short when absurdly long."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of thousands of digits
+        return "a number of thousands of digits"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def is_size(setting: str) -> bool:
@@ -57,16 +79,24 @@ _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m)?
 
 def parse_duration(value: object, what: str = "value") -> float:
     """Seconds in `value` (a number of seconds, "90s", "15m", "2h", "1h30m"); UserError on
-    anything else, or on a duration that is not positive."""
+    anything else, or on a duration that is not positive and finite, or longer than a year
+    (MAX_DURATION)."""
     seconds: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str) and value.strip() and (match := _DURATION.match(value)):
-        hours, minutes, plain = (float(g) if g else 0.0 for g in match.groups())
-        seconds = hours * 3600 + minutes * 60 + plain
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+        elif isinstance(value, str) and value.strip() and (match := _DURATION.match(value)):
+            hours, minutes, plain = (float(g) if g else 0.0 for g in match.groups())
+            seconds = hours * 3600 + minutes * 60 + plain
+    except OverflowError:  # an integer too large for a float
+        seconds = math.inf
     if seconds is None or not seconds > 0:
-        raise UserError(f"{what}: {value!r} is not a duration; write seconds or a number "
-                        "with s, m or h (for example 90, \"15m\", \"2h\")")
+        raise UserError(f"{what}: {_clipped(value)} is not a duration; write seconds or a "
+                        "number with s, m or h (for example 90, \"15m\", \"2h\")")
+    if not seconds <= MAX_DURATION:  # also inf
+        raise UserError(f"{what}: {_clipped(value)} is longer than knoblab takes (at most "
+                        f"{MAX_DURATION / 86400:.0f} days); give a finite duration such as "
+                        "\"15m\" or \"2h\"")
     return seconds
 
 

@@ -1,11 +1,13 @@
 """Unit tests for knoblab.units: sizes as my.cnf writes them."""
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from knoblab.errors import UserError
-from knoblab.units import format_size, parse_size
+from knoblab.units import format_size, parse_duration, parse_size
 
 K, M, G, T = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -109,7 +111,7 @@ def test_format_size(n, expected):
     assert format_size(n) == expected
 
 
-@given(st.integers(min_value=0, max_value=2**70))
+@given(st.integers(min_value=0, max_value=2**64 - 1))
 def test_format_then_parse_round_trips(n):
     text = format_size(n)
     assert parse_size(text) == n
@@ -126,3 +128,30 @@ def test_parse_then_format_round_trips(number, suffix, lower, with_b):
     n = parse_size(text)
     assert n == number * {"": 1, "K": K, "M": M, "G": G, "T": T}[suffix]
     assert parse_size(format_size(n)) == n
+
+
+@pytest.mark.parametrize("value", [2**64, "16777216T", "99999999999999999999999T",
+                                   pytest.param(10**400, id="10**400")])
+def test_parse_size_refuses_more_than_any_setting_holds(value):
+    with pytest.raises(UserError, match=r"\[server\] memory_budget: .* larger than any server"):
+        parse_size(value, "[server] memory_budget")
+
+
+@pytest.mark.parametrize("value", [math.inf, 1e300, pytest.param(10**400, id="10**400"),
+                                   "99999999999999999999h",
+                                   "9000000h", 366 * 86400 + 1])
+def test_parse_duration_refuses_infinite_and_absurd_durations(value):
+    with pytest.raises(UserError, match=r"\[tune\] budget: .* longer than knoblab takes"):
+        parse_duration(value, "[tune] budget")
+
+
+@pytest.mark.parametrize("value", [math.nan, -math.inf, 0, "inf", "nan"])
+def test_parse_duration_refuses_what_is_not_a_duration(value):
+    with pytest.raises(UserError, match=r"is not a duration"):
+        parse_duration(value, "--budget")
+
+
+@pytest.mark.parametrize(("value", "seconds"), [(90, 90.0), ("15m", 900.0), ("1h30m", 5400.0),
+                                                (366 * 86400, 366 * 86400.0)])
+def test_parse_duration_takes_ordinary_durations(value, seconds):
+    assert parse_duration(value, "--budget") == seconds
