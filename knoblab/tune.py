@@ -313,10 +313,10 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         try:
             with _beating(study, trial):
                 outcome = search.measure(trial, outcomes, left)
+            _tell(study, trial, outcome, time.monotonic() - began, outcomes)
         except BaseException:
             _abandon(study, trial)
             raise
-        _tell(study, trial, outcome, time.monotonic() - began, outcomes)
         outcomes.append(outcome)
         best = min((o for o in outcomes if o.feasible), key=lambda o: o.score or 0.0,
                    default=None)
@@ -828,8 +828,10 @@ def _params_for(space: Space, config: dict[str, str]) -> dict[str, Any] | None:
 
 def _outcome(trial: optuna.trial.FrozenTrial, space: Space,
              baseline: dict[str, str]) -> TrialOutcome | None:
-    """A finished trial of the study as knoblab told it."""
-    if not trial.state.is_finished() or "state" not in trial.user_attrs:
+    """A trial of the study as knoblab told it: only a complete one, whose value and state
+    were stored together by one `tell`. A trial cut short while it was told (its attributes
+    written, its value not) is failed later and queued again: not an outcome."""
+    if trial.state != _complete() or "state" not in trial.user_attrs:
         return None
     attrs = trial.user_attrs
     state = attrs["state"]
@@ -896,8 +898,10 @@ def _abandon(study: optuna.Study, trial: optuna.Trial) -> None:
     import optuna
 
     params = dict(trial.params)
-    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    study.enqueue_trial(params, skip_if_exists=False)
+    # A stop while it was being told may come after the tell itself: then it stands.
+    told = study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    if told.state == optuna.trial.TrialState.FAIL:
+        study.enqueue_trial(params, skip_if_exists=False)
 
 
 def _requeue_abandoned(study: optuna.Study) -> None:

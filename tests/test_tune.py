@@ -275,3 +275,61 @@ def test_a_tie_follows_its_leader_only_in_trials_that_change_the_leader():
     other = runner.plan_points(_trial_spec(spec, {"read_buffer_size": "1048576"}, 2, 1),
                                catalogs)[""].points
     assert other[1].config == {"read_buffer_size": "1048576"}
+
+
+def test_a_trial_failed_after_its_outcome_was_written_is_not_scored(store, tmp_path):
+    """A stop between a trial's attributes and its value left it FAIL with state 'scored' and
+    no value: such a stored study is read (and reported) as if the trial was not scored."""
+    import io
+
+    from rich.console import Console
+
+    from knoblab.report.tuning import print_tune, tune_document, tune_json
+
+    _tune(store, tmp_path, _spec(trials=3, validate=1))
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
+    cut = study.ask({"sort_buffer_size": optuna.distributions.IntDistribution(
+        1 * MB, 64 * MB, log=True), "read_buffer_size": optuna.distributions.IntDistribution(
+        128 * 1024, 8 * MB, log=True)})
+    for key, value in {"state": "scored", "changes": {"sort_buffer_size": "33554432"},
+                       "ratios": [-0.2, -0.3], "seconds": 1.0}.items():
+        cut.set_user_attr(key, value)
+    study.tell(cut, state=optuna.trial.TrialState.FAIL)
+    listener = Quiet()
+    result = _tune(store, tmp_path, _spec(trials=4, validate=1), listener)
+    assert cut.number not in {t.number for t in result.trials}
+    assert all(t.score is not None for t in result.trials if t.state == "scored")
+    out = io.StringIO()
+    print_tune(result, Console(file=out, width=120))
+    assert "trial" in out.getvalue()
+    tune_document(result, [], "", {})
+    tune_json(result)
+
+
+def test_a_stop_while_a_trial_is_told_leaves_it_unscored_and_queued_again(
+        store, tmp_path, monkeypatch):
+    """Its outcome is written in steps; a stop between them fails the trial as a whole."""
+    real = optuna.Trial.set_constraint
+    calls = []
+
+    def stopped(self, *args, **kwargs):
+        calls.append(self.number)
+        if len(calls) == 3:  # the first candidate (after the baseline), half told
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.Trial, "set_constraint", stopped, raising=False)
+    with pytest.raises(KeyboardInterrupt):
+        _tune(store, tmp_path, _spec(trials=4, validate=1))
+    monkeypatch.setattr(optuna.Trial, "set_constraint", real)
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
+    (cut,) = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert cut.user_attrs.get("state") == "scored" and cut.value is None
+    waiting = [t for t in study.trials if t.state == optuna.trial.TrialState.WAITING]
+    assert [t.system_attrs["fixed_params"] for t in waiting] == [cut.params], \
+        "its configuration is queued again"
+    result = _tune(store, tmp_path, _spec(trials=4, validate=1))
+    assert cut.number not in {t.number for t in result.trials}
+    assert all(t.score is not None for t in result.trials if t.state == "scored")

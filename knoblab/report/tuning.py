@@ -17,6 +17,12 @@ STATES = {"baseline": "the baseline", "refused": "refused before running",
           "failed": "the server refused it"}
 
 
+def percent(value: float | None) -> str:
+    """"+8.1%", or "—" when there is no figure (a study stored by an older knoblab may hold a
+    trial without one)."""
+    return "—" if value is None else f"{value:+.1%}"
+
+
 def gain_text(outcome: TrialOutcome) -> str:
     """"+8.1% (95% CI +4.0% to +12.3%)": better than the baseline when positive."""
     if outcome.gain is None or outcome.state == "baseline":
@@ -61,7 +67,7 @@ def print_tune(result: TuneResult, out: Console) -> None:
         table.add_column(goal.constraint.metric, justify="right")
     for t in scored[:8]:
         interval = t.interval()
-        row = [str(t.number), settings_text(t.changes), f"{t.gain:+.1%}",
+        row = [str(t.number), settings_text(t.changes), percent(t.gain),
                "—" if interval is None else f"{interval[0]:+.1%} to {interval[1]:+.1%}",
                str(len(t.ratios))]
         if bound:
@@ -205,7 +211,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                     key=lambda t: t.score or 0.0)
     trials = table("Trials (gain against the baseline measured beside each; + is better)",
                    ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
-                   [[str(t.number), settings_text(t.changes), f"{t.gain:+.1%}",
+                   [[str(t.number), settings_text(t.changes), percent(t.gain),
                      "—" if (i := t.interval()) is None else f"{i[0]:+.1%} to {i[1]:+.1%}",
                      str(len(t.ratios))] for t in scored],
                    [True, False, True, True, True])
