@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import datetime as dt
 import json
 import os
 import re
+import shlex
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -42,8 +45,9 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from knoblab import places
 from knoblab.connection import Endpoint
-from knoblab.errors import STOP, UNWINDING, UserError, stop_here
+from knoblab.errors import ENDED, STOP, UNWINDING, UserError, stop_here
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url
 from knoblab.units import format_duration, parse_duration
@@ -158,6 +162,11 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+# What each command needs of the home, and what is true of the store when it fails unforeseen.
+_MEASURES = {"starts_servers": True, "after_crash": "what was measured is stored"}
+_READS = {"starts_servers": False, "after_crash": "the store was only read, nothing was changed"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="knoblab", description="Measure which MySQL/MariaDB settings are best "
                      "for your workload on your machine, and how sure that is.")
@@ -168,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the experiment a spec file describes")
     run.add_argument("spec", type=Path, help="experiment spec (TOML)")
     _output_options(run)
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func=cmd_run, **_MEASURES)
 
     resume = sub.add_parser("resume", help="finish an interrupted run without repeating "
                             "what was measured")
@@ -177,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a new budget for adaptive repetitions (e.g. 30m), counting what "
                              "was measured already: extends a run its budget stopped")
     _output_options(resume)
-    resume.set_defaults(func=cmd_resume)
+    resume.set_defaults(func=cmd_resume, **_MEASURES)
 
     search = sub.add_parser("tune", help="search several settings at once for the best "
                             "configuration, and validate it against the current one")
@@ -186,12 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the study's time budget (e.g. 30m), counting earlier "
                              "invocations of the same study; overrides [tune] budget")
     _output_options(search)
-    search.set_defaults(func=cmd_tune)
+    search.set_defaults(func=cmd_tune, starts_servers=True,
+                        after_crash="the study's finished trials are stored")
 
     report = sub.add_parser("report", help="show the results of a run")
     report.add_argument("run_id")
     _output_options(report)
-    report.set_defaults(func=cmd_report)
+    report.set_defaults(func=cmd_report, **_READS)
 
     compare = sub.add_parser("compare", help="the same study in two runs (two machines, "
                              "versions, dates or base configurations), point by point")
@@ -200,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "with the first")
     compare.add_argument("--json", type=Path, metavar="FILE",
                          help="write the comparison as JSON here")
-    compare.set_defaults(func=cmd_compare)
+    compare.set_defaults(func=cmd_compare, **_READS)
 
     restore = sub.add_parser("restore", help="put back settings a killed run left changed "
                              "on a running server")
@@ -208,19 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--forget", action="store_true",
                          help="stop tracking them without touching the server (after putting "
                          "them back by hand); their original values are printed")
-    restore.set_defaults(func=cmd_restore)
+    restore.set_defaults(func=cmd_restore, starts_servers=False,
+                         after_crash="what was not put back is still recorded: run knoblab "
+                                     "restore again")
 
     runs = sub.add_parser("runs", help="list recent runs, newest first")
     runs.add_argument("--name", help="only runs whose name contains this")
     runs.add_argument("--status", choices=RUN_STATES, help="only runs in this state")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20; 0: all)")
-    runs.set_defaults(func=cmd_runs)
+    runs.set_defaults(func=cmd_runs, **_READS)
 
     knobs = sub.add_parser("knobs", help="list the server's settings: type, default, range")
     knobs.add_argument("pattern", nargs="?", help="part of the name, e.g. buffer")
     knobs.add_argument("--binary", help="server binary (default: mariadbd or mysqld on PATH)")
-    knobs.set_defaults(func=cmd_knobs)
+    knobs.set_defaults(func=cmd_knobs, starts_servers=True,
+                       after_crash="nothing was changed")
     return parser
 
 
@@ -238,49 +251,97 @@ def main(argv: list[str] | None = None) -> int:
     # The numerical libraries' notes (precision, degenerate data) are for developers; the
     # statistics handle those cases themselves.
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(scipy|numpy)\.")
+    store: Store | None = None
     try:
-        home = sandbox.knoblab_home()
+        home = places.usable_home(os.environ.get("KNOBLAB_HOME"), writes=args.starts_servers)
+        _check_outputs(args)
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))
         return args.func(args, store, home)
     except UserError as exc:
         # Exactly one line, however long: scripts and CI logs grep for it.
-        print(f"knoblab: {' '.join(str(exc).split())}", file=sys.stderr)
+        _say(f"knoblab: {' '.join(str(exc).split())}")
         return 2
     except KeyboardInterrupt:
         sandbox.stop_all()
-        with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
-            console.print("knoblab: interrupted; what was measured is stored "
-                          "(finish it with: knoblab resume RUN)", markup=False)
+        _say(f"knoblab: interrupted{_after_stop(args, store)}")
         return 130
     except Exception as exc:  # a failure nobody foresaw: one line here, the details in a file
         sandbox.stop_all()
         log = _write_crash_log(exc)
         what = " ".join(str(exc).split())[:200] or "no message"
-        print(f"knoblab: unexpected error ({type(exc).__name__}: {what}); what was measured is "
-              f"stored; the details are in {log} — please report it with that file",
-              file=sys.stderr)
+        _say(f"knoblab: unexpected error ({type(exc).__name__}: {what}); {args.after_crash}; "
+             f"the details are in {log} — please report it with that file")
         return 1
+    finally:
+        # The command has its one exit code: a stopping signal from now until the process is
+        # gone changes nothing (see _interrupt), also after Python drops its handlers.
+        ENDED.set()
+        atexit.unregister(_ignore_stopping_signals)  # once, however often main() runs
+        atexit.register(_ignore_stopping_signals)
 
 
-_URL_PASSWORD = re.compile(r"://([^:/@]+):[^@]+@")
+def _say(line: str) -> None:
+    # The terminal may be gone (SIGHUP) or stderr closed: the exit code still tells.
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every place the command will write to, checked before anything starts."""
+    if getattr(args, "out", None) is not None:
+        places.output_folder(args.out, "--out")
+    if getattr(args, "json", None) is not None:
+        places.output_file(args.json, "--json")
+
+
+def _after_stop(args: argparse.Namespace, store: Store | None) -> str:
+    """What a stopped command leaves, and the command that goes on from there."""
+    if args.command == "tune":
+        return ("; the study's finished trials are stored (go on with: knoblab tune "
+                f"{shlex.quote(str(args.spec))})")
+    if args.command not in ("run", "resume"):
+        return ""
+    run_id = _own_run(store)
+    if run_id is None:
+        again = (f"knoblab run {shlex.quote(str(args.spec))}" if args.command == "run"
+                 else f"knoblab resume {shlex.quote(args.run_id)}")
+        return f" before anything was measured (start again with: {again})"
+    return f"; what was measured is stored (finish it with: knoblab resume {run_id})"
+
+
+def _own_run(store: Store | None) -> str | None:
+    """The run this process measured, if it got as far as creating one."""
+    if store is None:
+        return None
+    with contextlib.suppress(Exception):  # the store may be what failed
+        for run in store.list_runs(limit=50):
+            owner = json.loads(run["info"] or "{}").get("owner") or {}
+            if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
+                return str(run["id"])
+    return None
 
 
 def _write_crash_log(exc: Exception) -> Path:
     """The traceback and the command line (any password in a URL masked), under
-    $KNOBLAB_HOME/logs, or the temp folder when that cannot be written."""
+    $KNOBLAB_HOME/logs — or, when that cannot be written, in the current folder, where the
+    user looks — and the temp folder as a last resort."""
     command = " ".join(_URL_PASSWORD.sub(r"://\1:***@", arg) for arg in sys.argv)
     text = (f"{command}\n{dt.datetime.now().isoformat()}\n\n"
             + "".join(traceback.format_exception(exc)))
     name = f"crash-{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
     home = os.environ.get("KNOBLAB_HOME") or str(Path.home() / ".knoblab")
-    for folder in (Path(home).expanduser() / "logs", Path(tempfile.gettempdir())):
+    for folder in (Path(home).expanduser() / "logs", Path.cwd(), Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
-            return folder / name
+            return (folder / name).absolute()
         except OSError:
             continue
     return Path("(nowhere: no folder could be written)")
+
+
+# greedy: a password may itself hold "@"
+_URL_PASSWORD = re.compile(r"://([^:/@\s]+):\S*@")
 
 
 def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
@@ -570,6 +631,7 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT
 def _handle_stopping_signals() -> None:
     STOP.clear()
     UNWINDING.clear()
+    ENDED.clear()
     for signum in STOPPING_SIGNALS:
         signal.signal(signum, _interrupt)
     signal.signal(signal.SIGALRM, _interrupt_again)
@@ -579,12 +641,23 @@ def _handle_stopping_signals() -> None:
 def _interrupt(signum: int, frame: object) -> None:
     """The first signal stops the run where it is; later ones only make the clean-up hurry
     (servers are killed instead of shut down), so that a second Ctrl-C cannot break off the
-    clean-up itself and leave a server, its directory or a changed setting behind."""
+    clean-up itself and leave a server, its directory or a changed setting behind. Once the
+    command has its exit code, signals are absorbed."""
+    if ENDED.is_set():
+        return
     if STOP.is_set():
         sandbox.hurry()
         return
     STOP.set()
     stop_here()
+
+
+def _ignore_stopping_signals() -> None:
+    """At exit, before Python gives the signals back to their defaults (where a late TERM
+    would kill the process and turn a clean stop into "killed"): ignored ones stay ignored."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for signum in STOPPING_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:

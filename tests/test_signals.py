@@ -70,12 +70,36 @@ def test_each_stopping_signal_cleans_up_like_ctrl_c(signum, home, tmp_path):
     assert ("discarded",) in _db(store, "SELECT status FROM trials")
 
 
-def test_signals_in_quick_succession_leave_nothing_behind(home, tmp_path):
+# (when the storm starts after the first SIGINT, the gap between its signals): before the
+# clean-up has begun, during it, and from the moment it has ended until the process is gone —
+# the instant a late TERM used to find Python's handlers already dropped and kill knoblab.
+STORMS = [(0.0, 0.0), (0.0, 0.005), (0.0, 0.02), (0.02, 0.05), (0.1, 0.1), ("cleaned", 0.0),
+          ("cleaned", 0.001), ("cleaned", 0.02)]
+
+
+def _storm(proc: subprocess.Popen, tmp_path: Path, start: float | str, gap: float) -> None:
+    """Four kinds of stopping signal, round and round, until knoblab has exited."""
+    proc.send_signal(signal.SIGINT)
+    if start == "cleaned":
+        _until("the end of the clean-up",
+               lambda: "interrupted;" in (tmp_path / "run.stderr").read_text(), proc)
+    else:
+        time.sleep(float(start))
+    deadline = time.monotonic() + 60
+    sent = 0
+    while proc.poll() is None and time.monotonic() < deadline:
+        proc.send_signal(STOPPING[sent % len(STOPPING)])
+        sent += 1
+        time.sleep(gap)
+
+
+@pytest.mark.parametrize(("start", "gap"), STORMS,
+                         ids=[f"from-{start}-every-{gap * 1000:g}ms" for start, gap in STORMS])
+def test_signals_in_quick_succession_leave_nothing_behind(start, gap, home, tmp_path):
     proc, store = _measuring(home, tmp_path, "signal-storm")
-    for signum in [signal.SIGINT] * 4 + [signal.SIGTERM, signal.SIGHUP]:
-        proc.send_signal(signum)
-        time.sleep(0.02)
-    _stopped(proc, tmp_path)
+    _storm(proc, tmp_path, start, gap)
+    stderr = _stopped(proc, tmp_path)
+    assert stderr.count("interrupted;") == 1, stderr
     _no_servers_soon(home)
     _no_sandboxes(home)
     assert _db(store, "SELECT status FROM runs") == [("interrupted",)]

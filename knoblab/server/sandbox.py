@@ -51,7 +51,8 @@ class ServerStartError(ServerRefused):
 
 def knoblab_home() -> Path:
     """Where templates, sandboxes and the default store live ($KNOBLAB_HOME or ~/.knoblab)."""
-    home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab").expanduser()
+    # Absolute: the server resolves a relative path against its own folder, not ours.
+    home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab").expanduser().absolute()
     home.mkdir(parents=True, exist_ok=True)
     return home
 
