@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from knoblab import safety
 from knoblab.catalog import INTEGER_TYPES, Catalog, Knob
 from knoblab.errors import UserError
 from knoblab.units import format_size, is_size, parse_size, setting_text
@@ -159,8 +160,10 @@ def _within(knob: Knob, entry: Any, memory_budget: int) -> Any:
     return [str(low), str(max(high, low))]
 
 
-def parse_space(raw: Any, catalog: Catalog) -> Space:
-    """[tune.knobs] read against this server's catalog; one line for anything wrong."""
+def parse_space(raw: Any, catalog: Catalog, allow_durability_tradeoff: bool = False) -> Space:
+    """[tune.knobs] read against this server's catalog; one line for anything wrong. A setting
+    whose values include ones that give up durability is refused first, unless the spec
+    allows the trade-off: a search would otherwise spend its trials on refusals."""
     if not isinstance(raw, dict):
         raise UserError(f"[tune] knobs = {raw!r}: name the settings to search in a "
                         "[tune.knobs] table, e.g. sort_buffer_size = [\"32K\", \"64M\"], or "
@@ -176,6 +179,8 @@ def parse_space(raw: Any, catalog: Catalog) -> Space:
             raise UserError(f"[tune.knobs] {written!r} and {seen[knob.name]!r} are one setting "
                             f"({knob.name}); name it once")
         seen[knob.name] = written
+        if not allow_durability_tradeoff:
+            _refuse_unsafe(knob, entry)
         try:
             dimensions.append(_dimension(knob, entry))
         except UserError as exc:  # the catalog's own words say the range, not the section
@@ -184,6 +189,84 @@ def parse_space(raw: Any, catalog: Catalog) -> Space:
                             ) from None
     # Every dimension holds two values at least (checked below): no space is a single point.
     return Space(tuple(dimensions))
+
+
+# A range wider than this is checked at its first values and its high end (the durability
+# rules single out a few small values).
+UNSAFE_SCAN = 4096
+
+
+def _refuse_unsafe(knob: Knob, entry: Any) -> None:
+    """One line naming the values of `entry` that give up durability and the opt-in; the
+    entry is read leniently here (its other faults are said after, by _dimension)."""
+    if safety.safety_class(knob.name) != "durability":
+        return
+    costs: dict[str, str] = {}
+    values, gap = _values_of(knob, entry)
+    for value in values:
+        cost = safety.durability_costs({knob.name: value}).get(knob.name)
+        if cost:
+            costs[value] = cost
+    if not costs:
+        return
+    shown = _listed(knob, list(costs), gap)
+    verb = "gives" if len(costs) == 1 else "give"
+    raise UserError(f"[tune.knobs] {knob.name}: {shown} {verb} up durability "
+                    f"({next(iter(costs.values()))}); search only the safe values, or set "
+                    "allow_durability_tradeoff = true in [server] if that trade-off is "
+                    "acceptable")
+
+
+def _values_of(knob: Knob, entry: Any) -> tuple[list[str], tuple[int, int] | None]:
+    """The values an entry of [tune.knobs] stands for, as the server takes them (those that
+    do not read are left out); and, for a range too wide to scan, the two values between
+    which it was not (the values there are taken to be like those at both ends)."""
+    def normal(raw: Any) -> str | None:
+        try:
+            return knob.normalize(raw)
+        except UserError:
+            return None
+
+    if isinstance(entry, dict) and "values" in entry:
+        listed = entry["values"] if isinstance(entry["values"], list) else []
+    elif knob.type in INTEGER_TYPES and isinstance(entry, dict | list):
+        bounds = [entry.get("low"), entry.get("high")] if isinstance(entry, dict) else entry
+        ends = [e for e in (normal(b) for b in bounds) if e is not None]
+        if len(bounds) != 2 or len(ends) != 2:  # not a range: the values given
+            return ends, None
+        low, high = sorted(int(e) for e in ends)
+        step = knob.block_size or 1
+        numbers = range(low, min(high, low + (UNSAFE_SCAN - 1) * step) + 1, step)
+        gap = (numbers[-1], high) if high - numbers[-1] > step else None
+        return [str(n) for n in dict.fromkeys([*numbers, high])], gap
+    else:
+        listed = entry if isinstance(entry, list) else []
+    return [v for v in (normal(raw) for raw in listed) if v is not None], None
+
+
+def _listed(knob: Knob, values: list[str], gap: tuple[int, int] | None = None) -> str:
+    """"0 and 2", "2 to 1000", "0, 2 and 5 to 9": runs of three or more whole numbers
+    joined."""
+    parts: list[str] = []
+    if all(v.lstrip("-").isdigit() for v in values):
+        numbers = sorted(int(v) for v in values)
+        step = knob.block_size or 1
+        start = previous = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and (n - previous == step or (previous, n) == gap):
+                previous = n
+                continue
+            if previous - start > step or (start, previous) == gap:
+                parts.append(f"{setting_text(knob.name, str(start))} to "
+                             f"{setting_text(knob.name, str(previous))}")
+            else:
+                parts += [setting_text(knob.name, str(x)) for x in dict.fromkeys([start,
+                                                                                  previous])]
+            if n is not None:
+                start = previous = n
+    else:
+        parts = values
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _dimension(knob: Knob, entry: Any) -> Dimension:

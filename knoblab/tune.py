@@ -256,6 +256,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     options = TuneOptions.from_spec(spec.tune, spec.name)
     if budget is not None:
         options = dataclasses.replace(options, budget=budget)
+    if options.storage is not None:
+        _check_not_the_store(options.storage, store)
     goal = Goal.of(options, spec.workload)
     least = options.rounds * 2 * (runner.LEAST_TRIAL_SECONDS + spec.workload.least_seconds)
     if options.budget is not None and options.budget * SEARCH_SHARE < least:
@@ -276,7 +278,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         if left_out:
             listener.message(f"left out: {', '.join(left_out)}")
     else:
-        space = parse_space(options.knobs, catalog)
+        space = parse_space(options.knobs, catalog, spec.allow_durability_tradeoff)
     base = spec.base_settings(catalog)
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
@@ -785,6 +787,50 @@ def _save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
             "effects": [dataclasses.asdict(e) for e in reduction.effects],
             "run": reduction.run_id, "kept": reduction.kept,
             "check_run": reduction.check_run_id, "equivalent": reduction.equivalent}})
+
+
+LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1"})
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+
+
+def _check_not_the_store(storage: str, store: Store) -> None:
+    """[tune] storage naming knoblab's own results store would write Optuna's tables among
+    knoblab's (and clash with them): refused before either is touched."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        study_url = make_url(driver_url(storage))
+    except Exception:  # noqa: BLE001 - a malformed URL: opening the study says what is wrong
+        return
+    if _same_database(study_url, store.engine.url):
+        raise UserError(f"[tune] storage = {safe_url(driver_url(storage))} is knoblab's own "
+                        "results store: give the study a database of its own (e.g. "
+                        "\"sqlite:///study.sqlite\", or another PostgreSQL database), or leave "
+                        "storage out to keep it beside the results store")
+
+
+def _same_database(a: Any, b: Any) -> bool:
+    """Whether two SQLAlchemy URLs name one database: one SQLite file, or one database on one
+    server (local host names taken as one host, the default port as written or not)."""
+    backend = a.get_backend_name()
+    if backend != b.get_backend_name():
+        return False
+    if backend == "sqlite":
+        files = [x.database for x in (a, b)]
+        if not all(files) or ":memory:" in files:
+            return False
+        paths = [Path(f).expanduser() for f in files]  # type: ignore[arg-type]
+        with contextlib.suppress(OSError):
+            if all(p.exists() for p in paths):
+                return os.path.samefile(*paths)
+        return paths[0].resolve() == paths[1].resolve()
+
+    def where(url: Any) -> tuple[str, int | None, str | None]:
+        host = url.host or str(url.query.get("host") or "")
+        host = "localhost" if host in LOCAL_HOSTS or host.startswith("/") else host.lower()
+        return host, url.port or DEFAULT_PORTS.get(backend), url.database
+
+    return where(a) == where(b)
 
 
 def _beside(store: Store) -> str:

@@ -100,3 +100,57 @@ def test_a_list_of_values_of_a_size_is_searched_as_those_values_only():
     assert sort.describe() == "sort_buffer_size: one of 64K, 2M, 16M"
     with pytest.raises(UserError, match="out of range"):
         parse_space({"read_buffer_size": {"values": ["1K", "1M"]}}, _catalog())
+
+
+def _durability_catalog() -> Catalog:
+    return Catalog("MariaDB 10.11 (test)", {
+        "innodb_flush_log_at_trx_commit": Knob("innodb_flush_log_at_trx_commit", "INT UNSIGNED",
+                                               "GLOBAL", "1", 0, 3, None, (), True, True),
+        "sync_binlog": Knob("sync_binlog", "INT UNSIGNED", "GLOBAL", "0", 0, 4294967295, None,
+                            (), True, True),
+        "innodb_doublewrite": Knob("innodb_doublewrite", "BOOLEAN", "GLOBAL", "ON", None, None,
+                                   None, (), False, True),
+        "innodb_flush_method": Knob("innodb_flush_method", "ENUM", "GLOBAL", "O_DIRECT", None,
+                                    None, None, ("fsync", "O_DSYNC", "nosync", "O_DIRECT"),
+                                    False, True),
+    })
+
+
+@pytest.mark.parametrize("knobs, words", [
+    # The durability refusal comes before the log scale's (a range from 0) and names the values.
+    ({"innodb_flush_log_at_trx_commit": [0, 2]}, ["0 and 2 give up durability"]),
+    ({"innodb_flush_log_at_trx_commit": {"low": 0, "high": 2, "scale": "linear"}},
+     ["0 and 2 give up durability"]),
+    ({"innodb_flush_log_at_trx_commit": {"values": [1, 2]}}, ["2 gives up durability"]),
+    ({"sync_binlog": [1, 4294967295]}, ["2 to 4294967295 give up durability"]),
+    ({"sync_binlog": {"low": 0, "high": 3, "scale": "linear"}}, ["0, 2 and 3 give up"]),
+    ({"innodb_doublewrite": ["ON", "OFF"]}, ["OFF gives up durability", "torn"]),
+    ({"innodb_flush_method": ["fsync", "nosync"]}, ["nosync gives up durability"]),
+    # Before the other faults of the same entry: listed twice, a single value.
+    ({"innodb_doublewrite": ["OFF", "off"]}, ["OFF gives up durability"]),
+])
+def test_unsafe_values_are_refused_before_the_search_naming_them_and_the_opt_in(knobs, words):
+    with pytest.raises(UserError) as caught:
+        parse_space(knobs, _durability_catalog())
+    text = str(caught.value)
+    assert text.startswith(f"[tune.knobs] {next(iter(knobs))}: ")
+    assert "allow_durability_tradeoff = true" in text and "\n" not in text
+    for word in words:
+        assert word in text
+
+
+def test_unsafe_values_are_searched_with_the_opt_in_and_safe_ones_without():
+    catalog = _durability_catalog()
+    space = parse_space({"innodb_flush_log_at_trx_commit": {"low": 0, "high": 2,
+                                                            "scale": "linear"},
+                         "innodb_doublewrite": ["ON", "OFF"]}, catalog,
+                        allow_durability_tradeoff=True)
+    assert [d.name for d in space.dimensions] == ["innodb_flush_log_at_trx_commit",
+                                                   "innodb_doublewrite"]
+    safe = parse_space({"innodb_flush_log_at_trx_commit": {"values": [1, 3]},
+                        "innodb_flush_method": ["fsync", "O_DIRECT"]}, catalog)
+    assert safe.dimensions[0].choices == ("1", "3")
+    # The entry's own faults are said as before once its values are safe.
+    with pytest.raises(UserError, match="log scale"):
+        parse_space({"innodb_flush_log_at_trx_commit": [0, 2]}, catalog,
+                    allow_durability_tradeoff=True)
