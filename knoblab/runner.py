@@ -244,8 +244,26 @@ def _disturbances(home: Path, store: Store) -> list[str]:
             "machine: the two runs disturb each other's timings; run one at a time"]
 
 
+def check_points(spec: Spec, targets: dict[str, Target], store: Store,
+                 check_memory: bool = True) -> None:
+    """The checks `prepare` makes of a spec's points, on servers already open, building and
+    starting nothing: a search checks every kind of trial it may make before the first."""
+    plans = plan_points(spec, {label: t.catalog for label, t in targets.items()})
+    points: list[tuple[Settings, Settings]] = []
+    unavailable: dict[int, str] = {}
+    for label, plan in plans.items():
+        for point in plan.points:
+            if point.step and point.step.get("skip"):
+                unavailable[len(points)] = str(point.step["skip"])
+            points.append(({"binary": label, **point.requested} if label else point.requested,
+                           point.config))
+    prepared = Prepared(spec, targets, plans, points, [], unavailable, {}, [])
+    for label, target in targets.items():
+        _check_target(prepared, label, target, store, None, check_memory)
+
+
 def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
-                  resuming: str | None) -> None:
+                  resuming: str | None, check_memory: bool = True) -> None:
     spec, plan = prepared.spec, prepared.plans[label]
     mine = [p for i, p in enumerate(prepared.points)
             if prepared.label(p[0]) == label and i not in prepared.unavailable]
@@ -261,7 +279,7 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
                  connections=spec.workload.connections_for,
                  allow_durability_tradeoff=spec.allow_durability_tradeoff,
                  memory_budget=spec.memory_budget,
-                 check_memory=target.local or spec.memory_budget is not None)
+                 check_memory=check_memory and (target.local or spec.memory_budget is not None))
 
 
 def _prepare_data(prepared: Prepared, label: str, target: Target, listener: Listener) -> None:

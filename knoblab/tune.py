@@ -35,7 +35,7 @@ from knoblab.server.sandbox import alive
 from knoblab.space import Space, auto_space, parse_space
 from knoblab.spec import Spec
 from knoblab.store import Store, TrialState, driver_url, safe_url
-from knoblab.units import format_duration, parse_duration, settings_text
+from knoblab.units import format_duration, parse_duration, setting_text, settings_text
 from knoblab.workloads.base import Metric, Rounds, Second
 
 if TYPE_CHECKING:
@@ -282,6 +282,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     base = spec.base_settings(catalog)
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
+    _check_trials(spec, options, space, baseline, targets, store)
     study = _open_study(options, spec, space, store, fingerprint(home, target.version))
     if not study.trials:
         params = _params_for(space, baseline)
@@ -348,6 +349,43 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     return TuneResult(options.study, space, baseline, outcomes, _spent(study.trials), stopped,
                       validations, spec.statistics.min_effect, importance=importance,
                       reduction=reduction, goal=goal, server=target.version)
+
+
+def _check_trials(spec: Spec, options: TuneOptions, space: Space, baseline: dict[str, str],
+                  targets: dict[str, Any], store: Store) -> None:
+    """Everything a trial's run would refuse, refused before the first: the ties, and each
+    value of each searched setting (its end points, for a range) checked as its trial's run
+    checks it (types, ties, whether it can be set, the server's own rules). Only memory, which
+    depends on the combination, is left to each trial (an over-budget trial is a result)."""
+    target = next(iter(targets.values()))
+    catalog = target.catalog
+    searched = set(space.names)
+    for follower, leader in spec.tied.items():
+        follower_name, leader_name = catalog.knob(follower).name, catalog.knob(leader).name
+        if follower_name in searched:
+            raise UserError(f"[tie] {follower_name} follows {leader_name}: remove it from "
+                            "[tune.knobs] (it takes the leader's value in every trial)")
+        if leader_name not in searched and leader_name not in spec.base_settings(catalog):
+            raise UserError(f"[tie] {follower_name} = {leader!r}: the leader must be searched "
+                            "in [tune.knobs] or set in [server.config]")
+    base = spec.base_settings(catalog)
+    # The baseline alone: over the memory budget, every trial would be refused.
+    safety.check([({}, {})], base, catalog, connections=spec.workload.connections_for,
+                 allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                 memory_budget=spec.memory_budget,
+                 check_memory=target.local or spec.memory_budget is not None)
+    for d in space.dimensions:
+        assert d.choices or (d.low is not None and d.high is not None)
+        values = d.choices or (d.value(d.low or 0), d.value(d.high or 0))
+        for value in values:
+            if value == baseline[d.name]:
+                continue
+            try:
+                runner.check_points(_trial_spec(spec, {d.name: value}, options.rounds, 0),
+                                    targets, store, check_memory=False)
+            except UserError as exc:
+                raise UserError(f"[tune.knobs] {d.name} = {setting_text(d.name, value)}: "
+                                f"{exc}") from None
 
 
 def _check(search: _Search, outcomes: list[TrialOutcome], budget: float | None
@@ -819,7 +857,7 @@ def _same_database(a: Any, b: Any) -> bool:
         files = [x.database for x in (a, b)]
         if not all(files) or ":memory:" in files:
             return False
-        paths = [Path(f).expanduser() for f in files]  # type: ignore[arg-type]
+        paths = [Path(f).expanduser() for f in files]
         with contextlib.suppress(OSError):
             if all(p.exists() for p in paths):
                 return os.path.samefile(*paths)

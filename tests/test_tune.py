@@ -333,3 +333,25 @@ def test_a_stop_while_a_trial_is_told_leaves_it_unscored_and_queued_again(
     result = _tune(store, tmp_path, _spec(trials=4, validate=1))
     assert cut.number not in {t.number for t in result.trials}
     assert all(t.score is not None for t in result.trials if t.state == "scored")
+
+
+def test_a_search_that_measured_no_candidate_says_so(store, tmp_path):
+    """Every trial the baseline (a space of two values, the sampler proposing the current one
+    again): no verdict on candidates there are no measurements of."""
+    import io
+
+    from rich.console import Console
+
+    from knoblab.report.tuning import print_tune, tune_cnf, tune_document
+
+    source = ('name = "search"\n[workload]\nkind = "fake"\n[statistics]\nseed = 2\n[tune]\n'
+              'trials = 3\n[tune.knobs]\nsort_buffer_size = { values = ["2M", "4M"] }\n')
+    result = _tune(store, tmp_path, parse_spec(tomllib.loads(source), source=source))
+    assert [t.state for t in result.trials] == ["baseline"] * 3
+    out = io.StringIO()
+    print_tune(result, Console(file=out, width=200))
+    said = "No candidate was measured (of 3 trials, 3 the baseline itself)"
+    assert said in out.getvalue() and "scored better" not in out.getvalue()
+    assert tune_document(result, [], source, {}).conclusion.startswith(said)
+    cnf = tune_cnf(result)
+    assert said in cnf and "shown to beat" not in cnf and cnf.endswith("[mysqld]\n")

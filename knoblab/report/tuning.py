@@ -34,6 +34,22 @@ def gain_text(outcome: TrialOutcome) -> str:
     return text
 
 
+def unmeasured(result: TuneResult) -> str | None:
+    """When the search measured no candidate (every trial the baseline, refused or failed):
+    the sentence that says so, in place of a verdict on measurements there are none of."""
+    if any(t.state == "scored" for t in result.trials):
+        return None
+    kinds = (("baseline", "the baseline itself"), ("refused", "refused before running"),
+             ("failed", "refused by the server"))
+    counts = [f"{n} {what}" for state, what in kinds
+              if (n := sum(t.state == state for t in result.trials))]
+    trials = f"of {len(result.trials)} trials, " + ", ".join(counts) if counts else \
+        "the study has no trials"
+    return (f"No candidate was measured ({trials}): nothing is known about any other "
+            "configuration, so nothing is recommended and the current one stays; search more "
+            "values in [tune.knobs], or give more trials.")
+
+
 def trial_text(outcome: TrialOutcome) -> str:
     if outcome.state == "baseline":
         return "the baseline: every trial is measured against it"
@@ -74,7 +90,8 @@ def print_tune(result: TuneResult, out: Console) -> None:
             row.append("—" if t.observed is None else
                        f"{t.observed:.3g}{'' if t.feasible else ' (over)'}")
         table.add_row(*row)
-    out.print(table)
+    if scored:
+        out.print(table)
     if result.importance:
         out.print("importance (each setting's share of the variation in gain over the trials; "
                   "10th to 90th percentile over resamples):", markup=False, highlight=False)
@@ -82,8 +99,8 @@ def print_tune(result: TuneResult, out: Console) -> None:
             out.print(f"  {i.name}: {i.share:.0%} ({i.low:.0%} to {i.high:.0%})",
                       markup=False, highlight=False)
     if not result.validations:
-        out.print("No trial scored better than the baseline: keep the current configuration.",
-                  markup=False, highlight=False)
+        out.print(unmeasured(result) or "No trial scored better than the baseline: keep the "
+                  "current configuration.", markup=False, highlight=False)
         return
     out.print("validation (each candidate against the baseline in fresh starts, until decided):",
               markup=False, highlight=False)
@@ -184,6 +201,8 @@ def tune_cnf(result: TuneResult) -> str:
     setting and why."""
     head = f"# knoblab tune, study {result.study}"
     chosen = result.recommended
+    if (nothing := unmeasured(result)) is not None:
+        return f"{head}: {nothing}\n[mysqld]\n"
     if chosen is None:
         return (f"{head}: no configuration was shown to beat the current one (by "
                 f"{result.min_effect:.0%} or more): keep it.\n[mysqld]\n")
@@ -200,7 +219,9 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         f"the {'lowest' if goal.metric.direction == 'minimize' else 'highest'} {goal.name}"
     names = ", ".join(d.name for d in result.space.dimensions)
     chosen = result.recommended
-    if chosen is None:
+    if (nothing := unmeasured(result)) is not None:
+        conclusion = nothing
+    elif chosen is None:
         conclusion = (f"No configuration was shown to beat the current one (by "
                       f"{result.min_effect:.0%} or more): keep it.")
     else:

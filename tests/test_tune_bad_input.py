@@ -1,0 +1,124 @@
+"""knoblab tune refuses through the real CLI, before its first trial and before its study is
+opened, everything a trial would refuse: exit code 2, one line, no traceback, nothing stored
+and no study written. Real sandbox catalog; no server is started for a measurement."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.server
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = """name = "search"
+[server]
+{server}
+[dataset]
+rows = 1000
+[workload]
+sql = "SELECT COUNT(*) FROM dt2"
+{tie}
+[tune]
+trials = 3
+rounds = 2
+max_rounds = 2
+validate = 1
+{tune}
+[tune.knobs]
+{knobs}
+"""
+SAFE_KNOBS = 'sort_buffer_size = ["64K", "4M"]\nread_buffer_size = ["64K", "2M"]'
+
+
+@pytest.fixture(scope="module")
+def env(knoblab_home: Path, catalog) -> dict[str, str]:
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
+    environ["KNOBLAB_HOME"] = str(knoblab_home)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
+                                                          environ.get("PYTHONPATH")]))
+    return environ
+
+
+def _refused(tmp_path: Path, env: dict[str, str], *, knobs: str = SAFE_KNOBS, tune: str = "",
+             tie: str = "", server: str = "", args: tuple[str, ...] = ()) -> str:
+    """The one line `knoblab tune` refuses the spec with; nothing measured, no study made."""
+    spec = tmp_path / "search.toml"
+    spec.write_text(SPEC.format(knobs=knobs, tune=tune, tie=tie, server=server))
+    store = tmp_path / "s.sqlite"
+    result = subprocess.run(
+        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", "tune",
+         str(spec), *args], capture_output=True, text=True, env=env, cwd=tmp_path,
+        timeout=240, check=False)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("knoblab: "), result.stderr
+    with sqlite3.connect(store) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables \
+            else 0
+    assert runs == 0, "nothing is measured"
+    assert "studies" not in tables, "no Optuna table in knoblab's store"
+    assert not (tmp_path / "s-tune.sqlite").exists(), "no study is opened"
+    return lines[0]
+
+
+@pytest.mark.parametrize("tune, args, words", [
+    ("budget = inf", (), ["[tune] budget: inf", "longer than knoblab takes"]),
+    ("budget = 1e300", (), ["[tune] budget", "longer than knoblab takes"]),
+    ("budget = nan", (), ["[tune] budget: nan", "not a duration"]),
+    ("", ("--budget", "99999999999999h"), ["--budget", "longer than knoblab takes"]),
+])
+def test_a_budget_that_is_not_finite_is_one_line_before_anything_runs(
+        tmp_path, env, tune, args, words):
+    line = _refused(tmp_path, env, tune=tune, args=args)
+    for word in words:
+        assert word in line
+
+
+@pytest.mark.parametrize("knobs", [
+    "innodb_flush_log_at_trx_commit = [0, 2]",
+    'innodb_flush_log_at_trx_commit = { low = 0, high = 2, scale = "linear" }',
+])
+def test_unsafe_values_are_refused_before_the_search_and_before_the_scale(tmp_path, env, knobs):
+    line = _refused(tmp_path, env, knobs=knobs)
+    assert "[tune.knobs] innodb_flush_log_at_trx_commit: 0 and 2 give up durability" in line
+    assert "allow_durability_tradeoff = true" in line and "log scale" not in line
+
+
+@pytest.mark.parametrize("storage", ["sqlite:///s.sqlite", "sqlite:///{tmp}/s.sqlite",
+                                     "sqlite:///{tmp}/../{name}/s.sqlite"])
+def test_a_study_storage_that_is_the_results_store_is_refused_before_opening_it(
+        tmp_path, env, storage):
+    url = storage.format(tmp=tmp_path, name=tmp_path.name)
+    line = _refused(tmp_path, env, tune=f'storage = "{url}"')
+    assert "[tune] storage" in line and "knoblab's own results store" in line
+
+
+@pytest.mark.parametrize("tie, knobs, words", [
+    # A follower of another type than its leader: run refuses it at once, tune did after trials.
+    ('[tie]\nsort_buffer_size = "innodb_adaptive_hash_index"',
+     'innodb_adaptive_hash_index = ["ON", "OFF"]\nread_buffer_size = ["64K", "2M"]',
+     ["[tune.knobs] innodb_adaptive_hash_index = O", "sort_buffer_size"]),
+    # A follower that is searched too: named with [tune.knobs], before trial 0.
+    ('[tie]\nmax_heap_table_size = "tmp_table_size"',
+     'tmp_table_size = ["1M", "64M"]\nmax_heap_table_size = ["1M", "64M"]',
+     ["[tie] max_heap_table_size follows tmp_table_size", "[tune.knobs]"]),
+    # A leader set nowhere: the tie would silently never apply.
+    ('[tie]\nmax_heap_table_size = "tmp_table_size"', SAFE_KNOBS,
+     ["[tie] max_heap_table_size", "leader", "[tune.knobs]"]),
+    # A setting the sandbox keeps its own (the target's rules): refused by the first trial's
+    # run until now.
+    ("", 'port = [3307, 3400]\nread_buffer_size = ["64K", "2M"]',
+     ["[tune.knobs] port = ", "set by knoblab itself"]),
+])
+def test_what_a_trial_would_refuse_is_refused_before_the_first(tmp_path, env, tie, knobs, words):
+    line = _refused(tmp_path, env, tie=tie, knobs=knobs)
+    for word in words:
+        assert word in line
