@@ -8,23 +8,40 @@ stored as done (or failed) are not repeated.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
 import socket
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote, unquote
 
 import sqlalchemy as sa
 
+from knoblab import __version__
 from knoblab.errors import UserError
 from knoblab.stats import Statistics
 
 SCHEMA_VERSION = 1
+# The layout of the tables below; raised when a change would mislead an older knoblab, which
+# then refuses the store instead of misreading it.
+STORE_VERSION = 1
+# How long SQLite waits for another process's lock before a statement gives up, and how long
+# a statement that failed for a passing reason (a lock, a lost connection) is tried again.
+LOCK_WAIT = 30.0
+RETRY_FOR = 60.0
+# Less free space than this where a SQLite store lies, and a run is refused before it starts.
+MIN_FREE = 1 << 20
+MAX_ROWS = 2**63 - 1  # the largest LIMIT SQLite and PostgreSQL accept
+T = TypeVar("T")
 metadata = sa.MetaData()
 
 runs = sa.Table(
@@ -121,6 +138,17 @@ run_locks = sa.Table(
     sa.Column("acquired_at", sa.Float, nullable=False),
     sa.Column("heartbeat_at", sa.Float, nullable=False),  # renewed while it measures
 )
+# What marks a database as knoblab's store, and by which layout: written when knoblab makes
+# the store. Kept apart from `metadata` so that opening a store made before it was introduced
+# writes nothing (reading an old store, even a read-only one, leaves it as it was).
+marker_metadata = sa.MetaData()
+store_marker = sa.Table(
+    "knoblab_store", marker_metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),  # the one row: 1
+    sa.Column("version", sa.Integer, nullable=False),  # STORE_VERSION of its maker
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("created_by", sa.Text),  # knoblab's version
+)
 OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
                  "reconnects")
@@ -201,43 +229,394 @@ class RunInfo:
                 **{k: v for k, v in asdict(self).items() if k != "schema_version"}}
 
 
-def _create_tables(engine: sa.Engine) -> None:
+def _create_tables(engine: sa.Engine, tables: sa.MetaData = metadata) -> None:
     """The schema, made by whichever process opens a new store first. Several processes may
     open it at the same moment (a run and its resume, several machines): one that finds a
-    table made between its check and its CREATE looks again instead of failing."""
+    table made between its check and its CREATE, or the file locked by the other's CREATE,
+    looks again instead of failing."""
     for attempt in range(5):
         try:
-            metadata.create_all(engine)
+            tables.create_all(engine)
             return
         except (sa.exc.OperationalError, sa.exc.ProgrammingError,
                 sa.exc.IntegrityError) as exc:
-            if "already exists" not in str(exc) and "duplicate" not in str(exc).lower() \
+            text = str(exc).lower()
+            if not any(w in text for w in ("already exists", "duplicate", "locked")) \
                     or attempt == 4:
                 raise
             time.sleep(0.05 * (attempt + 1))
 
 
-def default_url(home: Path) -> str:
-    return f"sqlite:///{home / 'knoblab.sqlite'}"
+# --- URLs ------------------------------------------------------------------------------------
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.DOTALL)
+# A password in a URL: from the user name's colon to the last "@" before another URL begins.
+_PASSWORD = re.compile(r"([A-Za-z][\w+.-]*://[^\s:/@]*):(?:(?!\s\S*://)[^\n])*@")
+_QUERY_PASSWORD = re.compile(r"([?&](?:ssl)?pass(?:word|wd)=)[^&\s]*", re.IGNORECASE)
+_PERCENT_HINT = ("percent-encode the user name and password (@ as %40, : as %3A, / as %2F, "
+                 "# as %23, % as %25), or leave the password out and give it in PGPASSWORD "
+                 "or ~/.pgpass")
 
 
-def driver_url(url: str) -> str:
+def hide_passwords(text: str) -> str:
+    """`text` (a command line, a traceback) with the password of every URL in it masked."""
+    return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1:***@", text))
+
+
+def _masked(text: str) -> str:
+    """A URL that could not be read, for a message: everything before its last "@" (where a
+    user name and password would be) hidden."""
+    head, at, tail = text.rpartition("@")
+    if not at:
+        return hide_passwords(text)
+    scheme = re.match(r"[A-Za-z][\w+.-]*:/*", head)
+    return hide_passwords(f"{scheme.group(0) if scheme else ''}***@{tail}")
+
+
+def parse_url(url: str | sa.URL, what: str = "the results store") -> sa.URL:
+    """A database URL as the user meant it, or a UserError naming what is wrong in it without
+    ever showing its password. The user name and password end at the one "@" (anything may
+    stand in them but "@"; %XX is decoded there, as in any URL); `what` names the URL's role
+    in messages."""
+    if isinstance(url, sa.URL):
+        return url
+    text = url.strip()
+    found = _SCHEME.fullmatch(text)
+    if found is None:
+        raise UserError(f"{what}: {_masked(text)!r} is not a database URL; give "
+                        "sqlite:///PATH or postgresql://USER@HOST/DATABASE")
+    scheme, rest = found.groups()
+    if scheme.split("+")[0] == "sqlite":
+        options = rest.partition("?")[2]
+        if "?" in rest and not all("=" in o for o in options.split("&")):
+            raise UserError(f"{what}: in {text}, a '?' in the path begins options; write a "
+                            "'?' that is part of the path as %3F")
+        return sa.engine.make_url(text)
+    user = password = None
+    if "@" in rest:
+        if rest.count("@") > 1:
+            raise UserError(f"{what}: the URL {_masked(text)} holds more than one '@', so "
+                            f"where its password ends is unclear: {_PERCENT_HINT}")
+        credentials, rest = rest.split("@")
+        name, colon, secret = credentials.partition(":")
+        user, password = unquote(name), unquote(secret) if colon else None
+    shown = f"{scheme}://{'***@' if user is not None else ''}{rest}"
+    host_port = re.match(r"(\[[^\]]*\]|[^/:?]*)(?::([^/?]*))?", rest)
+    port = host_port.group(2) if host_port else None
+    if "," in (host_port.group(0) if host_port else ""):
+        raise UserError(f"{what}: the URL {shown} names several hosts; give them as options "
+                        "instead: ...@/DATABASE?host=HOST1:PORT1&host=HOST2:PORT2")
+    if port and not port.isdigit():
+        raise UserError(f"{what}: in the URL {shown}, the port {port!r} is not a number")
+    if port and not 1 <= int(port) <= 65535:
+        raise UserError(f"{what}: in the URL {shown}, port {port} is out of range: give 1 to "
+                        "65535")
+    try:
+        parsed = sa.engine.make_url(f"{scheme}://{rest}")
+    except (sa.exc.ArgumentError, ValueError):
+        raise UserError(f"{what}: {shown!r} is not a database URL; give sqlite:///PATH or "
+                        "postgresql://USER@HOST/DATABASE") from None
+    return parsed.set(username=user, password=password) if user is not None else parsed
+
+
+def _with_driver(url: sa.URL) -> sa.URL:
     """A plain postgresql:// URL means psycopg 3, the driver knoblab installs."""
-    for plain in ("postgresql://", "postgres://"):
-        if url.startswith(plain):
-            return "postgresql+psycopg://" + url[len(plain):]
+    if url.drivername in ("postgresql", "postgres"):
+        return url.set(drivername="postgresql+psycopg")
     return url
 
 
+def driver_url(url: str, what: str = "the database") -> str:
+    """The URL to give SQLAlchemy (and Optuna): read as `parse_url` does, with its driver."""
+    return _with_driver(parse_url(url, what)).render_as_string(hide_password=False)
+
+
+def safe_url(url: str | sa.URL) -> str:
+    """The URL without its password, for messages."""
+    try:
+        parsed = parse_url(url)
+    except UserError:
+        return _masked(url) if isinstance(url, str) else "(a database URL)"
+    return hide_passwords(parsed.render_as_string(hide_password=True))
+
+
+def sqlite_url(path: Path) -> str:
+    """The URL of a SQLite file, whatever its path holds (?, %, #, spaces)."""
+    return sa.URL.create("sqlite", database=str(path)).render_as_string()
+
+
+def default_url(home: Path) -> str:
+    return sqlite_url(home / "knoblab.sqlite")
+
+
+def _sqlite_file(url: sa.URL) -> Path | None:
+    """The file of a SQLite store (None for one in memory)."""
+    database = url.database or ""
+    if not url.drivername.startswith("sqlite") or database in ("", ":memory:") \
+            or database.startswith("file:") or url.query.get("mode") == "memory":
+        return None
+    return Path(os.path.abspath(database))
+
+
+def _os_problem(exc: OSError) -> str:
+    """What an OSError says about a place, as a clause."""
+    return {errno.EROFS: "is on a read-only file system",
+            errno.ENOSPC: "is on a full file system",
+            errno.EDQUOT: "is over its disk quota",
+            errno.EACCES: "is not writable (permission denied)",
+            errno.EPERM: "is not writable (operation not permitted)",
+            errno.ENOENT: "does not exist",
+            errno.ENOTDIR: "is not a folder"}.get(exc.errno or 0,
+                                                   (exc.strerror or str(exc)).lower())
+
+
+def _try_writing(folder: Path, size: int = 0) -> OSError | None:
+    """Whether a file of `size` bytes can be written in `folder` (it is removed again)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".knoblab-probe-")
+    except OSError as exc:
+        return exc
+    try:
+        with os.fdopen(fd, "wb") as probe:
+            probe.write(b"\0" * size)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as exc:
+        return exc
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0].strip() if lines else type(exc).__name__
+
+
 class Store:
-    def __init__(self, url: str) -> None:
-        url = driver_url(url)
+    """The results store. Every statement goes through `_tx`: a failure for a passing reason
+    (another process's lock, a lost connection) is tried again for RETRY_FOR seconds, any
+    other becomes one line (UserError) naming the store and what is wrong with it — never a
+    password, never a traceback. Each write is its own transaction: what was stored stays."""
+
+    def __init__(self, url: str | sa.URL) -> None:
+        given = parse_url(url)
+        self.url = _with_driver(given)
+        self.path = _sqlite_file(given)
+        self.name = str(self.path) if self.path else safe_url(given)
+        self._secret = given.password or ""
+        self._opened = False
+        self._written = False
+        if self.path is not None:
+            self._check_place(self.path)
         try:
-            self.engine = sa.create_engine(url, pool_pre_ping=True)
-            _create_tables(self.engine)
-        except (sa.exc.SQLAlchemyError, ValueError, ImportError) as exc:
-            raise UserError(f"cannot open the results store {safe_url(url)}: "
-                            f"{str(exc).splitlines()[0]}") from None
+            self.engine = sa.create_engine(self.url, pool_pre_ping=True,
+                                           connect_args=self._connect_args())
+        except (sa.exc.SQLAlchemyError, ImportError, ValueError, TypeError) as exc:
+            raise UserError(f"cannot open the results store {self.name}: "
+                            f"{self._scrub(_first_line(exc))}") from None
+        try:
+            self._prepare()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._failure(exc, time.monotonic()) from None
+        self._opened = True
+
+    def _connect_args(self) -> dict[str, Any]:
+        if self.url.drivername.startswith("sqlite"):
+            return {"timeout": LOCK_WAIT}
+        if self.url.drivername.startswith("postgresql") and \
+                "connect_timeout" not in self.url.query:
+            return {"connect_timeout": 15}  # a silent host: not the TCP timeout of minutes
+        return {}
+
+    # --- opening --------------------------------------------------------------------------------
+
+    def _check_place(self, path: Path) -> None:
+        """A SQLite store's path, checked before SQLite says only "unable to open"."""
+        try:
+            if path.is_dir():
+                raise UserError(f"the results store {path} is a folder, not a SQLite file: "
+                                f"give a file in it, e.g. {path / 'knoblab.sqlite'}")
+            if path.exists():
+                if not path.is_file():
+                    raise UserError(f"the results store {path} is not a regular file: give "
+                                    "a SQLite file's path")
+                return
+            folder = path.parent
+            existing = next(p for p in (folder, *folder.parents) if p.exists())
+        except OSError as exc:
+            raise UserError(f"cannot reach the results store {path}: "
+                            f"{exc.strerror or exc}") from None
+        if not existing.is_dir():
+            raise UserError(f"cannot create the results store {path}: {existing} is a file, "
+                            "not a folder")
+        if existing != folder:
+            raise UserError(f"cannot create the results store {path}: its folder {folder} "
+                            "does not exist (create it first)")
+        if (problem := _try_writing(folder)) is not None:
+            raise UserError(f"cannot create the results store {path}: its folder {folder} "
+                            f"{_os_problem(problem)}")
+
+    def _prepare(self) -> None:
+        """Recognise knoblab's store (or an empty database, made one now) and refuse any
+        other database before writing a byte into it."""
+        with self.engine.connect() as conn:
+            inspector = sa.inspect(conn)
+            names = {n for n in inspector.get_table_names() if not n.startswith("sqlite_")}
+            columns = {n: {c["name"] for c in inspector.get_columns(n)}
+                       for n in names & set(metadata.tables)}
+            version = (conn.execute(sa.select(sa.func.max(store_marker.c.version))).scalar()
+                       if store_marker.name in names else None)
+        if version is not None and version > STORE_VERSION:
+            raise UserError(f"cannot open the results store {self.name}: a newer knoblab made "
+                            f"it (store layout {version}; this knoblab {__version__} knows "
+                            f"{STORE_VERSION}): use that knoblab, or another store")
+        if (wrong := _not_ours(names, columns)) is not None:
+            raise UserError(f"cannot open the results store {self.name}: it is not a knoblab "
+                            f"results store ({wrong}); give a new file or an empty database")
+        _create_tables(self.engine)
+        if not columns:  # knoblab made it just now: mark it so
+            _create_tables(self.engine, marker_metadata)
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(store_marker.insert().values(
+                        id=1, version=STORE_VERSION, created_at=time.time(),
+                        created_by=__version__))
+            except sa.exc.IntegrityError:
+                pass  # another process opening it at the same moment marked it
+
+    def check_writable(self) -> None:
+        """Refuse, before anything runs, a store that can be read but not written: its folder
+        or file read-only, its disk full, a database user that may only read, a standby. A
+        run stores every measurement the moment it exists, so it must find out now."""
+        if self.path is not None:
+            folder = self.path.parent
+            if (problem := _try_writing(folder, 64 << 10)) is not None:
+                raise UserError(f"the results store {self.path} cannot be written: its folder "
+                                f"{folder} {_os_problem(problem)}")
+            try:
+                os.close(os.open(self.path, os.O_WRONLY))
+            except OSError as exc:
+                raise UserError(f"the results store {self.path} cannot be written: it "
+                                f"{_os_problem(exc)}") from None
+            stat = os.statvfs(folder)
+            if stat.f_bavail * stat.f_frsize < MIN_FREE:
+                raise UserError(f"the results store {self.path} is on a file system with "
+                                f"only {stat.f_bavail * stat.f_frsize >> 10} KiB free: a run "
+                                "stores every measurement there; free some space first")
+
+        class Probed(Exception):
+            """Ends the probe's transaction, so that it is rolled back."""
+
+        def probe(conn: sa.Connection) -> None:
+            # What a run writes, in every table, then rolled back.
+            run_id, now = f"probe-{uuid.uuid4().hex[:16]}", time.time()
+            conn.execute(runs.insert().values(id=run_id, name="probe", kind="probe",
+                                              status="running", created_at=now,
+                                              spec_source=""))
+            conn.execute(points.insert().values(run_id=run_id, idx=0, requested="{}",
+                                                config="{}"))
+            key = conn.execute(trials.insert().values(
+                run_id=run_id, point_idx=0, repetition=0, position=0, status="running",
+                started_at=now, finished_at=now)).inserted_primary_key
+            trial_id = key[0] if key else None
+            conn.execute(seconds.insert().values(trial_id=trial_id, t=0.0))
+            conn.execute(os_seconds.insert().values(trial_id=trial_id, t=0.0))
+            conn.execute(saved_settings.insert().values(run_id=run_id, name="probe",
+                                                        server="{}", status="changed",
+                                                        saved_at=now))
+            conn.execute(run_locks.insert().values(run_id=run_id, token="probe", host="",
+                                                   pid=0, acquired_at=now, heartbeat_at=now))
+            conn.execute(runs.update().where(runs.c.id == run_id).values(status="done"))
+            conn.execute(run_locks.delete().where(run_locks.c.run_id == run_id))
+            conn.execute(trials.update().where(trials.c.id == trial_id).values(value=0.0))
+            raise Probed
+
+        with contextlib.suppress(Probed):
+            self._tx(probe, passing=(Probed,), probing=True)
+
+    # --- every statement ------------------------------------------------------------------------
+
+    def _tx(self, work: Callable[[sa.Connection], T], *, write: bool = True,
+            passing: tuple[type[BaseException], ...] = (), probing: bool = False) -> T:
+        """`work` in one transaction (committed when `write`), tried again while its failure
+        is a passing one; any other failure of the database is one line (UserError).
+        Exceptions in `passing` reach the caller as they are."""
+        start = time.monotonic()
+        pause = 0.1
+        while True:
+            try:
+                with self.engine.begin() if write else self.engine.connect() as conn:
+                    result = work(conn)
+                if write and not probing:
+                    self._written = True
+                return result
+            except passing:
+                raise
+            except sa.exc.SQLAlchemyError as exc:
+                if _passing(exc) and time.monotonic() - start + pause < RETRY_FOR:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 5.0)
+                    continue
+                raise self._failure(exc, start, write=write or probing) from None
+
+    def _scrub(self, text: str) -> str:
+        """A message from the driver, with no trace of the password."""
+        for secret in {self._secret, quote(self._secret, safe="")} - {""}:
+            text = text.replace(secret, "***")
+        return hide_passwords(text)
+
+    def _failure(self, exc: sa.exc.SQLAlchemyError, start: float, *,
+                 write: bool = False) -> UserError:
+        """One line: the store, what is wrong with it in words, and the database's own."""
+        orig = getattr(exc, "orig", None) or exc
+        said = self._scrub(_first_line(orig))
+        sqlite = "_".join(str(getattr(orig, "sqlite_errorname", "")).split("_")[:2])
+        state = str(getattr(orig, "sqlstate", None) or "")
+        user = self.url.username or "(the default user)"
+        waited = time.monotonic() - start
+        if sqlite == "SQLITE_CORRUPT":
+            problem = (f"it is damaged ({said}): restore it from a backup, or save what can "
+                       f"still be read with: sqlite3 {self.path} .recover")
+        elif sqlite == "SQLITE_NOTADB":
+            problem = (f"it is not a SQLite database, or it is damaged ({said}): give another "
+                       "file, or restore it from a backup")
+        elif sqlite in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            problem = (f"it is locked by another process, for over {max(waited, LOCK_WAIT):.0f}"
+                       f" s now ({said}): find which with: fuser {self.path}; or try again "
+                       "when it is done")
+        elif sqlite == "SQLITE_READONLY" or state == "25006":
+            problem = (f"it is read-only ({said}): check its file's permissions and file "
+                       "system" if sqlite else
+                       f"it is read-only ({said}): a standby, or read-only by default; point "
+                       "knoblab at the primary")
+        elif sqlite in ("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"):
+            problem = (f"it cannot be opened ({said}): check the permissions of the file and "
+                       "its folder")
+        elif sqlite == "SQLITE_FULL" or state in ("53100", "53200"):
+            problem = f"its disk is full ({said}): free some space"
+        elif sqlite == "SQLITE_IOERR":
+            problem = f"reading or writing it failed ({said}): check its disk"
+        elif state == "42501":
+            problem = (f"user {user} may not {'write' if write else 'read'} it ({said}): grant "
+                       f"it {'INSERT, UPDATE and DELETE' if write else 'SELECT'} on knoblab's "
+                       "tables, or use another user")
+        elif state.startswith("28") or _refused_login(said):
+            problem = (f"the login was refused ({said}): check the user and its password "
+                       "(PGPASSWORD or ~/.pgpass)")
+        elif state == "3D000" or _no_database(said):
+            problem = f"its database does not exist ({said})"
+        elif _passing(exc):
+            problem = (f"it cannot be reached ({said})" if not self._opened else
+                       f"the connection to it was lost, and not made again in {waited:.0f} s "
+                       f"({said})")
+        else:
+            problem = f"it failed ({said})"
+        if self._written:
+            problem += "; what was stored before is kept"
+        return UserError(f"{'the' if self._opened else 'cannot open the'} results store "
+                         f"{self.name}: {problem}")
 
     # --- write side ---------------------------------------------------------------------------
 
@@ -245,7 +624,8 @@ class Store:
                    server_version: str, info: RunInfo,
                    point_list: list[tuple[dict[str, str], dict[str, str]]]) -> str:
         run_id = uuid.uuid4().hex[:8]
-        with self.engine.begin() as conn:
+
+        def work(conn: sa.Connection) -> None:
             conn.execute(runs.insert().values(
                 id=run_id, name=name, kind=kind, status="running", created_at=time.time(),
                 host=socket.gethostname(), spec_source=spec_source, server_binary=server_binary,
@@ -257,12 +637,13 @@ class Store:
                  "config": json.dumps(cfg)}
                 for i, (req, cfg) in enumerate(point_list)
             ])
+        self._tx(work)
         return run_id
 
     def begin_trial(self, run_id: str, *, point_idx: int, repetition: int,
                     position: int) -> int:
         """A trial row in status "running": per-second data can refer to it at once."""
-        with self.engine.begin() as conn:
+        def work(conn: sa.Connection) -> int:
             result = conn.execute(trials.insert().values(
                 run_id=run_id, point_idx=point_idx, repetition=repetition, position=position,
                 status=TrialState.RUNNING, started_at=time.time(), finished_at=time.time(),
@@ -271,50 +652,47 @@ class Store:
             if key is None:  # only without a compiled single-row insert; this one always is
                 raise RuntimeError("the database returned no id for the new trial")
             return int(key[0])
+        return self._tx(work)
 
     def add_second(self, trial_id: int, t: float, **values: float) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(seconds.insert().values(trial_id=trial_id, t=t, **values))
+        self._tx(lambda conn: conn.execute(seconds.insert().values(trial_id=trial_id, t=t,
+                                                                   **values)))
 
     def add_os_second(self, trial_id: int, t: float, figures: dict[str, float]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(os_seconds.insert().values(
-                trial_id=trial_id, t=t, **{k: figures.get(k) for k in OS_FIELDS}))
+        self._tx(lambda conn: conn.execute(os_seconds.insert().values(
+            trial_id=trial_id, t=t, **{k: figures.get(k) for k in OS_FIELDS})))
 
     def finish_trial(self, trial_id: int, *, status: TrialState, value: float | None = None,
                      effective: dict[str, str] | None = None,
                      details: dict[str, Any] | None = None, error: str | None = None) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(trials.update().where(trials.c.id == trial_id).values(
-                status=status, finished_at=time.time(), value=value,
-                effective=json.dumps(effective or {}), details=json.dumps(details or {}),
-                error=error,
-            ))
+        self._tx(lambda conn: conn.execute(trials.update().where(trials.c.id == trial_id).values(
+            status=status, finished_at=time.time(), value=value,
+            effective=json.dumps(effective or {}), details=json.dumps(details or {}),
+            error=error,
+        )))
 
     def discard_unfinished(self, run_id: str) -> int:
         """Trials left "running" by a process that died: not measurements, mark them so."""
-        with self.engine.begin() as conn:
-            result = conn.execute(trials.update().where(
-                (trials.c.run_id == run_id) & (trials.c.status == TrialState.RUNNING)
-            ).values(status=TrialState.DISCARDED, error="knoblab stopped during this trial"))
-            return result.rowcount
+        return self._tx(lambda conn: conn.execute(trials.update().where(
+            (trials.c.run_id == run_id) & (trials.c.status == TrialState.RUNNING)
+        ).values(status=TrialState.DISCARDED, error="knoblab stopped during this trial"))
+        ).rowcount
 
     def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         finished = time.time() if status != "running" else None
-        with self.engine.begin() as conn:
-            conn.execute(runs.update().where(runs.c.id == run_id).values(
-                status=status, finished_at=finished, error=error))
+        self._tx(lambda conn: conn.execute(runs.update().where(runs.c.id == run_id).values(
+            status=status, finished_at=finished, error=error)))
 
     def update_info(self, run_id: str, **items: Any) -> None:
         info = self.run(run_id)["info"]
         info.update(items)
-        with self.engine.begin() as conn:
-            conn.execute(runs.update().where(runs.c.id == run_id).values(info=json.dumps(info)))
+        self._tx(lambda conn: conn.execute(runs.update().where(runs.c.id == run_id).values(
+            info=json.dumps(info))))
 
     def save_original(self, run_id: str, server: dict[str, Any], name: str,
                       original: str | None) -> None:
         """Record a setting's original value before knoblab first changes it (once per run)."""
-        with self.engine.begin() as conn:
+        def work(conn: sa.Connection) -> None:
             found = conn.execute(sa.select(saved_settings.c.name).where(
                 (saved_settings.c.run_id == run_id) & (saved_settings.c.name == name))).first()
             if found is None:
@@ -325,107 +703,116 @@ class Store:
                 conn.execute(saved_settings.update().where(
                     (saved_settings.c.run_id == run_id) & (saved_settings.c.name == name)
                 ).values(status="changed", restored_at=None))
+        self._tx(work)
 
     def lock_run(self, run_id: str, gone: Callable[[dict[str, Any]], bool]) -> str:
         """Take the run for this process; a token to renew and release it with. A holder
         for which `gone(holder)` is true (a dead process, a silent machine) is replaced;
         any other makes this a UserError."""
         token = uuid.uuid4().hex
-        for _ in range(3):
+
+        def take(conn: sa.Connection) -> None:
             now = time.time()
+            conn.execute(run_locks.insert().values(
+                run_id=run_id, token=token, host=socket.gethostname(),
+                pid=os.getpid(), acquired_at=now, heartbeat_at=now))
+
+        def replace(conn: sa.Connection) -> bool:
+            """Whether the claim is ours now (taken by a try whose answer was lost)."""
+            holder = conn.execute(run_locks.select().where(
+                run_locks.c.run_id == run_id)).mappings().first()
+            if holder is None:
+                return False  # released meanwhile
+            if holder["token"] == token:
+                return True
+            if not gone(dict(holder)):
+                raise UserError(f"run {run_id} is still being measured by process "
+                                f"{holder['pid']} on {holder['host']}; wait for it, or "
+                                "stop it (Ctrl-C) and resume then")
+            # Only that holder's row: if another process replaced it first, it wins.
+            conn.execute(run_locks.delete().where(
+                (run_locks.c.run_id == run_id) & (run_locks.c.token == holder["token"])))
+            return False
+
+        for _ in range(3):
             try:
-                with self.engine.begin() as conn:
-                    conn.execute(run_locks.insert().values(
-                        run_id=run_id, token=token, host=socket.gethostname(),
-                        pid=os.getpid(), acquired_at=now, heartbeat_at=now))
+                self._tx(take, passing=(sa.exc.IntegrityError,))
                 return token
             except sa.exc.IntegrityError:
                 pass
-            with self.engine.begin() as conn:
-                holder = conn.execute(run_locks.select().where(
-                    run_locks.c.run_id == run_id)).mappings().first()
-                if holder is None:
-                    continue  # released meanwhile
-                if not gone(dict(holder)):
-                    raise UserError(f"run {run_id} is still being measured by process "
-                                    f"{holder['pid']} on {holder['host']}; wait for it, or "
-                                    "stop it (Ctrl-C) and resume then")
-                # Only that holder's row: if another process replaced it first, it wins.
-                conn.execute(run_locks.delete().where(
-                    (run_locks.c.run_id == run_id) & (run_locks.c.token == holder["token"])))
+            if self._tx(replace):
+                return token
         raise UserError(f"run {run_id} is being taken over by another process; try again")
 
     def holders_on(self, host: str) -> list[int]:
         """Processes on `host` measuring a run of this store now (or left a claim behind)."""
-        with self.engine.connect() as conn:
-            return [int(pid) for pid in conn.execute(sa.select(run_locks.c.pid).where(
-                run_locks.c.host == host)).scalars()]
+        return self._tx(lambda conn: [int(pid) for pid in conn.execute(
+            sa.select(run_locks.c.pid).where(run_locks.c.host == host)).scalars()],
+            write=False)
 
     def renew_lock(self, run_id: str, token: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(run_locks.update().where(
-                (run_locks.c.run_id == run_id) & (run_locks.c.token == token)
-            ).values(heartbeat_at=time.time()))
+        self._tx(lambda conn: conn.execute(run_locks.update().where(
+            (run_locks.c.run_id == run_id) & (run_locks.c.token == token)
+        ).values(heartbeat_at=time.time())))
 
     def unlock_run(self, run_id: str, token: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(run_locks.delete().where(
-                (run_locks.c.run_id == run_id) & (run_locks.c.token == token)))
+        self._tx(lambda conn: conn.execute(run_locks.delete().where(
+            (run_locks.c.run_id == run_id) & (run_locks.c.token == token))))
 
     def mark_restored(self, run_id: str, names: list[str], status: str = "restored") -> None:
         """Settings no longer pending: put back ("restored"), never really changed ("unchanged":
         the server refused the change), or given up by the user ("forgotten")."""
-        with self.engine.begin() as conn:
-            conn.execute(saved_settings.update().where(
-                (saved_settings.c.run_id == run_id) & saved_settings.c.name.in_(names)
-            ).values(status=status, restored_at=time.time()))
+        self._tx(lambda conn: conn.execute(saved_settings.update().where(
+            (saved_settings.c.run_id == run_id) & saved_settings.c.name.in_(names)
+        ).values(status=status, restored_at=time.time())))
 
     def pending_restores(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Settings still changed: by a run that was killed, or whose restore failed."""
         query = saved_settings.select().where(saved_settings.c.status == "changed")
         if run_id is not None:
             query = query.where(saved_settings.c.run_id == run_id)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query.order_by(saved_settings.c.saved_at)).mappings().all()
+        rows = self._tx(lambda conn: conn.execute(query.order_by(saved_settings.c.saved_at))
+                        .mappings().all(), write=False)
         return [{**dict(r), "server": json.loads(r["server"])} for r in rows]
 
     # --- read side ----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> dict[str, Any]:
         """A run by its id, a unique beginning of it, or "latest" (the newest run)."""
-        with self.engine.connect() as conn:
+        def find(conn: sa.Connection) -> tuple[Any, list[str]]:
             if run_id == "latest":
-                row = conn.execute(runs.select().order_by(runs.c.created_at.desc())
-                                   .limit(1)).mappings().first()
-                if row is None:
-                    raise UserError("the store holds no run yet; start one with: knoblab run "
-                                    "SPEC")
-            else:
-                row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
-            if row is None:
-                matches = conn.execute(sa.select(runs.c.id).where(
-                    runs.c.id.startswith(run_id, autoescape=True))).scalars().all()
-                if len(matches) == 1:
-                    return self.run(matches[0])
-                if matches:
-                    shown = ", ".join(sorted(matches)[:5]) + (", …" if len(matches) > 5 else "")
-                    raise UserError(f"run {run_id!r} is ambiguous: it begins {len(matches)} "
-                                    f"runs ({shown}); give more of the id")
-                raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
+                return conn.execute(runs.select().order_by(runs.c.created_at.desc())
+                                    .limit(1)).mappings().first(), []
+            row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
+            if row is not None:
+                return row, []
+            return None, list(conn.execute(sa.select(runs.c.id).where(
+                runs.c.id.startswith(run_id, autoescape=True))).scalars().all())
+
+        row, matches = self._tx(find, write=False)
+        if row is None:
+            if run_id == "latest":
+                raise UserError("the store holds no run yet; start one with: knoblab run SPEC")
+            if len(matches) == 1:
+                return self.run(matches[0])
+            if matches:
+                shown = ", ".join(sorted(matches)[:5]) + (", …" if len(matches) > 5 else "")
+                raise UserError(f"run {run_id!r} is ambiguous: it begins {len(matches)} "
+                                f"runs ({shown}); give more of the id")
+            raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
         result = dict(row)
         result["info"] = json.loads(result["info"] or "{}")
         return result
 
     def points(self, run_id: str) -> list[tuple[dict[str, str], dict[str, str]]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(points.select().where(points.c.run_id == run_id)
-                                .order_by(points.c.idx)).mappings().all()
+        rows = self._tx(lambda conn: conn.execute(points.select().where(
+            points.c.run_id == run_id).order_by(points.c.idx)).mappings().all(), write=False)
         return [(json.loads(r["requested"]), json.loads(r["config"])) for r in rows]
 
     def trials(self, run_id: str) -> list[Trial]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(trials.select().where(trials.c.run_id == run_id)
-                                .order_by(trials.c.position, trials.c.id)).mappings().all()
+        rows = self._tx(lambda conn: conn.execute(trials.select().where(
+            trials.c.run_id == run_id).order_by(trials.c.position, trials.c.id))
+            .mappings().all(), write=False)
         return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
                       TrialState(r["status"]), r["value"], json.loads(r["effective"] or "{}"),
                       json.loads(r["details"] or "{}"), r["error"],
@@ -446,25 +833,64 @@ class Store:
         query = (sa.select(table).join(trials, trials.c.id == table.c.trial_id)
                  .where(trials.c.run_id == run_id).order_by(table.c.trial_id, table.c.t))
         by_trial: dict[int, list[dict[str, float]]] = {}
-        with self.engine.connect() as conn:
-            for row in conn.execute(query).mappings():
-                by_trial.setdefault(row["trial_id"], []).append(
-                    {k: row[k] for k in ("t", *fields)})
+        for row in self._tx(lambda conn: conn.execute(query).mappings().all(), write=False):
+            by_trial.setdefault(row["trial_id"], []).append({k: row[k] for k in ("t", *fields)})
         return by_trial
 
     def list_runs(self, limit: int | None = 20, name: str | None = None) -> list[dict[str, Any]]:
-        """The newest runs first; `name`: only runs whose name contains it."""
+        """The newest runs first; `name`: only runs whose name contains it. A limit beyond
+        what the database can count (or None) is all of them."""
         query = runs.select().order_by(runs.c.created_at.desc())
         if name:
             query = query.where(runs.c.name.contains(name, autoescape=True))
-        with self.engine.connect() as conn:
-            rows = conn.execute(query.limit(limit)).mappings().all()
+        if limit is not None and limit < MAX_ROWS:
+            query = query.limit(max(limit, 0))
+        rows = self._tx(lambda conn: conn.execute(query).mappings().all(), write=False)
         return [dict(r) for r in rows]
 
 
-def safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "(unparseable URL)"
+def _not_ours(names: set[str], columns: dict[str, set[str]]) -> str | None:
+    """Why a database with these tables (and these columns of knoblab's table names) is not
+    knoblab's store, or None: an empty one, or one with knoblab's tables, is."""
+    for name in sorted(columns):
+        missing = {c.name for c in metadata.tables[name].columns} - columns[name]
+        if missing:
+            shown = ", ".join(sorted(missing)[:3]) + (", …" if len(missing) > 3 else "")
+            return f"its table {name!r} is another program's, without {shown}"
+    others = sorted(names - set(metadata.tables) - {store_marker.name})
+    if others and not columns:
+        shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
+        return f"it holds another program's tables: {shown}"
+    return None
+
+
+def _passing(exc: sa.exc.SQLAlchemyError) -> bool:
+    """Whether a failure may pass: another process's lock, a connection lost or refused (a
+    server restarting, a fail-over), a conflict between transactions."""
+    if isinstance(exc, sa.exc.TimeoutError):  # no connection free in the pool
+        return True
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    if str(getattr(orig, "sqlite_errorname", "")).startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return True
+    state = getattr(orig, "sqlstate", None)
+    if state is not None:
+        return state in ("40001", "40P01", "57P01", "57P02", "57P03") or state.startswith("08")
+    # Without a state the failure is the client's: the connection, not a statement; but a
+    # server that answered "no such database" or "wrong password" will answer so again.
+    said = _first_line(orig) if orig is not None else ""
+    return isinstance(exc, sa.exc.OperationalError) and \
+        not hasattr(orig, "sqlite_errorname") and not _refused_login(said) and \
+        not _no_database(said)
+
+
+def _refused_login(said: str) -> bool:
+    return "authentication failed" in said or "no pg_hba.conf entry" in said or \
+        re.search(r'role "[^"]*" does not exist', said) is not None
+
+
+def _no_database(said: str) -> bool:
+    return re.search(r'database "[^"]*" does not exist', said) is not None
