@@ -407,7 +407,9 @@ class Store:
         self.name = str(self.path) if self.path else safe_url(given)
         self._secret = given.password or ""
         self._opened = False
-        self._written = False
+        self._creating = False  # making knoblab's tables (not only reading them)
+        self._written = False  # something this process wrote is stored
+        self._gone = False  # a passing failure outlasted RETRY_FOR: no more waiting for it
         if self.path is not None:
             self._check_place(self.path)
         try:
@@ -419,7 +421,7 @@ class Store:
         try:
             self._prepare()
         except sa.exc.SQLAlchemyError as exc:
-            raise self._failure(exc, time.monotonic()) from None
+            raise self._failure(exc, time.monotonic(), write=self._creating) from None
         self._opened = True
 
     def _connect_args(self) -> dict[str, Any]:
@@ -475,6 +477,7 @@ class Store:
         if (wrong := _not_ours(names, columns)) is not None:
             raise UserError(f"cannot open the results store {self.name}: it is not a knoblab "
                             f"results store ({wrong}); give a new file or an empty database")
+        self._creating = True
         _create_tables(self.engine)
         if not columns:  # knoblab made it just now: mark it so
             _create_tables(self.engine, marker_metadata)
@@ -551,14 +554,19 @@ class Store:
                     result = work(conn)
                 if write and not probing:
                     self._written = True
+                self._gone = False
                 return result
             except passing:
                 raise
             except sa.exc.SQLAlchemyError as exc:
-                if _passing(exc) and time.monotonic() - start + pause < RETRY_FOR:
-                    time.sleep(pause)
-                    pause = min(pause * 2, 5.0)
-                    continue
+                if _passing(exc) and not self._gone:
+                    if time.monotonic() - start + pause < RETRY_FOR:
+                        time.sleep(pause)
+                        pause = min(pause * 2, 5.0)
+                        continue
+                    # The clean-up after this failure (the run's status, its claim) tries
+                    # once each, instead of waiting as long again.
+                    self._gone = True
                 raise self._failure(exc, start, write=write or probing) from None
 
     def _scrub(self, text: str) -> str:
@@ -773,7 +781,8 @@ class Store:
             query = query.where(saved_settings.c.run_id == run_id)
         rows = self._tx(lambda conn: conn.execute(query.order_by(saved_settings.c.saved_at))
                         .mappings().all(), write=False)
-        return [{**dict(r), "server": json.loads(r["server"])} for r in rows]
+        return [{**dict(r), "server": self._json(r["server"], f"run {r['run_id']}'s server")}
+                for r in rows]
 
     # --- read side ----------------------------------------------------------------------------
 
@@ -801,24 +810,44 @@ class Store:
                                 f"runs ({shown}); give more of the id")
             raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
         result = dict(row)
-        result["info"] = json.loads(result["info"] or "{}")
+        result["info"] = self._json(result["info"] or "{}", f"run {result['id']}'s description")
         return result
 
     def points(self, run_id: str) -> list[tuple[dict[str, str], dict[str, str]]]:
         rows = self._tx(lambda conn: conn.execute(points.select().where(
             points.c.run_id == run_id).order_by(points.c.idx)).mappings().all(), write=False)
-        return [(json.loads(r["requested"]), json.loads(r["config"])) for r in rows]
+        return [(self._json(r["requested"], f"run {run_id}'s points"),
+                 self._json(r["config"], f"run {run_id}'s points")) for r in rows]
 
     def trials(self, run_id: str) -> list[Trial]:
         rows = self._tx(lambda conn: conn.execute(trials.select().where(
             trials.c.run_id == run_id).order_by(trials.c.position, trials.c.id))
             .mappings().all(), write=False)
+        what = f"run {run_id}'s trials"
         return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
-                      TrialState(r["status"]), r["value"], json.loads(r["effective"] or "{}"),
-                      json.loads(r["details"] or "{}"), r["error"],
+                      self._state(r["status"], what), r["value"],
+                      self._json(r["effective"] or "{}", what),
+                      self._json(r["details"] or "{}", what), r["error"],
                       max(0.0, (r["finished_at"] or 0.0) - (r["started_at"] or 0.0)),
                       r["started_at"] or 0.0)
                 for r in rows]
+
+    def _json(self, text: str, what: str) -> Any:
+        """A stored JSON text; one that is not (a damaged or hand-edited store) is a line."""
+        try:
+            return json.loads(text)
+        except (ValueError, TypeError):
+            raise UserError(f"the results store {self.name} is damaged: in {what}, a value "
+                            "is not the JSON knoblab wrote; restore the store from a backup"
+                            ) from None
+
+    def _state(self, text: str, what: str) -> TrialState:
+        try:
+            return TrialState(text)
+        except ValueError:
+            raise UserError(f"the results store {self.name}: in {what}, a state knoblab does "
+                            f"not know ({text!r}): a newer knoblab wrote it, or the store is "
+                            "damaged") from None
 
     def seconds(self, run_id: str) -> dict[int, list[dict[str, float]]]:
         """Per-second workload reports of a run's trials, by trial id, in time order."""

@@ -17,10 +17,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import psycopg
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import knoblab.store as store_module
 from knoblab import cli
@@ -120,6 +123,7 @@ def test_a_password_with_url_characters_reaches_the_server_intact(
 
 @pytest.mark.parametrize("url, said", [
     (f"postgresql://knob:p@{SECRET}@127.0.0.1:5432/x", ["more than one '@'", "%40"]),
+    (f"postgresql://knob:p@ss:{SECRET}/x@127.0.0.1:5432/x", ["more than one '@'", "%40"]),
     (f"postgresql://knob:{SECRET}@127.0.0.1:word/x", ["port 'word'", "not a number"]),
     (f"postgresql://knob:{SECRET}@127.0.0.1:99999/x", ["port 99999", "1 to 65535"]),
     (f"postgresql://knob:{SECRET}@h1:5432,h2:5433/x", ["?host=", "several"]),
@@ -135,6 +139,35 @@ def test_a_url_that_cannot_work_is_one_line_without_its_password(
     assert SECRET not in message
     code, err = _knoblab(["--store", url, "runs"], tmp_path, monkeypatch, capsys)
     assert code == 2 and SECRET not in err and _one_line(err)
+
+
+URL_TEXT = st.text(st.sampled_from(list(":/@#%?[]!$&'()*+,;= aZ0")) |
+                   st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(before=URL_TEXT, after=URL_TEXT, port=st.sampled_from(["", ":5432", ":word", ":0"]))
+def test_any_password_is_read_as_meant_or_refused_without_being_shown(before: str, after: str,
+                                                                      port: str):
+    """Percent-encoded, any password arrives as it was; written as it is, it arrives as
+    written (a %XX in it decoded) or the URL is refused in one line: never a crash, never a
+    password in a message."""
+    password = before + SECRET + after
+    encoded = f"postgresql://knob:{quote(password, safe='')}@db.example{port}/k"
+    raw = f"postgresql://knob:{password}@db.example{port}/k"
+    for url in (encoded, raw):
+        try:
+            parsed = store_module.parse_url(url)
+        except UserError as exc:
+            assert SECRET not in str(exc)
+            assert url == raw or port in (":word", ":0"), exc
+            continue
+        assert (parsed.host, parsed.database, parsed.port) == ("db.example", "k",
+                                                               5432 if port else None)
+        assert parsed.password == (password if url == encoded else unquote(password))
+        assert SECRET not in store_module.safe_url(url)
+        assert SECRET not in store_module.safe_url(store_module.driver_url(url))
+        assert SECRET not in store_module.hide_passwords(f"knoblab --store {url} runs")
 
 
 def test_passwords_are_hidden_in_any_text():
@@ -269,6 +302,18 @@ def test_a_damaged_store_is_named_by_every_command_that_reads_it(tmp_path: Path)
     assert run_id
 
 
+def test_a_value_damaged_inside_a_row_is_one_line(tmp_path, monkeypatch, capsys):
+    """Damage SQLite cannot see: a stored JSON text cut short."""
+    path = tmp_path / "s.sqlite"
+    run_id = _a_run(Store(f"sqlite:///{path}"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE trials SET details = substr(details, 1, 1) || '\"cut'")
+    code, err = _knoblab(["--store", f"sqlite:///{path}", "report", run_id, "--out",
+                          str(tmp_path / "out")], tmp_path, monkeypatch, capsys)
+    line = _one_line(err)
+    assert code == 2 and str(path) in line and "damaged" in line and run_id in line
+
+
 @pytest.mark.parametrize("kind", ["truncated", "garbage", "folder", "unreachable"])
 def test_unusable_stores_stay_one_line(kind: str, tmp_path, monkeypatch, capsys):
     path = tmp_path / "s.sqlite"
@@ -323,6 +368,22 @@ def test_a_new_store_on_a_read_only_file_system_is_named(mount):
     _remount_read_only(folder)
     with pytest.raises(UserError, match=rf"{folder}.*read-only"):
         Store(f"sqlite:///{folder / 's.sqlite'}")
+
+
+def test_a_disk_that_fills_during_a_run_is_one_line_and_keeps_what_was_stored(mount):
+    folder = mount(2)
+    store = Store(f"sqlite:///{folder / 's.sqlite'}")
+    kept = _a_run(store)
+    trial = store.begin_trial(kept, point_idx=0, repetition=1, position=1)
+    with (folder / "filler").open("wb", buffering=0) as filler, pytest.raises(OSError):
+        while True:
+            filler.write(b"\0" * 65536)
+    with pytest.raises(UserError, match=r"s\.sqlite: its disk is full.*stored before is kept"):
+        for t in range(100_000):  # per-second figures until the disk refuses them
+            store.add_second(trial, float(t), tps=1.0, threads=1)
+    (folder / "filler").unlink()
+    assert [t.value for t in Store(f"sqlite:///{folder / 's.sqlite'}").trials(kept)
+            if t.status == "done"] == [0.5]
 
 
 def test_a_store_on_a_full_file_system_is_refused_before_anything_runs(mount):
@@ -417,13 +478,58 @@ def test_a_connection_lost_mid_write_is_taken_again_and_nothing_is_lost(
 
 
 def test_a_database_that_goes_away_is_one_line(pg_database: str, admin, monkeypatch):
-    monkeypatch.setattr(store_module, "RETRY_FOR", 0.5)
     store = Store(f"postgresql://postgres:{SECRET}@127.0.0.1:5432/{pg_database}")
     run_id = _a_run(store)
     admin.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
-    with pytest.raises(UserError, match=rf"results store .*{pg_database}") as caught:
+    with pytest.raises(UserError, match=rf"results store .*{pg_database}.*does not exist.*"
+                                        "what was stored before is kept") as caught:
         store.set_status(run_id, "done")
     assert SECRET not in str(caught.value)
+
+
+PROXY = """
+import socket, sys, threading
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+
+def pipe(source, sink):
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+
+while True:
+    client, _ = server.accept()
+    upstream = socket.create_connection(("127.0.0.1", 5432))
+    threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+"""
+
+
+def test_a_server_gone_for_good_is_waited_for_once(pg_database: str, monkeypatch):
+    """A lost store is tried again for a while; the clean-up after that failure (the run's
+    status, its claim) does not wait as long again for each of its statements."""
+    # A proxy to the local PostgreSQL, the store's only way to its server: killed, the
+    # server is gone for the store (its connection cut, new ones refused).
+    proxy = subprocess.Popen([sys.executable, "-c", PROXY], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proxy.stdout.readline())
+        store = Store(f"postgresql://postgres@127.0.0.1:{port}/{pg_database}")
+        run_id = _a_run(store)
+    finally:
+        proxy.kill()
+        proxy.wait()
+    pauses: list[float] = []
+    monkeypatch.setattr(store_module, "RETRY_FOR", 2.0)
+    monkeypatch.setattr(store_module.time, "sleep", pauses.append)
+    with pytest.raises(UserError, match=rf"results store .*{port}.*what was stored before"):
+        store.set_status(run_id, "failed")
+    assert pauses  # waited for it to come back
+    pauses.clear()
+    with pytest.raises(UserError, match="results store"):
+        store.unlock_run(run_id, "token")
+    assert pauses == []  # and not again
 
 
 def test_a_read_only_database_user_is_refused_before_anything_runs(pg_database: str, admin):
@@ -440,6 +546,18 @@ def test_a_read_only_database_user_is_refused_before_anything_runs(pg_database: 
             store.check_writable()
         with pytest.raises(UserError, match="may not write"):
             _a_run(store)
+    finally:
+        admin.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
+        admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_database_user_that_may_not_create_the_tables_is_one_line(pg_database: str, admin):
+    role = f"knoblab_ro_{uuid.uuid4().hex[:8]}"
+    admin.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        with pytest.raises(UserError, match=rf"cannot open the results store .*{role}.*"
+                                            "may not write"):
+            Store(f"postgresql://{role}@127.0.0.1:5432/{pg_database}")
     finally:
         admin.execute(f"DROP DATABASE {pg_database} WITH (FORCE)")
         admin.execute(f"DROP ROLE {role}")
