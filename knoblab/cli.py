@@ -45,9 +45,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from knoblab import places
+from knoblab import places, terminal
 from knoblab.connection import Endpoint
 from knoblab.errors import ENDED, STOP, UNWINDING, UserError, stop_here
+from knoblab.literal import literal
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url
 from knoblab.units import format_duration, parse_duration
@@ -57,12 +58,15 @@ if TYPE_CHECKING:
     from knoblab.tune import TrialOutcome
     from knoblab.workloads.base import Second
 
-console = Console(stderr=True)
+# Progress and messages: every string shown literally, and a closed or full stderr drops
+# them rather than stopping a run (knoblab.terminal).
+console = terminal.stderr()
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                    TimeRemainingColumn(),
                     console=console, transient=False)
 
 
@@ -92,10 +96,10 @@ class ConsoleListener:
     def trial(self, label: str, repetition: int, status: str, value: float | None,
               error: str | None) -> None:
         if value is None:
-            shown = f"failed: {error}"
+            shown = f"failed: {literal(error)}"  # the server's words, on this one line
         else:
             shown = f"{value:,.1f} tps" if self.unit == "tps" else f"{value:.4f} s"
-        console.print(f"  {label:<40} #{repetition + 1:<3} {shown}", markup=False,
+        console.print(f"  {literal(label):<40} #{repetition + 1:<3} {shown}", markup=False,
                       highlight=False)
         if self.task is not None:
             self.progress.advance(self.task)
@@ -108,7 +112,7 @@ class ConsoleListener:
         names = ", ".join(undecided[:4]) + (f" and {len(undecided) - 4} more"
                                              if len(undecided) > 4 else "")
         left = "" if budget_left is None else f", {format_duration(budget_left)} of budget left"
-        console.print(f"  undecided: {names}{left}", markup=False, highlight=False)
+        console.print(f"  undecided: {literal(names)}{left}", markup=False, highlight=False)
         # The bar's end: every remaining round at most; the ETA follows from it.
         self.progress.update(self.task, total=task.completed + most_left,
                              description="measuring (until decided)")
@@ -117,7 +121,7 @@ class ConsoleListener:
         # The live readout of a time-series run: the latest second's throughput.
         if self.task is not None:
             self.progress.update(self.task, description=(
-                f"measuring  {label}  {second.t:>4.0f} s  {second.tps:>9,.0f} tps"))
+                f"measuring  {literal(label)}  {second.t:>4.0f} s  {second.tps:>9,.0f} tps"))
 
     def close(self) -> None:
         if self.progress.live.is_started:
@@ -149,7 +153,7 @@ class TuneConsole:
         line = f"  trial {outcome.number:<4} {trial_text(outcome)}"
         if best is not None:
             line += f"   best so far: trial {best.number} {gain_text(best)}"
-        console.print(line, markup=False, highlight=False)
+        console.print(literal(line), markup=False, highlight=False)
 
     def close(self) -> None:
         if self.progress.live.is_started:
@@ -248,9 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     # A closed terminal (HUP), a service manager (TERM), Ctrl-\ (QUIT): each stops knoblab as
     # Ctrl-C does, so servers are stopped and settings put back.
     _handle_stopping_signals()
-    # The numerical libraries' notes (precision, degenerate data) are for developers; the
-    # statistics handle those cases themselves.
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(scipy|numpy)\.")
+    # Libraries' warnings (numerical precision, a glyph a font lacks, an experimental
+    # feature) are notes for developers, printed with a source line: never in the user's
+    # terminal. knoblab says what matters in its own words. (-W or PYTHONWARNINGS still apply.)
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore")
     store: Store | None = None
     try:
         home = places.usable_home(os.environ.get("KNOBLAB_HOME"), writes=args.starts_servers)
@@ -389,6 +395,7 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     except UserError as exc:
         raise UserError(f"{exc}; the study is stored: run knoblab tune again with --out DIR") \
             from None
+    out.check(f"the study is stored, its report is in {folder}")
     return 0
 
 
@@ -433,21 +440,25 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.server.external import forget_pending, restore_pending
 
     run_id = store.run(args.run_id)["id"] if args.run_id else None
+    out = _stdout()
     if args.forget:
         forgotten = forget_pending(store, run_id)
         if not forgotten:
-            print("nothing to forget: no run left a setting changed")
+            out.print("nothing to forget: no run left a setting changed")
         for run, where, originals in forgotten:
             values = ", ".join(f"{name} (was {value})" for name, value in originals.items())
-            print(f"run {run}: no longer tracked on {where}: {values}")
+            out.print(literal(f"run {run}: no longer tracked on {where}: {values}"))
+        # the original values exist nowhere else now: not seeing them is an error
+        out.check("they are no longer tracked")
         return 0
     restored, problems = restore_pending(store, run_id)
     if not restored and not problems:
-        print("nothing to restore: no run left a setting changed")
+        out.print("nothing to restore: no run left a setting changed")
     for run, where, names in restored:
-        print(f"run {run}: put back {', '.join(names)} on {where}")
+        out.print(literal(f"run {run}: put back {', '.join(names)} on {where}"))
     if problems:
         raise UserError("; ".join(problems))
+    out.check("they were put back")
     return 0
 
 
@@ -484,6 +495,7 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     except UserError as exc:
         raise UserError(f"{exc}; the run is stored: knoblab report {run_id} --out DIR") \
             from None
+    out.check(f"the run is stored, its report is in {folder}")
     if all(p.verdict == "failed" for p in results.points):
         raise UserError("every configuration failed; see the errors above")
     # Most measurements failed: the report stands on the few left, and the exit code says so.
@@ -504,8 +516,8 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
     for c in comparisons:
         a, b = c.first.run_id, c.other.run_id
         unit = c.first.objective.unit
-        out.print(Text(f"{c.first.name}: run {b} against run {a} "
-                       f"({c.first.objective.centre} {unit})", style="bold"))
+        out.print(Text(literal(f"{c.first.name}: run {b} against run {a} "
+                               f"({c.first.objective.centre} {unit})"), style="bold"))
         table = Table("configuration", f"in {a}", f"in {b}", "change [95% CI]", "p (Holm)",
                       "verdict")
         for row in c.rows:
@@ -518,17 +530,18 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
             table.add_row(row.label, num(row.first), num(row.other), change, p,
                           Text(row.verdict, style=style))
         out.print(table)
-        out.print(Text(_agreement(c)))
+        out.print(Text(literal(_agreement(c))))
         for name, labels in ((a, c.only_first), (b, c.only_other)):
             if labels:
-                out.print(Text(f"Only in {name}: {'; '.join(labels)}", style="dim"))
-        out.print(Text("What differs between them: " + ("; ".join(c.machine) or
-                                                        "nothing recorded (same machine, "
-                                                        "server and base configuration)")))
+                out.print(Text(literal(f"Only in {name}: {'; '.join(labels)}"), style="dim"))
+        out.print(Text(literal("What differs between them: " + (
+            "; ".join(c.machine) or "nothing recorded (same machine, server and base "
+                                    "configuration)"))))
         if c.spec:
             out.print(Text("Their specs differ:", style="bold"))
             for line in c.spec:
-                out.print(Text(f"  {line}", style="green" if line.startswith("+") else "red"))
+                out.print(Text(literal(f"  {line}"),
+                               style="green" if line.startswith("+") else "red"))
         out.print()
     if args.json:
         document = [{"first": c.first.run_id, "other": c.other.run_id, "agree": c.agree,
@@ -544,6 +557,7 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
             args.json.write_text(json.dumps(document, indent=2))
         except OSError as exc:
             raise UserError(f"cannot write {args.json}: {exc.strerror}") from None
+    out.check(f"the comparison is in {args.json}" if args.json else "")
     return 0
 
 
@@ -570,6 +584,7 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
 
     if args.limit < 0:
         raise UserError(f"--limit {args.limit}: give a number of runs, or 0 for all")
+    out = _stdout()
     table = Table("run", "name", "kind", "status", "server", "machine", "started", "took")
     # a run's state is read from its owner process, so it is filtered here, not in SQL
     shown = 0
@@ -586,7 +601,7 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
         shape = ", ".join(v for v in (f"{machine['cores']} cores" if machine.get("cores")
                                       else "", machine.get("memory", "")) if v)
         kind = f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
-        table.add_row(run["id"], run["name"], kind,
+        table.add_row(run["id"], literal(run["name"]), kind,  # one line each
                       "killed (knoblab resume)" if state == "killed" else state,
                       run["server_version"] or "",
                       f"{run['host']} ({shape})" if shape else run["host"], started, took)
@@ -596,9 +611,10 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     if not shown:
         wanted = " ".join(f"{what} {value!r}" for what, value in
                           (("named like", args.name), ("with status", args.status)) if value)
-        print(f"no runs {wanted}" if wanted else "no runs yet")
-        return 0
-    _stdout().print(table)
+        out.print(literal(f"no runs {wanted}" if wanted else "no runs yet"))
+    else:
+        out.print(table)
+    out.check()
     return 0
 
 
@@ -616,13 +632,17 @@ def cmd_knobs(args: argparse.Namespace, store: Store, home: Path) -> int:
         table.add_row(knob.name, knob.type.lower(), knob.default or "", knob.describe_range(),
                       "dynamic" if knob.dynamic else "restart", knob.scope.lower(),
                       safety_class(knob.name))
-    _stdout().print(table)
+    out = _stdout()
+    out.print(table)
+    out.check()
     return 0
 
 
-def _stdout() -> Console:
-    # Reports are read in terminals and in logs: never squeeze tables to 80 columns in a pipe.
-    return Console(width=None if sys.stdout.isatty() else 160)
+def _stdout() -> terminal.Terminal:
+    """What a command prints: every string shown literally (names, SQL, paths, values and the
+    server's messages are never read as markup), and a closed or full stdout does not stop the
+    command; it says so at its end (Terminal.check)."""
+    return terminal.stdout()
 
 
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)

@@ -8,19 +8,28 @@ nothing is registered globally. Labels and numbers come from knoblab.report.form
 
 from __future__ import annotations
 
+import functools
 import math
 import pathlib
 import re
+import unicodedata
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.ft2font import FT2Font
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.text import Text
+from matplotlib.ticker import Formatter
 
+from knoblab.literal import literal
 from knoblab.records import OsRun, Point, Results, SeriesRun, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
@@ -50,6 +59,84 @@ VERDICT_COLOURS = {
     "failed": "#b000b0",
     "not run": "#7f7f7f",
 }
+
+
+# ----------------------------------------------------------------------------- text
+
+# Fonts that draw what DejaVu Sans (matplotlib's own) lacks: CJK, symbols, monochrome emoji.
+# Those installed are used after it; a character none of them has is replaced.
+_FALLBACK_FAMILIES = ("Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans Symbols",
+                      "Noto Sans Symbols 2", "Noto Sans Math", "Noto Emoji", "Symbola",
+                      "WenQuanYi Zen Hei", "Droid Sans Fallback")
+_INVISIBLE = ("Mn", "Me", "Cf")  # combining marks, variation selectors, joiners
+
+
+@functools.cache
+def _fonts() -> tuple[list[str], frozenset[int]]:
+    """The families a chart's text is drawn with (the default first) and every character one
+    of them has."""
+    families, chars = ["sans-serif"], set()
+    for family in ("sans-serif", *_FALLBACK_FAMILIES):
+        try:
+            path = font_manager.findfont(FontProperties(family=[family]),
+                                         fallback_to_default=False)
+            chars |= set(FT2Font(path).get_charmap())
+        except (ValueError, RuntimeError, OSError):  # not installed, or not drawable
+            continue
+        if family != "sans-serif":
+            families.append(family)
+    return families, frozenset(chars)
+
+
+def drawable(text: str) -> str:
+    """`text` as a chart shows it literally: control characters made visible (knoblab.literal),
+    "$" never read as mathematics (an odd formula would stop the chart), and a character no
+    installed font has replaced by "□" (matplotlib would warn in the user's terminal)."""
+    shown = literal(text, lines=True).replace("\t", " ").replace("$", r"\$")
+    _, chars = _fonts()
+    missing = "\u25a1" if 0x25A1 in chars else "?"
+    return "".join(c if c == "\n" or ord(c) in chars else
+                   "" if unicodedata.category(c) in _INVISIBLE else missing for c in shown)
+
+
+class _Drawable(Formatter):
+    """A tick formatter whose labels (a point's value, a setting's name) are drawable."""
+
+    def __init__(self, inner: Formatter) -> None:
+        self.inner = inner
+
+    def __call__(self, x: Any, pos: Any = None) -> str:
+        return drawable(self.inner(x, pos))
+
+    def format_ticks(self, values: Any) -> list[str]:
+        return [drawable(label) for label in self.inner.format_ticks(values)]
+
+    def get_offset(self) -> str:
+        return drawable(self.inner.get_offset())
+
+    def set_locs(self, locs: Any) -> None:
+        self.inner.set_locs(locs)
+
+
+def _drawable_figure(fig: Figure) -> None:
+    """Every text of `fig` drawable (see drawable): titles, labels, legends, annotations and
+    the tick labels its axes will draw, in the fonts that have their characters."""
+    families, _ = _fonts()
+    for text in fig.findobj(Text):
+        assert isinstance(text, Text)
+        text.set_text(drawable(text.get_text()))
+        if len(families) > 1:
+            text.set_fontfamily(families)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if not isinstance(axis.get_major_formatter(), _Drawable):
+                axis.set_major_formatter(_Drawable(axis.get_major_formatter()))
+            if not isinstance(axis.get_minor_formatter(), _Drawable):
+                axis.set_minor_formatter(_Drawable(axis.get_minor_formatter()))
+            if len(families) > 1:  # new ticks copy the first one's font
+                for tick in (*axis.get_major_ticks()[:1], *axis.get_minor_ticks()[:1]):
+                    tick.label1.set_fontfamily(families)
+                    tick.label2.set_fontfamily(families)
 
 
 # ----------------------------------------------------------------------------- chart
@@ -266,6 +353,7 @@ def _chart_title(results: Results, what: str, slice_name: str) -> str:
 
 
 def save_figure(fig: Figure, path: pathlib.Path) -> pathlib.Path:
+    _drawable_figure(fig)
     fig.savefig(path, format="png", dpi=110)
     fig.clear()  # a bare Figure is not registered with pyplot: nothing else to close
     return path

@@ -15,6 +15,7 @@ import datetime as dt
 import io
 import textwrap
 import tomllib
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 import jinja2
 
 from knoblab.errors import UserError
+from knoblab.literal import code_block, literal, markdown
 from knoblab.records import Comparison, Point, Results
 from knoblab.report.format import (
     change_text,
@@ -134,14 +136,9 @@ def write_report(results: Results, store: Store, folder: Path, charts: list[Path
 
 def render(document: Document, folder: Path, files: dict[str, str]) -> list[Path]:
     """report.html and report.md of `document`, and `files` (name -> text), in `folder`."""
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("knoblab.report", "templates"),
-        # escaped in the page (a query may hold "<"), never in the Markdown
-        autoescape=jinja2.select_autoescape(["html.j2"], default_for_string=False),
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     written = {
-        "report.html": environment.get_template("report.html.j2").render(doc=document),
-        "report.md": environment.get_template("report.md.j2").render(doc=document),
+        "report.html": _environment("html").get_template("report.html.j2").render(doc=document),
+        "report.md": _environment("md").get_template("report.md.j2").render(doc=document),
         **files,
     }
     paths = []
@@ -149,6 +146,29 @@ def render(document: Document, folder: Path, files: dict[str, str]) -> list[Path
         (folder / name).write_text(text)
         paths.append(folder / name)
     return paths
+
+
+class _Markdown(str):
+    """Text that is Markdown already (a code block, a link): written as it is."""
+
+
+def _environment(medium: str) -> jinja2.Environment:
+    """Every value a template writes is shown literally (knoblab.literal): in the page HTML is
+    escaped (a query may hold "<", a name "<script>"), in the Markdown its syntax (a name may
+    hold "#", "*" or a line break)."""
+    if medium == "html":
+        return jinja2.Environment(
+            loader=jinja2.PackageLoader("knoblab.report", "templates"), autoescape=True,
+            finalize=lambda value: literal(value, lines=True),
+            trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("knoblab.report", "templates"), autoescape=False,
+        finalize=lambda value: value if isinstance(value, _Markdown) else markdown(value),
+        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    environment.globals.update(
+        code_block=lambda text, language: _Markdown(code_block(text, language)),
+        link=lambda path: _Markdown(urllib.parse.quote(path.name)))
+    return environment
 
 
 def table(title: str, headers: list[str], rows: list[list[str]],
@@ -287,12 +307,18 @@ def recommended_cnf(results: Results) -> str:
     head = ["# " + line for line in textwrap.wrap(
         f"knoblab {results.name}, run {results.run_id}: {question_text(results)}", 96)]
     if results.status != "done":
-        return "\n".join([*head, "# The run is not finished: nothing is recommended yet.",
-                          "[mysqld]", ""])
+        return cnf_text([*head, "# The run is not finished: nothing is recommended yet.",
+                         "[mysqld]"])
     lines = _steps_lines(results) if results.steps is not None else _sweep_lines(results)
     if not any(line and not line.startswith("#") for line in lines):
         lines = [*lines, "# Nothing is set here: keep the configuration as it is."]
-    return "\n".join([*head, "[mysqld]", *lines, ""])
+    return cnf_text([*head, "[mysqld]", *lines])
+
+
+def cnf_text(lines: list[str]) -> str:
+    """An option file of `lines`, each kept on its line: a name, value or comment holding a
+    line break must not start a line of its own (a setting the server would read)."""
+    return "".join(literal(line) + "\n" for line in lines)
 
 
 def _sweep_lines(results: Results) -> list[str]:

@@ -20,6 +20,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from knoblab.literal import literal
 from knoblab.records import Interval, Point, Results, SeriesEvidence, ServersCompared, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
@@ -69,6 +70,13 @@ _UNMEASURED = SeriesEvidence.from_json({})  # a point without its series: every 
 # ----------------------------------------------------------------------------- terminal
 
 
+def _text(text: str, style: str = "") -> Text:
+    """A line or cell for the terminal: the values, names and messages in it may come from the
+    user or the server, and are shown literally on one line (knoblab.literal)."""
+    return Text(literal(text), style=style)
+
+
+
 def print_report(results: Results, console: Console) -> None:
     """Title, one table row per point, the conclusion, the counters that explain it, and a
     footnote on changed values.
@@ -90,10 +98,10 @@ def print_report(results: Results, console: Console) -> None:
 
 
 def _print_title(results: Results, title: str, console: Console) -> None:
-    console.print(Text(title, style="bold"))
+    console.print(_text(title, style="bold"))
     tied = tied_text(results)
     if tied:
-        console.print(Text(tied, style="dim"))
+        console.print(_text(tied, style="dim"))
 
 
 def _is_size_knob(results: Results, knob: str) -> bool:
@@ -143,31 +151,31 @@ def _applied_cell(results: Results, point: Point, knobs: list[str]) -> tuple[str
 def _row_start(results: Results, p: Point, values: list[str],
                sliced: list[str]) -> tuple[list[Text], str, str, bool]:
     """What every table row begins with: the point's values, slice, applied values and n."""
-    cells = [Text(p.settings.get(k, "—")) for k in values]
+    cells = [_text(p.settings.get(k, "—")) for k in values]
     if p.is_default:
         cells[-1].append(" (default)", style="dim")
-    cells += [Text(p.settings.get(k, "—")) for k in sliced]
+    cells += [_text(p.settings.get(k, "—")) for k in sliced]
     applied, changed = _applied_cell(results, p, values)
     n = f"{p.n} ({p.failed} failed)" if p.failed else str(p.n)
     return cells, applied, n, changed
 
 
 def _figure(x: float | None, alive: bool) -> Text:
-    return Text(num(x) if alive else "—")
+    return _text(num(x) if alive else "—")
 
 
 def _interval_cell(ci95: Interval | None, alive: bool) -> Text:
-    return Text(f"{num(ci95[0])}–{num(ci95[1])}" if alive and ci95 is not None else "—")
+    return _text(f"{num(ci95[0])}–{num(ci95[1])}" if alive and ci95 is not None else "—")
 
 
 def _versus_best(p: Point) -> Text:
     ratio = p.ratio_to_best
     leader = p.p_value is None  # the point the others are compared with
-    return Text("—" if ratio is None or leader else f"{(ratio - 1) * 100:+.1f}%")
+    return _text("—" if ratio is None or leader else f"{(ratio - 1) * 100:+.1f}%")
 
 
 def _p_cell(p_value: float | None) -> Text:
-    return Text("—" if p_value is None else p_text(p_value))
+    return _text("—" if p_value is None else p_text(p_value))
 
 
 def _title(results: Results) -> str:
@@ -220,16 +228,16 @@ def _timed_rows(results: Results) -> tuple[list[str], list[list[Text]], set[int]
             read_mb = p.timed.read_mb if p.timed and p.n else None
             iowait = p.timed.iowait_share if p.timed and p.n else None
             cells += [
-                Text(applied),
-                Text(n),
+                _text(applied),
+                _text(n),
                 _figure(figures.median, alive),
                 _interval_cell(figures.ci95, alive),
                 _versus_best(p),
                 _p_cell(p.p_value),
-                Text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
-                Text("—" if read_mb is None else f"{read_mb:,.1f}"),
-                Text("—" if iowait is None else f"{iowait * 100:.0f}%"),
-                Text(figures.regime or "—"),
+                _text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
+                _text("—" if read_mb is None else f"{read_mb:,.1f}"),
+                _text("—" if iowait is None else f"{iowait * 100:.0f}%"),
+                _text(figures.regime or "—"),
             ]
             rows.append(cells)
         ends.add(len(rows) - 1)
@@ -244,23 +252,23 @@ def _print_timed(results: Results, console: Console) -> None:
     # applied, median … verdict; then n, read MB, iowait, regime
     _print_table(console, headers, rows, ends, labels, len(value_knobs(results)),
                  [(0, 2, 3, 4, 5, 6), (1, 7, 8, 9)])
-    console.print(Text(conclusion_text(results)))
+    console.print(_text(conclusion_text(results)))
     for line in durability_lines(results):
-        console.print(Text(line, style="bold yellow"))
+        console.print(_text(line, style="bold yellow"))
     for line in explanation_lines(results):
-        console.print(Text(line))
+        console.print(_text(line))
     noise = noise_text(results)
     if noise:
-        console.print(Text(noise, style="dim"))
+        console.print(_text(noise, style="dim"))
     _print_rounds(results, console)
     if any_changed:
-        console.print(Text(_FOOTNOTE, style="dim"))
+        console.print(_text(_FOOTNOTE, style="dim"))
 
 
 def _print_rounds(results: Results, console: Console) -> None:
     rounds = rounds_text(results)
     if rounds:
-        console.print(Text(rounds, style="dim"))
+        console.print(_text(rounds, style="dim"))
 
 
 def _timeseries_title(results: Results) -> str:
@@ -304,23 +312,23 @@ def _timeseries_rows(results: Results) -> tuple[list[str], list[list[Text]], set
             if s.reconnects:
                 errors += f" +{s.reconnects} reconn."
             cells += [
-                Text(applied),
-                Text(n),
+                _text(applied),
+                _text(n),
                 _figure(s.mean, alive),
                 _interval_cell(s.ci95, alive),
                 _figure(s.median, alive),
                 _figure(s.stdev, alive),
-                Text(f"{s.cv * 100:.1f}%" if alive and s.cv is not None and math.isfinite(s.cv)
+                _text(f"{s.cv * 100:.1f}%" if alive and s.cv is not None and math.isfinite(s.cv)
                      else "—"),
                 _figure(s.latency_p95_ms, alive),
                 _figure(s.latency_p99_ms, alive),
-                Text("—" if not alive or s.stall_seconds is None else str(s.stall_seconds),
+                _text("—" if not alive or s.stall_seconds is None else str(s.stall_seconds),
                      style="red" if alive and s.stall_seconds else ""),
-                Text("—" if not alive or s.longest_stall is None else str(s.longest_stall)),
-                Text(errors, style="yellow" if s.sql_errors or s.reconnects else ""),
+                _text("—" if not alive or s.longest_stall is None else str(s.longest_stall)),
+                _text(errors, style="yellow" if s.sql_errors or s.reconnects else ""),
                 _versus_best(p),
                 _p_cell(p.p_value),
-                Text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
+                _text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
             ]
             rows.append(cells)
         ends.add(len(rows) - 1)
@@ -384,19 +392,19 @@ def _print_timeseries(results: Results, console: Console) -> None:
     labels = len(headers) - 15
     _print_table(console, headers, rows, ends, labels, labels,
                  [(0, 1, 2, 3, 12, 13, 14), (4, 5, 6, 7, 8, 9, 10, 11)])
-    console.print(Text(conclusion_text(results)))
+    console.print(_text(conclusion_text(results)))
     for line in durability_lines(results):
-        console.print(Text(line, style="bold yellow"))
+        console.print(_text(line, style="bold yellow"))
     for line in explanation_lines(results):
-        console.print(Text(line))
+        console.print(_text(line))
     stalls, noise = stalls_text(results), noise_text(results)
     if stalls:
-        console.print(Text(stalls))
+        console.print(_text(stalls))
     if noise:
-        console.print(Text(noise, style="dim"))
+        console.print(_text(noise, style="dim"))
     _print_rounds(results, console)
     if any_changed:
-        console.print(Text(_FOOTNOTE, style="dim"))
+        console.print(_text(_FOOTNOTE, style="dim"))
 
 
 # ----------------------------------------------------------------------------- steps
@@ -516,7 +524,7 @@ def _step_cells(results: Results, table: StepsTable) -> tuple[dict[str, dict], l
     base = base_label(table)
     ns = {r.n for r in rows if is_measured(r)}
     # several changes in one step: one per line, so that no knob name is ever broken
-    labels = [re.sub(r",\s+", ",\n  ", step_label(r)) for r in rows]
+    labels = [re.sub(r",\s+", ",\n  ", literal(step_label(r))) for r in rows]
     columns: dict[str, dict] = {
         "step": {"header": "step", "justify": "right"},
         "setting": {"header": "setting added"},
@@ -534,17 +542,17 @@ def _step_cells(results: Results, table: StepsTable) -> tuple[dict[str, dict], l
         centre = _centre_cell(row.center, row.ci95) if alive else "—"
         previous = row.vs_previous if alive else None
         text, style = STEP_VERDICT.get(row.verdict, (row.verdict, ""))
-        verdict = Text(text, style=style)
+        verdict = _text(text, style=style)
         if step_costs(row) and row.step:
             verdict.append(f" — {GIVES_UP}", style="bold yellow")
         change_style = ""
         if row.vs_previous and row.vs_previous.significant and row.verdict in ("gain", "loss"):
             change_style = "green" if row.verdict == "gain" else "red"
         cells.append({
-            "step": Text(str(row.step)),
+            "step": _text(str(row.step)),
             "setting": Text(label, style="dim" if row.step == 0 else ""),
             "centre": _split(centre),
-            "n": Text(str(row.n)),
+            "n": _text(str(row.n)),
             "previous": tuple(Text(t.plain, style=change_style)
                               for t in _split(change_text(previous))),
             "base": _split(change_text(row.vs_base if alive else None)),
@@ -565,29 +573,29 @@ def _print_steps(results: Results, tables: list[StepsTable], console: Console) -
     ns = sorted({r.n for table in tables for r in table.rows if is_measured(r)})
     if ns:
         runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-        console.print(Text(f"Each step is the {results.objective.centre} of {runs} runs with its "
+        console.print(_text(f"Each step is the {results.objective.centre} of {runs} runs with its "
                            "95% interval; vs previous and p (Holm-adjusted) compare it with the "
                            "step before.", style="dim"))
     for i, table in enumerate(tables):
         if i or table.slice:
             console.print()
         if table.slice:
-            console.print(Text(slice_heading(results, table), style="bold"))
+            console.print(_text(slice_heading(results, table), style="bold"))
         _print_step_table(results, table, console)
         for line in step_notes(results, table):
-            console.print(Text(line))
+            console.print(_text(line))
         for line in step_durability_lines(results, table):
-            console.print(Text(line, style="bold yellow"))
+            console.print(_text(line, style="bold yellow"))
         for line in (total_text(results, table), interaction_text(results, table)):
             if line:
-                console.print(Text(line))
+                console.print(_text(line))
     console.print()
-    console.print(Text(conclusion_text(results)))
+    console.print(_text(conclusion_text(results)))
     for line in explanation_lines(results):
-        console.print(Text(line))
+        console.print(_text(line))
     noise = noise_text(results)
     if noise:
-        console.print(Text(noise, style="dim"))
+        console.print(_text(noise, style="dim"))
     _print_rounds(results, console)
 
 
@@ -595,19 +603,19 @@ def _print_servers(results: Results, console: Console) -> None:
     """A table per configuration measured on every server, then what each server lacked."""
     for entry in results.servers_compared or []:
         console.print()
-        console.print(Text(_servers_title(entry), style="bold"))
+        console.print(_text(_servers_title(entry), style="bold"))
         columns, cells, full, judged = _server_cells(results, entry)
         # too narrow: who the servers are, then how they did; else only how they did
         _print_fitting(console, columns, cells,
                        [([full + judged], False), ([full, ["server", *judged]], False),
                         ([["server", *judged]], False), ([["server", *judged]], True)])
         if not entry.significant:
-            console.print(Text(_no_server_better(results)))
+            console.print(_text(_no_server_better(results)))
     lines = server_lines(results)
     if lines and not results.servers_compared:
         console.print()
     for line in lines:
-        console.print(Text(line, style="yellow"))
+        console.print(_text(line, style="yellow"))
 
 
 def _servers_title(entry: ServersCompared) -> str:
@@ -641,15 +649,15 @@ def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, d
         alive = row.verdict != "failed" and row.center is not None
         ratio = row.ratio_to_best
         cells.append({
-            "server": Text(row.binary),
-            "version": Text(server.version or "—" if server else "—"),
-            "compiler": Text(server.compiler or "—" if server else "—"),
+            "server": _text(row.binary),
+            "version": _text(server.version or "—" if server else "—"),
+            "compiler": _text(server.compiler or "—" if server else "—"),
             "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
-            "n": Text(str(row.n)),
-            "best": Text("—" if ratio is None or row.p_value is None or not alive
+            "n": _text(str(row.n)),
+            "best": _text("—" if ratio is None or row.p_value is None or not alive
                          else f"{signed((ratio - 1) * 100, 1)}%"),
             "p": _p_cell(row.p_value),
-            "verdict": Text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
+            "verdict": _text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
         })
     compiled = any(server and server.compiler for server in servers)
     full = ["server", "version"] + (["compiler"] if compiled else [])

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knoblab import __version__
+from knoblab.literal import literal
 from knoblab.report.document import Chart, Document, table
 from knoblab.tune import Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.units import format_duration, setting_text, settings_text
@@ -158,7 +159,9 @@ def gain_validated(v: Validation) -> str:
 
 
 def mycnf(changes: dict[str, str]) -> str:
-    return "[mysqld]\n" + "\n".join(f"{k} = {setting_text(k, v)}" for k, v in changes.items())
+    # one line each: a value holding a line break must not become a setting of its own
+    return "[mysqld]\n" + "\n".join(literal(f"{k} = {setting_text(k, v)}")
+                                     for k, v in changes.items())
 
 
 def tune_json(result: TuneResult) -> dict[str, Any]:
@@ -199,7 +202,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
 def tune_cnf(result: TuneResult) -> str:
     """recommended.cnf of a search: the reduced recommendation with its validated gain, or no
     setting and why."""
-    head = f"# knoblab tune, study {result.study}"
+    head = f"# knoblab tune, study {literal(result.study)}"
     chosen = result.recommended
     if (nothing := unmeasured(result)) is not None:
         return f"{head}: {nothing}\n[mysqld]\n"
