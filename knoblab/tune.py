@@ -45,6 +45,8 @@ SAMPLERS = ("tpe", "gp", "random")
 # Seconds between a worker's heartbeats, and of silence after which its trial is another's.
 HEARTBEAT = 10
 GRACE = 60
+# Seconds between looks at a study whose last trials other workers are measuring.
+WAIT = 2.0
 # With a budget, the search stops at this share of it; the rest validates its best candidates
 # (VALIDATION_SHARE of the rest) and reduces the recommendation.
 SEARCH_SHARE = 0.7
@@ -283,35 +285,55 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
     _check_trials(spec, options, space, baseline, targets, store)
-    study = _open_study(options, spec, space, store, fingerprint(home, target.version))
-    if not study.trials:
-        params = _params_for(space, baseline)
-        if params is not None:
-            study.enqueue_trial(params)
+    url = driver_url(options.storage or _beside(store))
+    turn = _Turn(url, options.study)
+    with turn():  # workers starting together: one makes the study (and its tables)
+        study = _open_study(options, spec, space, url, fingerprint(home, target.version))
+        if not study.trials:
+            params = _params_for(space, baseline)
+            if params is not None:
+                study.enqueue_trial(params)
     distributions = space.distributions()
     search = _Search(spec, options, goal, space, baseline, catalog, store, home, listener,
                      open_servers)
+    waiting = False
     while True:
         if STOP.is_set():
             stop_here()
         _requeue_abandoned(study)
-        # Read once a trial: other workers add trials to the study meanwhile.
-        trials = study.trials
-        outcomes = [o for o in (_outcome(t, space, baseline) for t in trials) if o]
-        spent = _spent(trials)
-        finished = [t for t in trials if t.state == _complete()]
-        left = None if options.budget is None else options.budget * SEARCH_SHARE - spent
-        listener.searching(options.trials, len(finished), left)
-        if len(finished) >= options.trials:
-            stopped = "trials"
-            break
-        if left is not None and left <= _typical_trial(trials):
-            stopped = "budget"
-            break
-        with _heartbeat_unwarned():
-            optuna.storages.fail_stale_trials(study)
-            trial = study.ask(distributions)
-        trial.set_user_attr("owner", _owner())
+        # The study's trial budget holds with several workers: each counts the trials taken
+        # (finished, or being measured by another) and takes its own in one turn.
+        with turn():
+            with _heartbeat_unwarned():
+                optuna.storages.fail_stale_trials(study)
+            # Read once a trial: other workers add trials to the study meanwhile.
+            trials = study.trials
+            outcomes = [o for o in (_outcome(t, space, baseline) for t in trials) if o]
+            spent = _spent(trials)
+            finished = [t for t in trials if t.state == _complete()]
+            taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+            left = None if options.budget is None else options.budget * SEARCH_SHARE - spent
+            listener.searching(options.trials, len(finished), left)
+            if len(finished) >= options.trials:
+                stopped = "trials"
+                break
+            if left is not None and left <= _typical_trial(trials):
+                stopped = "budget"
+                break
+            trial = None
+            if len(finished) + len(taken) < options.trials:
+                with _heartbeat_unwarned():
+                    trial = study.ask(distributions)
+                trial.set_user_attr("owner", _owner())
+        if trial is None:
+            # The last trials are another worker's: its results are this search's too (and
+            # its trial is queued again should that worker die).
+            if not waiting:
+                listener.message(f"the study's last {len(taken)} trial(s) are being measured "
+                                 "by another worker: waiting for them")
+                waiting = True
+            STOP.wait(WAIT)
+            continue
         began = time.monotonic()
         try:
             with _beating(study, trial):
@@ -746,12 +768,11 @@ def _baseline_failed(store: Store, run_id: str) -> str | None:
 # --- the study ---------------------------------------------------------------------------------
 
 
-def _open_study(options: TuneOptions, spec: Spec, space: Space, store: Store,
+def _open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
                 machine: dict[str, str]) -> optuna.Study:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    url = driver_url(options.storage or _beside(store))
     seed = spec.statistics.seed
 
     sampler: optuna.samplers.BaseSampler
@@ -794,6 +815,70 @@ def _open_study(options: TuneOptions, spec: Spec, space: Space, store: Store,
                         f"measured on ({'; '.join(differ)}): its trials would not compare; "
                         "tune it in a study of its own ([tune] study = \"...\")")
     return study
+
+
+class _Turn:
+    """One worker at a time counts a study's trials and takes a new one, whatever machine it
+    runs on: a lock of the study's own storage (an advisory lock on PostgreSQL, a named lock
+    on MySQL and MariaDB, a file lock beside a SQLite study)."""
+
+    def __init__(self, url: str, study: str) -> None:
+        from sqlalchemy.engine import make_url
+
+        try:
+            parsed = make_url(url)
+        except Exception:  # noqa: BLE001 - _open_study has said what is wrong with it
+            parsed = None
+        self.backend = "" if parsed is None else parsed.get_backend_name()
+        self.url, self.parsed = url, parsed
+        digest = hashlib.sha256(f"knoblab tune {study}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
+        self.name = f"knoblab-tune-{digest.hex()[:32]}"
+        if parsed is not None and self.backend not in ("sqlite", "postgresql", "mysql",
+                                                       "mariadb"):
+            raise UserError(f"[tune] storage {safe_url(url)}: knoblab keeps a study's trials "
+                            "on SQLite, PostgreSQL or MySQL/MariaDB; use one of them")
+        self._engine: Any = None
+
+    def engine(self) -> Any:
+        if self._engine is None:
+            import sqlalchemy as sa
+
+            self._engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+        return self._engine
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        import sqlalchemy as sa
+
+        if not self.backend:
+            yield  # an unreadable URL: opening the study has refused it
+        elif self.backend == "sqlite":
+            database = self.parsed.database if self.parsed is not None else None
+            if not database or database == ":memory:":
+                yield  # one process: nobody to take turns with
+                return
+            import fcntl
+
+            path = Path(database).expanduser()
+            fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the lock
+        elif self.backend == "postgresql":
+            # Released with the transaction, also when the connection is lost.
+            with self.engine().begin() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": self.key})
+                yield
+        else:
+            with self.engine().connect() as conn:
+                conn.execute(sa.text("SELECT GET_LOCK(:name, -1)"), {"name": self.name})
+                try:
+                    yield
+                finally:
+                    conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": self.name})
 
 
 def _validated(study: optuna.Study, outcomes: list[TrialOutcome]
