@@ -332,7 +332,14 @@ def _integer_range(knob: Knob, raw_low: Any, raw_high: Any, scale: str,
     if log and aligned_low <= 0:
         raise UserError(f"{where}: a log scale needs a low end above 0; start the range at "
                         f"{_shown(step)} or set scale = \"linear\"")
-    return Dimension(knob.name, aligned_low, aligned_high, step, log)
+    dimension = Dimension(knob.name, aligned_low, aligned_high, step, log)
+    if dimension.value(aligned_low) == dimension.value(aligned_high):
+        # Sizes on a log scale land on quarter powers of two: a narrow range may hold one.
+        raise UserError(f"{where}: {raw_low!r} to {raw_high!r} holds one value "
+                        f"({_shown(int(dimension.value(aligned_low)))}) at the quarter powers "
+                        "of two a search of sizes takes on a log scale; widen it, or set "
+                        "scale = \"linear\"")
+    return dimension
 
 
 def _shown(n: int) -> str:

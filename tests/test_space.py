@@ -47,6 +47,8 @@ def test_ranges_are_on_the_servers_block_size_and_searched_on_a_log_scale():
     ({"read_buffer_size": ["4K", "1M"]}, ["read_buffer_size", "out of range", "8K"]),
     ({"read_buffer_size": ["1M", "64K"]}, ["range", "empty"]),
     ({"read_buffer_size": ["8200", "10000"]}, ["one value", "block size of 4K"]),
+    # Every value a log-scale search of sizes samples here lands on 2M: one configuration.
+    ({"sort_buffer_size": ["2M", "2200K"]}, ["holds one value (2M)", "scale = \"linear\""]),
     ({"read_buffer_size": "1M"}, ["give a range as [low, high]"]),
     ({"read_buffer_size": {"low": "8K"}}, ["low = ..., high = ..."]),
     ({"read_buffer_size": {"low": "8K", "high": "1M", "scale": "cubic"}}, ["scale", "log"]),
