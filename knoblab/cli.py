@@ -379,11 +379,10 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", result.study).strip(".-")[:60] or "study"
     folder = args.out or Path("knoblab-results") / f"study-{slug}"
     document = json.dumps(tune_json(result), indent=2)
+    if args.json:  # first: when it cannot be written, no half-written folder is left
+        _write_json(args.json, document, "the study is stored: run knoblab tune again")
     try:
         claim_folder(folder)
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(document)
         charts = write_tune_charts(result, folder)
         machine = {**describe_machine(home), "server": result.server}
         render(tune_document(result, charts, spec.source, machine), folder,
@@ -397,6 +396,13 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
             from None
     out.check(f"the study is stored, its report is in {folder}")
     return 0
+
+
+def _write_json(path: Path, document: str, stored: str) -> None:
+    try:
+        places.write_file(path, document, "--json")
+    except UserError as exc:
+        raise UserError(f"{exc}; {stored} with --json FILE") from None
 
 
 def _say_written(out: Console, folder: Path, charts: list[Path], data: str) -> None:
@@ -480,13 +486,12 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     folder = args.out or Path("knoblab-results") / f"{slug}-{run_id}"
     # The results hold numbers and verdicts; their JSON also carries the report's sentence.
     document = json.dumps(results.to_json(conclusion_text=conclusion_text(results)), indent=2)
+    if args.json:  # first: when it cannot be written, no half-written folder is left
+        _write_json(args.json, document, f"the run is stored: knoblab report {run_id}")
     try:
         claim_folder(folder)
         charts = write_charts(results, folder) if any(p.n for p in results.points) else []
         write_report(results, store, folder, charts, document)
-        if args.json:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            args.json.write_text(document)
         _say_written(out, folder, charts, "measurements.csv, result.json")
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
@@ -553,10 +558,7 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                                "p_value": r.p_adjusted, "verdict": r.verdict}
                               for r in c.rows],
                      "machine": c.machine, "spec": c.spec} for c in comparisons]
-        try:
-            args.json.write_text(json.dumps(document, indent=2))
-        except OSError as exc:
-            raise UserError(f"cannot write {args.json}: {exc.strerror}") from None
+        places.write_file(args.json, json.dumps(document, indent=2), "--json")
     out.check(f"the comparison is in {args.json}" if args.json else "")
     return 0
 

@@ -1,0 +1,184 @@
+"""Unusable places to write — the home, --out, --json — are one line naming the place and what
+is wrong, exit code 2, before any server starts; an error names the file that failed, and a
+--json that cannot be written leaves no half-written report folder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from knoblab import cli
+from knoblab.store import Store
+
+GOLDEN = Path(__file__).parent / "data" / "golden"
+SPEC = """name = "places"
+[dataset]
+rows = 1000
+[workload]
+sql = "SELECT COUNT(*) FROM dt2"
+repetitions = 1
+[sweep]
+read_buffer_size = ["128K", "256K"]
+"""
+
+
+def _knoblab(tmp_path: Path, home: str | Path, *args: str,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(home)
+    env["TMPDIR"] = str(tmp_path / "tmp")  # a crash log must not hide in the temp folder
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "knoblab.cli", *args], env=env,
+                          cwd=cwd or tmp_path, capture_output=True, text=True, timeout=300)
+
+
+def _refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
+    err = done.stderr.strip()
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@contextlib.contextmanager
+def _mounted(where: Path, options: str, fill: dict[str, str] | None = None) -> Iterator[Path]:
+    """A small tmpfs of our own (root only): read-only or nearly full file systems."""
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
+            capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        for name, text in (fill or {}).items():
+            (where / name).write_text(text)
+        subprocess.run(["mount", "-o", f"remount,{options}", str(where)], check=True)
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _golden_store(tmp_path: Path) -> tuple[str, str]:
+    shutil.copy(GOLDEN / "store.sqlite", tmp_path / "store.sqlite")
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    return url, Store(url).list_runs(limit=1)[0]["id"]
+
+
+def test_a_home_that_is_a_file_is_named(tmp_path):
+    home = tmp_path / "home"
+    home.write_text("not a folder")
+    _refused(_knoblab(tmp_path, home, "runs"), f"KNOBLAB_HOME={home}", "is a file")
+    assert list((tmp_path / "tmp").iterdir()) == []  # no crash log in the temp folder
+
+
+def test_a_home_whose_parent_is_missing_is_named(tmp_path):
+    home = tmp_path / "typo" / "home"
+    _refused(_knoblab(tmp_path, home, "runs"), "parent folder", "does not exist")
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.parametrize("name", ["a b", "victim#x", "it's", "$HOME", "tab\there"])
+def test_a_home_the_servers_scripts_cannot_use_is_refused_before_it_is_used(tmp_path, name):
+    (tmp_path / "victim").mkdir()
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    _refused(_knoblab(tmp_path, tmp_path / name, "run", str(spec)), "KNOBLAB_HOME",
+             "cannot use a path holding")
+    # nothing written anywhere: neither the home nor a folder its path was cut to
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["victim", "spec.toml", "tmp"])
+    assert list((tmp_path / "victim").iterdir()) == []
+
+
+def test_a_read_only_home_is_named(tmp_path):
+    with _mounted(tmp_path / "ro", "ro") as ro:
+        _refused(_knoblab(tmp_path, ro, "knobs", "buffer"), "read-only")
+
+
+def test_a_home_on_a_full_file_system_is_named(tmp_path):
+    with _mounted(tmp_path / "small", "rw") as small:
+        _refused(_knoblab(tmp_path, small, "knobs", "buffer"), "file system is full")
+
+
+@pytest.mark.server
+def test_a_relative_home_is_made_absolute(tmp_path):
+    # The server resolves a relative datadir against its own folder (/usr): knoblab must not.
+    done = _knoblab(tmp_path, "rel", "knobs", "read_buffer")
+    assert done.returncode == 0, done.stderr
+    assert "read_buffer_size" in done.stdout
+    assert (tmp_path / "rel").is_dir()
+
+
+def test_out_and_json_are_checked_before_anything_runs(tmp_path):
+    home = tmp_path / "home"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(a_file)),
+             f"--out {a_file} is a file")
+    _refused(_knoblab(tmp_path, home, "run", str(spec), "--json", str(tmp_path)),
+             f"--json {tmp_path} is a folder")
+    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(a_file / "below")),
+             "is a file, so no folder can be made below it")
+    # nothing started: no template was built, no run stored
+    assert not (home / "templates").exists() or not any((home / "templates").iterdir())
+    assert Store(f"sqlite:///{home / 'store.sqlite'}").list_runs() == []
+
+
+def test_tune_checks_out_before_the_search(tmp_path):
+    home = tmp_path / "home"
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    examples = Path(__file__).parents[1] / "examples"
+    _refused(_knoblab(tmp_path, home, "tune", str(examples / "tune-query-mix.toml"),
+                      "--out", str(a_file)), f"--out {a_file} is a file")
+    assert not (home / "store-tune.sqlite").exists()
+    assert Store(f"sqlite:///{home / 'store.sqlite'}").list_runs() == []
+
+
+def test_a_json_that_cannot_be_written_is_named_and_leaves_no_folder(tmp_path):
+    url, run_id = _golden_store(tmp_path)
+    out = tmp_path / "out"
+    done = _knoblab(tmp_path, tmp_path / "home", "--store", url, "report", run_id,
+                    "--json", "/dev/full", "--out", str(out))
+    err = _refused(done, "--json /dev/full", f"knoblab report {run_id}")
+    assert str(out) not in err
+    assert not out.exists()
+
+
+def test_a_read_only_json_is_refused_before_the_folder_is_written(tmp_path):
+    url, run_id = _golden_store(tmp_path)
+    out = tmp_path / "out"
+    with _mounted(tmp_path / "ro", "ro", {"result.json": "{}"}) as ro:
+        _refused(_knoblab(tmp_path, tmp_path / "home", "--store", url, "report", run_id,
+                          "--json", str(ro / "result.json"), "--out", str(out)),
+                 f"--json {ro / 'result.json'}", "cannot be written")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("command", "true_line"), [
+    (["runs"], "the store was only read, nothing was changed"),
+    (["compare", "latest", "latest"], "the store was only read, nothing was changed"),
+    (["report", "latest"], "the store was only read, nothing was changed"),
+])
+def test_the_crash_line_says_what_is_true_for_the_command(tmp_path, monkeypatch, capsys,
+                                                          command, true_line):
+    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("nobody foresaw this")
+
+    for name in ("cmd_runs", "cmd_compare", "cmd_report"):
+        monkeypatch.setattr(cli, name, broken)
+    code = cli.main(["--store", f"sqlite:///{tmp_path / 's.sqlite'}", *command])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert true_line in err and "what was measured is stored" not in err, err
+    assert str(tmp_path / "home" / "logs") in err
