@@ -167,8 +167,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 # What each command needs of the home, and what is true of the store when it fails unforeseen.
-_MEASURES = {"starts_servers": True, "after_crash": "what was measured is stored"}
-_READS = {"starts_servers": False, "after_crash": "the store was only read, nothing was changed"}
+_MEASURES = {"starts_servers": True, "writes_store": True,
+             "after_crash": "what was measured is stored"}
+_READS = {"starts_servers": False, "writes_store": False,
+          "after_crash": "the store was only read, nothing was changed"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the study's time budget (e.g. 30m), counting earlier "
                              "invocations of the same study; overrides [tune] budget")
     _output_options(search)
-    search.set_defaults(func=cmd_tune, starts_servers=True,
+    search.set_defaults(func=cmd_tune, starts_servers=True, writes_store=True,
                         after_crash="the study's finished trials are stored")
 
     report = sub.add_parser("report", help="show the results of a run")
@@ -222,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--forget", action="store_true",
                          help="stop tracking them without touching the server (after putting "
                          "them back by hand); their original values are printed")
-    restore.set_defaults(func=cmd_restore, starts_servers=False,
+    restore.set_defaults(func=cmd_restore, starts_servers=False, writes_store=True,
                          after_crash="what was not put back is still recorded: run knoblab "
                                      "restore again")
 
@@ -236,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = sub.add_parser("knobs", help="list the server's settings: type, default, range")
     knobs.add_argument("pattern", nargs="?", help="part of the name, e.g. buffer")
     knobs.add_argument("--binary", help="server binary (default: mariadbd or mysqld on PATH)")
-    knobs.set_defaults(func=cmd_knobs, starts_servers=True,
+    knobs.set_defaults(func=cmd_knobs, starts_servers=True, writes_store=False,
                        after_crash="nothing was changed")
     return parser
 
@@ -262,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         home = places.usable_home(os.environ.get("KNOBLAB_HOME"), writes=args.starts_servers)
         _check_outputs(args)
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))
+        if args.writes_store:  # every measurement is stored the moment it exists: now, or never
+            store.check_writable()
         return args.func(args, store, home)
     except UserError as exc:
         # Exactly one line, however long: scripts and CI logs grep for it.

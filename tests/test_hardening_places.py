@@ -49,7 +49,8 @@ def _refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
 
 
 @contextlib.contextmanager
-def _mounted(where: Path, options: str, fill: dict[str, str] | None = None) -> Iterator[Path]:
+def _mounted(where: Path, options: str,
+             fill: dict[str, str | bytes] | None = None) -> Iterator[Path]:
     """A small tmpfs of our own (root only): read-only or nearly full file systems."""
     where.mkdir()
     if os.geteuid() != 0 or subprocess.run(
@@ -57,8 +58,11 @@ def _mounted(where: Path, options: str, fill: dict[str, str] | None = None) -> I
             capture_output=True).returncode != 0:
         pytest.skip("needs root to mount a tmpfs")
     try:
-        for name, text in (fill or {}).items():
-            (where / name).write_text(text)
+        for name, content in (fill or {}).items():
+            if isinstance(content, bytes):
+                (where / name).write_bytes(content)
+            else:
+                (where / name).write_text(content)
         subprocess.run(["mount", "-o", f"remount,{options}", str(where)], check=True)
         yield where
     finally:
@@ -182,3 +186,16 @@ def test_the_crash_line_says_what_is_true_for_the_command(tmp_path, monkeypatch,
     assert code == 1
     assert true_line in err and "what was measured is stored" not in err, err
     assert str(tmp_path / "home" / "logs") in err
+
+
+def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path):
+    home = tmp_path / "home"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    Store(f"sqlite:///{tmp_path / 'made.sqlite'}").list_runs()
+    with _mounted(tmp_path / "ro", "ro",
+                  {"s.sqlite": (tmp_path / "made.sqlite").read_bytes()}) as ro:
+        for name in ("s.sqlite", "new.sqlite"):  # a store there already, and a new one
+            _refused(_knoblab(tmp_path, home, "--store", f"sqlite:///{ro / name}", "run",
+                              str(spec)), f"results store {ro / name}", "read-only")
+    assert not (home / "templates").exists() or not any((home / "templates").iterdir())

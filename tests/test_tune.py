@@ -355,3 +355,27 @@ def test_a_search_that_measured_no_candidate_says_so(store, tmp_path):
     assert tune_document(result, [], source, {}).conclusion.startswith(said)
     cnf = tune_cnf(result)
     assert said in cnf and "shown to beat" not in cnf and cnf.endswith("[mysqld]\n")
+
+
+def test_better_trials_not_validated_here_are_not_called_no_better():
+    """Another worker validates the study (or the budget left no time): the trials that scored
+    better are not reported as if none had."""
+    import io
+
+    from rich.console import Console
+
+    from knoblab.report.tuning import print_tune, tune_cnf, tune_document
+    from knoblab.space import Space
+    from knoblab.tune import TuneResult
+
+    trials = [TrialOutcome(0, {}, {}, "baseline", 0.0, [], ()),
+              TrialOutcome(1, {"sort_buffer_size": "33554432"},
+                           {"sort_buffer_size": "33554432"}, "scored", -0.2, [-0.2, -0.21],
+                           ("run-1",))]
+    result = TuneResult("search", Space(()), {}, trials, 10.0, "trials", [], 0.03)
+    out = io.StringIO()
+    print_tune(result, Console(file=out, width=200))
+    said = "1 trial(s) scored better than the baseline, but none is validated yet"
+    assert said in out.getvalue() and "No trial scored better" not in out.getvalue()
+    assert tune_document(result, [], "", {}).conclusion.startswith(said)
+    assert said in tune_cnf(result)

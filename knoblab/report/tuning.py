@@ -51,6 +51,22 @@ def unmeasured(result: TuneResult) -> str | None:
             "values in [tune.knobs], or give more trials.")
 
 
+def unsettled(result: TuneResult) -> str | None:
+    """Instead of a verdict, when there is none to give: no candidate measured, or candidates
+    that scored better than the baseline and none validated (another worker validates them,
+    or the budget left no time for it)."""
+    if (nothing := unmeasured(result)) is not None:
+        return nothing
+    if result.validations:
+        return None
+    better = sum(t.feasible and (t.score or 0.0) < 0.0 for t in result.trials)
+    if not better:
+        return None
+    return (f"{better} trial(s) scored better than the baseline, but none is validated yet "
+            "(another worker is validating them, or the budget left no time for it): nothing "
+            "is recommended until one is; run knoblab tune again to see the verdicts.")
+
+
 def trial_text(outcome: TrialOutcome) -> str:
     if outcome.state == "baseline":
         return "the baseline: every trial is measured against it"
@@ -100,7 +116,7 @@ def print_tune(result: TuneResult, out: Console) -> None:
             out.print(f"  {i.name}: {i.share:.0%} ({i.low:.0%} to {i.high:.0%})",
                       markup=False, highlight=False)
     if not result.validations:
-        out.print(unmeasured(result) or "No trial scored better than the baseline: keep the "
+        out.print(unsettled(result) or "No trial scored better than the baseline: keep the "
                   "current configuration.", markup=False, highlight=False)
         return
     out.print("validation (each candidate against the baseline in fresh starts, until decided):",
@@ -204,7 +220,7 @@ def tune_cnf(result: TuneResult) -> str:
     setting and why."""
     head = f"# knoblab tune, study {literal(result.study)}"
     chosen = result.recommended
-    if (nothing := unmeasured(result)) is not None:
+    if (nothing := unsettled(result)) is not None:
         return f"{head}: {nothing}\n[mysqld]\n"
     if chosen is None:
         return (f"{head}: no configuration was shown to beat the current one (by "
@@ -222,7 +238,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         f"the {'lowest' if goal.metric.direction == 'minimize' else 'highest'} {goal.name}"
     names = ", ".join(d.name for d in result.space.dimensions)
     chosen = result.recommended
-    if (nothing := unmeasured(result)) is not None:
+    if (nothing := unsettled(result)) is not None:
         conclusion = nothing
     elif chosen is None:
         conclusion = (f"No configuration was shown to beat the current one (by "
