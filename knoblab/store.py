@@ -616,9 +616,9 @@ class Store:
         elif state == "3D000" or _no_database(said):
             problem = f"its database does not exist ({said})"
         elif _passing(exc):
-            problem = (f"it cannot be reached ({said})" if not self._opened else
-                       f"the connection to it was lost, and not made again in {waited:.0f} s "
-                       f"({said})")
+            problem = (f"the connection to it was lost, and not made again in {waited:.0f} s "
+                       f"({said})" if self._opened and waited >= 1 else
+                       f"it cannot be reached ({said})")
         else:
             problem = f"it failed ({said})"
         if self._written:

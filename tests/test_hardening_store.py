@@ -523,7 +523,8 @@ def test_a_server_gone_for_good_is_waited_for_once(pg_database: str, monkeypatch
     pauses: list[float] = []
     monkeypatch.setattr(store_module, "RETRY_FOR", 2.0)
     monkeypatch.setattr(store_module.time, "sleep", pauses.append)
-    with pytest.raises(UserError, match=rf"results store .*{port}.*what was stored before"):
+    with pytest.raises(UserError, match=rf"results store .*{port}.*cannot be reached.*what "
+                                        "was stored before is kept"):
         store.set_status(run_id, "failed")
     assert pauses  # waited for it to come back
     pauses.clear()
