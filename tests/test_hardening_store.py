@@ -363,6 +363,25 @@ def test_a_store_on_a_read_only_file_system_is_read_but_not_written(mount):
         _a_run(store)
 
 
+@pytest.mark.parametrize("command", [["run", "{spec}"], ["tune", "{spec}"], ["restore"]])
+def test_commands_that_write_refuse_a_read_only_store_before_anything_runs(
+        command: list[str], mount, tmp_path, monkeypatch, capsys):
+    folder = mount(4)
+    path = folder / "s.sqlite"
+    writer = Store(f"sqlite:///{path}")
+    _a_run(writer)
+    writer.engine.dispose()
+    _remount_read_only(folder)
+    spec = tmp_path / "spec.toml"
+    spec.write_text("[dataset]\nrows = 1000\n[workload]\nsql = \"SELECT 1\"\n"
+                    "[sweep]\nread_buffer_size = [\"64K\", \"128K\"]\n")
+    code, err = _knoblab(["--store", f"sqlite:///{path}",
+                          *(a.format(spec=spec) for a in command)], tmp_path, monkeypatch,
+                         capsys)
+    line = _one_line(err)
+    assert code == 2 and str(path) in line and "read-only" in line
+
+
 def test_a_new_store_on_a_read_only_file_system_is_named(mount):
     folder = mount(1)
     _remount_read_only(folder)
