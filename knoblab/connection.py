@@ -8,6 +8,7 @@ running server whose settings knoblab changed. Nothing here knows which.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,6 +25,10 @@ class Server(Protocol):
     def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection: ...
 
     def global_values(self, names: list[str]) -> dict[str, str]: ...
+
+    def watch(self) -> AbstractContextManager[None]:
+        """Around one measurement: raises (a UserError saying why) when the measurement left
+        the server other than it found it, putting back what it can."""
 
     @property
     def pid(self) -> int | None:

@@ -36,7 +36,7 @@ from knoblab.connection import Progress, Server
 from knoblab.errors import STOP, UserError, stop_here
 from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
-from knoblab.server import Data, NoSpace, ServerRefused, Target, open_targets
+from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import set_globals
 from knoblab.spec import Point, Spec, parse_spec
@@ -649,13 +649,17 @@ def _run_one(run_id: str, prepared: Prepared, store: Store, listener: Listener, 
             refused[point_idx] = str(exc)
             outcome = {"status": TrialState.FAILED, "error": str(exc),
                        "details": {"start_failed": True}}
-        except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
-            # The server died or refused mid-measurement: the run goes on.
+        except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
+            # The server died or refused mid-measurement, or the workload changed it: the
+            # run goes on.
             error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
                 else str(exc)
             outcome = {"status": TrialState.FAILED, "error": error}
-        except KeyboardInterrupt:
-            store.finish_trial(trial_id, status=TrialState.DISCARDED, error="interrupted")
+        except (KeyboardInterrupt, UserError) as exc:
+            # The run stops here (a stop, or a fault of the run, not of this configuration):
+            # the trial is not a measurement.
+            store.finish_trial(trial_id, status=TrialState.DISCARDED,
+                               error=str(exc) if isinstance(exc, UserError) else "interrupted")
             raise
     _finish(store, listener, trial_id, label, repetition, outcome)
 
@@ -737,12 +741,17 @@ class _Block:
                         stop_here()
                     recorder = trials.get(item) or self._begin(item)
                     trials[item] = recorder
-                    error = self._part(item, recorder, parts[item], effective, number == 0)
+                    error, tampered = self._part(item, recorder, parts[item], effective,
+                                                 number == 0)
                     if error is None and number < workload.parts - 1:
                         continue
                     self._end(item, recorder, error, parts.pop(item), effective.get(item))
-                    if error is not None and not _answers(self.server):
+                    if tampered or (error is not None and not _answers(self.server)):
+                        # A server the workload changed is not the one the others were
+                        # measured on: they are measured again on a new start.
                         self._discard([trials[i] for i in parts if i in trials],
+                                      "another point's measurement changed the server"
+                                      if tampered else
                                       "the server died during another point's measurement")
                         return list(parts)
         except KeyboardInterrupt:
@@ -758,9 +767,10 @@ class _Block:
                              _trial_label(self.prepared, point_idx))
 
     def _part(self, item: tuple[int, int, int], recorder: TrialRecorder, parts: list[Measured],
-              effective: dict[tuple[int, int, int], Settings], first: bool) -> str | None:
+              effective: dict[tuple[int, int, int], Settings], first: bool
+              ) -> tuple[str | None, bool]:
         """One part of the item's measurement, its settings set (and, first, read back);
-        the error that ended it, if one did."""
+        the error that ended it, if one did, and whether the workload changed the server."""
         requested, config = self.prepared.points[item[1]]
         target = self.prepared.target(requested)
         settings = {**self.prepared.plans[self.prepared.label(requested)].base, **config}
@@ -769,11 +779,13 @@ class _Block:
             if first:
                 effective[item] = self.server.global_values(list(settings))
             session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
-            parts.append(self.prepared.spec.workload.measure_part(
-                self.server, requested, session_knobs, recorder))
-        except (WorkloadError, NoSpace, pymysql.MySQLError) as exc:
-            return f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
-        return None
+            with self.server.watch():
+                parts.append(self.prepared.spec.workload.measure_part(
+                    self.server, requested, session_knobs, recorder))
+        except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
+            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
+            return error, isinstance(exc, Tampered | NoSpace)
+        return None, False
 
     def _end(self, item: tuple[int, int, int], recorder: TrialRecorder, error: str | None,
              parts: list[Measured], effective: Settings | None) -> None:
@@ -821,7 +833,11 @@ def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder
     with target.configured(settings, prepared.data(requested)) as (server, costs):
         effective = server.global_values(list(settings))
         session_knobs = [k for k in settings if knobs[k].scope == "SESSION"]
-        measured = prepared.spec.workload.measure(server, requested, session_knobs, recorder)
+        # What the workload changed is checked after it (the settings, the data, the login):
+        # a measurement that did not run on the server as configured fails, saying why.
+        with server.watch():
+            measured = prepared.spec.workload.measure(server, requested, session_knobs,
+                                                      recorder)
     return measured.value, effective, {**measured.details, **costs}
 
 

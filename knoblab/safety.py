@@ -43,7 +43,8 @@ SESSION_BUFFERS = ("read_buffer_size", "read_rnd_buffer_size", "sort_buffer_size
 
 # What keeps a sandbox private and knoblab's own: its files, its socket, no network.
 SANDBOX_OWNED = ("skip_networking", "port", "bind_address", "extra_port", "socket", "datadir",
-                 "tmpdir", "pid_file", "log_error", "user", "basedir", "plugin_dir")
+                 "tmpdir", "pid_file", "log_error", "user", "basedir", "plugin_dir",
+                 "secure_file_priv")
 
 
 # Settings of kinds that open the network whatever skip_networking says: a cluster (Galera

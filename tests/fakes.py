@@ -7,6 +7,7 @@ They follow the same protocols as the real ones (`knoblab.workloads.base.Workloa
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -169,6 +170,9 @@ class FakeServer:
         defaults = {name: knob.default for name, knob in fake_catalog().knobs.items()}
         return {name: self.settings.get(name) or defaults[name] for name in names
                 if name in self.settings or defaults.get(name)}
+
+    def watch(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # nothing a fake workload could change
 
 
 class FakeConnection:

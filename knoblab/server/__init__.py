@@ -10,9 +10,9 @@ from knoblab.errors import UserError
 from knoblab.server.binary import find_binary
 from knoblab.server.external import RunningTarget
 from knoblab.server.sandbox import SandboxTarget
-from knoblab.server.target import Data, NoSpace, ServerRefused, Target
+from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
 
-__all__ = ["Data", "NoSpace", "ServerRefused", "Target", "open_targets"]
+__all__ = ["Data", "NoSpace", "ServerRefused", "Tampered", "Target", "open_targets"]
 
 
 def open_targets(binary: str | None, servers: dict[str, str], external: Endpoint | None,

@@ -14,7 +14,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pymysql
 from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import DATABASE, Endpoint, Server, one
 from knoblab.errors import UserError
+from knoblab.server.guard import data_tables, watching
 from knoblab.server.settings import read_globals, set_global
 from knoblab.server.target import Data, ServerRefused
 
@@ -127,6 +128,11 @@ class ExternalServer:
 
     def global_values(self, names: list[str]) -> dict[str, str]:
         return read_globals(self.connect, names)
+
+    def watch(self) -> AbstractContextManager[None]:
+        """Around one measurement: global settings the workload changed are named and put
+        back (they are the user's), knoblab's data and login checked (`guard.watching`)."""
+        return watching(self)
 
 
 class Settings:
@@ -427,6 +433,7 @@ class RunningTarget:
         self.version_line, _, _ = self.server.probe()
         self.catalog = self.server.catalog()
         self.settings: Settings | None = None  # during a run's session
+        self.tables: dict[str, frozenset[str]] = {}  # the data's tables, by key, once built
 
     @property
     def where(self) -> str:
@@ -497,6 +504,7 @@ class RunningTarget:
 
     def prepare(self, data: Data) -> Path | None:
         ensure_data(self.server, data.key, data.build)
+        self.tables[data.key] = data_tables(self.server) or frozenset()
         return self.server.datadir
 
     def data_message(self, label: str) -> str:
@@ -515,8 +523,10 @@ class RunningTarget:
     def configured(self, settings: Mapping[str, str], data: Data
                    ) -> Iterator[tuple[Server, dict[str, object]]]:
         assert self.settings is not None, "configured() runs inside session()"
-        if data.changed_by_measuring:
-            # Every measurement starts from freshly built data.
+        # Every measurement of a workload that writes starts from freshly built data; so
+        # does the one after a measurement that dropped some of it (it failed, saying so).
+        if data.changed_by_measuring or not self.tables.get(data.key, frozenset()) <= (
+                data_tables(self.server) or frozenset()):
             ensure_data(self.server, data.key, data.build, fresh=True)
         self.settings.apply(settings)
         yield self.server, {}

@@ -17,10 +17,12 @@ import fcntl
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -36,11 +38,19 @@ from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import Server
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, compile_info
+from knoblab.server.guard import watching
 from knoblab.server.settings import read_globals, set_globals
-from knoblab.server.target import Data, NoSpace, ServerRefused
+from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 120.0
+# What says a server's disk is full: its own words in the error log (MyISAM and Aria wait
+# for space; InnoDB fails the write), or almost nothing left on the disk.
+DISK_FULL = re.compile(r"Disk is full|No space left on device|Errcode: 28\b|errno: 28\b|"
+                       r"error 28\b|\(errno 28\)", re.IGNORECASE)
+DISK_FULL_BYTES = 1 << 20
+SHUTDOWN_WAIT = 10.0  # for a server that stopped answering to finish shutting down
+DISK_WATCH_EVERY = 0.25
 _LIVE: set[Sandbox] = set()
 _HURRY = False  # set by hurry(): stop() kills at once
 
@@ -74,6 +84,8 @@ class Sandbox:
         self.process: subprocess.Popen[bytes] | None = None
         self.copy_seconds = 0.0
         self.start_seconds = 0.0
+        self.full: str | None = None  # set when its disk filled up while it ran: why
+        self._watch_disk: threading.Event | None = None
 
     @property
     def socket(self) -> Path:
@@ -83,6 +95,12 @@ class Sandbox:
     @property
     def error_log(self) -> Path:
         return self.dir / "error.log"
+
+    @property
+    def files(self) -> Path:
+        """The one folder the server may read and write files in (secure_file_priv): SELECT
+        ... INTO OUTFILE and LOAD DATA INFILE run as the server's user, root here."""
+        return self.dir / "files"
 
     @property
     def pid(self) -> int | None:
@@ -105,11 +123,18 @@ class Sandbox:
             self._start(timeout)
         except OSError as exc:
             self.stop()
+            if self.full:
+                raise NoSpace(self.full) from None
             if exc.errno != errno.ENOSPC:
                 raise
             raise NoSpace(f"the disk of {self.home} filled up while a sandbox was made: "
                           f"{exc.strerror}; free space there, or set KNOBLAB_HOME to a larger "
                           "disk") from None
+        except ServerRefused:
+            self.stop()
+            if self.full:
+                raise NoSpace(self.full) from None
+            raise
         except BaseException:
             self.stop()
             raise
@@ -117,6 +142,7 @@ class Sandbox:
     def _start(self, timeout: float) -> None:
         self.dir.mkdir(parents=True, mode=0o700)
         (self.dir / "tmp").mkdir(mode=0o700)
+        self.files.mkdir(mode=0o700)
         self._write_owner()  # before anything slow: an interrupted copy is still cleaned up
         if self._source is not None:
             began = time.perf_counter()
@@ -136,6 +162,9 @@ class Sandbox:
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
         self._write_owner()
+        self._watch_disk = threading.Event()
+        threading.Thread(target=self._disk_watch, args=(self._watch_disk, self.process),
+                         name="knoblab-disk-watch", daemon=True).start()
         self._wait_ready(timeout)
         self._check_private()
         self.start_seconds = time.perf_counter() - began
@@ -175,6 +204,72 @@ class Sandbox:
         """The values the server really applied (it rounds and sometimes ignores settings)."""
         return read_globals(self.connect, names)
 
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        """Around one measurement: what it changed (`guard.watching`); a disk that filled
+        (NoSpace, naming it) and a server shut down during it are said as the cause."""
+        try:
+            with watching(self):
+                yield
+        except Exception:
+            if self.full:
+                raise NoSpace(self.full) from None
+            if self._shut_down():
+                raise Tampered("the server was shut down during the measurement (a SHUTDOWN "
+                               "in the workload)") from None
+            raise
+        if self.full:
+            raise NoSpace(self.full)
+
+    def _shut_down(self) -> bool:
+        """Whether the server was told to shut down (its log says who), once it is gone."""
+        if self.process is None:
+            return False
+        if self.process.poll() is None:
+            try:
+                self.connect(connect_timeout=2).close()
+                return False  # it answers: whatever failed, it was not a shutdown
+            except pymysql.MySQLError:
+                pass
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=SHUTDOWN_WAIT)
+        try:
+            text = self.error_log.read_text(errors="replace")
+        except OSError:
+            return False
+        return "initiated by:" in text and "Normal shutdown" in text
+
+    def _disk_watch(self, done: threading.Event, process: subprocess.Popen[bytes]) -> None:
+        """The server waits, without end, for space when its disk is full (it logs "Disk is
+        full writing ..." and retries every minute), or fails in ways that do not say so. A
+        sign of it in the error log, or a disk with no space left, stops the server at once:
+        its data is thrown away anyway, and the measurement fails naming the disk."""
+        offset = 0
+        while not done.wait(DISK_WATCH_EVERY):
+            seen = None
+            try:
+                with open(self.error_log, "rb") as log:
+                    log.seek(offset)
+                    chunk = log.read()
+                cut = chunk.rfind(b"\n") + 1
+                offset += cut
+                lines = chunk[:cut].decode(errors="replace").splitlines()
+                seen = next((_said(line) for line in lines if DISK_FULL.search(line)), None)
+                stats = os.statvfs(self.datadir)
+            except OSError:
+                continue  # not there yet, or being removed
+            # The server runs as root here when knoblab does: root may use the reserved blocks.
+            free = (stats.f_bfree if os.geteuid() == 0 else stats.f_bavail) * stats.f_frsize
+            if seen is None and free >= DISK_FULL_BYTES:
+                continue
+            said = f"the server: {seen}" if seen else \
+                f"{safety.format_size_rounded(free)} left"
+            self.full = (f"the disk of {self.home} filled up during the measurement ({said}); "
+                         "free space there, or set KNOBLAB_HOME to a larger disk")
+            with contextlib.suppress(OSError):
+                process.kill()
+            return
+
     def stop(self) -> None:
         """Shut down cleanly, then TERM, then KILL; remove the private directories."""
         process = self.process
@@ -202,6 +297,8 @@ class Sandbox:
         elif process is not None:
             process.wait()
         self.process = None  # only now: a Ctrl-C during shutdown leaves it to stop_all()
+        if self._watch_disk is not None:
+            self._watch_disk.set()
         _LIVE.discard(self)
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
@@ -224,6 +321,8 @@ class Sandbox:
             f"log-error = {self.error_log}",
             # A private tmpdir: on-disk temporary tables must not collide with other programs.
             f"tmpdir = {self.dir / 'tmp'}",
+            # Files the server writes or reads as root (INTO OUTFILE, LOAD DATA): here only.
+            f"secure-file-priv = {self.files}",
             "skip-networking",
         ]
         if os.geteuid() == 0:
@@ -244,14 +343,27 @@ class Sandbox:
                 try:
                     self.connect(connect_timeout=2).close()
                     return
-                except pymysql.MySQLError:
-                    pass
+                except pymysql.MySQLError as exc:
+                    if exc.args and exc.args[0] in (1044, 1045, 1698):
+                        # Not a slow start: waiting cannot help.
+                        raise ServerStartError(
+                            f"{self.binary.path.name} refuses knoblab's login as root "
+                            f"({exc.args[-1]}): the data's setup or a workload dropped or "
+                            "changed root@localhost, which knoblab logs in as; leave root "
+                            "alone") from None
             if time.monotonic() > deadline:
                 raise ServerStartError(
                     f"{self.binary.path.name} not ready after {timeout:.0f} s: "
                     f"{self.error_log_tail()}"
                 )
             time.sleep(0.05)
+
+
+def _said(line: str) -> str:
+    """An error log line, from its words on (no timestamp, thread or level), not too long."""
+    words = re.sub(r"^.*?\[(ERROR|Warning|Note)\]\s*", "", line.strip())
+    words = re.sub(r"^\S*mariadbd: ", "", words).split(". Waiting")[0]
+    return words if len(words) <= 160 else words[:157] + "..."
 
 
 def alive(pid: int) -> bool:
@@ -425,6 +537,20 @@ def _remove_dead_builds(root: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _check_login(server: Sandbox, key: str) -> None:
+    """Every measurement logs in as root: a build that dropped or changed root would leave a
+    template no measurement can use."""
+    try:
+        server.connect(connect_timeout=10).close()
+    except pymysql.MySQLError as exc:
+        if exc.args and exc.args[0] in (1044, 1045, 1698):
+            raise UserError(f"building the data {key}: the server refuses knoblab's login as "
+                            f"root afterwards ({exc.args[-1]}): the setup dropped or changed "
+                            "root@localhost, which knoblab logs in as; leave root alone") \
+                from None
+        raise
+
+
 def catalog_for(binary: ServerBinary, home: Path | None = None) -> Catalog:
     return Catalog.load(base_template(binary, home) / "catalog.json")
 
@@ -447,14 +573,16 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
                    f"building the data {key}")
         building = root / f"{key}.building-{os.getpid()}"
         shutil.rmtree(building, ignore_errors=True)
+        server: Sandbox | None = None
         try:
             building.mkdir(parents=True)
             copy_datadir(base / "data", building / "data")
             with Sandbox(binary, building / "data", {}, home=home, copy=False) as server:
                 build(server)
+                _check_login(server, key)
         except (OSError, pymysql.MySQLError) as exc:
             shutil.rmtree(building, ignore_errors=True)
-            if shutil.disk_usage(root).free < SANDBOX_MARGIN or \
+            if shutil.disk_usage(root).free < SANDBOX_MARGIN or (server and server.full) or \
                     getattr(exc, "errno", None) == errno.ENOSPC:
                 raise NoSpace(f"the disk of {root} filled up while the data {key} was built; "
                               "free space there, or set KNOBLAB_HOME to a larger disk") from None
@@ -537,7 +665,20 @@ class SandboxTarget:
         knobs = self.catalog.knobs
         at_start = {k: v for k, v in settings.items() if knobs[k].startup_option}
         after_start = {k: v for k, v in settings.items() if k not in at_start}
-        with Sandbox(self.binary, self.templates[data.key], at_start, home=self.home) as server:
-            set_globals(server.connect, self.catalog, after_start)
-            yield server, {"copy_seconds": round(server.copy_seconds, 3),
-                           "start_seconds": round(server.start_seconds, 3)}
+        template = self.templates[data.key]
+        try:
+            sandbox = Sandbox(self.binary, template, at_start, home=self.home)
+            sandbox.start()
+        except OSError:
+            if (template.parent / ".ready").exists():
+                raise
+            # Not a fault of this configuration: the run cannot go on without its data.
+            raise UserError(f"the data's template {template.parent} was deleted during the "
+                            "run; knoblab stopped, keeping what was measured: resume the run "
+                            "(knoblab resume) to build it again and measure the rest") from None
+        try:
+            set_globals(sandbox.connect, self.catalog, after_start)
+            yield sandbox, {"copy_seconds": round(sandbox.copy_seconds, 3),
+                            "start_seconds": round(sandbox.start_seconds, 3)}
+        finally:
+            sandbox.stop()

@@ -30,6 +30,11 @@ class NoSpace(UserError):
     byte is written; for a measurement, it fails that measurement alone."""
 
 
+class Tampered(UserError):
+    """A measurement left the server other than it found it (a setting changed, its data
+    dropped, root locked out): that measurement fails, with the reason, and the run goes on."""
+
+
 @dataclass(frozen=True)
 class Data:
     """The data a measurement runs on: its key, how to build it, whether measuring changes

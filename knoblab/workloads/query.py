@@ -31,6 +31,7 @@ from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.stats import Summary
 from knoblab.units import format_size, parse_size
+from knoblab.workloads.admin import refuse_admin
 from knoblab.workloads.base import (
     Measured,
     Metric,
@@ -120,6 +121,7 @@ class QueryWorkload(Timed):
         if not sql.strip():
             raise UserError("[workload] sql: give the statement to time, e.g. "
                             "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
+        refuse_admin(sql, "[workload] sql")
         table = _scan_table(dataset)
         cache = section.text(workload, "cache", "workload", "warm")
         if cache not in CACHE_MODES:

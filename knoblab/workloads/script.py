@@ -34,6 +34,7 @@ from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
+from knoblab.workloads.admin import refuse_admin
 from knoblab.workloads.base import (
     Measured,
     Recorder,
@@ -231,6 +232,8 @@ class ScriptWorkload(Timed):
                                     f"{reason}") from None
             else:
                 texts[part] = section.text(workload, part, "workload", "")
+            refuse_admin(texts[part], f"[workload] {part}" +
+                         ("_file" if f"{part}_file" in workload else ""))
 
         def whole(key: str, default: int, high: int) -> int:
             return int(section.number(workload, key, "workload", default, int, 1, high))

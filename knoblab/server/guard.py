@@ -1,0 +1,160 @@
+"""After each measurement: is the server still the one being measured?
+
+Workload SQL is arbitrary, and some of it undoes what a measurement stands on: a SET GLOBAL
+runs every later measurement with a value other than its point's, a dropped table leaves
+nothing to measure, a dropped or changed root locks knoblab out. Refusing such statements in the
+spec (`knoblab.workloads.admin`) cannot be complete (PREPARE, EXECUTE IMMEDIATE, stored
+routines), so the server is looked at before and after each measurement instead: one that
+changed it fails with the reason (`Tampered`), and global settings it changed are put back at
+once (on a running server they are the user's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from knoblab.connection import DATABASE, Server, one
+from knoblab.errors import UserError
+from knoblab.server.target import Tampered
+
+# Globals the server moves by itself as it works (the binary log's positions).
+MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
+                    "gtid_slave_pos"})
+_NAME = re.compile(r"^[a-z0-9_]+$")
+_ACCESS_DENIED = (1044, 1045, 1698)
+
+
+@dataclass(frozen=True)
+class State:
+    """What a measurement must leave as it found it."""
+
+    globals: dict[str, str]
+    database: bool  # knoblab's database exists
+    tables: frozenset[str]  # its tables (the data measured on)
+
+
+def look(server: Server) -> State:
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW GLOBAL VARIABLES")
+            found = {str(name).lower(): str(value) for name, value in cur.fetchall()}
+            database, tables = _data(cur)
+    finally:
+        conn.close()
+    return State(found, database, tables)
+
+
+def data_tables(server: Server) -> frozenset[str] | None:
+    """The tables of knoblab's database; None when there is no such database."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            database, tables = _data(cur)
+    finally:
+        conn.close()
+    return tables if database else None
+
+
+def _data(cur: Any) -> tuple[bool, frozenset[str]]:
+    cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
+                (DATABASE,))
+    database = bool(one(cur)[0])
+    cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_TYPE <> 'TEMPORARY'", (DATABASE,))
+    return database, frozenset(str(row[0]) for row in cur.fetchall())
+
+
+def changes(server: Server, before: State, failed: bool = False) -> str | None:
+    """Why the server is no longer the one measured (global settings the workload changed are
+    put back first, and said); None when it is as it was. After a measurement that `failed`,
+    a server that does not answer is left to the measurement's own error (it may have died of
+    anything); a login refused is said in any case."""
+    try:
+        after = look(server)
+    except (pymysql.MySQLError, UserError, OSError) as exc:
+        code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else None
+        text = str(exc.args[-1]) if isinstance(exc, pymysql.MySQLError) and exc.args \
+            else str(exc)  # a running server's connect says it in words (UserError)
+        denied = code in _ACCESS_DENIED or "refused the login" in text or \
+            "Access denied" in text
+        if denied:
+            return (f"the server now refuses knoblab's login ({text}): the workload dropped "
+                    "or changed the account knoblab connects with (root)")
+        if failed:
+            return None
+        return f"the server stopped answering after the measurement ({text})"
+    problems = []
+    if before.database and not after.database:
+        problems.append(f"the workload dropped database {DATABASE}, which holds the data "
+                        "being measured")
+    elif before.tables - after.tables:
+        gone = ", ".join(f"{DATABASE}.{t}" for t in sorted(before.tables - after.tables))
+        problems.append(f"the workload dropped or renamed {gone}, the data being measured")
+    changed = {name: (value, after.globals.get(name)) for name, value in before.globals.items()
+               if name not in MOVING and after.globals.get(name) != value}
+    if changed:
+        problems.append(_put_back(server, changed))
+    return "; ".join(problems) or None
+
+
+def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str:
+    """SET GLOBAL each changed setting to its value before the measurement; the sentence."""
+    failed: dict[str, str] = {}
+    try:
+        conn = server.connect()
+    except (pymysql.MySQLError, UserError, OSError) as exc:
+        failed = {name: str(exc) for name in changed}
+    else:
+        try:
+            with conn.cursor() as cur:
+                for name, (value, _) in changed.items():
+                    if not _NAME.match(name):  # names come from the server; never spliced
+                        failed[name] = "not a setting name"
+                        continue
+                    literal: object = int(value) if re.fullmatch(r"-?\d+", value) else value
+                    try:
+                        cur.execute(f"SET GLOBAL {name} = %s", (literal,))
+                    except pymysql.MySQLError as exc:
+                        failed[name] = str(exc.args[-1])
+        finally:
+            conn.close()
+    what = ", ".join(f"{name} ({old} → {new})" for name, (old, new) in changed.items())
+    said = f"the workload changed the server's global {what}, so the measurement did not " \
+           "run with its point's settings"
+    back = [name for name in changed if name not in failed]
+    if back:
+        said += f"; knoblab put {', '.join(back)} back"
+    if failed:
+        said += "; could not put back " + ", ".join(
+            f"{name} (to {changed[name][0]}: {why})" for name, why in failed.items()) + \
+            ": set it by hand"
+    return said
+
+
+@contextlib.contextmanager
+def watching(server: Server) -> Iterator[None]:
+    """Around one measurement: Tampered when it left the server other than it found it (also
+    when it failed because of that: the reason is the cause, not the symptom). Global settings
+    it changed are put back even when the measurement is interrupted."""
+    before = look(server)
+    try:
+        yield
+    except Exception as exc:
+        why = changes(server, before, failed=True)
+        if why is not None:
+            raise Tampered(why) from exc
+        raise
+    except BaseException:
+        with contextlib.suppress(Exception):
+            changes(server, before)
+        raise
+    why = changes(server, before)
+    if why is not None:
+        raise Tampered(why)

@@ -1,0 +1,61 @@
+"""Statements a workload may not hold: those that change what knoblab relies on.
+
+Workload SQL is arbitrary by design, but some statements are never part of the work under test
+and undo what a measurement needs: the server itself (SHUTDOWN), knoblab's connections (KILL),
+the settings knoblab sets and reads back (SET GLOBAL), the counters and locks it measures with
+(FLUSH, RESET), the account it logs in with (user and privilege statements), its database
+(DROP DATABASE) and the server's code (INSTALL PLUGIN). These are refused when the spec is read,
+naming the statement.
+
+This is the cheap, certain part: a statement hidden in a string (PREPARE, EXECUTE IMMEDIATE)
+or in a stored routine is not seen here. What a measurement changed is also checked after it
+(`knoblab.server.guard`), which fails that measurement with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from knoblab.errors import UserError
+
+# Strings and quoted names, executable-comment markers (their content runs), comments.
+_TEXT = re.compile(r"""'(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.|"")*"?|`(?:[^`]|``)*`?"""
+                   r"""|/\*M?!\d*|/\*.*?(?:\*/|$)|\*/|(?:--(?=\s|$)|\#)[^\n]*""", re.DOTALL)
+
+_WHY_SETTINGS = ("it changes the server's global settings, which knoblab sets for each point "
+                 "and reads back; put server settings in [settings] or [sweep] (SET SESSION "
+                 "is fine)")
+_WHY_ACCOUNTS = ("it changes accounts or privileges, and knoblab logs in as root for every "
+                 "measurement (on a running server, these are its users' accounts)")
+_FORBIDDEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE | re.DOTALL), why) for pattern, why in (
+        (r"SHUTDOWN\b", "it stops the server being measured"),
+        (r"KILL\b", "it ends connections or statements, knoblab's own among them"),
+        (r"SET\b.*(\bGLOBAL\b|@@GLOBAL\.|\bPERSIST(_ONLY)?\b)", _WHY_SETTINGS),
+        (r"(FLUSH|RESET)\b", "FLUSH and RESET change the server state knoblab measures with "
+                             "(its counters, caches, logs and locks)"),
+        (r"((CREATE|DROP|ALTER|RENAME)\s+(USER|ROLE)|SET\s+PASSWORD|GRANT|REVOKE)\b",
+         _WHY_ACCOUNTS),
+        (r"(DROP|ALTER)\s+(DATABASE|SCHEMA)\b",
+         "it drops or changes a database, and the data being measured is in knoblab's own"),
+        (r"(INSTALL|UNINSTALL)\s+(PLUGIN|SONAME)\b",
+         "it loads or unloads server code (plugins can open network ports)"),
+    ))
+
+
+def statements(sql: str) -> list[str]:
+    """The statements of `sql` with their strings blanked and comments dropped (an executable
+    comment's content kept), split on ';' — compound statements into their pieces."""
+    blanked = _TEXT.sub(lambda m: "''" if m.group()[:1] in "'\"" else
+                        "x" if m.group()[:1] == "`" else " ", sql)
+    return [" ".join(piece.split()) for piece in blanked.split(";") if piece.strip()]
+
+
+def refuse_admin(sql: str, where: str) -> None:
+    """UserError naming the first statement of `sql` a workload may not hold, and why."""
+    for statement in statements(sql):
+        for pattern, why in _FORBIDDEN:
+            if pattern.match(statement):
+                shown = statement if len(statement) <= 60 else statement[:57] + "..."
+                raise UserError(f"{where}: {shown!r} cannot be part of a workload: {why}; "
+                                "remove it")
