@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import functools
 import hashlib
 import json
 import math
@@ -324,7 +326,14 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
             if len(finished) + len(taken) < options.trials:
                 with _heartbeat_unwarned():
                     trial = study.ask(distributions)
-                trial.set_user_attr("owner", _owner())
+                try:
+                    # Owned and beating before the turn ends: a trial being measured is never
+                    # one that no worker can tell abandoned.
+                    trial.set_user_attr("owner", _owner())
+                    _beat(study, trial)
+                except BaseException:
+                    _abandon(study, trial)
+                    raise
         if trial is None:
             # The last trials are another worker's: its results are this search's too (and
             # its trial is queued again should that worker die).
@@ -1051,14 +1060,15 @@ def _requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 def _beating(study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
     """The trial's heartbeat, recorded at once and every HEARTBEAT seconds while it is
     measured."""
-    storage = study._storage  # noqa: SLF001 - the heartbeat is the storage's, by trial id
-
-    def beat() -> None:
-        storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]  # noqa: SLF001
-
+    beat = functools.partial(_beat, study, trial)
     beat()
     with runner.beating(beat, HEARTBEAT):
         yield
+
+
+def _beat(study: optuna.Study, trial: optuna.Trial) -> None:
+    storage = study._storage  # noqa: SLF001 - the heartbeat is the storage's, by trial id
+    storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]  # noqa: SLF001
 
 
 def _abandon(study: optuna.Study, trial: optuna.Trial) -> None:
@@ -1074,8 +1084,8 @@ def _abandon(study: optuna.Study, trial: optuna.Trial) -> None:
 
 
 def _requeue_abandoned(study: optuna.Study) -> None:
-    """Trials left running by a process of this machine that is gone (killed): failed and
-    queued again."""
+    """Trials left running by a process of this machine that is gone (killed), or by a worker
+    killed the moment it took one (no owner yet, long ago): failed and queued again."""
     import optuna
 
     host = socket.gethostname()
@@ -1084,7 +1094,11 @@ def _requeue_abandoned(study: optuna.Study) -> None:
             continue
         owner = str(trial.user_attrs.get("owner", ""))
         where, _, pid = owner.rpartition(":")
-        if where != host or not pid.isdigit() or alive(int(pid)):
+        if not owner:
+            started = trial.datetime_start
+            if started is None or (datetime.datetime.now() - started).total_seconds() < GRACE:
+                continue
+        elif where != host or not pid.isdigit() or alive(int(pid)):
             continue
         study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(dict(trial.params), skip_if_exists=False)

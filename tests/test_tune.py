@@ -379,3 +379,29 @@ def test_better_trials_not_validated_here_are_not_called_no_better():
     assert said in out.getvalue() and "No trial scored better" not in out.getvalue()
     assert tune_document(result, [], "", {}).conclusion.startswith(said)
     assert said in tune_cnf(result)
+
+
+def test_a_trial_taken_by_a_worker_killed_at_once_does_not_hold_the_study(
+        store, tmp_path, monkeypatch):
+    """A worker killed right after it took a trial (no owner, no heartbeat yet): the trial
+    counts against the budget while it runs, so it is failed and queued again once it is
+    older than the grace period, and the study ends."""
+    class NoWaiting(Quiet):
+        def message(self, text: str) -> None:
+            assert "being measured by another worker" not in text, text
+            super().message(text)
+
+    _tune(store, tmp_path, _spec(trials=3, validate=1))
+    study = optuna.load_study(study_name="search",
+                              storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
+    orphan = study.ask({"sort_buffer_size": optuna.distributions.IntDistribution(
+        1 * MB, 64 * MB, log=True), "read_buffer_size": optuna.distributions.IntDistribution(
+        128 * 1024, 8 * MB, log=True)})
+    monkeypatch.setattr("knoblab.tune.GRACE", 1)
+    time.sleep(1.5)  # older than the grace period
+    result = _tune(store, tmp_path, _spec(trials=4, validate=1), NoWaiting())
+    trials = optuna.load_study(study_name="search",
+                               storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}").trials
+    assert trials[orphan.number].state == optuna.trial.TrialState.FAIL
+    assert any(t.number > orphan.number and t.config == result.space.config(orphan.params)
+               for t in result.trials)
