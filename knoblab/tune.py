@@ -302,10 +302,11 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     while True:
         if STOP.is_set():
             stop_here()
-        _requeue_abandoned(study)
         # The study's trial budget holds with several workers: each counts the trials taken
-        # (finished, or being measured by another) and takes its own in one turn.
+        # (finished, or being measured by another) and takes its own in one turn; in it too,
+        # abandoned trials are failed and queued again (once, not by two workers at once).
         with turn():
+            _requeue_abandoned(study)
             with _heartbeat_unwarned():
                 optuna.storages.fail_stale_trials(study)
             # Read once a trial: other workers add trials to the study meanwhile.
