@@ -203,6 +203,16 @@ def test_a_sqlite_path_with_url_characters_is_the_file_meant(tmp_path: Path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a?b%20c#d"]
 
 
+def test_a_question_mark_in_a_sqlite_path_is_not_taken_for_options(tmp_path: Path):
+    """sqlite:///x?y.sqlite would silently be the file x."""
+    with pytest.raises(UserError, match="%3F"):
+        Store(f"sqlite:///{tmp_path / 'x?y.sqlite'}")
+    assert list(tmp_path.iterdir()) == []
+    path = tmp_path / "x?y.sqlite"
+    Store(f"sqlite:///{tmp_path / 'x%3Fy.sqlite'}")
+    assert path.exists()
+
+
 # --------------------------------------------------------------------------- 2. foreign stores
 
 
@@ -314,7 +324,7 @@ def test_a_value_damaged_inside_a_row_is_one_line(tmp_path, monkeypatch, capsys)
     assert code == 2 and str(path) in line and "damaged" in line and run_id in line
 
 
-@pytest.mark.parametrize("kind", ["truncated", "garbage", "folder", "unreachable"])
+@pytest.mark.parametrize("kind", ["truncated", "garbage", "folder", "device", "unreachable"])
 def test_unusable_stores_stay_one_line(kind: str, tmp_path, monkeypatch, capsys):
     path = tmp_path / "s.sqlite"
     if kind == "truncated":
@@ -323,6 +333,8 @@ def test_unusable_stores_stay_one_line(kind: str, tmp_path, monkeypatch, capsys)
         path.write_bytes(b"not a database at all\n" * 100)
     elif kind == "folder":
         path.mkdir()
+    elif kind == "device":
+        path = Path("/dev/null")
     url = ("postgresql://knob:pw@127.0.0.1:1/nowhere" if kind == "unreachable"
            else f"sqlite:///{path}")
     code, err = _knoblab(["--store", url, "runs"], tmp_path, monkeypatch, capsys)
