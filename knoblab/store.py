@@ -558,7 +558,9 @@ class Store:
                 return result
             except passing:
                 raise
-            except sa.exc.SQLAlchemyError as exc:
+            # What the database (or the pool reaching it) said; SQLAlchemy's other errors are
+            # knoblab's own mistakes, for the crash log.
+            except (sa.exc.DBAPIError, sa.exc.TimeoutError, sa.exc.DisconnectionError) as exc:
                 if _passing(exc) and not self._gone:
                     if time.monotonic() - start + pause < RETRY_FOR:
                         time.sleep(pause)
