@@ -50,7 +50,7 @@ from knoblab.connection import Endpoint
 from knoblab.errors import ENDED, STOP, UNWINDING, UserError, stop_here
 from knoblab.literal import literal
 from knoblab.server import sandbox
-from knoblab.store import Store, default_url
+from knoblab.store import Store, default_url, hide_passwords
 from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
@@ -162,7 +162,8 @@ class TuneConsole:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit code 2, as for every bad input
-        print(f"knoblab: {message} (see: {self.prog} --help)", file=sys.stderr)
+        # the message may quote what was typed (an unrecognised argument): shown literally
+        print(literal(f"knoblab: {message} (see: {self.prog} --help)"), file=sys.stderr)
         sys.exit(2)
 
 
@@ -291,9 +292,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(line: str) -> None:
-    # The terminal may be gone (SIGHUP) or stderr closed: the exit code still tells.
+    # The terminal may be gone (SIGHUP) or stderr closed: the exit code still tells. The line
+    # may name a path, a run or a server's message: shown literally, on one line.
     with contextlib.suppress(OSError, ValueError):
-        print(line, file=sys.stderr, flush=True)
+        print(literal(line), file=sys.stderr, flush=True)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -335,9 +337,9 @@ def _write_crash_log(exc: Exception) -> Path:
     """The traceback and the command line (any password in a URL masked), under
     $KNOBLAB_HOME/logs — or, when that cannot be written, in the current folder, where the
     user looks — and the temp folder as a last resort."""
-    command = " ".join(_URL_PASSWORD.sub(r"://\1:***@", arg) for arg in sys.argv)
-    text = (f"{command}\n{dt.datetime.now().isoformat()}\n\n"
-            + "".join(traceback.format_exception(exc)))
+    command = " ".join(hide_passwords(arg) for arg in sys.argv)
+    text = hide_passwords(f"{command}\n{dt.datetime.now().isoformat()}\n\n"
+                          + "".join(traceback.format_exception(exc)))
     name = f"crash-{dt.datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}.log"
     home = os.environ.get("KNOBLAB_HOME") or str(Path.home() / ".knoblab")
     for folder in (Path(home).expanduser() / "logs", Path.cwd(), Path(tempfile.gettempdir())):
@@ -348,10 +350,6 @@ def _write_crash_log(exc: Exception) -> Path:
         except OSError:
             continue
     return Path("(nowhere: no folder could be written)")
-
-
-# greedy: a password may itself hold "@"
-_URL_PASSWORD = re.compile(r"://([^:/@\s]+):\S*@")
 
 
 def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:

@@ -26,7 +26,7 @@ from knoblab import cli, runner, workloads
 from knoblab import tune as tune_module
 from knoblab.literal import literal
 from tests import fakes
-from tests.test_hardening_output import SWEEP, STEPS, _copy_run, _edit_info, _page, _words
+from tests.test_hardening_output import STEPS, SWEEP, _copy_run, _edit_info, _page, _words
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 

@@ -265,3 +265,17 @@ def test_a_chart_draws_what_an_installed_font_has_and_marks_the_rest() -> None:
     if 0x6027 not in chars:
         pytest.skip("no CJK font installed (scripts/setup installs fonts-noto-cjk)")
     assert drawable("性能テスト") == "性能テスト"
+
+
+def test_the_one_line_of_an_error_shows_what_was_typed_literally(tmp_path: Path, monkeypatch,
+                                                                 capsys) -> None:
+    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
+    db = _store(tmp_path)
+    assert _main(db, "run", str(tmp_path / "\x1b[2Jnosuch\r.toml")) == 2
+    assert _main(db, "report", "\x1b]0;x\x07") == 2
+    with pytest.raises(SystemExit) as stopped:
+        _main(db, "runs", "\x1b[31m")  # argparse: "unrecognized arguments: …"
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "\\x1b[2Jnosuch .toml" in err and "\\x1b[31m" in err
+    assert not any(c in err for c in "\x1b\r\x07") and err.count("\n") == 3
