@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a failure nobody foresaw: one line here, the details in a file
         sandbox.stop_all()
         log = _write_crash_log(exc)
-        what = " ".join(str(exc).split())[:200] or "no message"
+        what = hide_passwords(" ".join(str(exc).split()))[:200] or "no message"
         _say(f"knoblab: unexpected error ({type(exc).__name__}: {what}); {args.after_crash}; "
              f"the details are in {log} — please report it with that file")
         return 1
