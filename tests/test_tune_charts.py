@@ -212,7 +212,11 @@ def test_the_search_report_reads_like_a_runs(tmp_path):
 def test_a_search_that_found_nothing_says_keep_it(tmp_path):
     from knoblab.report.tuning import tune_cnf, tune_document
 
-    result = _result(validations=[])
+    trials = _result().trials
+    best = max((t for t in trials if t.state == "scored"), key=lambda t: t.gain or 0.0)
+    # The best candidate, measured again, was only the same as the baseline.
+    result = _result(trials, validations=[Validation(best, "run-v1", "same", 0.004,
+                                                     (-0.01, 0.02), 12)])
     document = tune_document(result, [], "", {})
     assert document.conclusion.startswith("No configuration was shown to beat the current one")
     assert tune_cnf(result).endswith("keep it.\n[mysqld]\n")
