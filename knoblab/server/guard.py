@@ -25,7 +25,7 @@ from knoblab.server.target import Tampered
 
 # Globals the server moves by itself as it works (the binary log's positions).
 MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
-                    "gtid_slave_pos"})
+                    "gtid_slave_pos", "gtid_executed", "gtid_purged", "gtid_owned"})
 _NAME = re.compile(r"^[a-z0-9_]+$")
 _ACCESS_DENIED = (1044, 1045, 1698)
 
@@ -125,7 +125,8 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
                         failed[name] = str(exc.args[-1])
         finally:
             conn.close()
-    what = ", ".join(f"{name} ({old} → {new})" for name, (old, new) in changed.items())
+    what = ", ".join(f"{name} ({_shown(old)} → {_shown(new)})"
+                     for name, (old, new) in changed.items())
     said = f"the workload changed the server's global {what}, so the measurement did not " \
            "run with its point's settings"
     back = [name for name in changed if name not in failed]
@@ -136,6 +137,14 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
             f"{name} (to {changed[name][0]}: {why})" for name, why in failed.items()) + \
             ": set it by hand"
     return said
+
+
+def _shown(value: str | None) -> str:
+    if value is None:
+        return "gone"
+    if not value:
+        return "''"
+    return value if len(value) <= 60 else value[:57] + "..."
 
 
 @contextlib.contextmanager
