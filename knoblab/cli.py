@@ -163,7 +163,7 @@ class TuneConsole:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit code 2, as for every bad input
         # the message may quote what was typed (an unrecognised argument): shown literally
-        print(literal(f"knoblab: {message} (see: {self.prog} --help)"), file=sys.stderr)
+        _say(f"knoblab: {message} (see: {self.prog} --help)")
         sys.exit(2)
 
 
@@ -294,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
 def _say(line: str) -> None:
     # The terminal may be gone (SIGHUP) or stderr closed: the exit code still tells. The line
     # may name a path, a run or a server's message: shown literally, on one line.
+    if sys.stderr is None:  # started with it closed: print() would write to stdout instead
+        return
     with contextlib.suppress(OSError, ValueError):
         print(literal(line), file=sys.stderr, flush=True)
 

@@ -279,3 +279,12 @@ def test_the_one_line_of_an_error_shows_what_was_typed_literally(tmp_path: Path,
     err = capsys.readouterr().err
     assert "\\x1b[2Jnosuch .toml" in err and "\\x1b[31m" in err
     assert not any(c in err for c in "\x1b\r\x07") and err.count("\n") == 3
+
+
+def test_with_stderr_closed_an_error_is_not_written_to_stdout(tmp_path: Path) -> None:
+    db = _store(tmp_path)
+    for args in (["report", "nosuch"], ["runs", "--limit", "x"]):
+        done = subprocess.run([sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{db}",
+                               *args], capture_output=True, text=True, timeout=120,
+                              preexec_fn=lambda: os.close(2))
+        assert done.returncode == 2 and done.stdout == ""
