@@ -86,7 +86,7 @@ def changes(server: Server, before: State, failed: bool = False) -> str | None:
             "Access denied" in text
         if denied:
             return (f"the server now refuses knoblab's login ({text}): the workload dropped "
-                    "or changed the account knoblab connects with (root)")
+                    "or changed the account knoblab connects with (root, on a sandbox)")
         if failed:
             return None
         return f"the server stopped answering after the measurement ({text})"
