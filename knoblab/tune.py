@@ -288,7 +288,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                 for d in space.dimensions}
     _check_trials(spec, options, space, baseline, targets, store)
     url = driver_url(options.storage or _beside(store))
-    turn = _Turn(url, options.study)
+    turn = _Turn(url)
     with turn():  # workers starting together: one makes the study (and its tables)
         study = _open_study(options, spec, space, url, fingerprint(home, target.version))
         if not study.trials:
@@ -830,9 +830,10 @@ def _open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
 class _Turn:
     """One worker at a time counts a study's trials and takes a new one, whatever machine it
     runs on: a lock of the study's own storage (an advisory lock on PostgreSQL, a named lock
-    on MySQL and MariaDB, a file lock beside a SQLite study)."""
+    on MySQL and MariaDB, a file lock beside a SQLite study). One lock for the storage, not
+    one per study: workers of two new studies would otherwise both create its tables."""
 
-    def __init__(self, url: str, study: str) -> None:
+    def __init__(self, url: str) -> None:
         from sqlalchemy.engine import make_url
 
         try:
@@ -841,7 +842,8 @@ class _Turn:
             parsed = None
         self.backend = "" if parsed is None else parsed.get_backend_name()
         self.url, self.parsed = url, parsed
-        digest = hashlib.sha256(f"knoblab tune {study}".encode()).digest()
+        database = "" if parsed is None else str(parsed.database)
+        digest = hashlib.sha256(f"knoblab tune {database}".encode()).digest()
         self.key = int.from_bytes(digest[:8], "big", signed=True)
         self.name = f"knoblab-tune-{digest.hex()[:32]}"
         if parsed is not None and self.backend not in ("sqlite", "postgresql", "mysql",
