@@ -307,3 +307,16 @@ def test_a_workload_that_drops_knoblabs_database_on_a_running_server_fails_sayin
     # Each measurement starts from the data rebuilt, and fails for what it did to it.
     assert len(errors) == 4
     assert all("dropped database knoblab" in error for error in errors), errors
+
+
+def test_a_setup_that_changes_a_global_on_a_running_server_stops_the_run_and_puts_it_back(
+        knoblab_home, tmp_path, as_found):
+    spec = parse_spec({
+        "server": {"kind": "external", "host": "127.0.0.1", "port": 3306, "user": "root"},
+        "workload": {"kind": "script", "setup": "CREATE TABLE t (i INT); EXECUTE IMMEDIATE "
+                                                "'SET GLOBAL tmp_table_size = 1048576'",
+                     "body": "SELECT COUNT(*) FROM t", "iterations": 1, "repetitions": 1},
+        "sweep": {"sort_buffer_size": ["1M", "2M"]}}, default_name="setup-global")
+    with pytest.raises(UserError, match=r"global .*tmp_table_size \(\d+ → 1048576\).*"
+                                        r"put .*tmp_table_size back"):
+        _run(spec, knoblab_home, tmp_path)

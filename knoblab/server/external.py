@@ -378,7 +378,8 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
             cur.execute(f"UPDATE {DATABASE}.{OWNER_TABLE} SET data_key = ''")
     finally:
         conn.close()
-    build(server)
+    with watching(server):  # a setup's SET GLOBAL would change the user's server: put back
+        build(server)
     conn = server.connect()
     try:
         with conn.cursor() as cur:

@@ -127,8 +127,8 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
             conn.close()
     what = ", ".join(f"{name} ({_shown(old)} → {_shown(new)})"
                      for name, (old, new) in changed.items())
-    said = f"the workload changed the server's global {what}, so the measurement did not " \
-           "run with its point's settings"
+    said = f"the workload changed the server's global {what}, which must stay as knoblab " \
+           "set them (a measurement runs with its point's settings alone)"
     back = [name for name in changed if name not in failed]
     if back:
         said += f"; knoblab put {', '.join(back)} back"
