@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pymysql
@@ -311,11 +312,14 @@ def test_a_workload_that_drops_knoblabs_database_on_a_running_server_fails_sayin
 
 def test_a_setup_that_changes_a_global_on_a_running_server_stops_the_run_and_puts_it_back(
         knoblab_home, tmp_path, as_found):
+    table = f"t_{uuid.uuid4().hex[:12]}"
     spec = parse_spec({
         "server": {"kind": "external", "host": "127.0.0.1", "port": 3306, "user": "root"},
-        "workload": {"kind": "script", "setup": "CREATE TABLE t (i INT); EXECUTE IMMEDIATE "
-                                                "'SET GLOBAL tmp_table_size = 1048576'",
-                     "body": "SELECT COUNT(*) FROM t", "iterations": 1, "repetitions": 1},
+        # A setup of its own: data built before under the same setup would not be built again.
+        "workload": {"kind": "script", "setup": f"CREATE TABLE {table} (i INT); EXECUTE "
+                                                "IMMEDIATE 'SET GLOBAL tmp_table_size = 1048576'",
+                     "body": f"SELECT COUNT(*) FROM {table}", "iterations": 1,
+                     "repetitions": 1},
         "sweep": {"sort_buffer_size": ["1M", "2M"]}}, default_name="setup-global")
     with pytest.raises(UserError, match=r"global .*tmp_table_size \(\d+ → 1048576\).*"
                                         r"put .*tmp_table_size back"):
