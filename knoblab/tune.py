@@ -863,34 +863,40 @@ class _Turn:
     def __call__(self) -> Iterator[None]:
         import sqlalchemy as sa
 
+        with contextlib.ExitStack() as held:
+            try:
+                self._take(held)
+            except (OSError, sa.exc.SQLAlchemyError) as exc:
+                raise UserError(f"cannot open the tuning study's storage {safe_url(self.url)}: "
+                                f"{(str(exc).splitlines() or [type(exc).__name__])[0]}; check "
+                                "[tune] storage") from None
+            yield
+
+    def _take(self, held: contextlib.ExitStack) -> None:
+        """The lock, its release left to `held`."""
+        import sqlalchemy as sa
+
         if not self.backend:
-            yield  # an unreadable URL: opening the study has refused it
-        elif self.backend == "sqlite":
+            return  # an unreadable URL: opening the study refuses it
+        if self.backend == "sqlite":
             database = self.parsed.database if self.parsed is not None else None
             if not database or database == ":memory:":
-                yield  # one process: nobody to take turns with
-                return
+                return  # one process: nobody to take turns with
             import fcntl
 
             path = Path(database).expanduser()
             fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)  # releases the lock
+            held.callback(os.close, fd)  # closing it releases the lock
+            fcntl.flock(fd, fcntl.LOCK_EX)
         elif self.backend == "postgresql":
             # Released with the transaction, also when the connection is lost.
-            with self.engine().begin() as conn:
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": self.key})
-                yield
+            conn = held.enter_context(self.engine().begin())
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": self.key})
         else:
-            with self.engine().connect() as conn:
-                conn.execute(sa.text("SELECT GET_LOCK(:name, -1)"), {"name": self.name})
-                try:
-                    yield
-                finally:
-                    conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": self.name})
+            conn = held.enter_context(self.engine().connect())
+            conn.execute(sa.text("SELECT GET_LOCK(:name, -1)"), {"name": self.name})
+            held.callback(conn.execute, sa.text("SELECT RELEASE_LOCK(:name)"),
+                          {"name": self.name})
 
 
 def _validated(study: optuna.Study, outcomes: list[TrialOutcome]

@@ -101,6 +101,13 @@ def test_a_study_storage_that_is_the_results_store_is_refused_before_opening_it(
     assert "[tune] storage" in line and "knoblab's own results store" in line
 
 
+@pytest.mark.parametrize("storage", ["postgresql://nobody@127.0.0.1:1/x",
+                                     "sqlite:///{tmp}/no/such/folder/study.sqlite"])
+def test_a_study_storage_that_cannot_be_opened_is_one_line(tmp_path, env, storage):
+    line = _refused(tmp_path, env, tune=f'storage = "{storage.format(tmp=tmp_path)}"')
+    assert "cannot open the tuning study's storage" in line and "[tune] storage" in line
+
+
 @pytest.mark.parametrize("tie, knobs, words", [
     # A follower of another type than its leader: run refuses it at once, tune did after trials.
     ('[tie]\nsort_buffer_size = "innodb_adaptive_hash_index"',
