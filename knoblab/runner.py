@@ -784,7 +784,7 @@ class _Block:
                     self.server, requested, session_knobs, recorder))
         except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
             error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
-            return error, isinstance(exc, Tampered | NoSpace)
+            return error, isinstance(exc, Tampered)
         return None, False
 
     def _end(self, item: tuple[int, int, int], recorder: TrialRecorder, error: str | None,

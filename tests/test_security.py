@@ -93,6 +93,10 @@ SPLICES: dict[str, dict[str, str]] = {
         "OWNER_TABLE": "the constant 'knoblab_owner'",
         "table.replace('`', '``')": "table names read from information_schema, quoted",
     },
+    "knoblab/server/guard.py": {
+        "name": "a global's name as SHOW GLOBAL VARIABLES gave it, matched against [a-z0-9_]+ "
+                "(_NAME) before it is used",
+    },
     "knoblab/workloads/dataset.py": {
         "DATABASE": "the constant 'knoblab'",
         "self.table": "the dataclass default 'dt2'; no spec key sets it",
