@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -324,3 +327,41 @@ def test_a_setup_that_changes_a_global_on_a_running_server_stops_the_run_and_put
     with pytest.raises(UserError, match=r"global .*tmp_table_size \(\d+ → 1048576\).*"
                                         r"put .*tmp_table_size back"):
         _run(spec, knoblab_home, tmp_path)
+
+
+def test_ctrl_c_during_a_measurement_that_changed_a_global_puts_it_back(knoblab_home, tmp_path,
+                                                                       as_found):
+    spec = tmp_path / "changes.toml"
+    spec.write_text("""
+[server]
+kind = "external"
+host = "127.0.0.1"
+port = 3306
+user = "root"
+[workload]
+kind = "script"
+setup = "CREATE TABLE t (i INT)"
+body = "EXECUTE IMMEDIATE 'SET GLOBAL tmp_table_size = 1048576'; SELECT SLEEP(30)"
+iterations = 1
+repetitions = 1
+[sweep]
+sort_buffer_size = ["1M", "2M"]
+""")
+    env = {**os.environ, "KNOBLAB_HOME": str(knoblab_home)}
+    proc = subprocess.Popen([sys.executable, "-m", "knoblab.cli", "--store",
+                             f"sqlite:///{tmp_path / 's.sqlite'}", "run", str(spec)], env=env,
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _running_globals()["tmp_table_size"] != "1048576":
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the workload never changed the setting"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # as_found: tmp_table_size is the user's again

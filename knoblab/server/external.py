@@ -132,7 +132,7 @@ class ExternalServer:
     def watch(self) -> AbstractContextManager[None]:
         """Around one measurement: global settings the workload changed are named and put
         back (they are the user's), knoblab's data and login checked (`guard.watching`)."""
-        return watching(self)
+        return watching(self, interrupted_too=True)
 
 
 class Settings:

@@ -28,6 +28,8 @@ MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
                     "gtid_slave_pos", "gtid_executed", "gtid_purged", "gtid_owned"})
 _NAME = re.compile(r"^[a-z0-9_]+$")
 _ACCESS_DENIED = (1044, 1045, 1698)
+# A server that hangs (its disk full, say) must not hang knoblab's look at it.
+_TIMEOUTS: dict[str, Any] = {"connect_timeout": 10, "read_timeout": 60, "write_timeout": 60}
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class State:
 
 
 def look(server: Server) -> State:
-    conn = server.connect()
+    conn = server.connect(**_TIMEOUTS)
     try:
         with conn.cursor() as cur:
             cur.execute("SHOW GLOBAL VARIABLES")
@@ -108,7 +110,7 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
     """SET GLOBAL each changed setting to its value before the measurement; the sentence."""
     failed: dict[str, str] = {}
     try:
-        conn = server.connect()
+        conn = server.connect(**_TIMEOUTS)
     except (pymysql.MySQLError, UserError, OSError) as exc:
         failed = {name: str(exc) for name in changed}
     else:
@@ -148,10 +150,11 @@ def _shown(value: str | None) -> str:
 
 
 @contextlib.contextmanager
-def watching(server: Server) -> Iterator[None]:
+def watching(server: Server, *, interrupted_too: bool = False) -> Iterator[None]:
     """Around one measurement: Tampered when it left the server other than it found it (also
-    when it failed because of that: the reason is the cause, not the symptom). Global settings
-    it changed are put back even when the measurement is interrupted."""
+    when it failed because of that: the reason is the cause, not the symptom). With
+    `interrupted_too` (a server that outlives the run), global settings it changed are put
+    back even when the measurement is interrupted."""
     before = look(server)
     try:
         yield
@@ -161,8 +164,9 @@ def watching(server: Server) -> Iterator[None]:
             raise Tampered(why) from exc
         raise
     except BaseException:
-        with contextlib.suppress(Exception):
-            changes(server, before)
+        if interrupted_too:
+            with contextlib.suppress(Exception):
+                changes(server, before)
         raise
     why = changes(server, before)
     if why is not None:
