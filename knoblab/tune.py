@@ -113,6 +113,8 @@ class TuneOptions:
         storage = raw.get("storage")
         if storage is not None and not isinstance(storage, str):
             raise UserError(f"[tune] storage = {storage!r}: give a database URL in quotes")
+        if storage is not None:
+            _no_password(storage)
         return cls(
             knobs=raw.get("knobs") or {},
             budget=parse_duration(raw["budget"], "[tune] budget") if "budget" in raw else None,
@@ -287,7 +289,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
     _check_trials(spec, options, space, baseline, targets, store)
-    url = driver_url(options.storage or _beside(store))
+    url = driver_url(options.storage, "[tune] storage") if options.storage else \
+        driver_url(_beside(store))
     turn = _Turn(url)
     with turn():  # workers starting together: one makes the study (and its tables)
         study = _open_study(options, spec, space, url, fingerprint(home, target.version))
@@ -974,11 +977,24 @@ def _same_database(a: Any, b: Any) -> bool:
     return where(a) == where(b)
 
 
+def _no_password(storage: str) -> None:
+    """The spec is stored with the study and shown in its report: no password in it."""
+    from knoblab.store import parse_url
+
+    url = parse_url(storage, "[tune] storage")
+    if url.password is not None or "password" in url.query:
+        raise UserError("[tune] storage: a password is never written in a spec; leave it out "
+                        "of the URL and give it through PGPASSWORD or ~/.pgpass (PostgreSQL) "
+                        "or an option file (MySQL, MariaDB)")
+
+
 def _beside(store: Store) -> str:
+    from knoblab.store import sqlite_url
+
     url = store.engine.url
     if url.drivername.startswith("sqlite") and url.database:
         path = Path(url.database)
-        return f"sqlite:///{path.with_name(path.stem + '-tune.sqlite')}"
+        return sqlite_url(path.with_name(path.stem + '-tune.sqlite'))
     raise UserError("with a shared results store, give the tuning study's storage too: "
                     "[tune] storage = \"postgresql://...\" (a database of its own)")
 

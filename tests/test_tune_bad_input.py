@@ -108,6 +108,14 @@ def test_a_study_storage_that_cannot_be_opened_is_one_line(tmp_path, env, storag
     assert "cannot open the tuning study's storage" in line and "[tune] storage" in line
 
 
+@pytest.mark.parametrize("storage", ["postgresql://tuner:hunter2@127.0.0.1/tune",
+                                     "postgresql://tuner@127.0.0.1/tune?password=hunter2",
+                                     "mysql+pymysql://root:p@ss:w/rd@127.0.0.1/tune"])
+def test_a_password_in_the_study_storage_is_refused_and_never_shown(tmp_path, env, storage):
+    line = _refused(tmp_path, env, tune=f'storage = "{storage}"')
+    assert "[tune] storage" in line and "hunter2" not in line and "w/rd" not in line, line
+
+
 @pytest.mark.parametrize("tie, knobs, words", [
     # A follower of another type than its leader: run refuses it at once, tune did after trials.
     ('[tie]\nsort_buffer_size = "innodb_adaptive_hash_index"',
