@@ -144,7 +144,9 @@ class TuneConsole:
             self.progress.start()
             self.task = self.progress.add_task("searching", total=total, completed=done)
         left = "" if budget_left is None else f" ({format_duration(max(0.0, budget_left))} left)"
-        self.progress.update(self.task, completed=done, description=f"searching{left}")
+        # A study that had more trials than `trials` now asks for: never "7/6".
+        self.progress.update(self.task, completed=done, total=max(total, done),
+                             description=f"searching{left}")
 
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
                budget_left: float | None) -> None:
