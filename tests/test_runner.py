@@ -272,6 +272,9 @@ def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, m
     assert run["status"] == "done"  # a budget is a normal end, not a failure
     first = build_results(store, run_id).rounds
     assert first is not None and first.stopped == "budget" and 2 <= first.done < 50
+    from knoblab.report.text import rounds_text
+    # the way on names this run, not a placeholder
+    assert f"knoblab resume {run_id} --budget" in rounds_text(build_results(store, run_id))
     trials = store.trials(run_id)
     assert sum(t.seconds for t in trials) <= 0.5 + 0.15 * 3  # at most one round over
 

@@ -15,7 +15,9 @@ import pytest
 
 from tests import test_external as external
 from tests.test_crash import (
+    BUILD_ROWS,
     SLEEPY,
+    _building,
     _db,
     _no_sandboxes,
     _no_servers_soon,
@@ -63,11 +65,30 @@ def test_each_stopping_signal_cleans_up_like_ctrl_c(signum, home, tmp_path):
     proc, store = _measuring(home, tmp_path, f"signal-{signum.name.lower()}")
     proc.send_signal(signum)
     stderr = _stopped(proc, tmp_path)
-    assert "interrupted; what was measured is stored" in stderr
+    run_id = _db(store, "SELECT id FROM runs")[0][0]
+    # the hint names the real next command
+    assert f"interrupted; what was measured is stored (finish it with: knoblab resume {run_id})" \
+        in stderr, stderr
     _no_servers_soon(home)
     _no_sandboxes(home)
     assert _db(store, "SELECT status FROM runs") == [("interrupted",)]
     assert ("discarded",) in _db(store, "SELECT status FROM trials")
+
+
+def test_a_stop_before_the_run_exists_says_to_start_again(home, tmp_path):
+    # A dataset being built: no run is stored yet, so there is nothing to resume.
+    spec = tmp_path / "spec.toml"
+    spec.write_text(_spec("stop-build", rows=BUILD_ROWS,
+                          sql=f"SELECT grp FROM dt2 WHERE grp >= {BUILD_ROWS - 3}"))
+    store = tmp_path / "s.sqlite"
+    proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
+    _until("a dataset being built", lambda: _building(home, store), proc)
+    proc.send_signal(signal.SIGTERM)
+    stderr = _stopped(proc, tmp_path)
+    assert f"interrupted before anything was measured (start again with: knoblab run {spec})" \
+        in stderr, stderr
+    assert "resume" not in stderr
+    _no_servers_soon(home)
 
 
 # (when the storm starts after the first SIGINT, the gap between its signals): before the

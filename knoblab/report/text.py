@@ -264,7 +264,7 @@ def explanation_lines(results: Results) -> list[str]:
 
 
 _STOPPED = {"decided": "every comparison was decided",
-            "budget": "the budget was spent (extend it: knoblab resume RUN --budget …)",
+            "budget": "the budget was spent (extend it: knoblab resume {run} --budget …)",
             "ceiling": "the ceiling was reached"}
 
 
@@ -281,7 +281,8 @@ def rounds_text(results: Results) -> str:
     if rounds.budget is not None:
         text += f" within {format_duration(rounds.budget)}"
     if rounds.stopped:
-        text += f"; stopped as {_STOPPED.get(rounds.stopped, rounds.stopped)}"
+        why = _STOPPED.get(rounds.stopped, rounds.stopped).format(run=results.run_id)
+        text += f"; stopped as {why}"
     text += "."
     if rounds.level_worse is not None and rounds.level_same is not None:
         text += (f" Looking after every round keeps α = {results.statistics.alpha:g} over all "
