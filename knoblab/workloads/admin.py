@@ -43,19 +43,31 @@ _FORBIDDEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     ))
 
 
-def statements(sql: str) -> list[str]:
-    """The statements of `sql` with their strings blanked and comments dropped (an executable
-    comment's content kept), split on ';' — compound statements into their pieces."""
-    blanked = _TEXT.sub(lambda m: "''" if m.group()[:1] in "'\"" else
-                        "x" if m.group()[:1] == "`" else " ", sql)
-    return [" ".join(piece.split()) for piece in blanked.split(";") if piece.strip()]
+def statements(sql: str) -> list[tuple[str, str]]:
+    """Each statement of `sql` as written, and as matched: strings and quoted names blanked,
+    comments dropped (an executable comment's content kept). Split on ';' — compound
+    statements into their pieces."""
+    def blank(match: re.Match[str]) -> str:
+        text = match.group()
+        if text[:1] in "'\"`":
+            return text[:1] + "x" * (len(text) - 2) + text[-1:] if len(text) > 1 else text
+        return " " * len(text)  # same length: the pieces of both texts line up
+
+    blanked = _TEXT.sub(blank, sql)
+    found, start = [], 0
+    for end in [*(i for i, ch in enumerate(blanked) if ch == ";"), len(blanked)]:
+        matched = " ".join(blanked[start:end].split())
+        if matched:
+            found.append((" ".join(sql[start:end].split()), matched))
+        start = end + 1
+    return found
 
 
 def refuse_admin(sql: str, where: str) -> None:
     """UserError naming the first statement of `sql` a workload may not hold, and why."""
-    for statement in statements(sql):
+    for written, statement in statements(sql):
         for pattern, why in _FORBIDDEN:
             if pattern.match(statement):
-                shown = statement if len(statement) <= 60 else statement[:57] + "..."
+                shown = written if len(written) <= 80 else written[:77] + "..."
                 raise UserError(f"{where}: {shown!r} cannot be part of a workload: {why}; "
                                 "remove it")
