@@ -48,8 +48,10 @@ from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, VOLATILE, ScanTable
 
 CACHE_MODES = ("warm", "cold")
 LEADING_COMMENTS = re.compile(r"^(\s+|/\*.*?\*/|--[^\n]*|#[^\n]*)*", re.DOTALL)
-CHANGES_DATA = re.compile(r"(INSERT|UPDATE|DELETE|REPLACE|TRUNCATE|ALTER|DROP|CREATE|LOAD)\b",
-                          re.IGNORECASE)
+# A statement that does not begin with one of these may change its data: a CALL, an EXECUTE
+# IMMEDIATE or a DO can hold anything, so they count as writing (a fresh copy each time).
+READS_DATA = re.compile(r"(SELECT|WITH|SHOW|EXPLAIN|DESC|DESCRIBE|VALUES|TABLE)\b",
+                        re.IGNORECASE)
 COLD_RESIDUE_LIMIT = 0.05  # a "cold" run with more than 5% of the table still cached is refused
 
 
@@ -129,7 +131,7 @@ class QueryWorkload(Timed):
         timed_runs = section.number(workload, "timed_runs", "workload", 1, int, 1, 1000)
         # A statement that writes: on a running server its data is rebuilt before every
         # measurement; within one server start, later runs see what earlier ones left.
-        writes = bool(CHANGES_DATA.match(LEADING_COMMENTS.sub("", sql)))
+        writes = not READS_DATA.match(LEADING_COMMENTS.sub("", sql))
         notes: tuple[str, ...] = ()
         if writes and (cache == "warm" or timed_runs > 1):
             notes = ("the statement changes the data it runs on: within a server start each "
