@@ -129,8 +129,10 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
             conn.close()
     what = ", ".join(f"{name} ({_shown(old)} → {_shown(new)})"
                      for name, (old, new) in changed.items())
-    said = f"the workload changed the server's global {what}, which must stay as knoblab " \
-           "set them (a measurement runs with its point's settings alone)"
+    # Whoever did it (the workload's SQL, or on a running server another client too), the
+    # measurement did not run with its point's settings alone.
+    said = f"the server's global {what} changed during the workload, and must stay as " \
+           "knoblab set them"
     back = [name for name in changed if name not in failed]
     if back:
         said += f"; knoblab put {', '.join(back)} back"
