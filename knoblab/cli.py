@@ -55,7 +55,7 @@ from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from knoblab.compare import Comparison
-    from knoblab.tune import TrialOutcome
+    from knoblab.records import TrialOutcome
     from knoblab.workloads.base import Second
 
 # Progress and messages: every string shown literally, and a closed or full stderr drops
@@ -369,8 +369,8 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.report.document import claim_folder, render
     from knoblab.report.tune_charts import write_tune_charts
     from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
+    from knoblab.search import tune
     from knoblab.spec import load_spec
-    from knoblab.tune import tune
 
     spec = load_spec(args.spec)
     budget = None if args.budget is None else parse_duration(args.budget, "--budget")

@@ -5,17 +5,25 @@ Results hold numbers and verdicts, and what the server and the checks said in th
 knoblab.report. `Results.to_json()` is the results JSON users' scripts read (its keys, their
 order and values are part of it); `Results.from_json()` reads one back. Results written by older
 versions lack some keys: those read as empty or None, as the report has always taken them.
+A search's findings (TuneResult: its trials, validations, reduction and importance) are records
+here too: knoblab.search makes them, knoblab.report reads them without the search engine.
 """
 
 from __future__ import annotations
 
+import math
+import statistics as pystatistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from knoblab import workloads
 from knoblab.stats import Statistics
 from knoblab.workloads.base import Objective, Steady
+
+if TYPE_CHECKING:
+    from knoblab.search.options import Goal
+    from knoblab.search.space import Space
 
 Settings = dict[str, str]  # knob (or sliced parameter) -> value
 Interval = tuple[float, float]  # a 95% interval: (low, high)
@@ -646,3 +654,124 @@ class Results:
             started_at=reproduce.get("started_at"), finished_at=reproduce.get("finished_at"),
             spec=reproduce.get("spec") or "", knoblab_version=reproduce.get("knoblab_version")
             or "")
+
+
+# --- a search (knoblab tune): what knoblab.search finds, and knoblab.report shows -------------
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """One configuration of the search and what it scored against the baseline."""
+
+    number: int
+    config: dict[str, str]  # the searched settings, as the server takes them
+    changes: dict[str, str]  # those that differ from the baseline
+    state: str  # "scored", "baseline", "refused" (never run), "failed" (the server said no)
+    score: float | None  # mean log-ratio to the baseline over blocks; lower is better
+    ratios: list[float]  # per block
+    runs: tuple[str, ...]  # its runs in the store: the first, then those of its extra rounds
+    error: str | None = None
+    observed: float | None = None  # the constrained metric, the candidate's median
+    violation: float | None = None  # above 0: the constraint is violated (a log-ratio)
+
+    @property
+    def feasible(self) -> bool:
+        """Scored, and within the constraint."""
+        return self.state == "scored" and (self.violation or 0.0) <= 0.0
+
+    @property
+    def run_id(self) -> str | None:
+        return self.runs[0] if self.runs else None
+
+    @property
+    def gain(self) -> float | None:
+        """How much better than the baseline: +0.08 is 8% better (faster, or more tps)."""
+        return None if self.score is None else math.expm1(-self.score)
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float] | None:
+        """The gain's interval from the spread of the per-block ratios (t-based)."""
+        if len(self.ratios) < 2:
+            return None
+        from scipy import stats as sps
+
+        spread = pystatistics.stdev(self.ratios) / math.sqrt(len(self.ratios))
+        t = float(sps.t.ppf(0.5 + confidence / 2, len(self.ratios) - 1))
+        mean = pystatistics.fmean(self.ratios)
+        return math.expm1(-(mean + t * spread)), math.expm1(-(mean - t * spread))
+
+
+@dataclass(frozen=True)
+class Validation:
+    """A candidate measured again against the baseline, in fresh starts, with adaptive rounds
+    and the full statistics, at alpha shared among the candidates validated (Bonferroni)."""
+
+    trial: TrialOutcome
+    run_id: str
+    verdict: str  # "better", "worse", "same" (within min_effect), "undecided", "violates"
+    gain: float | None
+    interval: tuple[float, float] | None
+    rounds: int
+    observed: float | None = None  # the constrained metric, the candidate's median
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A setting of the recommendation put back to the baseline's value alone, the others
+    kept: how much that loses (+0.05: the recommendation is 5% better with the setting)."""
+
+    name: str
+    loss: float
+    interval: tuple[float, float]
+    measurable: bool  # significant, and at least min_effect
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The recommendation without its settings of no measurable effect, checked to be
+    equivalent to the full one."""
+
+    effects: list[Effect]
+    run_id: str  # the run that measured each setting put back alone
+    kept: dict[str, str]  # the settings recommended in the end
+    check_run_id: str | None  # the run that compared the reduced with the full configuration
+    equivalent: bool | None  # None: nothing to check (nothing dropped, or nothing kept)
+
+
+@dataclass(frozen=True)
+class Importance:
+    """One setting's share of the objective's variation over the search's trials."""
+
+    name: str
+    share: float  # the mean share over resamples (the shares of a space sum to about 1)
+    low: float  # the share's spread over resamples: 10th percentile
+    high: float  # 90th percentile
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    study: str
+    space: Space
+    baseline: dict[str, str]
+    trials: list[TrialOutcome]
+    spent: float
+    stopped: str  # "trials", "budget"
+    validations: list[Validation]
+    min_effect: float
+    importance: list[Importance] = field(default_factory=list)
+    reduction: Reduction | None = None
+    goal: Goal | None = None
+    server: str = ""  # the version of the server tuned
+
+    @property
+    def settings(self) -> dict[str, str]:
+        """The settings recommended (knoblab.search.recommend says which, and why)."""
+        from knoblab.search import recommend
+
+        return recommend.settings(self)
+
+    @property
+    def recommended(self) -> Validation | None:
+        """The validated candidate with the largest gain shown significant, if any is."""
+        from knoblab.search import recommend
+
+        return recommend.recommended(self.validations)

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from knoblab import cli, runner, workloads
-from knoblab import tune as tune_module
+from knoblab import search as tune_module
 from knoblab.literal import literal
 from tests import fakes
 from tests.test_hardening_output import STEPS, SWEEP, _copy_run, _edit_info, _page, _words

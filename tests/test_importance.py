@@ -10,8 +10,8 @@ import numpy as np
 import optuna
 import pytest
 
-from knoblab.importance import MIN_TRIALS, importances
-from knoblab.space import Dimension, Space
+from knoblab.search.importance import MIN_TRIALS, importances
+from knoblab.search.space import Dimension, Space
 
 SORT = Dimension("sort_buffer_size", 32768, 67108864, 1, True)
 READ = Dimension("read_buffer_size", 8192, 2097152, 4096, True)

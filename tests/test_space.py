@@ -6,7 +6,7 @@ import pytest
 
 from knoblab.catalog import Catalog, Knob
 from knoblab.errors import UserError
-from knoblab.space import auto_space, parse_space
+from knoblab.search.space import auto_space, parse_space
 
 
 def _catalog() -> Catalog:

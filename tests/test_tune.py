@@ -11,9 +11,11 @@ import pytest
 
 from knoblab import runner, workloads
 from knoblab.errors import UserError
+from knoblab.records import TrialOutcome
+from knoblab.search import tune
+from knoblab.search.loop import _trial_spec
 from knoblab.spec import parse_spec
 from knoblab.store import Store
-from knoblab.tune import TrialOutcome, _trial_spec, tune
 from knoblab.workloads.base import Metric
 from tests import fakes
 from tests.test_runner import Quiet as RunQuiet
@@ -203,7 +205,7 @@ def test_a_machine_unlike_the_studys_is_refused_and_a_finished_study_is_not_vali
 
 def test_a_trial_whose_worker_fell_silent_on_another_machine_is_measured_again(
         store, tmp_path, monkeypatch):
-    monkeypatch.setattr("knoblab.tune.GRACE", 1)
+    monkeypatch.setattr("knoblab.search.study.GRACE", 1)
     _tune(store, tmp_path, _spec(trials=3, validate=1))
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'store-tune.sqlite'}",
                                          heartbeat_interval=1, grace_period=1)
@@ -364,9 +366,9 @@ def test_better_trials_not_validated_here_are_not_called_no_better():
 
     from rich.console import Console
 
+    from knoblab.records import TuneResult
     from knoblab.report.tuning import print_tune, tune_cnf, tune_document
-    from knoblab.space import Space
-    from knoblab.tune import TuneResult
+    from knoblab.search.space import Space
 
     trials = [TrialOutcome(0, {}, {}, "baseline", 0.0, [], ()),
               TrialOutcome(1, {"sort_buffer_size": "33554432"},
@@ -397,7 +399,7 @@ def test_a_trial_taken_by_a_worker_killed_at_once_does_not_hold_the_study(
     orphan = study.ask({"sort_buffer_size": optuna.distributions.IntDistribution(
         1 * MB, 64 * MB, log=True), "read_buffer_size": optuna.distributions.IntDistribution(
         128 * 1024, 8 * MB, log=True)})
-    monkeypatch.setattr("knoblab.tune.GRACE", 1)
+    monkeypatch.setattr("knoblab.search.study.GRACE", 1)
     time.sleep(1.5)  # older than the grace period
     result = _tune(store, tmp_path, _spec(trials=4, validate=1), NoWaiting())
     trials = optuna.load_study(study_name="search",

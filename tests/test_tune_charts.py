@@ -6,15 +6,14 @@ import statistics
 
 import pytest
 
-from knoblab.importance import Importance
+from knoblab.records import Importance, TrialOutcome, TuneResult, Validation
 from knoblab.report.tune_charts import (
     _importance_figure,
     _search_figure,
     _settings_figure,
     write_tune_charts,
 )
-from knoblab.space import Dimension, Space
-from knoblab.tune import TrialOutcome, TuneResult, Validation
+from knoblab.search.space import Dimension, Space
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 K, M = 1024, 1024 * 1024

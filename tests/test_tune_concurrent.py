@@ -23,7 +23,7 @@ from pathlib import Path
 from knoblab import workloads
 from knoblab.spec import parse_spec
 from knoblab.store import Store
-from knoblab.tune import tune
+from knoblab.search import tune
 from tests import fakes
 from tests.test_tune import Quiet
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import pathlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -23,12 +24,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
 
+from knoblab.records import TrialOutcome, TuneResult, Validation
 from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure, short_number
 from knoblab.report.format import as_number, signed, wrap_name
 from knoblab.report.tuning import STATES, gain_validated
-from knoblab.space import Dimension
-from knoblab.tune import TrialOutcome, TuneResult, Validation
 from knoblab.units import format_size, is_size
+
+if TYPE_CHECKING:
+    from knoblab.search.space import Dimension
 
 _SETTINGS_PANELS = 4  # settings.png shows at most this many settings
 _BASELINE_COLOUR = "0.35"

@@ -10,8 +10,8 @@ from rich.table import Table
 
 from knoblab import __version__
 from knoblab.literal import literal
+from knoblab.records import Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
-from knoblab.tune import Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.units import format_duration, setting_text, settings_text
 
 STATES = {"baseline": "the baseline", "refused": "refused before running",

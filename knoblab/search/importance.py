@@ -25,12 +25,14 @@ import numbers
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from knoblab.space import Space
+from knoblab.records import Importance
+from knoblab.search.space import Space
+
+__all__ = ["MIN_TRIALS", "Evaluator", "FanovaBootstrap", "Importance", "importances"]
 
 MIN_TRIALS = 8  # fewer and a forest of any kind fits the noise
 RESAMPLES = 20
@@ -38,18 +40,34 @@ TREES = 3  # per resample: 60 trees in all, about 1 s for 60 trials of 5 setting
 SEED = 0x6B6E6F62  # fixed: the same trials give the same answer
 
 
-@dataclass(frozen=True)
-class Importance:
-    """One setting's share of the objective's variation over the search's trials."""
-
-    name: str
-    share: float  # the mean share over resamples (the shares of a space sum to about 1)
-    low: float  # the share's spread over resamples: 10th percentile
-    high: float  # 90th percentile
+Trials = Sequence[tuple[Mapping[str, int | str], float]]  # (parameters, score), lower better
 
 
-def importances(space: Space, trials: Sequence[tuple[Mapping[str, int | str], float]]
+class Evaluator(Protocol):
+    """How importance is judged from a search's trials, as Optuna's evaluators are given to
+    `get_param_importances(study, evaluator=...)`."""
+
+    def evaluate(self, space: Space, trials: Trials) -> list[Importance]:
+        """Each setting's importance, largest first; [] when the trials cannot say."""
+        ...
+
+
+def importances(space: Space, trials: Trials, evaluator: Evaluator | None = None
                 ) -> list[Importance]:
+    """Each setting's importance, largest first, by `evaluator` (fANOVA over bootstrap
+    resamples unless another is given); [] when the trials are too few to say."""
+    return (evaluator or FanovaBootstrap()).evaluate(space, trials)
+
+
+class FanovaBootstrap:
+    """fANOVA (Optuna's evaluator) over bootstrap resamples of the trials, on log values for
+    log ranges (see the module's docstring)."""
+
+    def evaluate(self, space: Space, trials: Trials) -> list[Importance]:
+        return _fanova_bootstrap(space, trials)
+
+
+def _fanova_bootstrap(space: Space, trials: Trials) -> list[Importance]:
     """Each setting's importance, largest first; [] when the trials are too few to say."""
     names = space.names
     if len(names) < 2:  # one setting is trivially all of it

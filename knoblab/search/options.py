@@ -1,0 +1,133 @@
+"""What a search is asked: the [tune] section, and the goal it sets (the objective to lower,
+and the bound on a second metric)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from knoblab import section
+from knoblab.errors import UserError
+from knoblab.search import samplers
+from knoblab.search.study import no_password
+from knoblab.units import parse_duration
+from knoblab.workloads.base import Metric
+
+KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
+                  "storage", "validate", "objective", "constraint"})
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A bound on a second metric: `constraint = { metric = "p99", max = 20 }` (its unit)."""
+
+    metric: str
+    limit: float
+    upper: bool  # max (the metric must stay at or below the limit); else min
+
+    @classmethod
+    def from_spec(cls, raw: Any) -> Constraint:
+        shape = ("[tune] constraint: write { metric = \"p99\", max = 20 } (or min = ... for a "
+                 "floor, e.g. on tps)")
+        if not isinstance(raw, dict) or not isinstance(raw.get("metric"), str) or \
+                set(raw) - {"metric", "max", "min"} or len(raw.keys() & {"max", "min"}) != 1:
+            raise UserError(shape)
+        bound = "max" if "max" in raw else "min"
+        limit = raw[bound]
+        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0:
+            raise UserError(f"[tune] constraint {bound} = {limit!r}: give a number above 0, in "
+                            "the metric's unit")
+        return cls(raw["metric"], float(limit), bound == "max")
+
+    def violation(self, observed: float) -> float:
+        """Above 0 when violated (by how much, as a log-ratio), as Optuna's constraints are."""
+        ratio = math.log(observed / self.limit)
+        return ratio if self.upper else -ratio
+
+    def describe(self, unit: str) -> str:
+        return f"{self.metric} {'≤' if self.upper else '≥'} {self.limit:g} {unit}"
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The [tune] section (its knobs are read against the server's catalog, later)."""
+
+    knobs: Any  # [tune.knobs] (checked by parse_space), or "auto"
+    budget: float | None  # seconds of the study (every invocation together)
+    trials: int  # at most, in the study
+    sampler: str
+    rounds: int  # server starts (blocks) per trial: the baseline and the candidate on each
+    max_rounds: int  # a promising trial's rounds are doubled up to this many
+    study: str
+    storage: str | None  # an Optuna storage URL; None: a file beside knoblab's SQLite store
+    validate: int  # the best candidates re-measured against the baseline, until decided
+    objective: str | None  # a metric of the workload's; None: its own objective's
+    constraint: Constraint | None
+
+    @classmethod
+    def from_spec(cls, raw: Mapping[str, Any], name: str) -> TuneOptions:
+        section.check_keys("[tune]", dict(raw), KEYS)
+        sampler = section.text(dict(raw), "sampler", "tune", "tpe")
+        if sampler not in samplers.names():
+            raise UserError(f"[tune] sampler = {sampler!r}: use one of "
+                            f"{', '.join(samplers.names())}")
+        storage = raw.get("storage")
+        if storage is not None and not isinstance(storage, str):
+            raise UserError(f"[tune] storage = {storage!r}: give a database URL in quotes")
+        if storage is not None:
+            no_password(storage)
+        return cls(
+            knobs=raw.get("knobs") or {},
+            budget=parse_duration(raw["budget"], "[tune] budget") if "budget" in raw else None,
+            trials=section.number(dict(raw), "trials", "tune", 100, int, 2, 100_000),
+            sampler=sampler,
+            rounds=(rounds := section.number(dict(raw), "rounds", "tune", 2, int, 2, 100)),
+            max_rounds=section.number(dict(raw), "max_rounds", "tune", max(8, rounds), int,
+                                      rounds, 400),
+            study=section.text(dict(raw), "study", "tune", name),
+            storage=storage,
+            validate=section.number(dict(raw), "validate", "tune", 3, int, 1, 20),
+            objective=section.text(dict(raw), "objective", "tune", "") or None,
+            constraint=None if "constraint" not in raw else
+            Constraint.from_spec(raw["constraint"]),
+        )
+
+
+@dataclass(frozen=True)
+class Goal:
+    """What the search lowers (the objective, as a log-ratio to the baseline) and the bound it
+    must respect (a constraint on a second metric)."""
+
+    name: str
+    metric: Metric
+    primary: bool  # the workload's own objective: the verdicts of its runs judge it
+    constraint: Constraint | None = None
+    bounded: Metric | None = None  # the constraint's metric
+
+    @classmethod
+    def of(cls, options: TuneOptions, workload: Any) -> Goal:
+        metrics: Mapping[str, Metric] = workload.metrics
+        known = ", ".join(metrics)
+        name = options.objective or workload.objective.metric
+        if name not in metrics:
+            raise UserError(f"[tune] objective = {name!r}: the {workload.kind} workload "
+                            f"measures {known}; use one of them")
+        bounded = None
+        if options.constraint is not None:
+            if options.constraint.metric not in metrics:
+                raise UserError(f"[tune] constraint on {options.constraint.metric!r}: the "
+                                f"{workload.kind} workload measures {known}; bound one of them")
+            if options.constraint.metric == name:
+                raise UserError(f"[tune] constraint on {name!r}, the objective itself: bound a "
+                                "second metric (the objective is already made as good as "
+                                "it gets)")
+            bounded = metrics[options.constraint.metric]
+        return cls(name, metrics[name], name == workload.objective.metric, options.constraint,
+                   bounded)
+
+    @property
+    def sign(self) -> float:
+        """Log-ratios times this are lower when better, whichever way the metric goes."""
+        return 1.0 if self.metric.direction == "minimize" else -1.0

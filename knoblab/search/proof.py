@@ -1,0 +1,169 @@
+"""What is shown to help: the search's findings checked with the full statistics before
+anything is recommended. Its best candidates are measured again against the baseline, in fresh
+starts, until decided (validation); then each setting of the best one is put back alone, to see
+which ones matter, and the configuration without those that do not is checked to do as well
+(reduction). The burden of proof lives here, and only here."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Mapping
+from typing import Any, cast
+
+from knoblab.errors import UserError
+from knoblab.records import Effect, Reduction, TrialOutcome, Validation
+from knoblab.search import recommend
+from knoblab.search.loop import Search
+from knoblab.search.recommend import ties
+from knoblab.spec import Spec
+from knoblab.units import settings_text
+from knoblab.workloads.base import Rounds
+
+# Of the budget left after the search: the share for validating its best candidates (the
+# rest reduces the recommendation).
+VALIDATION_SHARE = 0.6
+
+
+def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
+           ) -> tuple[list[Validation], Reduction | None]:
+    """The search's findings checked: its best candidates validated (VALIDATION_SHARE of the
+    budget left), then the recommendation reduced (the rest)."""
+    began = time.monotonic()
+    validations = validate(search, outcomes, None if budget is None
+                           else budget * VALIDATION_SHARE)
+    chosen = recommend.recommended(validations)
+    if chosen is None or len(chosen.trial.changes) < 2:
+        return validations, None
+    left = None if budget is None else max(0.0, budget - (time.monotonic() - began))
+    try:
+        return validations, reduce(search, chosen, left)
+    except UserError as exc:
+        if left is None or "budget" not in str(exc):
+            raise
+        search.listener.message(f"the recommendation is not reduced: {exc}")
+        return validations, None
+
+
+def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
+             ) -> list[Validation]:
+    """The best few distinct candidates that scored better than the baseline (and within
+    the constraint), each re-run against it until decided. A search keeps the luckiest of
+    many noisy scores; a fresh run of it says how much of that luck was real."""
+    ranked = sorted((o for o in outcomes if o.feasible and (o.score or 0.0) < 0.0),
+                    key=lambda o: o.score or 0.0)
+    chosen: list[TrialOutcome] = []
+    for outcome in ranked:
+        if all(outcome.changes != c.changes for c in chosen):
+            chosen.append(outcome)
+        if len(chosen) == search.options.validate:
+            break
+    done: list[Validation] = []
+    for number, outcome in enumerate(chosen, start=1):
+        search.listener.message(f"validating {number} of {len(chosen)}: trial "
+                              f"{outcome.number} ({settings_text(outcome.changes)})")
+        share = None if budget is None else budget / len(chosen)
+        check = check_spec(search.spec, f"validation of trial {outcome.number}", {},
+                            [outcome.changes], share,
+                            alpha=search.spec.statistics.alpha / len(chosen))
+        try:
+            run_id = search.run(check)
+        except UserError as exc:
+            if share is None or "budget" not in str(exc):
+                raise
+            search.listener.message(f"no validation: {exc}")
+            break
+        done.append(_verdict(search, outcome, run_id, len(chosen)))
+    return done
+
+
+def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) -> Validation:
+    from knoblab.results import build_results
+
+    ratios, _ = search.ratios(run_id)
+    again = TrialOutcome(outcome.number, outcome.config, outcome.changes, "scored",
+                         statistics.fmean(ratios) if ratios else None, ratios, (run_id,))
+    interval = again.interval(1 - search.spec.statistics.alpha / family)
+    if search.goal.primary:
+        base, candidate = build_results(search.store, run_id).points[:2]
+        verdict = ("better" if base.verdict == "worse" else
+                   "worse" if candidate.verdict == "worse" else
+                   "same" if "equivalent" in (base.verdict, candidate.verdict)
+                   else "undecided")
+    else:
+        # Another metric than the one the run's verdicts judge: its paired interval.
+        margin = search.spec.statistics.min_effect
+        verdict = ("undecided" if interval is None else
+                   "better" if interval[0] > 0 and (again.gain or 0.0) >= margin else
+                   "worse" if interval[1] < 0 else
+                   "same" if -margin < interval[0] and interval[1] < margin
+                   else "undecided")
+    observed = search.observed([run_id])
+    if verdict == "better" and search.goal.constraint is not None and observed is not None \
+            and search.goal.constraint.violation(observed) > 0:
+        verdict = "violates"
+    return Validation(outcome, run_id, verdict, again.gain, again.interval(), len(ratios),
+                      observed)
+
+
+def reduce(search: Search, chosen: Validation, budget: float | None) -> Reduction | None:
+    """Each setting of the recommendation put back to the baseline's value alone; those
+    whose loss is not measurable are dropped, and the configuration without them is
+    checked to be equivalent to the full one (effects can need each other: alone,
+    neither shows)."""
+    from knoblab.results import build_results
+
+    changes, sign = chosen.trial.changes, search.goal.sign
+    search.listener.message(f"reducing the recommendation: each of its {len(changes)} "
+                          "settings put back alone, to see which ones matter")
+    share = None if budget is None else budget / 2
+    run_id = search.run(check_spec(
+        search.spec, f"the settings of trial {chosen.trial.number} put back one at a time",
+        changes, [{name: search.baseline[name]} for name in changes], share,
+        one_at_a_time=True))
+    results = build_results(search.store, run_id)
+    if not results.steps or not search.goal.primary:
+        return None
+    effects = []
+    for row in results.steps[0].rows[1:]:
+        comparison = row.vs_previous if row.step == 1 else \
+            row.alone.vs_base if row.alone else None
+        if comparison is None or not row.change:
+            continue
+        low, high = (math.expm1(sign * math.log(r)) for r in comparison.ci95)
+        loss = sign * math.log(comparison.ratio)
+        effects.append(Effect(next(iter(row.change)), math.expm1(loss),
+                              (min(low, high), max(low, high)),
+                              comparison.significant and loss > 0))
+    measured = {e.name for e in effects}
+    kept = {name: value for name, value in changes.items()
+            if name not in measured or any(e.measurable for e in effects if e.name == name)}
+    if not kept or kept == changes:
+        # Nothing dropped, or nothing measurable alone: the settings stay together.
+        return Reduction(effects, run_id, dict(changes), None, None)
+    dropped = {name: search.baseline[name] for name in changes if name not in kept}
+    search.listener.message(f"checking that {settings_text(kept)} alone does as well as "
+                          "the full recommendation")
+    check_id = search.run(check_spec(search.spec, f"trial {chosen.trial.number} without "
+                                    f"{', '.join(dropped)}", changes, [dropped], share))
+    full, reduced = build_results(search.store, check_id).points[:2]
+    return Reduction(effects, run_id, kept, check_id,
+                     "equivalent" in (full.verdict, reduced.verdict))
+
+
+def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[str, str]],
+                budget: float | None, alpha: float | None = None,
+                one_at_a_time: bool = False) -> Spec:
+    """A run that checks the search's findings with the full statistics: the spec's base
+    (plus `base`) against `steps`, with rounds until decided."""
+    workload = dataclasses.replace(cast(Any, spec.workload),
+                                   rounds=Rounds(design="auto", budget=budget))
+    statistics_ = spec.statistics if alpha is None else \
+        dataclasses.replace(spec.statistics, alpha=alpha)
+    base_config = {**spec.base_config, **base}
+    return dataclasses.replace(spec, name=f"{spec.name}: {what}", sweep={}, steps=steps,
+                               one_at_a_time=one_at_a_time, workload=workload, tune=None,
+                               statistics=statistics_, base_config=base_config,
+                               tied=ties(spec, base_config, steps))

@@ -1,0 +1,407 @@
+"""Where a study lives: its Optuna storage (beside knoblab's store, or a database of its own),
+the workers that share it (one turn at a time to take a trial, heartbeats while measuring,
+abandoned trials failed and queued again), and what is kept in it: each trial's outcome as
+knoblab told it, and the validations and reduction made of its trials.
+
+The budget is the study's: a second `knoblab tune` of the same spec goes on where the first
+stopped, on this machine or another one sharing the storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import functools
+import hashlib
+import json
+import os
+import socket
+import statistics
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from knoblab import runner
+from knoblab.errors import UserError
+from knoblab.machine import differences
+from knoblab.records import Effect, Reduction, TrialOutcome, Validation
+from knoblab.search import samplers
+from knoblab.server.sandbox import alive
+from knoblab.store import Store, driver_url, safe_url
+
+if TYPE_CHECKING:
+    import optuna
+
+    from knoblab.search.options import TuneOptions
+    from knoblab.search.space import Space
+    from knoblab.spec import Spec
+
+# Seconds between a worker's heartbeats, and of silence after which its trial is another's.
+HEARTBEAT = 10
+GRACE = 60
+# Seconds between looks at a study whose last trials other workers are measuring.
+WAIT = 2.0
+
+
+LOCAL_HOSTS = frozenset({"", "localhost", "127.0.0.1", "::1"})
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+
+
+def check_not_the_store(storage: str, store: Store) -> None:
+    """[tune] storage naming knoblab's own results store would write Optuna's tables among
+    knoblab's (and clash with them): refused before either is touched."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        study_url = make_url(driver_url(storage))
+    except Exception:  # noqa: BLE001 - a malformed URL: opening the study says what is wrong
+        return
+    if _same_database(study_url, store.engine.url):
+        raise UserError(f"[tune] storage = {safe_url(driver_url(storage))} is knoblab's own "
+                        "results store: give the study a database of its own (e.g. "
+                        "\"sqlite:///study.sqlite\", or another PostgreSQL database), or leave "
+                        "storage out to keep it beside the results store")
+
+
+def _same_database(a: Any, b: Any) -> bool:
+    """Whether two SQLAlchemy URLs name one database: one SQLite file, or one database on one
+    server (local host names taken as one host, the default port as written or not)."""
+    backend = a.get_backend_name()
+    if backend != b.get_backend_name():
+        return False
+    if backend == "sqlite":
+        files = [x.database for x in (a, b)]
+        if not all(files) or ":memory:" in files:
+            return False
+        paths = [Path(f).expanduser() for f in files]
+        with contextlib.suppress(OSError):
+            if all(p.exists() for p in paths):
+                return os.path.samefile(*paths)
+        return paths[0].resolve() == paths[1].resolve()
+
+    def where(url: Any) -> tuple[str, int | None, str | None]:
+        host = url.host or str(url.query.get("host") or "")
+        host = "localhost" if host in LOCAL_HOSTS or host.startswith("/") else host.lower()
+        return host, url.port or DEFAULT_PORTS.get(backend), url.database
+
+    return where(a) == where(b)
+
+
+def no_password(storage: str) -> None:
+    """The spec is stored with the study and shown in its report: no password in it."""
+    from knoblab.store import parse_url
+
+    url = parse_url(storage, "[tune] storage")
+    if url.password is not None or "password" in url.query:
+        raise UserError("[tune] storage: a password is never written in a spec; leave it out "
+                        "of the URL and give it through PGPASSWORD or ~/.pgpass (PostgreSQL) "
+                        "or an option file (MySQL, MariaDB)")
+
+
+def beside(store: Store) -> str:
+    from knoblab.store import sqlite_url
+
+    url = store.engine.url
+    if url.drivername.startswith("sqlite") and url.database:
+        path = Path(url.database)
+        return sqlite_url(path.with_name(path.stem + '-tune.sqlite'))
+    raise UserError("with a shared results store, give the tuning study's storage too: "
+                    "[tune] storage = \"postgresql://...\" (a database of its own)")
+
+
+def signature(spec: Spec, space: Space) -> str:
+    """What makes two invocations the same study: the workload, the base and the space."""
+    described = {"workload": spec.workload.describe(), "kind": spec.workload.kind,
+                 "base": spec.base_config, "space": [dataclasses.asdict(d)
+                                                     for d in space.dimensions]}
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()
+                          ).hexdigest()[:16]
+
+
+def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
+                machine: dict[str, str]) -> optuna.Study:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seed = spec.statistics.seed
+
+    sampler = samplers.make(options.sampler, seed)
+    try:
+        # Each worker beats while it measures; a trial whose worker fell silent (killed, its
+        # machine gone) is failed by the next worker that asks, and queued again.
+        with heartbeat_unwarned():
+            storage = optuna.storages.RDBStorage(
+                url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT,
+                grace_period=GRACE, heartbeat_stale_trial_callback=_requeue)
+        study = optuna.create_study(study_name=options.study, storage=storage,
+                                    sampler=sampler, direction="minimize", load_if_exists=True)
+    except Exception as exc:  # noqa: BLE001 - whatever the storage's driver raises
+        raise UserError(f"cannot open the tuning study's storage {safe_url(url)}: "
+                        f"{str(exc).splitlines()[0]}; check [tune] storage") from None
+    signed = signature(spec, space)
+    found = study.user_attrs.get("signature")
+    if found is None:
+        study.set_user_attr("signature", signed)
+    elif found != signed:
+        raise UserError(f"study {options.study!r} searches another spec (its workload or "
+                        "settings differ): give this one its own [tune] study = \"...\"")
+    first = study.user_attrs.get("machine")
+    if first is None:
+        study.set_user_attr("machine", machine)
+    elif differ := differences(machine, first):
+        raise UserError(f"this machine is not like the one study {options.study!r} was "
+                        f"measured on ({'; '.join(differ)}): its trials would not compare; "
+                        "tune it in a study of its own ([tune] study = \"...\")")
+    return study
+
+
+class Turn:
+    """One worker at a time counts a study's trials and takes a new one, whatever machine it
+    runs on: a lock of the study's own storage (an advisory lock on PostgreSQL, a named lock
+    on MySQL and MariaDB, a file lock beside a SQLite study). One lock for the storage, not
+    one per study: workers of two new studies would otherwise both create its tables."""
+
+    def __init__(self, url: str) -> None:
+        from sqlalchemy.engine import make_url
+
+        try:
+            parsed = make_url(url)
+        except Exception:  # noqa: BLE001 - open_study has said what is wrong with it
+            parsed = None
+        self.backend = "" if parsed is None else parsed.get_backend_name()
+        self.url, self.parsed = url, parsed
+        database = "" if parsed is None else str(parsed.database)
+        digest = hashlib.sha256(f"knoblab tune {database}".encode()).digest()
+        self.key = int.from_bytes(digest[:8], "big", signed=True)
+        self.name = f"knoblab-tune-{digest.hex()[:32]}"
+        if parsed is not None and self.backend not in ("sqlite", "postgresql", "mysql",
+                                                       "mariadb"):
+            raise UserError(f"[tune] storage {safe_url(url)}: knoblab keeps a study's trials "
+                            "on SQLite, PostgreSQL or MySQL/MariaDB; use one of them")
+        self._engine: Any = None
+
+    def engine(self) -> Any:
+        if self._engine is None:
+            import sqlalchemy as sa
+
+            self._engine = sa.create_engine(self.url, poolclass=sa.pool.NullPool)
+        return self._engine
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        import sqlalchemy as sa
+
+        with contextlib.ExitStack() as held:
+            try:
+                self._take(held)
+            except (OSError, sa.exc.SQLAlchemyError) as exc:
+                raise UserError(f"cannot open the tuning study's storage {safe_url(self.url)}: "
+                                f"{(str(exc).splitlines() or [type(exc).__name__])[0]}; check "
+                                "[tune] storage") from None
+            yield
+
+    def _take(self, held: contextlib.ExitStack) -> None:
+        """The lock, its release left to `held`."""
+        import sqlalchemy as sa
+
+        if not self.backend:
+            return  # an unreadable URL: opening the study refuses it
+        if self.backend == "sqlite":
+            database = self.parsed.database if self.parsed is not None else None
+            if not database or database == ":memory:":
+                return  # one process: nobody to take turns with
+            import fcntl
+
+            path = Path(database).expanduser()
+            fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            held.callback(os.close, fd)  # closing it releases the lock
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        elif self.backend == "postgresql":
+            # Released with the transaction, also when the connection is lost.
+            conn = held.enter_context(self.engine().begin())
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": self.key})
+        else:
+            conn = held.enter_context(self.engine().connect())
+            conn.execute(sa.text("SELECT GET_LOCK(:name, -1)"), {"name": self.name})
+            held.callback(conn.execute, sa.text("SELECT RELEASE_LOCK(:name)"),
+                          {"name": self.name})
+
+
+def validated(study: optuna.Study, outcomes: list[TrialOutcome]
+               ) -> tuple[list[Validation] | None, Reduction | None]:
+    """The validations (and reduction) already made of these very trials: a finished study
+    asked again shows them instead of measuring them again."""
+    saved = study.user_attrs.get("validation")
+    if not saved or saved.get("trials") != len(outcomes):
+        return None, None
+    by_number = {o.number: o for o in outcomes}
+    validations = [Validation(by_number[v["trial"]], v["run"], v["verdict"], v["gain"],
+                              None if v["interval"] is None else tuple(v["interval"]),
+                              v["rounds"], v.get("observed"))
+                   for v in saved["items"] if v["trial"] in by_number]
+    reduction = saved.get("reduction")
+    return validations, None if reduction is None else Reduction(
+        [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"])
+         for e in reduction["effects"]], reduction["run"], reduction["kept"],
+        reduction["check_run"], reduction["equivalent"])
+
+
+def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
+                      validations: list[Validation], reduction: Reduction | None) -> None:
+    study.set_user_attr("validation", {"trials": len(outcomes), "items": [
+        {"trial": v.trial.number, "run": v.run_id, "verdict": v.verdict, "gain": v.gain,
+         "interval": v.interval, "rounds": v.rounds, "observed": v.observed}
+        for v in validations],
+        "reduction": None if reduction is None else {
+            "effects": [dataclasses.asdict(e) for e in reduction.effects],
+            "run": reduction.run_id, "kept": reduction.kept,
+            "check_run": reduction.check_run_id, "equivalent": reduction.equivalent}})
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,
+          earlier: list[TrialOutcome]) -> None:
+    """The trial's outcome, kept with it in the study, and told to the sampler."""
+    trial.set_user_attr("seconds", round(seconds, 3))
+    trial.set_user_attr("state", outcome.state)
+    trial.set_user_attr("changes", outcome.changes)
+    trial.set_user_attr("ratios", outcome.ratios)
+    if outcome.runs:
+        trial.set_user_attr("runs", list(outcome.runs))
+    if outcome.error:
+        trial.set_user_attr("error", outcome.error)
+    if outcome.observed is not None:
+        trial.set_user_attr("observed", outcome.observed)
+        trial.set_user_attr("violation", outcome.violation)
+    infeasible = outcome.state in ("refused", "failed")
+    trial.set_user_attr("infeasible", 1.0 if infeasible else 0.0)
+    # Constraints above 0 are violated: the sampler learns where not to look.
+    trial.set_constraint("refused", 1.0 if infeasible else 0.0)
+    trial.set_constraint("bound", outcome.violation or 0.0)
+    # An infeasible trial is told as complete, with a value no better than the worst seen and
+    # a violated constraint, so that the sampler learns its region (a failed trial it would
+    # ignore, and propose again).
+    worst = max((o.score for o in earlier if o.score is not None), default=0.0)
+    study.tell(trial, outcome.score if outcome.score is not None else worst + 1.0)
+
+
+def params_for(space: Space, config: dict[str, str]) -> dict[str, Any] | None:
+    """The sampler's parameters of a configuration, when it lies in the space."""
+    params: dict[str, Any] = {}
+    for d in space.dimensions:
+        value = config[d.name]
+        if d.choices:
+            if value not in d.choices:
+                return None
+            params[d.name] = value
+            continue
+        assert d.low is not None and d.high is not None
+        try:
+            number = int(value)
+        except ValueError:
+            return None
+        if not d.low <= number <= d.high:
+            return None
+        params[d.name] = number
+    return params
+
+
+def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
+             baseline: dict[str, str]) -> TrialOutcome | None:
+    """A trial of the study as knoblab told it: only a complete one, whose value and state
+    were stored together by one `tell`. A trial cut short while it was told (its attributes
+    written, its value not) is failed later and queued again: not an outcome."""
+    if trial.state != complete_state() or "state" not in trial.user_attrs:
+        return None
+    attrs = trial.user_attrs
+    state = attrs["state"]
+    return TrialOutcome(trial.number, space.config(trial.params), dict(attrs.get("changes", {})),
+                        state, trial.value if state in ("scored", "baseline") else None,
+                        list(attrs.get("ratios", [])), tuple(attrs.get("runs", ())),
+                        attrs.get("error"), attrs.get("observed"), attrs.get("violation"))
+
+
+def complete_state() -> optuna.trial.TrialState:
+    import optuna
+
+    return optuna.trial.TrialState.COMPLETE
+
+
+def seconds_spent(trials: list[optuna.trial.FrozenTrial]) -> float:
+    return sum(float(t.user_attrs.get("seconds", 0.0)) for t in trials)
+
+
+def typical_trial(trials: list[optuna.trial.FrozenTrial]) -> float:
+    seconds = [float(t.user_attrs["seconds"]) for t in trials
+               if t.user_attrs.get("state") == "scored" and "seconds" in t.user_attrs]
+    return statistics.median(seconds) if seconds else 0.0
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextlib.contextmanager
+def heartbeat_unwarned() -> Iterator[None]:
+    """Optuna calls its heartbeat experimental, and expects it only within study.optimize;
+    knoblab asks and tells, and beats with beating."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage")
+        yield
+
+
+def _requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """A trial failed for want of its worker's heartbeat: its configuration queued again."""
+    study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+
+
+@contextlib.contextmanager
+def beating(study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
+    """The trial's heartbeat, recorded at once and every HEARTBEAT seconds while it is
+    measured."""
+    once = functools.partial(beat, study, trial)
+    once()
+    with runner.beating(once, HEARTBEAT):
+        yield
+
+
+def beat(study: optuna.Study, trial: optuna.Trial) -> None:
+    storage = study._storage  # noqa: SLF001 - the heartbeat is the storage's, by trial id
+    storage.record_heartbeat(trial._trial_id)  # type: ignore[attr-defined]  # noqa: SLF001
+
+
+def abandon(study: optuna.Study, trial: optuna.Trial) -> None:
+    """A trial cut short (Ctrl-C, an error): failed, and its configuration queued again so
+    that the next invocation measures it first."""
+    import optuna
+
+    params = dict(trial.params)
+    # A stop while it was being told may come after the tell itself: then it stands.
+    told = study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+    if told.state == optuna.trial.TrialState.FAIL:
+        study.enqueue_trial(params, skip_if_exists=False)
+
+
+def requeue_abandoned(study: optuna.Study) -> None:
+    """Trials left running by a process of this machine that is gone (killed), or by a worker
+    killed the moment it took one (no owner yet, long ago): failed and queued again."""
+    import optuna
+
+    host = socket.gethostname()
+    for trial in study.trials:
+        if trial.state != optuna.trial.TrialState.RUNNING:
+            continue
+        owner = str(trial.user_attrs.get("owner", ""))
+        where, _, pid = owner.rpartition(":")
+        if not owner:
+            started = trial.datetime_start
+            if started is None or (datetime.datetime.now() - started).total_seconds() < GRACE:
+                continue
+        elif where != host or not pid.isdigit() or alive(int(pid)):
+            continue
+        study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        study.enqueue_trial(dict(trial.params), skip_if_exists=False)
