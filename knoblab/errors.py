@@ -23,3 +23,12 @@ def stop_here() -> NoReturn:
 
 class UserError(Exception):
     """Bad input or an environment problem the user can fix; the message says what and how."""
+
+
+class BudgetTooShort(UserError):
+    """A time budget that cannot hold the rounds a run needs (knoblab.runner): a search skips
+    the check it was for, where any other refusal stops it."""
+
+
+class RunBusy(UserError):
+    """A run another live process is measuring (knoblab.store's claim on it)."""

@@ -33,7 +33,7 @@ import pymysql
 from knoblab import __version__, safety
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
-from knoblab.errors import STOP, UserError, stop_here
+from knoblab.errors import STOP, BudgetTooShort, UserError, stop_here
 from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
@@ -226,7 +226,7 @@ def _check_budget(work: Workload, points: int) -> None:
     per_trial = work.least_seconds + LEAST_TRIAL_SECONDS
     one_round = points * per_trial
     if rounds.budget < rounds.floor * one_round:
-        raise UserError(
+        raise BudgetTooShort(
             f"[workload] budget = {format_duration(rounds.budget)} cannot hold the "
             f"{rounds.floor} rounds a decision needs: one round takes at least "
             f"{format_duration(one_round)} ({points} points × {per_trial:g} s); give at least "

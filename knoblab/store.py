@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote
 import sqlalchemy as sa
 
 from knoblab import __version__
-from knoblab.errors import UserError
+from knoblab.errors import RunBusy, UserError
 from knoblab.stats import Statistics
 
 SCHEMA_VERSION = 1
@@ -736,9 +736,9 @@ class Store:
             if holder["token"] == token:
                 return True
             if not gone(dict(holder)):
-                raise UserError(f"run {run_id} is still being measured by process "
-                                f"{holder['pid']} on {holder['host']}; wait for it, or "
-                                "stop it (Ctrl-C) and resume then")
+                raise RunBusy(f"run {run_id} is still being measured by process "
+                              f"{holder['pid']} on {holder['host']}; wait for it, or "
+                              "stop it (Ctrl-C) and resume then")
             # Only that holder's row: if another process replaced it first, it wins.
             conn.execute(run_locks.delete().where(
                 (run_locks.c.run_id == run_id) & (run_locks.c.token == holder["token"])))

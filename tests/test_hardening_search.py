@@ -1,16 +1,65 @@
-"""The search's seams: the samplers' registry and importance's evaluator."""
+"""The search's seams: failures decided by type (not by their wording), the samplers' registry,
+and importance's evaluator."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from knoblab.errors import UserError
-from knoblab.records import Importance
-from knoblab.search import TuneOptions, samplers
+from knoblab import safety
+from knoblab.errors import BudgetTooShort, UserError
+from knoblab.records import Importance, TrialOutcome, Validation
+from knoblab.search import TuneOptions, proof, samplers
 from knoblab.search.importance import importances
 from knoblab.search.space import Dimension, Space
+from tests import fakes
+
+BIG = str(1 << 30)
+
+
+def _memory_refusal() -> UserError:
+    """What safety.check says of a configuration over the memory budget, in its own words."""
+    try:
+        safety.check([({"sort_buffer_size": BIG}, {"sort_buffer_size": BIG})], {},
+                     fakes.fake_catalog(), connections=lambda _: 4,
+                     allow_durability_tradeoff=False, memory_budget=64 << 20)
+    except UserError as exc:
+        return exc
+    raise AssertionError("4 connections × 1G passed a memory budget of 64M")
+
+
+def _checked(monkeypatch: pytest.MonkeyPatch, refusal: BaseException
+             ) -> tuple[Any, list[str]]:
+    """proof.check of a validated candidate of two settings whose reduction raises `refusal`."""
+    outcome = TrialOutcome(3, {"sort_buffer_size": BIG, "read_buffer_size": "262144"},
+                           {"sort_buffer_size": BIG, "read_buffer_size": "262144"}, "scored",
+                           -0.3, [-0.3, -0.3], ("1",))
+    validation = Validation(outcome, "2", "better", 0.35, (0.2, 0.5), 4)
+
+    def reduce(search: Any, chosen: Validation, budget: float | None) -> None:
+        raise refusal
+
+    monkeypatch.setattr(proof, "validate", lambda search, outcomes, budget: [validation])
+    monkeypatch.setattr(proof, "reduce", reduce)
+    said: list[str] = []
+    search = SimpleNamespace(listener=SimpleNamespace(message=said.append))
+    return proof.check(search, [outcome], 600.0), said  # type: ignore[arg-type]
+
+
+def test_a_memory_refusal_while_reducing_is_not_taken_for_a_short_budget(monkeypatch):
+    refusal = _memory_refusal()
+    assert "budget" in str(refusal)  # the word a check by wording went by
+    with pytest.raises(UserError, match="estimated memory"):
+        _checked(monkeypatch, refusal)
+
+
+def test_a_budget_too_short_to_reduce_leaves_the_recommendation_unreduced(monkeypatch):
+    short = BudgetTooShort("[workload] budget = 5s cannot hold the 2 rounds a decision needs")
+    (validations, reduction), said = _checked(monkeypatch, short)
+    assert len(validations) == 1 and reduction is None
+    assert said == [f"the recommendation is not reduced: {short}"]
 
 
 def test_a_sampler_added_to_the_registry_can_be_chosen(monkeypatch):

@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 
 from knoblab import runner, safety
-from knoblab.errors import UserError
+from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
 from knoblab.search import proof
@@ -103,9 +103,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         try:
             with runner.owning(store, f"tune:{options.study}"):
                 validations, reduction = proof.check(search, outcomes, check_budget)
-        except UserError as exc:
-            if "still being measured" not in str(exc):
-                raise
+        except RunBusy:
             listener.message("another worker is validating this study's best candidates: "
                              "run knoblab tune again when it is done to see its verdicts")
             validations = []

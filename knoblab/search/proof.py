@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
-from knoblab.errors import UserError
+from knoblab.errors import BudgetTooShort
 from knoblab.records import Effect, Reduction, TrialOutcome, Validation
 from knoblab.search import recommend
 from knoblab.search.loop import Search
@@ -40,8 +40,8 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     left = None if budget is None else max(0.0, budget - (time.monotonic() - began))
     try:
         return validations, reduce(search, chosen, left)
-    except UserError as exc:
-        if left is None or "budget" not in str(exc):
+    except BudgetTooShort as exc:
+        if left is None:
             raise
         search.listener.message(f"the recommendation is not reduced: {exc}")
         return validations, None
@@ -70,8 +70,8 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
                             alpha=search.spec.statistics.alpha / len(chosen))
         try:
             run_id = search.run(check)
-        except UserError as exc:
-            if share is None or "budget" not in str(exc):
+        except BudgetTooShort as exc:
+            if share is None:
                 raise
             search.listener.message(f"no validation: {exc}")
             break
