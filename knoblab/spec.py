@@ -65,7 +65,7 @@ class Spec:
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
-    tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by tune.py)
+    tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by knoblab.search)
     source: str = field(default="", repr=False)
 
     @property

@@ -258,7 +258,7 @@ def _baseline_failed(store: Store, run_id: str) -> str | None:
 
 
 def check_trials(spec: Spec, options: TuneOptions, space: Space, baseline: dict[str, str],
-                  targets: dict[str, Any], store: Store) -> None:
+                 targets: dict[str, Any], store: Store) -> None:
     """Everything a trial's run would refuse, refused before the first: the ties, and each
     value of each searched setting (its end points, for a range) checked as its trial's run
     checks it (types, ties, whether it can be set, the server's own rules). Only memory, which

@@ -28,7 +28,7 @@ VALIDATION_SHARE = 0.6
 
 
 def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
-           ) -> tuple[list[Validation], Reduction | None]:
+          ) -> tuple[list[Validation], Reduction | None]:
     """The search's findings checked: its best candidates validated (VALIDATION_SHARE of the
     budget left), then the recommendation reduced (the rest)."""
     began = time.monotonic()
@@ -63,11 +63,11 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
     done: list[Validation] = []
     for number, outcome in enumerate(chosen, start=1):
         search.listener.message(f"validating {number} of {len(chosen)}: trial "
-                              f"{outcome.number} ({settings_text(outcome.changes)})")
+                                f"{outcome.number} ({settings_text(outcome.changes)})")
         share = None if budget is None else budget / len(chosen)
         check = check_spec(search.spec, f"validation of trial {outcome.number}", {},
-                            [outcome.changes], share,
-                            alpha=search.spec.statistics.alpha / len(chosen))
+                           [outcome.changes], share,
+                           alpha=search.spec.statistics.alpha / len(chosen))
         try:
             run_id = search.run(check)
         except BudgetTooShort as exc:
@@ -117,7 +117,7 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
 
     changes, sign = chosen.trial.changes, search.goal.sign
     search.listener.message(f"reducing the recommendation: each of its {len(changes)} "
-                          "settings put back alone, to see which ones matter")
+                            "settings put back alone, to see which ones matter")
     share = None if budget is None else budget / 2
     run_id = search.run(check_spec(
         search.spec, f"the settings of trial {chosen.trial.number} put back one at a time",
@@ -145,17 +145,17 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
         return Reduction(effects, run_id, dict(changes), None, None)
     dropped = {name: search.baseline[name] for name in changes if name not in kept}
     search.listener.message(f"checking that {settings_text(kept)} alone does as well as "
-                          "the full recommendation")
+                            "the full recommendation")
     check_id = search.run(check_spec(search.spec, f"trial {chosen.trial.number} without "
-                                    f"{', '.join(dropped)}", changes, [dropped], share))
+                                     f"{', '.join(dropped)}", changes, [dropped], share))
     full, reduced = build_results(search.store, check_id).points[:2]
     return Reduction(effects, run_id, kept, check_id,
                      "equivalent" in (full.verdict, reduced.verdict))
 
 
 def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[str, str]],
-                budget: float | None, alpha: float | None = None,
-                one_at_a_time: bool = False) -> Spec:
+               budget: float | None, alpha: float | None = None,
+               one_at_a_time: bool = False) -> Spec:
     """A run that checks the search's findings with the full statistics: the spec's base
     (plus `base`) against `steps`, with rounds until decided."""
     workload = dataclasses.replace(cast(Any, spec.workload),

@@ -121,7 +121,7 @@ def signature(spec: Spec, space: Space) -> str:
 
 
 def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
-                machine: dict[str, str]) -> optuna.Study:
+               machine: dict[str, str]) -> optuna.Study:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -249,7 +249,7 @@ def validated(study: optuna.Study, outcomes: list[TrialOutcome]
 
 
 def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
-                      validations: list[Validation], reduction: Reduction | None) -> None:
+                     validations: list[Validation], reduction: Reduction | None) -> None:
     study.set_user_attr("validation", {"trials": len(outcomes), "items": [
         {"trial": v.trial.number, "run": v.run_id, "verdict": v.verdict, "gain": v.gain,
          "interval": v.interval, "rounds": v.rounds, "observed": v.observed}
@@ -261,7 +261,7 @@ def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,
-          earlier: list[TrialOutcome]) -> None:
+         earlier: list[TrialOutcome]) -> None:
     """The trial's outcome, kept with it in the study, and told to the sampler."""
     trial.set_user_attr("seconds", round(seconds, 3))
     trial.set_user_attr("state", outcome.state)
@@ -308,7 +308,7 @@ def params_for(space: Space, config: dict[str, str]) -> dict[str, Any] | None:
 
 
 def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
-             baseline: dict[str, str]) -> TrialOutcome | None:
+               baseline: dict[str, str]) -> TrialOutcome | None:
     """A trial of the study as knoblab told it: only a complete one, whose value and state
     were stored together by one `tell`. A trial cut short while it was told (its attributes
     written, its value not) is failed later and queued again: not an outcome."""
