@@ -739,12 +739,17 @@ class Reduction:
 
 @dataclass(frozen=True)
 class Importance:
-    """One setting's share of the objective's variation over the search's trials."""
+    """One setting's share of what matters, by one of two bases: "ablation", its share of the
+    gain the validated configuration's changes were measured to bring, each put back alone
+    (low, high: from its measurement's 95% interval); "trials", its share of the objective's
+    variation over the search's trials (fANOVA: a description of the search; low, high: 10th
+    and 90th percentile over resamples)."""
 
     name: str
-    share: float  # the mean share over resamples (the shares of a space sum to about 1)
-    low: float  # the share's spread over resamples: 10th percentile
-    high: float  # 90th percentile
+    share: float  # the shares of a space sum to about 1
+    low: float
+    high: float
+    basis: str = "trials"
 
 
 @dataclass(frozen=True)

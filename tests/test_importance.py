@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 import pytest
 
-from knoblab.search.importance import MIN_TRIALS, importances
+from knoblab.search.importance import MIN_TRIALS, Importance, importances
 from knoblab.search.space import Dimension, Space
 
 SORT = Dimension("sort_buffer_size", 32768, 67108864, 1, True)
@@ -161,3 +161,99 @@ def test_optunas_notes_stay_inside_and_its_verbosity_is_left_as_it_was():
         logger.removeHandler(handler)
         optuna.logging.set_verbosity(before)
     assert records == [] and caught == []
+
+
+# -- what is shown: the ablation's shares, not fANOVA over a sampler's trials -------------------
+
+M, K = 1 << 20, 1 << 10
+MIX = Space((Dimension("tmp_table_size", M, 256 * M, 1, True),
+             Dimension("sort_buffer_size", 32 * K, 32 * M, 1, True),
+             Dimension("join_buffer_size", 128 * K, 64 * M, 1, True),
+             Dimension("join_cache_level", 1, 8, 1, False)))
+MIX_BASE = {"tmp_table_size": 16 * M, "sort_buffer_size": 2 * M, "join_buffer_size": 256 * K,
+            "join_cache_level": 2}
+NOISE = 0.08  # per trial, on the log-ratio: a short trial's rounds
+
+
+def _hash_join(config) -> float:
+    """The log-ratio to the baseline (lower better): a hash join (join_cache_level >= 5) is 10%
+    faster; the other three settings cannot matter."""
+    return math.log(0.9) if int(config["join_cache_level"]) >= 5 else 0.0
+
+
+def _tpe_study(seed: int, n: int = 40):
+    """A search as tune makes it: the baseline first, then TPE (multivariate, seeded) told each
+    trial's true log-ratio plus noise."""
+    from knoblab.search import samplers
+
+    rng = np.random.default_rng(seed + 1000)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=samplers.make("tpe", seed))
+    study.enqueue_trial(MIX_BASE)
+    distributions = MIX.distributions()
+    found = []
+    for number in range(n):
+        trial = study.ask(distributions)
+        config = MIX.config(trial.params)
+        value = 0.0 if number == 0 else _hash_join(config) + float(rng.normal(0.0, NOISE))
+        study.tell(trial, value)
+        found.append((dict(trial.params), value))
+    return found
+
+
+def _ablation(seed: int, rounds: int = 60):
+    """The reduction of a recommendation that changed all four settings: each put back alone,
+    `rounds` rounds of the same noise (about what the reduction's rounds take to decide each
+    at a min_effect of 3%: an interval within ±3%), its loss and 95% interval as proof.reduce
+    gives them."""
+    from knoblab.records import Effect
+
+    rng = np.random.default_rng(seed + 2000)
+    effects = []
+    for d in MIX.dimensions:
+        true = -math.log(0.9) if d.name == "join_cache_level" else 0.0
+        losses = true + rng.normal(0.0, NOISE, rounds)
+        mean, half = float(losses.mean()), 1.96 * float(losses.std(ddof=1)) / math.sqrt(rounds)
+        effects.append(Effect(d.name, math.expm1(mean),
+                              (math.expm1(mean - half), math.expm1(mean + half)),
+                              mean - half > 0 and math.expm1(mean) >= 0.03))
+    return effects
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_what_is_shown_puts_the_one_setting_that_matters_first_and_apart(seed):
+    """A 10% effect at a trial noise of 8%: TPE settles on the hash join and its trials then
+    differ by noise, which fANOVA over them shares out (on these seeds it puts the setting
+    that matters first in 3 of 6, apart from the others in 1). What tune shows is the
+    ablation's: the setting that matters first, its interval above every other's."""
+    from knoblab.search.importance import evaluator_for
+
+    found = importances(MIX, _tpe_study(seed), evaluator_for(_ablation(seed)))
+    assert [imp.name for imp in found][0] == "join_cache_level"
+    assert found[0].low > max(imp.high for imp in found[1:])
+    assert {imp.basis for imp in found} == {"ablation"}
+    assert sum(imp.share for imp in found) == pytest.approx(1.0)
+
+
+def test_ablation_shares_a_change_not_made_none_and_a_loss_below_zero_none():
+    from knoblab.records import Effect
+    from knoblab.search.importance import Ablation
+
+    effects = [Effect("join_cache_level", 3.0, (2.5, 3.6), True),
+               Effect("tmp_table_size", -0.02, (-0.05, 0.01), False)]
+    found = {imp.name: imp for imp in importances(MIX, [], Ablation(effects))}
+    assert found["join_cache_level"].share == pytest.approx(1.0)
+    assert found["tmp_table_size"].share == 0.0 and found["tmp_table_size"].high > 0.0
+    assert found["sort_buffer_size"] == Importance("sort_buffer_size", 0.0, 0.0, 0.0,
+                                                   "ablation")
+    # Nothing measurably gained: nothing to share out (the reduction says so in words).
+    assert importances(MIX, [], Ablation([Effect("tmp_table_size", -0.02, (-0.05, 0.01),
+                                                 False)])) == []
+    assert importances(MIX, [], Ablation([])) == []
+
+
+def test_without_an_ablation_the_trials_are_described_and_labelled_so():
+    from knoblab.search.importance import evaluator_for
+
+    found = importances(SPACE, _trials(30, _small_sort_is_slow), evaluator_for(None))
+    assert found and {imp.basis for imp in found} == {"trials"}

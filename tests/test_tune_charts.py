@@ -183,6 +183,21 @@ def test_importance_largest_on_top():
     assert _importance_figure(_result(importance=[])) is None
 
 
+def test_importance_says_whether_it_was_measured_or_describes_the_search():
+    from knoblab.report.tuning import importance_title
+
+    described = _result()  # fANOVA over the trials: a description of the search, said so
+    (ax,) = _importance_figure(described).axes
+    assert "not a measured effect" in ax.get_title() and "fANOVA" in ax.get_xlabel()
+    assert "not a measured effect" in importance_title(described)
+    measured = _result(importance=[Importance("sort_buffer_size", 1.0, 0.7, 1.0, "ablation"),
+                                   Importance("tmp_table_size", 0.0, 0.0, 0.2, "ablation")])
+    (ax,) = _importance_figure(measured).axes
+    assert "what each change contributes" in ax.get_title()
+    assert "variation" not in ax.get_title() + ax.get_xlabel()
+    assert importance_title(measured).startswith("what each change contributes")
+
+
 def test_the_search_report_reads_like_a_runs(tmp_path):
     from knoblab.report.document import render
     from knoblab.report.tuning import tune_cnf, tune_document

@@ -1,7 +1,7 @@
 """PNG charts of a search (knoblab tune): write_tune_charts and one figure per view.
 
 search.png (each trial's gain against the baseline, the best so far, and what validation found
-of the recommendation), importance.png (each setting's share of the variation in gain) and
+of the recommendation), importance.png (what each change contributes, or how the trials varied) and
 settings.png (gain against the value of the most important settings). Each figure is built by
 a function of its own (_search_figure, _importance_figure, _settings_figure) that returns None
 when the search has nothing to show for it; bare matplotlib Figures, as in
@@ -220,7 +220,8 @@ def _recommended_text(v: Validation) -> str:
 
 
 def _importance_figure(result: TuneResult) -> Figure | None:
-    """Each setting's share of the variation in gain, largest on top, with its spread."""
+    """Each setting's share, largest on top, with its spread: of the gain the ablation measured,
+    or (without one) of the variation in gain over the trials, labelled as which it is."""
     if not result.importance:
         return None
     rows = sorted(result.importance, key=lambda i: i.share)  # barh draws upwards: largest last
@@ -240,12 +241,20 @@ def _importance_figure(result: TuneResult) -> Figure | None:
     ax.set_yticks(ys, [wrap_name(r.name, 28) for r in rows])
     ax.set_xlim(0, max(float(highs.max()) * 1.3, 1.0))  # room for the labels right of the bars
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}%"))
-    ax.set_xlabel("share of the variation in gain explained by the setting")
-    measured = len(_scored(result))
-    ax.set_title(_title(result, "which settings matter",
-                        f"each setting's share of the variation in gain over {measured} measured "
-                        "trials\nbar: the estimate; line: where 80% of resamples put it "
-                        "(10th to 90th percentile)"), fontsize="medium")
+    if rows[0].basis == "ablation":
+        ax.set_xlabel("share of the recommendation's gain the setting brings")
+        ax.set_title(_title(result, "what each change contributes",
+                            "each setting of the recommendation put back alone: its share of "
+                            "the gain measured\nbar: the estimate; line: its 95% interval"),
+                     fontsize="medium")
+    else:
+        # A description of the search, not a measurement of effect: said so in the title.
+        ax.set_xlabel("share of the variation in gain between trials (fANOVA)")
+        measured = len(_scored(result))
+        ax.set_title(_title(result, "how the search's trials varied (not a measured effect)",
+                            f"each setting's share of the variation in gain over {measured} "
+                            "measured trials\nbar: the estimate; line: where 80% of resamples "
+                            "put it (10th to 90th percentile)"), fontsize="medium")
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     return fig

@@ -110,8 +110,7 @@ def print_tune(result: TuneResult, out: Console) -> None:
     if scored:
         out.print(table)
     if result.importance:
-        out.print("importance (each setting's share of the variation in gain over the trials; "
-                  "10th to 90th percentile over resamples):", markup=False, highlight=False)
+        out.print(importance_title(result) + ":", markup=False, highlight=False)
         for i in result.importance:
             out.print(f"  {i.name}: {i.share:.0%} ({i.low:.0%} to {i.high:.0%})",
                       markup=False, highlight=False)
@@ -212,6 +211,9 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
                          "measurable": e.measurable} for e in result.reduction.effects]},
         "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
                        for i in result.importance],
+        # "ablation": what each change of the recommendation was measured to contribute;
+        # "trials": fANOVA over the search's trials, a description of the search.
+        "importance_basis": result.importance[0].basis if result.importance else None,
     }
 
 
@@ -265,8 +267,8 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                              for v in result.validations],
                             [True, False, True, True, False]))
     if result.importance:
-        tables.append(table("Importance (share of the variation in gain; 10th–90th percentile "
-                            "over resamples)", ["setting", "share", "range"],
+        title = importance_title(result)
+        tables.append(table(title[0].upper() + title[1:], ["setting", "share", "range"],
                             [[i.name, f"{i.share:.0%}", f"{i.low:.0%} to {i.high:.0%}"]
                              for i in result.importance], [False, True, True]))
     refused = [trial_text(t) for t in result.trials if t.state in ("refused", "failed")]
@@ -292,3 +294,14 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         spec=spec,
         command=f"knoblab tune SPEC   # the spec below, study {result.study}",
     )
+
+
+def importance_title(result: TuneResult) -> str:
+    """What the importance shown is, in words: the ablation's shares when the recommendation
+    was reduced, else a description of the search (fANOVA), said to be one."""
+    if result.importance and result.importance[0].basis == "ablation":
+        return ("what each change contributes (its share of the gain measured with each "
+                "setting of the recommendation put back alone; 95% interval)")
+    return ("how the search's trials varied (fANOVA: each setting's share of the variation in "
+            "gain over the trials, a description of the search, not a measured effect; 10th to "
+            "90th percentile over resamples)")

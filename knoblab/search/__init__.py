@@ -23,7 +23,7 @@ from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
 from knoblab.search import proof
-from knoblab.search.importance import importances
+from knoblab.search.importance import evaluator_for, importances
 from knoblab.search.loop import SEARCH_SHARE, Search, TuneListener, ask_and_tell, check_trials
 from knoblab.search.options import Constraint, Goal, TuneOptions
 from knoblab.search.space import auto_space, parse_space
@@ -109,13 +109,16 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
             validations = []
         else:
             save_validations(study, outcomes, validations, reduction)
-    # Importance from the trials measured within the constraint (an infeasible trial's value
+    # Importance: the ablation's, when the recommendation was reduced (each change measured);
+    # else fANOVA over the trials measured within the constraint (an infeasible trial's value
     # is a stand-in), and the baseline's own place at 0.
     feasible = {o.number for o in outcomes if o.feasible or o.state == "baseline"}
     importance = importances(space, [(t.params, t.value) for t in study.trials
-                                     if t.number in feasible and t.value is not None])
+                                     if t.number in feasible and t.value is not None],
+                             evaluator_for(None if reduction is None else reduction.effects))
     return TuneResult(options.study, space, baseline, outcomes, seconds_spent(study.trials),
                       stopped, validations, spec.statistics.min_effect, importance=importance,
-                      reduction=reduction, goal=goal, server=target.version)
+                      reduction=reduction, goal=goal, server=target.version, base=base,
+                      tied=dict(spec.tied))
 
 
