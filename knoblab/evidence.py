@@ -6,7 +6,22 @@ Why eta² and spread rather than a fixed list: the counter that explains a win d
 workload (temporary tables for a GROUP BY, buffer pool reads for a scan, log writes for commits).
 A counter explains a sweep when it is the same run after run at one point (eta², the share of
 its variance the point explains, near 1) and clearly different between points (spread), so it
-is computed from the data; rank correlation with the metric then puts the closest tracker first.
+is computed from the data.
+
+Why eta² and rank correlation do not rank: with two points every counter that changed at all
+has eta² near 1 and |rho| = 1, so they only filter. What ranks is the size of the change per
+unit of work (pages, events; bytes counted in 16 KiB pages), a cost's weighted far above the
+rest (COST_WEIGHT): a read from disk, a page written, a temporary table on disk, a sort merge
+pass, a lock wait or an fsync is slow work the server had to do, while other counters mostly
+describe work done in memory.
+
+Counters, levels and positions (`kind_of`, the one place this is decided): SHOW GLOBAL STATUS
+mixes counters (grow with the work done: a delta per unit of work means something) with levels
+(the state at a moment: pages free, checkpoint age, threads running) and positions (an LSN, a
+transaction id: a point on an ever-growing axis whose delta duplicates a counter, e.g.
+innodb_os_log_written, and whose value means nothing). A level's delta divided by work is
+nonsense (it can be negative); a level is shown as the level it had, never per unit. Names
+decide first; behaviour second: a "counter" that went down during a measurement is a level.
 """
 
 from __future__ import annotations
@@ -33,6 +48,44 @@ DEFAULT_IGNORE: frozenset[str] = frozenset({
 # Clocks by another name: the server's own query time (the metric itself) and background threads
 # that tick once a second. They "explain" every slower run and say nothing about why.
 CLOCK_LIKE = re.compile(r"_time$|_loops$|^innodb_background_log_sync$")
+
+# Levels: a state, not an amount of work. MariaDB's names, checked against SHOW GLOBAL STATUS
+# of 10.6-11.x; what is not matched here and never goes down is taken as a counter.
+LEVELS = re.compile(
+    r"^innodb_buffer_pool_pages_(data|dirty|free|misc|total|old|latched)$"
+    r"|^innodb_buffer_pool_bytes_(data|dirty)$|^innodb_buffer_pool_(load|dump|resize)_"
+    r"|^innodb_checkpoint_(age|max_age)$|^innodb_history_list_length$"
+    r"|^innodb_mem_|^innodb_ibuf_(size|free_list|segment_size)$|^innodb_num_open_files$"
+    r"|^innodb_adaptive_hash_(cells|heap_buffers)$|^innodb_page_size$|^innodb_have_"
+    r"|_pending($|_)|_current($|_)|^innodb_row_lock_time_(avg|max)$"
+    r"|^threads_(connected|running|cached)$|^open_|^max_used_|^memory_used|_max_memory"
+    r"|^key_blocks_(unused|used|not_flushed)$"
+    r"|^qcache_(free_blocks|free_memory|queries_in_cache|total_blocks)$"
+    r"|^prepared_stmt_count$|^slave_open_temp_tables$|^tc_log_(page_size|max_pages_used)$"
+    r"|^last_query_cost$|^innodb_encryption_.*(pages|keys)$|^innodb_dict_tables$"
+    r"|^rpl_semi_sync_.*_clients$|^feature_|^wsrep_"
+)
+# Positions: a point on an axis that only grows (log sequence numbers, transaction ids).
+POSITIONS = re.compile(r"^innodb_lsn_|^innodb_max_trx_id$|^innodb_purge_(trx_id|undo_no)$"
+                       r"|_position$|_pos$")
+# Costs: work the server had to do because of its configuration: reads from disk, pages
+# written, temporary tables and files on disk, sort merge passes, lock and log waits, fsyncs.
+COSTS = re.compile(
+    r"^innodb_buffer_pool_reads$|^innodb_data_reads?$|^innodb_pages_read$|^key_reads$"
+    r"|^aria_pagecache_reads$|^innodb_buffer_pool_wait_free$"
+    r"|^innodb_pages_written$|^innodb_data_writes$|^innodb_data_written$|^key_writes$"
+    r"|^innodb_buffer_pool_pages_(lru_)?flushed$|^aria_pagecache_writes$|^innodb_dblwr_"
+    r"|^innodb_os_log_written$|^innodb_log_writes$|^innodb_log_waits$"
+    r"|^created_tmp_disk_tables$|^created_tmp_files$|^sort_merge_passes$"
+    r"|^innodb_row_lock_waits$|^table_locks_waited$|^innodb_deadlocks$"
+    r"|_fsyncs$|^binlog_(cache|stmt_cache)_disk_use$"
+)
+PAGE_BYTES = 16384  # byte volumes are ranked in InnoDB pages, beside the page counters
+# A read from disk, a page written or an fsync takes ~100 µs, an operation in memory (a row
+# read, a query cache insert) ~0.1 µs: a cost's change counts a thousand times, so 22 reads
+# per transaction outrank 38 pages made young, while a few reads over a whole run (a warm-up
+# remnant, 0.0002 per transaction) do not outrank a query cache that starts taking inserts.
+COST_WEIGHT = 1000.0
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _BYTE_FAMILIES = ("innodb_data_", "innodb_os_log_")  # their _read/_written count bytes, not pages
@@ -66,6 +119,40 @@ class CounterEvidence:
     eta_squared: float  # share of the variance across measurements explained by the point
     spearman: float | None  # rank correlation with the metric (None: fewer than 2 or constant)
     spread: float  # (max - min of per-point medians) / max |median|, capped at 1
+
+
+def kind_of(name: str) -> str:
+    """"counter", "level" or "position", from the name (see the module's docstring)."""
+    name = name.lower()
+    if POSITIONS.search(name):
+        return "position"
+    if LEVELS.search(name):
+        return "level"
+    return "counter"
+
+
+def levels_among(deltas: Sequence[Mapping[str, float]]) -> set[str]:
+    """Names the name rules took for counters that went down in some measurement: a counter
+    only grows, so these are levels whatever their name says."""
+    return {name for d in deltas for name, value in d.items()
+            if value < 0 and kind_of(name) == "counter"}
+
+
+def is_cost(name: str) -> bool:
+    return bool(COSTS.search(name.lower()))
+
+
+def change_size(evidence: CounterEvidence) -> float:
+    """The size of the change across points, in the counter's unit per unit of work (bytes
+    in 16 KiB pages, so that a byte volume does not outrank the page count it comes from)."""
+    values = list(evidence.per_point.values())
+    size = max(values) - min(values)
+    return size / PAGE_BYTES if _is_bytes(evidence.name) else size
+
+
+def weight(evidence: CounterEvidence) -> float:
+    """What ranks explanations: the size of the change, a cost's COST_WEIGHT times."""
+    return change_size(evidence) * (COST_WEIGHT if is_cost(evidence.name) else 1.0)
 
 
 def _median(values: list[float]) -> float:
@@ -124,13 +211,28 @@ def explaining_counters(
     min_eta_squared: float = 0.8,
     min_spread: float = 0.2,
     ignore: Collection[str] = DEFAULT_IGNORE,
+    kind: str = "counter",
 ) -> list[CounterEvidence]:
-    """Counters consistent within points and different between them, best explanation first."""
+    """Figures consistent within points and different between them, best explanation first.
+
+    kind "counter": deltas (per unit of work), levels and positions left out, costs first and
+    then the largest change. kind "level": levels as they were (never per unit of work)."""
     if top < 0:
         raise ValueError("top must be >= 0")
+    if kind not in ("counter", "level"):
+        raise ValueError(f"unknown kind: {kind!r}")
     skip = {name.lower() for name in ignore}
-    names = dict.fromkeys(n for _, _, d in measurements for n in d
-                          if n.lower() not in skip and not CLOCK_LIKE.search(n.lower()))
+    went_down = levels_among([d for _, _, d in measurements])
+
+    def wanted(name: str) -> bool:
+        lower = name.lower()
+        if lower in skip or CLOCK_LIKE.search(lower):
+            return False
+        if kind == "level":
+            return kind_of(lower) == "level"
+        return kind_of(lower) == "counter" and name not in went_down
+
+    names = dict.fromkeys(n for _, _, d in measurements for n in d if wanted(n))
     found = []
     for name in names:
         # A measurement without this counter (e.g. the server died) just does not count for it.
@@ -139,11 +241,12 @@ def explaining_counters(
         ev = _evidence(name, rows)
         if ev is not None and ev.eta_squared >= min_eta_squared and ev.spread >= min_spread:
             found.append(ev)
-    # Near-equal scores are ties (counters moving with the same split of the runs); among
-    # them a counter that is zero at some points and not at others comes first: a code path
-    # taken or not (a temporary table on disk, a read from disk) is the clearest explanation.
-    found.sort(key=lambda e: (-round(e.eta_squared * abs(e.spearman or 0.0), 2),
-                              not _switches(e), -e.spread, e.name))
+    # By the size of the change, a cost's counted COST_WEIGHT times (3 significant digits:
+    # near-equal sizes are ties); among ties a figure that is zero at some points and not at
+    # others (a code path taken or not) comes first. eta² and rho filter above but cannot
+    # rank: with two points every figure that changed has eta² = 1 and |rho| = 1.
+    found.sort(key=lambda e: (-float(f"{weight(e):.3g}"), not _switches(e), -e.eta_squared,
+                              e.name))
     picked: list[CounterEvidence] = []
     spare: list[CounterEvidence] = []
     families: Counter[str] = Counter()
@@ -181,8 +284,12 @@ def _bytes(value: float) -> str:
 def describe(
     evidence: CounterEvidence, label: Callable[[Hashable], str], per: str = "per run"
 ) -> str:
-    """One clause, e.g. "created_tmp_disk_tables: 1 per run at 1M–8M, 0 from 16M"."""
+    """One clause, e.g. "created_tmp_disk_tables: 1 per run at 1M–8M, 0 from 16M"; a level
+    says so and has no "per": "innodb_buffer_pool_pages_free (level): 0 at 16M, 9000 at 256M"."""
     is_bytes = _is_bytes(evidence.name)
+    level = kind_of(evidence.name) == "level"
+    if level:
+        per = ""
     groups: list[tuple[str, list[Hashable]]] = []  # adjacent points with equal rounded values
     for key, value in evidence.per_point.items():
         text = _bytes(value) if is_bytes else _count(value)
@@ -192,8 +299,8 @@ def describe(
             groups.append((text, [key]))
     clauses = []
     for i, (text, keys) in enumerate(groups):
-        if i == 0 and per and not is_bytes:
-            text = f"{text} {per}"  # the unit once, as a person would write it; bytes carry theirs
+        if i == 0 and per:
+            text = f"{text} {per}"  # once, as a person would write it: "369 KB per transaction"
         if len(keys) == 1:
             where = f"at {label(keys[0])}"
         elif len(groups) == 1:
@@ -203,4 +310,5 @@ def describe(
         else:
             where = f"at {label(keys[0])}–{label(keys[-1])}"
         clauses.append(f"{text} {where}")
-    return f"{evidence.name}: {', '.join(clauses) or 'no data'}"
+    name = f"{evidence.name} (level)" if level else evidence.name
+    return f"{name}: {', '.join(clauses) or 'no data'}"

@@ -16,7 +16,7 @@ import psutil
 import pymysql
 
 from knoblab.connection import Server
-from knoblab.evidence import status_delta
+from knoblab.evidence import kind_of, status_delta
 
 
 def global_status(server: Server) -> dict[str, str]:
@@ -91,12 +91,18 @@ class Observation:
         if exc_type is not None:
             return
         os_figures = OsCounters(self.server.pid).since(self._os)
+        levels: dict[str, float] = {}
         try:
-            status = status_delta(self._status, global_status(self.server))
+            after = global_status(self.server)
+            status = status_delta(self._status, after)
             status = {name: value - self._probe.get(name, 0) for name, value in status.items()}
+            # A level (pages free, checkpoint age) is kept as it stood at the end, not as a
+            # delta: knoblab.evidence shows it so, never per unit of work.
+            levels = {name: value for name, value in status_delta(
+                {n: "0" for n in after}, after).items() if kind_of(name) == "level"}
         except pymysql.MySQLError:
             status = {}  # the server died during the measurement: the caller reports that
-        self.result = {"status": status, "os": os_figures}
+        self.result = {"status": status, "levels": levels, "os": os_figures}
 
 
 class SecondSampler:

@@ -377,42 +377,55 @@ def _explanations(by_point: dict[int, list[Trial]],
                   point_list: list[tuple[Settings, Settings]], slices: list[str],
                   steps: list[Step | None], kind: type[workloads.Workload]
                   ) -> list[Explanation]:
-    """Per slice, the server counters that moved with the setting, consistently, in words;
-    per unit of work (per transaction of a fixed-time run), so that a counter that only grows
-    with the work done is never offered as the reason."""
+    """Per slice, the server's figures that moved with the setting, consistently, in words:
+    counters per unit of work (per transaction of a fixed-time run), so that a counter that
+    only grows with the work done is never offered as the reason, costs first; then, if room
+    is left, levels as they were at the end of each measurement (knoblab.evidence says which
+    is which). Positions (LSNs, transaction ids) are neither and never explain."""
     found_by_slice = []
     for key, members in _slice_groups([r for r, _ in point_list], slices).items():
-        measurements = [(idx, t.value, _per_unit(t.details.get("status") or {},
-                                                 kind.work_done(t.details)))
-                        for idx in members for t in by_point[idx]
-                        if t.status == TrialState.DONE and t.value is not None]
-        if len({idx for idx, _, _ in measurements}) < 2:
+        done = [(idx, t, t.value) for idx in members for t in by_point[idx]
+                if t.status == TrialState.DONE and t.value is not None]
+        if len({idx for idx, _, _ in done}) < 2:
             continue
+        counters: list[tuple[Hashable, float, Mapping[str, float]]] = [
+            (idx, value, _per_unit(t.details.get("status") or {}, kind.work_done(t.details)))
+            for idx, t, value in done if value is not None]
+        levels: list[tuple[Hashable, float, Mapping[str, float]]] = [
+            (idx, value, _numbers(t.details.get("levels") or {}))
+            for idx, t, value in done if value is not None]
         labels: dict[Hashable, str] = {idx: _point_name(point_list[idx][0], steps[idx], slices)
                                        for idx in members}
-        counters = [ExplainingCounter(
-            counter=found.name,
-            per_point={labels[k]: v for k, v in found.per_point.items()},
-            eta_squared=round(found.eta_squared, 3),
-            spearman=None if found.spearman is None else round(found.spearman, 3),
-            text=evidence.describe(found, labels.__getitem__, f"per {kind.unit_of_work}"),
-        ) for found in evidence.explaining_counters(measurements)]
-        found_by_slice.append(Explanation(dict(zip(slices, key, strict=True)), counters))
+        found = evidence.explaining_counters(counters)
+        found += evidence.explaining_counters(levels, kind="level", top=5 - len(found))
+        explained = [ExplainingCounter(
+            counter=ev.name,
+            per_point={labels[k]: v for k, v in ev.per_point.items()},
+            eta_squared=round(ev.eta_squared, 3),
+            spearman=None if ev.spearman is None else round(ev.spearman, 3),
+            text=evidence.describe(ev, labels.__getitem__, f"per {kind.unit_of_work}"),
+        ) for ev in found]
+        found_by_slice.append(Explanation(dict(zip(slices, key, strict=True)), explained))
     return found_by_slice
 
 
-def _per_unit(counters: Mapping[str, Any], work: float | None) -> Mapping[str, Any]:
-    """A measurement's counter deltas divided by the work it did (as they were when every
-    measurement does the same work)."""
-    if not work:
-        return counters
-    per_unit = {}
-    for name, value in counters.items():
+def _numbers(values: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for name, value in values.items():
         try:
-            per_unit[name] = float(value) / work
+            out[name] = float(value)
         except (TypeError, ValueError):
             continue
-    return per_unit
+    return out
+
+
+def _per_unit(counters: Mapping[str, Any], work: float | None) -> dict[str, float]:
+    """A measurement's counter deltas divided by the work it did (as they were when every
+    measurement does the same work); levels and positions are left out: they are not amounts
+    of work, and their delta per unit of work means nothing."""
+    counts = _numbers({name: value for name, value in counters.items()
+                       if evidence.kind_of(name) == "counter"})
+    return {name: value / work for name, value in counts.items()} if work else counts
 
 
 def _point_name(requested: Settings, step: Step | None, slices: list[str]) -> str:

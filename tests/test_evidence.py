@@ -12,8 +12,10 @@ from knoblab.evidence import (
     CounterEvidence,
     describe,
     explaining_counters,
+    is_cost,
     status_delta,
 )
+from knoblab.evidence import kind_of as evidence_kind
 from knoblab.units import format_size
 
 # --------------------------------------------------------------------------- status_delta
@@ -180,15 +182,15 @@ def test_describe_counts():
 def test_describe_bytes():
     ev = CounterEvidence("innodb_data_written", {MB: 8.2e8, 16 * MB: 0.0, 32 * MB: 0.0},
                          1.0, 0.9, 1.0)
-    assert describe(ev, format_size) == "innodb_data_written: 820 MB at 1M, 0 from 16M"
+    assert describe(ev, format_size) == "innodb_data_written: 820 MB per run at 1M, 0 from 16M"
 
 
 def test_describe_rounding_units_and_positions():
     ev = CounterEvidence("innodb_os_log_written", {"a": 999_999.0, "b": 1_234_567.0,
                                                    "c": 2.5e9, "d": 512.0}, 1.0, None, 1.0)
     # 999 999 rounds to 3 significant digits first, so it reads 1 MB, not 1000 KB.
-    assert describe(ev, str) == ("innodb_os_log_written: 1 MB at a, 1.23 MB at b, 2.5 GB at c, "
-                                 "512 B at d")
+    assert describe(ev, str) == ("innodb_os_log_written: 1 MB per run at a, 1.23 MB at b, "
+                                 "2.5 GB at c, 512 B at d")
     # Pages, not bytes, despite the _written suffix; values rounded to 3 significant digits
     # merge into one group; a last group of one point is "at", not "from".
     ev = CounterEvidence("innodb_pages_written", {"a": 12_345.0, "b": 12_349.0, "c": 0.25},
@@ -229,3 +231,120 @@ def test_clock_like_counters_never_explain():
                 "created_tmp_disk_tables": 1.0 if key != "256M" else 0.0}))
     names = [e.name for e in explaining_counters(measurements)]
     assert names == ["created_tmp_disk_tables"]
+
+
+# --------------------------------------------------------------------------- counters and levels
+
+
+def _buffer_pool_study():
+    """sysbench oltp_read_write, innodb_buffer_pool_size 16M vs 256M, 2 starts each, 20 s:
+    762 vs 1,992 tps. The per-measurement SHOW GLOBAL STATUS deltas as the store holds them
+    (names and sizes as MariaDB 10.11 gave them): at 16M every transaction reads 22.5 pages
+    from disk, at 256M 0.08. Levels (checkpoint age, history length, pages free) and
+    positions (LSNs) change too, and with only two points they separate the points perfectly."""
+    from knoblab.store import Trial, TrialState
+
+    trials = []
+    for idx, (tps, reads, flushed, lru, wobble) in enumerate(
+            ((762.0, 22.5, 6.1, 2.9, (1.0, 1.03)), (1992.0, 0.08, 0.9, 0.0, (1.0, 0.86)))):
+        for rep, w in enumerate(wobble):
+            trx = round(tps * w * 20)
+            status = {
+                "Innodb_buffer_pool_reads": round(reads * trx),
+                "Innodb_data_reads": round(reads * trx) + 3,
+                "Innodb_pages_read": round(reads * trx),
+                "Innodb_data_read": round(reads * trx) * 16384,
+                "Innodb_buffer_pool_read_requests": 480 * trx,
+                "Innodb_buffer_pool_pages_flushed": round(flushed * trx),
+                "Innodb_buffer_pool_pages_LRU_flushed": round(lru * trx),
+                "Innodb_buffer_pool_pages_made_young": round(reads * 1.7 * trx),
+                "Innodb_os_log_written": 2700 * trx,
+                "Com_commit": trx,
+                "Handler_read_key": 110 * trx,
+                # Levels and positions: their deltas are what the issue saw "per transaction".
+                "Innodb_checkpoint_age": -2730 if idx == 0 else 58_000_000 + 9_000 * rep,
+                "Innodb_history_list_length": -12 if idx == 0 else 3_100 + 40 * rep,
+                "Innodb_lsn_last_checkpoint": 41_000_000 + 100 * rep if idx == 0 else 1_200 + rep,
+                "Innodb_lsn_current": 2700 * trx,
+                "Innodb_buffer_pool_pages_free": 0 if idx == 0 else -9_000 - 50 * rep,
+                "Innodb_buffer_pool_pages_data": 0 if idx == 0 else 9_000 + 50 * rep,
+            }
+            status = {name.lower(): value for name, value in status.items()}  # as stored
+            levels = {"innodb_buffer_pool_pages_free": 0.0 if idx == 0 else 5_000.0 + rep,
+                      "innodb_checkpoint_age": 1.1e7 + rep if idx == 0 else 7.4e7 + rep}
+            trials.append(Trial(len(trials), idx, rep, len(trials), TrialState.DONE,
+                                tps * w, {}, {"status": status, "levels": levels,
+                                              "transactions": trx}, None))
+    return trials
+
+
+def test_buffer_pool_sweep_is_explained_by_reads_from_disk_not_by_levels():
+    from knoblab import results
+    from knoblab.workloads.sysbench import SysbenchWorkload as Sysbench
+
+    trials = _buffer_pool_study()
+    by_point = {0: trials[:2], 1: trials[2:]}
+    points = [({"innodb_buffer_pool_size": "16M"}, {"innodb_buffer_pool_size": "16777216"}),
+              ({"innodb_buffer_pool_size": "256M"}, {"innodb_buffer_pool_size": "268435456"})]
+    (explanation,) = results._explanations(by_point, points, [], [None, None], Sysbench)
+    names = [c.counter for c in explanation.counters]
+    assert names[0] in ("innodb_buffer_pool_reads", "innodb_data_reads", "innodb_pages_read")
+    assert explanation.counters[0].text.startswith(
+        f"{names[0]}: 22.5 per transaction at 16M, 0.08") or names[0] != \
+        "innodb_buffer_pool_reads"
+    # No level or position divided by work; a level, if shown, is shown as a level.
+    for counter in explanation.counters:
+        assert not counter.counter.startswith(("innodb_lsn_", "innodb_history_list"))
+        if counter.counter in ("innodb_checkpoint_age", "innodb_buffer_pool_pages_free"):
+            assert "(level)" in counter.text and "per transaction" not in counter.text
+        else:
+            assert evidence_kind(counter.counter) == "counter"
+            assert all(v >= 0 for v in counter.per_point.values())
+    # Costs come before what merely describes the work (pages made young, read requests).
+    costs = [n for n in names if is_cost(n)]
+    assert names[:len(costs)] == costs
+
+
+def test_counters_levels_and_positions_by_name_and_behaviour():
+    assert evidence_kind("Innodb_buffer_pool_reads") == "counter"
+    assert evidence_kind("innodb_buffer_pool_pages_flushed") == "counter"
+    assert evidence_kind("Threads_created") == "counter"
+    assert evidence_kind("Opened_tables") == "counter"
+    for level in ("Innodb_checkpoint_age", "Innodb_history_list_length", "Threads_running",
+                  "Open_tables", "Innodb_buffer_pool_pages_free", "Memory_used",
+                  "Innodb_row_lock_current_waits", "Innodb_data_pending_reads"):
+        assert evidence_kind(level) == "level", level
+    for position in ("Innodb_lsn_current", "Innodb_lsn_last_checkpoint", "Innodb_max_trx_id"):
+        assert evidence_kind(position) == "position", position
+    # A name the rules take for a counter but that went down is a level, and does not explain.
+    study = [("A", 1.0, {"odd_gauge": 5.0, "c": 1.0}), ("A", 1.1, {"odd_gauge": 5.1, "c": 1.0}),
+             ("B", 2.0, {"odd_gauge": -3.0, "c": 0.0}), ("B", 2.1, {"odd_gauge": -3.1, "c": 0.0})]
+    assert [e.name for e in explaining_counters(study)] == ["c"]
+    # Levels only when asked for, and described without "per".
+    study = [("A", 1.0, {"innodb_history_list_length": 4.0}),
+             ("B", 2.0, {"innodb_history_list_length": 1.0})]
+    assert explaining_counters(study) == []
+    (found,) = explaining_counters(study, kind="level")
+    assert describe(found, str, "per query") == "innodb_history_list_length (level): 4 at A, 1 at B"
+
+
+def test_ranked_by_the_size_of_the_change_costs_weighted():
+    # Two points, two runs each: every figure here has eta² ~ 1 and |rho| = 1.
+    study = []
+    for point, tps, factor in (("A", 100.0, 1.0), ("B", 300.0, 0.0)):
+        for run in (0.0, 0.01):
+            study.append((point, tps + run, {
+                "handler_read_next": 900.0 * factor + 10.0 + run,  # big, in memory
+                "sort_merge_passes": 0.5 * factor + run / 100,  # 500 once weighted
+                "innodb_buffer_pool_reads": 20.0 * factor + run,
+                "innodb_data_read": 20.0 * factor * 16384 + run,  # bytes: 20 pages, a tie
+                "qcache_inserts": 0.7 * factor + run / 100,  # in memory, smaller
+            }))
+    names = [e.name for e in explaining_counters(study)]
+    assert set(names[:2]) == {"innodb_buffer_pool_reads", "innodb_data_read"}  # a tie
+    assert names[2:] == ["handler_read_next", "sort_merge_passes", "qcache_inserts"]
+    # A few reads over a whole run (a remnant of the warm-up) do not outrank what changed.
+    study = [(p, m, {**d, "innodb_buffer_pool_reads": 0.0002 * (1 + (p == "A")) + m % 1 / 1e6})
+             for p, m, d in study]
+    names = [e.name for e in explaining_counters(study)]
+    assert names.index("qcache_inserts") < names.index("innodb_buffer_pool_reads")

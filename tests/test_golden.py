@@ -77,9 +77,13 @@ def test_a_fixed_time_run_is_explained_per_transaction_not_by_its_volume(tmp_pat
     run_id = dict(_runs())["golden-sysbench-steps"]
     named = {c.counter: c for e in build_results(store, run_id).explained_by
              for c in e.counters}
-    volume = {"handler_commit", "rows_read", "innodb_buffer_pool_read_requests",
-              "table_open_cache_hits", "resultset_metadata_skipped"}
+    volume = {"rows_read", "table_open_cache_hits", "resultset_metadata_skipped"}
     assert named and not volume & set(named)
+    # What is named changed per transaction (handler_commit: 1 at steps 0-1, 0.776 at step 2,
+    # where query cache hits never reach InnoDB); levels (qcache_free_blocks) are not named.
+    assert all(len(set(c.per_point.values())) > 1 for c in named.values())
+    assert not {"qcache_free_blocks", "qcache_queries_in_cache", "qcache_total_blocks"} & \
+        set(named)
     assert "qcache_inserts" in named
     assert all("per transaction" in c.text for c in named.values()
                if not c.counter.endswith(("_written", "_read")))

@@ -286,6 +286,7 @@ class QueryWorkload(Timed):
             "session": session,
             "os": figures,
             "status": seen["status"],
+            "levels": seen["levels"],
         })
 
     def _run(self, server: Server, *, timed: bool, session_knobs: Sequence[str] = ()

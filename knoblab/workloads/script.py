@@ -355,6 +355,7 @@ class ScriptWorkload(Timed):
                              figures["server_read_bytes"] + figures["server_write_bytes"]),
             "os": figures,
             "status": seen.result["status"],
+            "levels": seen.result["levels"],
         })
 
     def describe(self) -> dict[str, object]:
