@@ -18,7 +18,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 
 def _quit_quietly(signum: int, frame: object) -> None:
@@ -55,7 +55,7 @@ from knoblab.units import format_duration, parse_duration
 
 if TYPE_CHECKING:
     from knoblab.compare import Comparison
-    from knoblab.records import TrialOutcome
+    from knoblab.records import TrialOutcome, TuneResult
     from knoblab.workloads.base import Second
 
 # Progress and messages: every string shown literally, and a closed or full stderr drops
@@ -207,8 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_tune, starts_servers=True, writes_store=True,
                         after_crash="the study's finished trials are stored")
 
-    report = sub.add_parser("report", help="show the results of a run")
-    report.add_argument("run_id")
+    report = sub.add_parser("report", help="show the results of a run, or of a tuning study")
+    report.add_argument("run_id", metavar="RUN",
+                        help="a run (its id, a unique beginning of it, or latest), or a "
+                             "tuning study as study:NAME")
     _output_options(report)
     report.set_defaults(func=cmd_report, **_READS)
 
@@ -231,8 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
                          after_crash="what was not put back is still recorded: run knoblab "
                                      "restore again")
 
-    runs = sub.add_parser("runs", help="list recent runs, newest first")
+    runs = sub.add_parser("runs", help="list recent runs and tuning studies, newest first "
+                          "(a study is one row; its own runs with --study)")
     runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--study", metavar="NAME",
+                      help="the runs of this tuning study: its trials, validations and "
+                           "reductions")
     runs.add_argument("--status", choices=RUN_STATES, help="only runs in this state")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
                       help="at most N runs (default 20; 0: all)")
@@ -366,40 +372,62 @@ def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.machine import describe as describe_machine
-    from knoblab.report.document import claim_folder, render
-    from knoblab.report.tune_charts import write_tune_charts
-    from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
-    from knoblab.search import tune
+    from knoblab.search import TuneOptions, tune
     from knoblab.spec import load_spec
+    from knoblab.studies import Recorder
 
     spec = load_spec(args.spec)
     budget = None if args.budget is None else parse_duration(args.budget, "--budget")
     _warn_pending(store)
-    listener = TuneConsole()
+    # The study's row in the store (knoblab runs) and its runs tagged with its name; a spec
+    # without [tune] is refused by tune itself.
+    name = None if spec.tune is None else TuneOptions.from_spec(spec.tune, spec.name).study
+    machine = describe_machine(home)
+    console_listener = TuneConsole()
+    listener = console_listener if name is None else \
+        Recorder(store, name, spec.source, machine, console_listener)
     try:
-        result = tune(spec, store, home, listener, budget=budget)
+        with store.measuring_for(name) if name is not None else contextlib.nullcontext():
+            result = tune(spec, store, home, listener, budget=budget)
+        if isinstance(listener, Recorder):
+            listener.finished(result)
+    except BaseException as exc:
+        if isinstance(listener, Recorder):
+            with contextlib.suppress(Exception):  # the store may be what failed
+                listener.failed(exc)
+        raise
     finally:
-        listener.close()
+        console_listener.close()
+    return _show_study(result, spec.source, {**machine, "server": result.server}, args,
+                       "run knoblab tune again")
+
+
+def _show_study(result: TuneResult, spec_source: str, machine: dict[str, str],
+                args: argparse.Namespace, again: str) -> int:
+    """A study's report: in the terminal, and its folder (report, charts, tune.json,
+    recommended.cnf); `again` is how to write it elsewhere."""
+    from knoblab.report.document import claim_folder, render
+    from knoblab.report.tune_charts import write_tune_charts
+    from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
+    from knoblab.studies import report_folder
+
     out = _stdout()
     print_tune(result, out)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", result.study).strip(".-")[:60] or "study"
-    folder = args.out or Path("knoblab-results") / f"study-{slug}"
+    folder = args.out or report_folder(result.study)
     document = json.dumps(tune_json(result), indent=2)
     if args.json:  # first: when it cannot be written, no half-written folder is left
-        _write_json(args.json, document, "the study is stored: run knoblab tune again")
+        _write_json(args.json, document, f"the study is stored: {again}")
     try:
         claim_folder(folder)
         charts = write_tune_charts(result, folder)
-        machine = {**describe_machine(home), "server": result.server}
-        render(tune_document(result, charts, spec.source, machine), folder,
+        render(tune_document(result, charts, spec_source, machine), folder,
                {"tune.json": document, "recommended.cnf": tune_cnf(result)})
         _say_written(out, folder, charts, "tune.json")
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
-                        "the study is stored: run knoblab tune again with --out DIR") from None
+                        f"the study is stored: {again} with --out DIR") from None
     except UserError as exc:
-        raise UserError(f"{exc}; the study is stored: run knoblab tune again with --out DIR") \
-            from None
+        raise UserError(f"{exc}; the study is stored: {again} with --out DIR") from None
     out.check(f"the study is stored, its report is in {folder}")
     return 0
 
@@ -475,7 +503,24 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
-    return _show(store, store.run(args.run_id)["id"], args)
+    from knoblab.studies import PREFIX, stored_result
+
+    if args.run_id.startswith(PREFIX):
+        # The study's report as knoblab tune wrote it, from what the store kept: nothing is
+        # measured again.
+        name = args.run_id[len(PREFIX):]
+        result, study = stored_result(store, name)
+        machine = {**study["info"].get("machine", {}), "server": result.server}
+        return _show_study(result, study["spec_source"], machine, args,
+                           f"knoblab report {shlex.quote(args.run_id)}")
+    try:
+        run = store.run(args.run_id)
+    except UserError:
+        if store.study(args.run_id) is not None:
+            raise UserError(f"{args.run_id!r} is a tuning study, not a run: its report is "
+                            f"knoblab report {shlex.quote(PREFIX + args.run_id)}") from None
+        raise
+    return _show(store, run["id"], args)
 
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
@@ -589,41 +634,92 @@ RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
+    from knoblab.studies import PREFIX, describe
 
     if args.limit < 0:
         raise UserError(f"--limit {args.limit}: give a number of runs, or 0 for all")
     out = _stdout()
-    table = Table("run", "name", "kind", "status", "server", "machine", "started", "took")
+    table = Table("run", "name", "kind", "status", "server", "machine", "started", "took",
+                  "result")
+    # A tuning study is one row; its runs (trials, validations, reductions: some 4 a trial)
+    # are listed only with --study.
+    rows: list[tuple[float, list[str]]] = []
+    if args.study is None:
+        for study in store.studies(name=args.name):
+            state = _study_state(study)
+            if args.status and state != args.status:
+                continue
+            info = study["info"]
+            end = study["finished_at"] or (time.time() if state == "running" else None)
+            took = info.get("spent") if state == "done" else \
+                (None if end is None else end - study["created_at"])
+            rows.append((study["created_at"], [
+                "study", literal(study["name"]), "tune",
+                "killed (knoblab tune again)" if state == "killed" else state,
+                literal(info.get("server") or ""), _machine_text(study["host"], info),
+                _when(study["created_at"]), "—" if took is None else format_duration(took),
+                literal(describe(study))]))
+            if args.limit and len(rows) == args.limit:
+                break
     # a run's state is read from its owner process, so it is filtered here, not in SQL
     shown = 0
-    for run in store.list_runs(limit=None if args.status else args.limit or None,
-                               name=args.name):
+    for run in store.list_runs(limit=None, name=args.name):
         info = json.loads(run["info"] or "{}")
+        if info.get("study") != args.study:
+            continue
         state = run_state({**run, "info": info})
         if args.status and state != args.status:
             continue
-        started = dt.datetime.fromtimestamp(run["created_at"]).strftime("%Y-%m-%d %H:%M")
         end = run["finished_at"] or (time.time() if state == "running" else None)
         took = "—" if end is None else format_duration(end - run["created_at"])
-        machine = info.get("machine") or {}
-        shape = ", ".join(v for v in (f"{machine['cores']} cores" if machine.get("cores")
-                                      else "", machine.get("memory", "")) if v)
         kind = f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
-        table.add_row(run["id"], literal(run["name"]), kind,  # one line each
-                      "killed (knoblab resume)" if state == "killed" else state,
-                      run["server_version"] or "",
-                      f"{run['host']} ({shape})" if shape else run["host"], started, took)
+        rows.append((run["created_at"], [
+            run["id"], literal(run["name"]), kind,  # one line each
+            "killed (knoblab resume)" if state == "killed" else state,
+            literal(run["server_version"] or ""), _machine_text(run["host"], info),
+            _when(run["created_at"]), took, ""]))
         shown += 1
         if args.limit and shown == args.limit:
             break
-    if not shown:
+    rows.sort(key=lambda row: row[0], reverse=True)
+    for _, cells in rows[:args.limit or None]:
+        table.add_row(*cells)
+    if not rows:
         wanted = " ".join(f"{what} {value!r}" for what, value in
-                          (("named like", args.name), ("with status", args.status)) if value)
+                          (("of study", args.study), ("named like", args.name),
+                           ("with status", args.status)) if value)
+        if args.study is not None and store.study(args.study) is None:
+            known = [s["name"] for s in store.studies()]
+            wanted += f" (no such study; studies: {', '.join(known[:5])})" if known else \
+                " (no such study in the store)"
         out.print(literal(f"no runs {wanted}" if wanted else "no runs yet"))
     else:
         out.print(table)
+        if args.study is None and any(cells[0] == "study" for _, cells in rows):
+            out.print("a study's own runs: knoblab runs --study NAME; its report: knoblab "
+                      f"report {PREFIX}NAME")
     out.check()
     return 0
+
+
+def _study_state(study: dict[str, Any]) -> str:
+    """A study's status, with "killed" for one left searching by a process now gone."""
+    owner = study["info"].get("owner") or {}
+    if study["status"] == "running" and owner.get("host") == socket.gethostname() and \
+            not sandbox.alive(int(owner.get("pid") or 0)):
+        return "killed"
+    return str(study["status"])
+
+
+def _when(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M")
+
+
+def _machine_text(host: str | None, info: dict[str, Any]) -> str:
+    machine = info.get("machine") or {}
+    shape = ", ".join(v for v in (f"{machine['cores']} cores" if machine.get("cores")
+                                  else "", machine.get("memory", "")) if v)
+    return literal(f"{host} ({shape})" if shape else host or "")
 
 
 def cmd_knobs(args: argparse.Namespace, store: Store, home: Path) -> int:

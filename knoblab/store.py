@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import re
@@ -17,8 +18,8 @@ import socket
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -149,6 +150,25 @@ store_marker = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("created_by", sa.Text),  # knoblab's version
 )
+# A tuning study as `knoblab tune` left it: one row per study, for `knoblab runs` (its trials,
+# the best so far, its status) and `knoblab report study:NAME` (its result, re-rendered
+# without measuring). Its runs carry its name in runs.info. Made by the first study written,
+# not when a store is opened: an older store stays readable where it cannot be written.
+study_metadata = sa.MetaData()
+studies = sa.Table(
+    "studies", study_metadata,
+    sa.Column("id", sa.String(64), primary_key=True),  # the name's digest: any name, any length
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),  # running, done, failed, interrupted
+    sa.Column("created_at", sa.Float, nullable=False),  # the study's first start
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("finished_at", sa.Float),
+    sa.Column("host", sa.Text),
+    sa.Column("spec_source", sa.Text, nullable=False),
+    sa.Column("info", sa.Text),  # JSON: owner, machine, server, progress, summary
+    sa.Column("result", sa.Text),  # JSON: the study's result as its report was made from it
+    sa.Column("error", sa.Text),
+)
 OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
                  "reconnects")
@@ -207,6 +227,7 @@ class RunInfo:
     # The machine measured on (knoblab.machine.describe); empty in runs made before it was kept.
     machine: dict[str, str] = field(default_factory=dict)
     knoblab_version: str = ""  # of the knoblab that measured it
+    study: str | None = None  # the tuning study it was measured for (a trial, a validation)
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -410,6 +431,7 @@ class Store:
         self._creating = False  # making knoblab's tables (not only reading them)
         self._written = False  # something this process wrote is stored
         self._gone = False  # a passing failure outlasted RETRY_FOR: no more waiting for it
+        self._study: str | None = None  # runs created now are this study's (`measuring_for`)
         if self.path is not None:
             self._check_place(self.path)
         try:
@@ -634,6 +656,8 @@ class Store:
                    server_version: str, info: RunInfo,
                    point_list: list[tuple[dict[str, str], dict[str, str]]]) -> str:
         run_id = uuid.uuid4().hex[:8]
+        if self._study is not None:
+            info = replace(info, study=self._study)
 
         def work(conn: sa.Connection) -> None:
             conn.execute(runs.insert().values(
@@ -649,6 +673,69 @@ class Store:
             ])
         self._tx(work)
         return run_id
+
+    @contextlib.contextmanager
+    def measuring_for(self, study: str) -> Iterator[None]:
+        """Every run created meanwhile is one of the study's: `knoblab runs` shows the study,
+        and its runs only when asked (--study)."""
+        before, self._study = self._study, study
+        try:
+            yield
+        finally:
+            self._study = before
+
+    def save_study(self, name: str, *, status: str, spec_source: str,
+                   info: dict[str, Any], result: dict[str, Any] | None = None,
+                   error: str | None = None) -> None:
+        """The study's row, made or brought up to date; its first start is kept."""
+        _create_tables(self.engine, study_metadata)
+        key = study_key(name)
+        now = time.time()
+        values = {"name": name, "status": status, "updated_at": now, "host": socket.gethostname(),
+                  "spec_source": spec_source, "info": json.dumps(info),
+                  "finished_at": None if status == "running" else now, "error": error}
+        if result is not None:
+            values["result"] = json.dumps(result)
+
+        def work(conn: sa.Connection) -> None:
+            found = conn.execute(sa.select(studies.c.id).where(studies.c.id == key)).first()
+            if found is None:
+                conn.execute(studies.insert().values(id=key, created_at=now, **values))
+            else:
+                conn.execute(studies.update().where(studies.c.id == key).values(**values))
+        try:
+            self._tx(work, passing=(sa.exc.IntegrityError,))
+        except sa.exc.IntegrityError:  # another worker made it at the same moment
+            self._tx(work)
+
+    def studies(self, name: str | None = None) -> list[dict[str, Any]]:
+        """The tuning studies, newest first (`name`: only those whose name contains it); none
+        in a store no study was written to."""
+        def read(conn: sa.Connection) -> list[Any]:
+            if not sa.inspect(conn).has_table(studies.name):
+                return []
+            query = studies.select().order_by(studies.c.created_at.desc())
+            if name:
+                query = query.where(studies.c.name.contains(name, autoescape=True))
+            return list(conn.execute(query).mappings().all())
+        rows = self._tx(read, write=False)
+        return [{**dict(r), "info": self._json(r["info"] or "{}", f"study {r['name']!r}")}
+                for r in rows]
+
+    def study(self, name: str) -> dict[str, Any] | None:
+        """The study of exactly this name, with its result (None: not yet made), or None."""
+        key = study_key(name)
+
+        def read(conn: sa.Connection) -> Any:
+            if not sa.inspect(conn).has_table(studies.name):
+                return None
+            return conn.execute(studies.select().where(studies.c.id == key)).mappings().first()
+        row = self._tx(read, write=False)
+        if row is None:
+            return None
+        what = f"study {name!r}"
+        return {**dict(row), "info": self._json(row["info"] or "{}", what),
+                "result": None if row["result"] is None else self._json(row["result"], what)}
 
     def begin_trial(self, run_id: str, *, point_idx: int, repetition: int,
                     position: int) -> int:
@@ -880,6 +967,10 @@ class Store:
         return [dict(r) for r in rows]
 
 
+def study_key(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:64]
+
+
 def _not_ours(names: set[str], columns: dict[str, set[str]]) -> str | None:
     """Why a database with these tables (and these columns of knoblab's table names) is not
     knoblab's store, or None: an empty one, or one with knoblab's tables, is."""
@@ -888,7 +979,7 @@ def _not_ours(names: set[str], columns: dict[str, set[str]]) -> str | None:
         if missing:
             shown = ", ".join(sorted(missing)[:3]) + (", …" if len(missing) > 3 else "")
             return f"its table {name!r} is another program's, without {shown}"
-    others = sorted(names - set(metadata.tables) - {store_marker.name})
+    others = sorted(names - set(metadata.tables) - {store_marker.name, studies.name})
     if others and not columns:
         shown = ", ".join(others[:5]) + (", …" if len(others) > 5 else "")
         return f"it holds another program's tables: {shown}"

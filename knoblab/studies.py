@@ -1,0 +1,179 @@
+"""A tuning study as the results store keeps it for people: one row per study.
+
+`knoblab tune` measures each trial, validation and reduction as a run of its own; listed one
+by one they would bury every other run (a study of 40 trials is some 150 runs). The store
+keeps a row per study instead (knoblab.store.studies): its progress while it searches (trials
+done, the best so far), and, when its search ends, the result its report was made from, so
+that `knoblab report study:NAME` renders that report again without measuring. Its runs carry
+its name (RunInfo.study) and are listed with `knoblab runs --study NAME`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from knoblab import __version__
+from knoblab.errors import UserError
+from knoblab.records import TrialOutcome, TuneResult
+from knoblab.store import Store
+
+PREFIX = "study:"  # `knoblab report study:NAME`: never a run's id, which is hexadecimal
+
+
+class Recorder:
+    """Keeps a study's row up to date while `knoblab tune` searches: wraps the search's
+    listener (its progress calls pass through unchanged) and tags the runs made meanwhile."""
+
+    def __init__(self, store: Store, name: str, spec_source: str, machine: dict[str, str],
+                 listener: Any) -> None:
+        self.store, self.name, self.source, self.listener = store, name, spec_source, listener
+        self.info: dict[str, Any] = {
+            "owner": {"pid": os.getpid(), "host": socket.gethostname()},
+            "machine": machine, "knoblab_version": __version__}
+        self.started = False
+
+    def __getattr__(self, name: str) -> Any:  # message, close, and whatever else it has
+        return getattr(self.listener, name)
+
+    def _save(self, status: str, **values: Any) -> None:
+        self.store.save_study(self.name, status=status, spec_source=self.source,
+                              info=self.info, **values)
+
+    def searching(self, total: int, done: int, budget_left: float | None) -> None:
+        # Called once the checks passed and the study is open: the study exists from here.
+        self.info.update(trials=done, total=total)
+        if not self.started:
+            self.started = True
+            self._save("running")
+        self.listener.searching(total, done, budget_left)
+
+    def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
+               budget_left: float | None) -> None:
+        from knoblab.report.tuning import gain_text
+
+        self.info["trials"] = max(int(self.info.get("trials", 0)), outcome.number + 1)
+        if best is not None:
+            self.info["best"] = f"trial {best.number} {gain_text(best)}"
+        self._save("running")
+        self.listener.scored(outcome, best, budget_left)
+
+    def finished(self, result: TuneResult) -> None:
+        self.info.update(trials=len(result.trials), server=result.server,
+                         spent=result.spent, summary=summary(result))
+        self._save("done", result=result_to_json(result))
+
+    def failed(self, exc: BaseException) -> None:
+        """The search stopped before its end (Ctrl-C, an error): what it did is in the
+        study; the row says it stopped."""
+        if not self.started:
+            return
+        interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
+        self._save("interrupted" if interrupted else "failed",
+                   error=None if interrupted else " ".join(str(exc).split())[:500])
+
+
+def summary(result: TuneResult) -> str:
+    """What the study recommends, in a line: its validated settings and gain, or that it
+    recommends nothing."""
+    from knoblab.report.tuning import gain_validated, unsettled
+    from knoblab.units import settings_text
+
+    chosen = result.recommended
+    if chosen is not None:
+        return f"recommended: {settings_text(result.settings)}, {gain_validated(chosen)}"
+    if unsettled(result) is not None:
+        return "nothing recommended yet: no candidate validated"
+    return "nothing recommended: keep the current configuration"
+
+
+def describe(study: dict[str, Any]) -> str:
+    """A study's trials and best gain (while it searches) or recommendation (when done)."""
+    info = study["info"]
+    trials = f"{info.get('trials', 0)} trials"
+    found = info.get("summary") if study["status"] == "done" else \
+        (f"best so far: {info['best']}" if info.get("best") else None)
+    return f"{trials}; {found}" if found else trials
+
+
+def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:
+    """The result of the study named `name` as its report was made from it, and its row."""
+    study = store.study(name)
+    if study is None:
+        known = [s["name"] for s in store.studies()]
+        hint = f" (studies: {', '.join(known[:5])}{', …' if len(known) > 5 else ''})" \
+            if known else ""
+        raise UserError(f"no study {name!r} in the store{hint}; list them with: knoblab runs")
+    if study["result"] is None:
+        if study["status"] == "running":
+            owner = study["info"].get("owner") or {}
+            raise UserError(f"study {name!r} is still searching (process {owner.get('pid')} on "
+                            f"{owner.get('host')}): its report is written when its search ends")
+        raise UserError(f"study {name!r} stopped before its search ended: go on with knoblab "
+                        "tune SPEC (its trials are kept), which writes its report")
+    try:
+        return result_from_json(study["result"]), study
+    except (TypeError, KeyError, ValueError, AttributeError):
+        raise UserError(f"study {name!r} was stored by another knoblab version "
+                        f"({study['info'].get('knoblab_version') or 'unknown'}): its report is "
+                        "made again by knoblab tune SPEC, which measures nothing already "
+                        "measured") from None
+
+
+# --- the result as JSON, and back ----------------------------------------------------------------
+
+
+def result_to_json(result: TuneResult) -> dict[str, Any]:
+    return dataclasses.asdict(result)
+
+
+def result_from_json(data: dict[str, Any]) -> TuneResult:
+    return typing.cast(TuneResult, _decode(TuneResult, data))
+
+
+def _names() -> dict[str, Any]:
+    """The names records.py imports only for type checking, for its annotations."""
+    from knoblab.search.options import Constraint, Goal
+    from knoblab.search.space import Dimension, Space
+    from knoblab.workloads.base import Metric
+
+    return {"Goal": Goal, "Constraint": Constraint, "Space": Space, "Dimension": Dimension,
+            "Metric": Metric}
+
+
+def _decode(hint: Any, value: Any) -> Any:
+    """`value` (as dataclasses.asdict and JSON left it) as the type `hint` names: records
+    rebuilt from their fields, tuples from lists."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        chosen = [a for a in args if a is not type(None)]
+        return _decode(chosen[0], value) if len(chosen) == 1 else value
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint, localns=_names())
+        return hint(**{f.name: _decode(hints[f.name], value[f.name])
+                       for f in dataclasses.fields(hint) if f.init and f.name in value})
+    if origin is list:
+        return [_decode(args[0], v) for v in value]
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in value)
+        return tuple(_decode(a, v) for a, v in zip(args, value, strict=False)) if args else \
+            tuple(value)
+    if origin is dict and args:
+        return {k: _decode(args[1], v) for k, v in value.items()}
+    return value
+
+
+def report_folder(name: str) -> Path:
+    """Where a study's report goes by default (as knoblab tune writes it)."""
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-")[:60] or "study"
+    return Path("knoblab-results") / f"study-{slug}"

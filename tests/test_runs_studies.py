@@ -1,0 +1,169 @@
+"""`knoblab runs` shows a tuning study as one row (its trials, best gain or recommendation,
+status, when, how long) instead of its dozens of runs; `--study NAME` lists those runs; and
+`knoblab report study:NAME` renders the study's report again from the store, measuring
+nothing. The study is searched on the fake kind and server (tests/fakes.py) through the
+command itself."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from knoblab import cli, runner, workloads
+from knoblab import search as tune_module
+from knoblab.store import Store
+from tests import fakes
+
+BOX = re.compile("[\u2500-\u257f]")
+KNOBS = '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\nread_buffer_size = ["128K", "8M"]\n'
+
+
+@pytest.fixture
+def fake_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`knoblab run` and `knoblab tune` measure the fake workload on the fake server."""
+    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
+        model=lambda s: 1.0 if int(s.get("sort_buffer_size", 2 << 20)) < 16 << 20 else 0.8))
+    monkeypatch.setattr(runner, "start_run", functools.partial(
+        runner.start_run, open_servers=fakes.open_fake))
+    monkeypatch.setattr(tune_module, "tune", functools.partial(
+        tune_module.tune, open_servers=fakes.open_fake))
+
+
+def _spec(tmp_path: Path, name: str = "mix", trials: int = 6) -> Path:
+    spec = tmp_path / f"{abs(hash(name))}.toml"
+    spec.write_text(f"name = {json.dumps(name)}\n[workload]\nkind = \"fake\"\n"
+                    f"[statistics]\nseed = 3\n[tune]\ntrials = {trials}\nvalidate = 1\n"
+                    + KNOBS)
+    return spec
+
+
+def _run_spec(tmp_path: Path) -> Path:
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('name = "plain sweep"\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
+                    '[sweep]\nsort_buffer_size = ["1M", "32M"]\n')
+    return spec
+
+
+@pytest.fixture
+def studied(fake_servers: None, tmp_path: Path, capsys) -> tuple[str, Path]:
+    """A store holding a plain run and a finished study of 6 trials (its report in study/)."""
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    assert cli.main(["--store", url, "run", str(_run_spec(tmp_path)),
+                     "--out", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert cli.main(["--store", url, "tune", str(_spec(tmp_path)),
+                     "--out", str(tmp_path / "study")]) == 0
+    (tmp_path / "study" / "printed.txt").write_text(capsys.readouterr().out)
+    return url, tmp_path / "study"
+
+
+def _listed(capsys, *args: str) -> tuple[int, str]:
+    """The exit code, and what was printed with the tables' lines taken out (a cell wrapped
+    over lines reads as one text)."""
+    code = cli.main(list(args))
+    captured = capsys.readouterr()
+    return code, " ".join(BOX.sub(" ", captured.out + captured.err).split())
+
+
+def test_runs_shows_the_study_as_one_row_and_its_runs_only_when_asked(studied, capsys) -> None:
+    url, _ = studied
+    store = Store(url)
+    inner = [r for r in store.list_runs(limit=None) if r["name"].startswith("mix: ")]
+    assert len(inner) > 6, "every trial, validation and reduction is a run of its own"
+    code, listed = _listed(capsys, "--store", url, "runs", "--limit", "0")
+    assert code == 0
+    # One row for the study, with its trials and what it recommends; the plain run as before.
+    assert listed.count("study") >= 1 and "mix" in listed and "plain sweep" in listed
+    assert not any(r["id"] in listed for r in inner), "the study's runs are not listed"
+    assert "trial" not in listed.replace("trials", "")
+    assert "6 trials" in listed and "recommended: sort_buffer_size" in listed
+    assert "done" in listed and "knoblab report study:NAME" in listed
+    # Its runs, when asked: every one of them, and nothing else.
+    code, listed = _listed(capsys, "--store", url, "runs", "--study", "mix", "--limit", "0")
+    assert code == 0
+    assert all(r["id"] in listed for r in inner) and "plain sweep" not in listed
+    assert "mix: trial" in listed and "mix: validat" in listed
+    # The limit counts rows shown: the study is one.
+    code, listed = _listed(capsys, "--store", url, "runs", "--limit", "2")
+    assert code == 0 and "mix" in listed and "plain sweep" in listed
+
+
+def test_report_of_a_study_renders_its_report_again_without_measuring(
+        studied, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    url, first = studied
+    before = len(Store(url).list_runs(limit=None))
+
+    def measure(*args, **kwargs):
+        raise AssertionError("the report of a study measures nothing")
+
+    monkeypatch.setattr(runner, "start_run", measure)
+    monkeypatch.setattr(tune_module, "tune", measure)
+    code, shown = _listed(capsys, "--store", url, "report", "study:mix", "--out",
+                          str(tmp_path / "again"), "--json", str(tmp_path / "again.json"))
+    assert code == 0, shown
+    again = tmp_path / "again"
+    # What the terminal showed, but the folder it names.
+    printed = " ".join(BOX.sub(" ", (first / "printed.txt").read_text()).split())
+    assert "study mix: 6 trials" in shown and "sort_buffer_size" in shown
+    assert shown.replace(str(again), "") == printed.replace(str(first), "")
+    for name in ("tune.json", "recommended.cnf", "report.md"):
+        assert (again / name).read_text() == (first / name).read_text(), name
+    assert json.loads((tmp_path / "again.json").read_text()) == \
+        json.loads((first / "tune.json").read_text())
+    assert sorted(p.name for p in again.glob("*.png")) == \
+        sorted(p.name for p in first.glob("*.png"))
+    assert len(Store(url).list_runs(limit=None)) == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["report", "mix"], ["'mix' is a tuning study, not a run", "knoblab report study:mix"]),
+    (["report", "study:nosuch"], ["no study 'nosuch'", "studies: mix"]),
+    (["runs", "--study", "nosuch"], ["no runs of study 'nosuch'", "no such study",
+                                     "studies: mix"]),
+])
+def test_a_study_asked_for_wrongly_is_one_line(studied, capsys, args, words) -> None:
+    url, _ = studied
+    code, shown = _listed(capsys, "--store", url, *args)
+    assert code == (0 if args[0] == "runs" else 2)
+    assert all(w in shown for w in words), shown
+    assert "Traceback" not in shown
+
+
+def test_a_stopped_study_is_listed_as_stopped_and_has_no_report_yet(
+        fake_servers: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    scored = cli.TuneConsole.scored
+
+    def stop_after_three(self, outcome, best, budget_left):
+        scored(self, outcome, best, budget_left)
+        if outcome.number == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.TuneConsole, "scored", stop_after_three)
+    assert cli.main(["--store", url, "tune", str(_spec(tmp_path, trials=8))]) == 130
+    code, listed = _listed(capsys, "--store", url, "runs")
+    assert code == 0 and "interrupted" in listed and "3 trials" in listed
+    assert "mix: trial" not in listed
+    code, shown = _listed(capsys, "--store", url, "report", "study:mix")
+    assert code == 2 and "stopped before its search ended" in shown
+
+
+def test_a_study_named_anything_is_listed_literally(fake_servers: None, tmp_path: Path,
+                                                    capsys) -> None:
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    name = "[bold red]x[/] \x1b[2J y"
+    assert cli.main(["--store", url, "tune", str(_spec(tmp_path, name, trials=3)),
+                     "--out", str(tmp_path / "study")]) == 0
+    capsys.readouterr()
+    code, listed = _listed(capsys, "--store", url, "runs")
+    assert code == 0 and "\x1b" not in listed
+    assert "[bold red]x[/] \\x1b[2J y" in listed
+    code, shown = _listed(capsys, "--store", url, "report", f"study:{name}", "--out",
+                          str(tmp_path / "again"))
+    assert code == 0 and "\x1b" not in shown
