@@ -17,6 +17,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -663,7 +664,7 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
                 break
     # a run's state is read from its owner process, so it is filtered here, not in SQL
     shown = 0
-    for run in store.list_runs(limit=None, name=args.name):
+    for run in _each_run(store, args.name):
         info = json.loads(run["info"] or "{}")
         if info.get("study") != args.study:
             continue
@@ -700,6 +701,18 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
                       f"report {PREFIX}NAME")
     out.check()
     return 0
+
+
+def _each_run(store: Store, name: str | None, page: int = 500) -> Iterator[dict[str, Any]]:
+    """The runs, newest first, read a page at a time: a listing that stops after a few rows
+    does not read a store of thousands (most of them a study's, which are skipped)."""
+    offset = 0
+    while True:
+        found = store.list_runs(limit=page, name=name, offset=offset)
+        yield from found
+        if len(found) < page:
+            return
+        offset += page
 
 
 def _study_state(study: dict[str, Any]) -> str:

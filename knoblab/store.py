@@ -955,14 +955,18 @@ class Store:
             by_trial.setdefault(row["trial_id"], []).append({k: row[k] for k in ("t", *fields)})
         return by_trial
 
-    def list_runs(self, limit: int | None = 20, name: str | None = None) -> list[dict[str, Any]]:
-        """The newest runs first; `name`: only runs whose name contains it. A limit beyond
-        what the database can count (or None) is all of them."""
-        query = runs.select().order_by(runs.c.created_at.desc())
+    def list_runs(self, limit: int | None = 20, name: str | None = None,
+                  offset: int = 0) -> list[dict[str, Any]]:
+        """The newest runs first; `name`: only runs whose name contains it; `offset`: after
+        skipping that many. A limit beyond what the database can count (or None) is all of
+        them."""
+        query = runs.select().order_by(runs.c.created_at.desc(), runs.c.id)
         if name:
             query = query.where(runs.c.name.contains(name, autoescape=True))
         if limit is not None and limit < MAX_ROWS:
             query = query.limit(max(limit, 0))
+        if offset > 0:
+            query = query.offset(offset)
         rows = self._tx(lambda conn: conn.execute(query).mappings().all(), write=False)
         return [dict(r) for r in rows]
 

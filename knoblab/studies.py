@@ -118,7 +118,7 @@ def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:
                         "tune SPEC (its trials are kept), which writes its report")
     try:
         return result_from_json(study["result"]), study
-    except (TypeError, KeyError, ValueError, AttributeError):
+    except (TypeError, KeyError, ValueError, AttributeError, NameError):
         raise UserError(f"study {name!r} was stored by another knoblab version "
                         f"({study['info'].get('knoblab_version') or 'unknown'}): its report is "
                         "made again by knoblab tune SPEC, which measures nothing already "

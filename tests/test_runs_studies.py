@@ -15,7 +15,7 @@ import pytest
 
 from knoblab import cli, runner, workloads
 from knoblab import search as tune_module
-from knoblab.store import Store
+from knoblab.store import RunInfo, Store
 from tests import fakes
 
 BOX = re.compile("[\u2500-\u257f]")
@@ -167,3 +167,23 @@ def test_a_study_named_anything_is_listed_literally(fake_servers: None, tmp_path
     code, shown = _listed(capsys, "--store", url, "report", f"study:{name}", "--out",
                           str(tmp_path / "again"))
     assert code == 0 and "\x1b" not in shown
+
+
+def test_runs_finds_plain_runs_behind_a_page_of_a_studys_runs(tmp_path: Path, capsys) -> None:
+    """The listing reads the store a page at a time and skips a study's runs: a plain run
+    older than hundreds of them is still listed, and the study's are all counted."""
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    store = Store(url)
+
+    def made(name: str) -> str:
+        return store.create_run(name=name, kind="sweep", spec_source="", server_binary="",
+                                server_version="", info=RunInfo(),
+                                point_list=[({"a": "1"}, {"a": "1"})])
+
+    plain = made("old plain run")
+    with store.measuring_for("big"):
+        inner = [made(f"big: trial {i}") for i in range(501)]
+    code, listed = _listed(capsys, "--store", url, "runs")
+    assert code == 0 and plain in listed and "big: trial" not in listed
+    code, listed = _listed(capsys, "--store", url, "runs", "--study", "big", "--limit", "0")
+    assert code == 0 and all(run_id in listed for run_id in inner) and plain not in listed
