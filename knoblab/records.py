@@ -732,7 +732,9 @@ class Reduction:
 
     effects: list[Effect]
     run_id: str  # the run that measured each setting put back alone
-    kept: dict[str, str]  # the settings recommended in the end
+    # The searched settings recommended in the end: those of measurable effect, unless the
+    # full configuration was shown better than them (then all of it).
+    kept: dict[str, str]
     check_run_id: str | None  # the run that compared the reduced with the full configuration
     equivalent: bool | None  # None: nothing to check (nothing dropped, or nothing kept)
 
@@ -759,13 +761,15 @@ class TuneResult:
     baseline: dict[str, str]
     trials: list[TrialOutcome]
     spent: float
-    stopped: str  # "trials", "budget"
+    stopped: str  # "trials", "budget", "space" (every configuration measured)
     validations: list[Validation]
     min_effect: float
     importance: list[Importance] = field(default_factory=list)
     reduction: Reduction | None = None
     goal: Goal | None = None
     server: str = ""  # the version of the server tuned
+    base: dict[str, str] = field(default_factory=dict)  # [server.config], as the server takes it
+    tied: dict[str, str] = field(default_factory=dict)  # [tie]: follower -> leader
 
     @property
     def settings(self) -> dict[str, str]:

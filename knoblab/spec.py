@@ -199,8 +199,7 @@ class Spec:
                             "from [server.config], [sweep] and the steps")
         if leader_knob.name in base:
             base[follower_knob.name] = follower_knob.normalize(base[leader_knob.name])
-            return
-        if not any(leader_knob.name in point.config for point in points):
+        elif not any(leader_knob.name in point.config for point in points):
             raise UserError(f"[tie] {follower_knob.name} = {leader!r}: the leader must be swept, "
                             "set in a step or in [server.config]")
         for point in points:

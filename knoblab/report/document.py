@@ -340,13 +340,44 @@ def _sweep_lines(results: Results) -> list[str]:
         lines += [f"# durability: {k}: {cost}" for k, cost in best.durability.items()]
         chosen.append(dict(_settable(results, best)))
     if chosen and all(c is not None and c == chosen[0] for c in chosen):
-        return lines + [f"{k} = {setting_text(k, v)}" for k, v in (chosen[0] or {}).items()]
+        return lines + in_force_lines(results, chosen[0] or {})
     if any(chosen):
         lines.append("# The best differs between slices, so nothing is set; the best of each:")
         for (name, _), settings in zip(slices(results), chosen, strict=True):
             if settings:
                 lines.append(f"# {name}: " + ", ".join(f"{k} = {setting_text(k, v)}"
                                                       for k, v in settings.items()))
+    return lines
+
+
+def in_force_lines(results: Results, changes: dict[str, str]) -> list[str]:
+    """The settings to apply for `changes`, as they were in force when measured
+    (knoblab.search.recommend.in_force: the [tie] followers at their leader's value, then
+    [server.config]); a setting whose cost the workload cannot see is left out, saying why."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    lines: list[str] = []
+    unseen = {k: recommend.UNSEEN_COST[recommend.name(k)] for k in changes
+              if recommend.name(k) in recommend.UNSEEN_COST}
+    for k, why in unseen.items():
+        lines.append(f"# {k} = {setting_text(k, changes[k])} is not recommended, whatever it "
+                     f"measured: {why}; this workload cannot see that cost")
+    wanted = {k: v for k, v in changes.items() if k not in unseen}
+    if not wanted:
+        return lines
+    change = recommend.in_force(wanted, results.tied)
+    follows = {recommend.name(f): recommend.name(leader) for f, leader in results.tied.items()}
+    for k, v in change.items():
+        if k in follows:
+            lines.append(f"# {k} follows {follows[k]} ([tie]): at its value in every "
+                         "measurement")
+        lines.append(f"{k} = {setting_text(k, v)}")
+    base = {k: v for k, v in recommend.in_force(wanted, results.tied, results.base).items()
+            if k not in change}
+    if base:
+        lines.append("# [server.config]: in force in every measurement, the current "
+                     "configuration's too")
+        lines += [f"{k} = {setting_text(k, v)}" for k, v in base.items()]
     return lines
 
 
@@ -396,7 +427,7 @@ def _steps_lines(results: Results) -> list[str]:
             lines += [f"# durability: {cost}" for cost in row.durability]
         chosen.append({k: v for row in gains for k, v in row.change.items()})
     if chosen and all(c and c == chosen[0] for c in chosen):
-        return lines + [f"{k} = {setting_text(k, v)}" for k, v in chosen[0].items()]
+        return lines + in_force_lines(results, chosen[0])
     if any(chosen):
         lines.append("# The slices differ, so nothing is set; the changes that helped in each:")
         for table, settings in zip(results.steps or [], chosen, strict=True):

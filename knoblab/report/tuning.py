@@ -10,7 +10,7 @@ from rich.table import Table
 
 from knoblab import __version__
 from knoblab.literal import literal
-from knoblab.records import Reduction, TrialOutcome, TuneResult, Validation
+from knoblab.records import TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
 from knoblab.units import format_duration, setting_text, settings_text
 
@@ -76,11 +76,15 @@ def trial_text(outcome: TrialOutcome) -> str:
     return f"{changes}: {gain_text(outcome)}"
 
 
+STOPPED = {"trials": "its trials are done", "budget": "budget",
+           "space": "every configuration of the space measured"}
+
+
 def print_tune(result: TuneResult, out: Console) -> None:
     trials = result.trials
     scored = sorted((t for t in trials if t.state == "scored"), key=lambda t: t.score or 0.0)
     out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
-              f"(stopped: {'its trials are done' if result.stopped == 'trials' else 'budget'}); "
+              f"(stopped: {STOPPED.get(result.stopped, result.stopped)}); "
               f"{sum(t.state in ('refused', 'failed') for t in trials)} refused or failed",
               markup=False, highlight=False)
     goal = result.goal
@@ -128,31 +132,64 @@ def print_tune(result: TuneResult, out: Console) -> None:
         out.print(f"No configuration was shown to beat the current one (by {result.min_effect:.0%}"
                   " or more): keep it.", markup=False, highlight=False)
         return
-    out.print(f"Recommended: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
+    out.print(f"Validated: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
               "current configuration.", markup=False, highlight=False)
-    if result.reduction is not None:
-        for line in reduction_lines(result.reduction, result.min_effect):
-            out.print(f"  {line}", markup=False, highlight=False)
-    out.print("As a my.cnf fragment:", markup=False, highlight=False)
-    out.print(mycnf(result.settings), markup=False, highlight=False)
+    for line in reduction_lines(result):
+        out.print(f"  {line}", markup=False, highlight=False)
+    if not result.settings:
+        out.print(NOTHING_SHOWN, markup=False, highlight=False)
+        return
+    out.print("As a my.cnf fragment (every setting in force when it was measured):",
+              markup=False, highlight=False)
+    out.print(mycnf(result), markup=False, highlight=False)
 
 
-def reduction_lines(reduction: Reduction, min_effect: float) -> list[str]:
-    """Each recommended setting put back alone, and whether the reduced configuration held."""
+NOTHING_SHOWN = ("None of its settings is recommended: none was shown to help that the "
+                 "workload can judge; keep the current configuration.")
+
+
+def reduction_lines(result: TuneResult) -> list[str]:
+    """Why each setting of the validated candidate is recommended or left as it is: each put
+    back alone (the reduction), what the check of the reduced configuration decided, and the
+    settings whose cost the workload cannot see."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    chosen, reduction, min_effect = result.recommended, result.reduction, result.min_effect
+    if chosen is None:
+        return []
+    full = chosen.trial.changes
     lines = []
-    for e in reduction.effects:
-        what = "matters" if e.measurable else f"no measurable effect (under {min_effect:.0%})"
-        lines.append(f"{e.name} put back alone: the recommendation loses {e.loss:+.1%} (95% CI "
-                     f"{e.interval[0]:+.1%} to {e.interval[1]:+.1%}): {what}")
-    if reduction.equivalent is True:
-        lines.append(f"without the others, {settings_text(reduction.kept)} does as well as the "
-                     f"full recommendation (equivalent within ±{min_effect:.0%}): only it is "
-                     "recommended")
-    elif reduction.equivalent is False:
-        lines.append(f"{settings_text(reduction.kept)} alone was not shown to do as well as the "
-                     "full recommendation: all of it is recommended")
-    elif len(reduction.kept) > 1 and not any(e.measurable for e in reduction.effects):
-        lines.append("no setting's effect is measurable alone: they are recommended together")
+    for e in reduction.effects if reduction is not None else []:
+        what = "it matters" if e.measurable else \
+            f"no measurable effect (under {min_effect:.0%}): leave it as it is " \
+            f"({setting_text(e.name, result.baseline.get(e.name, 'the default'))})"
+        followers = [f for f, leader in result.tied.items() if recommend.name(leader) == e.name]
+        alone = f" (with {', '.join(followers)}, tied to it)" if followers else ""
+        lines.append(f"{e.name} put back alone{alone}: the recommendation loses {e.loss:+.1%} "
+                     f"(95% CI {e.interval[0]:+.1%} to {e.interval[1]:+.1%}): {what}")
+    if reduction is not None:
+        reduced = settings_text(recommend.shown(full, reduction.effects)) or \
+            "the current configuration"
+        if reduction.check_run_id is None:
+            if len(full) > 1 and not any(e.measurable for e in reduction.effects):
+                lines.append("no setting's effect is measurable alone, and the validation "
+                             "showed them better together: they are recommended together")
+        elif reduction.kept == full:
+            lines.append(f"the full recommendation was shown better than {reduced} alone (by "
+                         f"{min_effect:.0%} or more): all of it is recommended")
+        elif reduction.equivalent:
+            lines.append(f"without the others, {reduced} does as well as the full "
+                         f"recommendation (equivalent within ±{min_effect:.0%}): only it is "
+                         "recommended")
+        else:
+            lines.append(f"the full recommendation was not shown better than {reduced} alone "
+                         f"(by {min_effect:.0%} or more): a change must be shown to help, so "
+                         f"only {reduced} is recommended")
+    for name, why in recommend.unseen(result).items():
+        lines.append(f"{name} = {setting_text(name, full.get(name, ''))} is not recommended, "
+                     "whatever it "
+                     f"measured: {why}; this workload cannot see that cost, so leave it as it "
+                     f"is ({setting_text(name, result.baseline.get(name, 'the default'))})")
     return lines
 
 
@@ -173,13 +210,36 @@ def gain_validated(v: Validation) -> str:
     return text
 
 
-def mycnf(changes: dict[str, str]) -> str:
+def mycnf(result: TuneResult) -> str:
+    """The [mysqld] fragment to apply: the changes shown to help with the settings tied to
+    them, then [server.config], each setting as it was in force when measured; the settings
+    left as they are, commented."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    change = recommend.to_change(result)
+    follows = {recommend.name(f): recommend.name(leader) for f, leader in result.tied.items()}
+    lines = ["[mysqld]"]
+    for k, v in change.items():
+        if k in follows:
+            lines.append(f"# {k} follows {follows[k]} ([tie]): at its value in every "
+                         "measurement")
+        lines.append(f"{k} = {setting_text(k, v)}")
+    base = {k: v for k, v in result.settings.items() if k not in change}
+    if base:
+        lines.append("# [server.config]: in force in every measurement, the current "
+                     "configuration's too")
+        lines += [f"{k} = {setting_text(k, v)}" for k, v in base.items()]
+    left = recommend.left_as_they_are(result)
+    if left:
+        lines.append(f"# left as they are (not shown to help, or a cost this workload cannot "
+                     f"see): {', '.join(left)}")
     # one line each: a value holding a line break must not become a setting of its own
-    return "[mysqld]\n" + "\n".join(literal(f"{k} = {setting_text(k, v)}")
-                                     for k, v in changes.items())
+    return "\n".join(literal(line) for line in lines)
 
 
 def tune_json(result: TuneResult) -> dict[str, Any]:
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
     chosen, goal = result.recommended, result.goal
     return {
         "study": result.study,
@@ -202,8 +262,10 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
                         for v in result.validations],
         "recommended": None if chosen is None else {
             "trial": chosen.trial.number, "settings": result.settings,
-            "searched": chosen.trial.changes, "gain": chosen.gain, "ci95": chosen.interval,
-            "mycnf": mycnf(result.settings)},
+            "changes": recommend.to_change(result), "searched": chosen.trial.changes,
+            "left_as_they_are": recommend.left_as_they_are(result),
+            "not_recommended": recommend.unseen(result),
+            "gain": chosen.gain, "ci95": chosen.interval, "mycnf": mycnf(result)},
         "reduction": None if result.reduction is None else {
             "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
             "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
@@ -227,14 +289,20 @@ def tune_cnf(result: TuneResult) -> str:
     if chosen is None:
         return (f"{head}: no configuration was shown to beat the current one (by "
                 f"{result.min_effect:.0%} or more): keep it.\n[mysqld]\n")
-    return (f"{head}: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
-            f"current configuration in a fresh validation ({chosen.rounds} rounds).\n"
-            + mycnf(result.settings) + "\n")
+    said = [f"{head}: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
+            f"current configuration in a fresh validation ({chosen.rounds} rounds)."]
+    said += [f"# {line}" for line in reduction_lines(result)]
+    if not result.settings:
+        return "\n".join(literal(line) for line in [*said, f"# {NOTHING_SHOWN}"]) + \
+            "\n[mysqld]\n"
+    return "\n".join(literal(line) for line in said) + "\n" + mycnf(result) + "\n"
 
 
 def tune_document(result: TuneResult, charts: list[Path], spec: str,
                   machine: dict[str, str]) -> Document:
     """The search as a shareable report: the same sections as a run's."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
     goal = result.goal
     aim = "the best result" if goal is None else \
         f"the {'lowest' if goal.metric.direction == 'minimize' else 'highest'} {goal.name}"
@@ -245,10 +313,13 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
     elif chosen is None:
         conclusion = (f"No configuration was shown to beat the current one (by "
                       f"{result.min_effect:.0%} or more): keep it.")
+    elif not result.settings:
+        conclusion = f"Trial {chosen.trial.number} was validated, {gain_validated(chosen)}. " \
+            + NOTHING_SHOWN
     else:
-        conclusion = (f"Recommended: {settings_text(result.settings)}, "
-                      f"{gain_validated(chosen)} against the current configuration, measured "
-                      "again in fresh server starts after the search.")
+        conclusion = (f"Recommended: {settings_text(recommend.to_change(result))}; trial "
+                      f"{chosen.trial.number} was {gain_validated(chosen)} against the current "
+                      "configuration, measured again in fresh server starts after the search.")
     scored = sorted((t for t in result.trials if t.state == "scored"),
                     key=lambda t: t.score or 0.0)
     trials = table("Trials (gain against the baseline measured beside each; + is better)",
@@ -280,8 +351,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         recommended=tune_cnf(result),
         tables=tables,
         charts=[Chart(path, path.stem.replace("-", " ")) for path in charts],
-        evidence=reduction_lines(result.reduction, result.min_effect)
-        if result.reduction is not None else [],
+        evidence=reduction_lines(result),
         safety=refused,
         noise=[f"{len(result.trials)} trials in {format_duration(result.spent)}; every trial's "
                "gain is a ratio to the baseline measured beside it, so that the machine's "

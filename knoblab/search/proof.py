@@ -109,20 +109,23 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
 
 
 def reduce(search: Search, chosen: Validation, budget: float | None) -> Reduction | None:
-    """Each setting of the recommendation put back to the baseline's value alone; those
-    whose loss is not measurable are dropped, and the configuration without them is
-    checked to be equivalent to the full one (effects can need each other: alone,
-    neither shows)."""
+    """Each setting of the recommendation put back to the baseline's value alone, with the
+    settings tied to it; those whose loss is not measurable (and those whose cost the workload
+    cannot see: recommend.UNSEEN_COST) are dropped. The burden of proof is on each change: the
+    configuration without the dropped ones is the recommendation unless the full one is then
+    shown better than it by at least min_effect (effects can need each other: alone, neither
+    shows)."""
     from knoblab.results import build_results
 
     changes, sign = chosen.trial.changes, search.goal.sign
     search.listener.message(f"reducing the recommendation: each of its {len(changes)} "
                             "settings put back alone, to see which ones matter")
     share = None if budget is None else budget / 2
+    full = _in_force(search, changes)
     run_id = search.run(check_spec(
         search.spec, f"the settings of trial {chosen.trial.number} put back one at a time",
-        changes, [{name: search.baseline[name]} for name in changes], share,
-        one_at_a_time=True))
+        full, [put_back(search, [name]) for name in changes], share, one_at_a_time=True,
+        tied={}))
     results = build_results(search.store, run_id)
     if not results.steps or not search.goal.primary:
         return None
@@ -130,34 +133,60 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     for row in results.steps[0].rows[1:]:
         comparison = row.vs_previous if row.step == 1 else \
             row.alone.vs_base if row.alone else None
-        if comparison is None or not row.change:
+        name = next((k for k in row.change if k in changes), None)
+        if comparison is None or name is None:
             continue
         low, high = (math.expm1(sign * math.log(r)) for r in comparison.ci95)
         loss = sign * math.log(comparison.ratio)
-        effects.append(Effect(next(iter(row.change)), math.expm1(loss),
-                              (min(low, high), max(low, high)),
+        effects.append(Effect(name, math.expm1(loss), (min(low, high), max(low, high)),
                               comparison.significant and loss > 0))
-    measured = {e.name for e in effects}
-    kept = {name: value for name, value in changes.items()
-            if name not in measured or any(e.measurable for e in effects if e.name == name)}
-    if not kept or kept == changes:
-        # Nothing dropped, or nothing measurable alone: the settings stay together.
+    kept = recommend.shown(changes, effects)
+    if kept == changes:
         return Reduction(effects, run_id, dict(changes), None, None)
-    dropped = {name: search.baseline[name] for name in changes if name not in kept}
-    search.listener.message(f"checking that {settings_text(kept)} alone does as well as "
-                            "the full recommendation")
+    dropped = [name for name in changes if name not in kept]
+    search.listener.message(f"checking whether the full recommendation does better than "
+                            f"{settings_text(kept) or 'the baseline'}")
     check_id = search.run(check_spec(search.spec, f"trial {chosen.trial.number} without "
-                                     f"{', '.join(dropped)}", changes, [dropped], share))
-    full, reduced = build_results(search.store, check_id).points[:2]
-    return Reduction(effects, run_id, kept, check_id,
-                     "equivalent" in (full.verdict, reduced.verdict))
+                                     f"{', '.join(dropped)}", full,
+                                     [put_back(search, dropped)], share, tied={}))
+    whole, reduced = build_results(search.store, check_id).points[:2]
+    return Reduction(effects, run_id, decided(changes, kept, reduced.verdict), check_id,
+                     "equivalent" in (whole.verdict, reduced.verdict))
+
+
+def decided(changes: Mapping[str, str], kept: Mapping[str, str], reduced_verdict: str
+            ) -> dict[str, str]:
+    """The burden of proof on the full configuration: the reduced one is recommended unless
+    the full one was shown better than it by at least min_effect (the reduced one "worse")."""
+    return dict(changes) if reduced_verdict == "worse" else dict(kept)
+
+
+def _in_force(search: Search, changes: Mapping[str, str]) -> dict[str, str]:
+    """The searched settings `changes` on [server.config], each [tie] follower at its
+    leader's value: the configuration as every trial ran it."""
+    return recommend.in_force(changes, search.spec.tied, search.spec.base_config)
+
+
+def put_back(search: Search, names: list[str]) -> dict[str, str]:
+    """`names` at the baseline's values, each with the settings tied to it back at theirs
+    ([server.config]'s, else the server's default): a leader never goes back alone."""
+    base = recommend.in_force({}, search.spec.tied, search.spec.base_settings(search.catalog))
+    step = {name: search.baseline[name] for name in names}
+    for follower, leader in search.spec.tied.items():
+        if recommend.name(leader) in names:
+            knob = search.catalog.knob(follower)
+            value = base.get(knob.name) or knob.default_value()
+            step[knob.name] = value if value is not None else step[recommend.name(leader)]
+    return step
 
 
 def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[str, str]],
                budget: float | None, alpha: float | None = None,
-               one_at_a_time: bool = False) -> Spec:
+               one_at_a_time: bool = False, tied: Mapping[str, str] | None = None) -> Spec:
     """A run that checks the search's findings with the full statistics: the spec's base
-    (plus `base`) against `steps`, with rounds until decided."""
+    (plus `base`) against `steps`, with rounds until decided. `tied`: the [tie] entries the
+    run applies (by default those whose leader it sets); {} when `base` and `steps` already
+    carry each follower (a reduction moves a leader and its followers together)."""
     workload = dataclasses.replace(cast(Any, spec.workload),
                                    rounds=Rounds(design="auto", budget=budget))
     statistics_ = spec.statistics if alpha is None else \
@@ -166,4 +195,5 @@ def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[
     return dataclasses.replace(spec, name=f"{spec.name}: {what}", sweep={}, steps=steps,
                                one_at_a_time=one_at_a_time, workload=workload, tune=None,
                                statistics=statistics_, base_config=base_config,
-                               tied=ties(spec, base_config, steps))
+                               tied=ties(spec, base_config, steps) if tied is None
+                               else dict(tied))

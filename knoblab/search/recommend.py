@@ -1,10 +1,17 @@
 """What is recommended, and why each setting is in it: the one place that answers "why is this
-setting in my.cnf". A configuration is recommended only when its validation showed it better
-than the baseline (knoblab.search.proof); its settings are the validated candidate's, reduced
-to the ones shown to matter when the reduced configuration was shown to do as well.
+setting in my.cnf".
 
-The settings a run has in force also include the [tie] followers of the leaders it sets
-(`ties`): the search's trials, its checks and what it recommends read them from here.
+A configuration is recommended only when its validation showed it better than the baseline
+(knoblab.search.proof). A change must be shown to help: the reduction puts each setting back
+alone, and the configuration without those of no measurable effect is the recommendation
+unless the full one was shown better than it by at least min_effect (`Reduction.kept` holds
+what was decided). A setting whose cost the workload cannot see (`UNSEEN_COST`) is never
+recommended, however it measured.
+
+What a user is told to apply is the set of settings that were in force when it was measured
+(`in_force`): [server.config], the changes on top, and every [tie] follower at its leader's
+value. The search's trials and checks (`ties`), tune's my.cnf and JSON and the sweep's
+recommended.cnf (knoblab.report.document) all read it from here.
 """
 
 from __future__ import annotations
@@ -13,8 +20,60 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from knoblab.records import TuneResult, Validation
+    from knoblab.records import Effect, TuneResult, Validation
     from knoblab.spec import Spec
+
+# Settings whose cost lies outside what a benchmark of one workload measures: a sandbox has a
+# handful of clients, a few tables and no network between them, so raising or lowering these
+# shows no cost there while it can refuse connections, block hosts, reject statements or spend
+# memory and file handles in production. A measured gain does not make them safe, so they are
+# never recommended: the report names them and says why.
+_CONNECTIONS = ("a connection limit: the benchmark opens a few connections, a production server "
+                "at the limit refuses the next one")
+_TABLES = "sized for the tables of the whole server, not the few this workload touches"
+UNSEEN_COST: dict[str, str] = {
+    "max_connections": _CONNECTIONS,
+    "max_user_connections": _CONNECTIONS,
+    "max_connect_errors": ("blocks a host after that many failed connections: the benchmark's "
+                           "connections never fail"),
+    "back_log": "the queue of connections arriving at once: the benchmark's arrive one by one",
+    "max_allowed_packet": ("the largest statement or row the server accepts: the benchmark's "
+                           "are small, another client's may be refused"),
+    "thread_cache_size": ("threads kept for new connections: the benchmark keeps its "
+                          "connections, production clients come and go"),
+    "table_open_cache": _TABLES,
+    "table_open_cache_instances": _TABLES,
+    "table_definition_cache": _TABLES,
+    "open_files_limit": "file handles of the whole server and its host, not this workload's",
+}
+
+
+def name(written: str) -> str:
+    """A setting's name as the server lists it (the spec may write dashes or capitals)."""
+    return written.strip().lower().replace("-", "_")
+
+
+def in_force(changes: Mapping[str, str], tied: Mapping[str, str],
+             base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings in force for a configuration: `base` ([server.config]), `changes` on top,
+    and each [tie] follower (`tied`: follower -> leader) at its leader's value wherever the
+    leader is set; every trial and check measured its configuration so."""
+    settings = {name(k): v for k, v in (base or {}).items()}
+    settings.update({name(k): v for k, v in changes.items()})
+    for follower, leader in tied.items():
+        if name(leader) in settings:
+            settings[name(follower)] = settings[name(leader)]
+    return settings
+
+
+def shown(changes: Mapping[str, str], effects: list[Effect]) -> dict[str, str]:
+    """The settings shown to matter: measurable when put back alone; when none is (effects
+    that need each other), all of them, since the validation showed them better together.
+    Never a setting whose cost the workload cannot see."""
+    measurable = {e.name for e in effects if e.measurable}
+    kept = {k: v for k, v in changes.items() if k in measurable} if measurable else \
+        dict(changes)
+    return {k: v for k, v in kept.items() if name(k) not in UNSEEN_COST}
 
 
 def recommended(validations: list[Validation]) -> Validation | None:
@@ -23,23 +82,52 @@ def recommended(validations: list[Validation]) -> Validation | None:
     return max(better, key=lambda v: v.gain or 0.0, default=None)
 
 
-def settings(result: TuneResult) -> dict[str, str]:
-    """The settings recommended: the validated candidate's, reduced where that was shown to
-    lose nothing; none when no candidate was shown better than the baseline."""
+def changes(result: TuneResult) -> dict[str, str]:
+    """The searched settings decided on: the reduction's (the reduced configuration unless the
+    full one was shown better), else the validated candidate's; none when no candidate was
+    shown better than the baseline. Those of UNSEEN_COST are still among them (`unseen`)."""
     chosen = recommended(result.validations)
     if chosen is None:
         return {}
-    if result.reduction is not None and result.reduction.equivalent:
+    if result.reduction is not None:
         return dict(result.reduction.kept)
     return dict(chosen.trial.changes)
+
+
+def unseen(result: TuneResult) -> dict[str, str]:
+    """The decided settings that are not recommended, each with why (UNSEEN_COST)."""
+    return {k: UNSEEN_COST[name(k)] for k in changes(result) if name(k) in UNSEEN_COST}
+
+
+def left_as_they_are(result: TuneResult) -> list[str]:
+    """The validated candidate's settings that go back to the baseline's value: no measurable
+    effect, or a cost the workload cannot see."""
+    chosen = recommended(result.validations)
+    if chosen is None:
+        return []
+    kept = changes(result)
+    return [k for k in chosen.trial.changes if k not in kept or name(k) in UNSEEN_COST]
+
+
+def to_change(result: TuneResult) -> dict[str, str]:
+    """The changes to make: the decided ones but those of unseen cost, each with the settings
+    tied to it (they moved together in every measurement)."""
+    wanted = {k: v for k, v in changes(result).items() if name(k) not in UNSEEN_COST}
+    return in_force(wanted, result.tied)
+
+
+def settings(result: TuneResult) -> dict[str, str]:
+    """What to apply: the changes to make (`to_change`) on [server.config], as they were in
+    force when measured; none when nothing is recommended."""
+    wanted = to_change(result)
+    if not wanted:
+        return {}
+    return in_force(wanted, result.tied, result.base)
 
 
 def ties(spec: Spec, base: Mapping[str, Any], steps: list[dict[str, str]]) -> dict[str, str]:
     """The spec's [tie] entries whose leader this run sets: a trial that leaves the leader at
     the baseline's value leaves its follower there too."""
-    def name(written: str) -> str:
-        return written.strip().lower().replace("-", "_")
-
     set_here = {name(k) for k in base} | {name(k) for step in steps for k in step}
     return {follower: leader for follower, leader in spec.tied.items()
             if name(leader) in set_here}

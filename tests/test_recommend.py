@@ -1,0 +1,258 @@
+"""What tune recommends: only changes shown to help (the burden of proof is on each change),
+and exactly the settings that were in force when it was measured (ties, [server.config]);
+never a setting whose cost the workload cannot see."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from knoblab import runner, workloads
+from knoblab.catalog import Catalog, Knob
+from knoblab.records import Effect, Reduction, TrialOutcome, TuneResult, Validation
+from knoblab.report.document import in_force_lines
+from knoblab.report.tuning import reduction_lines, tune_cnf, tune_json
+from knoblab.search import proof, recommend, tune
+from knoblab.search.loop import _trial_spec
+from knoblab.search.space import Space
+from knoblab.spec import parse_spec
+from knoblab.store import Store
+from tests import fakes
+
+MB = 1 << 20
+
+
+def _result(changes: dict[str, str], reduction: Reduction | None = None,
+            base: dict[str, str] | None = None, tied: dict[str, str] | None = None,
+            baseline: dict[str, str] | None = None) -> TuneResult:
+    trial = TrialOutcome(3, dict(changes), dict(changes), "scored", -1.0, [-1.0] * 4, ("t",))
+    validation = Validation(trial, "v", "better", 4.2, (3.0, 5.5), 6)
+    return TuneResult("mix", Space(()), baseline or {}, [trial], 60.0, "trials",
+                      [validation], 0.05, reduction=reduction, base=base or {},
+                      tied=tied or {})
+
+
+def _settings_of(cnf: str) -> dict[str, str]:
+    """The settings an option file sets (its comments and section line left out)."""
+    lines = [line.strip() for line in cnf.splitlines()]
+    return dict((k.strip(), v.strip()) for k, v in
+                (line.split("=", 1) for line in lines if "=" in line and line[0] != "#"))
+
+
+# ------------------------------------------------------------------ 1. the burden of proof
+
+
+def test_a_change_not_shown_to_help_goes_back_to_its_default():
+    """tune-query-mix: only join_cache_level matters; the reduced configuration was not shown
+    to do as well as the full one, nor the full one better: the reduced one is recommended,
+    the others are left as they are, in words."""
+    full = {"join_cache_level": "6", "sort_buffer_size": str(24 * MB),
+            "tmp_table_size": str(80 * MB)}
+    effects = [Effect("join_cache_level", 4.46, (3.9, 5.0), True),
+               Effect("sort_buffer_size", 0.02, (-0.04, 0.08), False),
+               Effect("tmp_table_size", -0.01, (-0.05, 0.03), False)]
+    reduction = Reduction(effects, "r", {"join_cache_level": "6"}, "c", False)
+    result = _result(full, reduction, baseline={"join_cache_level": "2",
+                                                "sort_buffer_size": str(2 * MB),
+                                                "tmp_table_size": str(16 * MB)})
+    assert result.settings == {"join_cache_level": "6"}
+    cnf = tune_cnf(result)
+    assert _settings_of(cnf) == {"join_cache_level": "6"}
+    lines = "\n".join(reduction_lines(result))
+    assert "sort_buffer_size put back alone" in lines
+    assert "no measurable effect (under 5%): leave it as it is (2M)" in lines
+    assert "leave it as it is (16M)" in lines
+    assert "only join_cache_level=6 is recommended" in lines
+    assert "all of it is recommended" not in lines
+    recommended = tune_json(result)["recommended"]
+    assert recommended["settings"] == {"join_cache_level": "6"}
+    assert recommended["left_as_they_are"] == ["sort_buffer_size", "tmp_table_size"]
+    assert _settings_of(recommended["mycnf"]) == {"join_cache_level": "6"}
+
+
+def test_the_full_configuration_is_recommended_only_when_shown_better_than_the_reduced():
+    full = {"a": "1", "b": "2"}
+    kept = {"a": "1"}
+    assert proof.decided(full, kept, "worse") == full  # the reduced one shown worse
+    assert proof.decided(full, kept, "equivalent") == kept
+    assert proof.decided(full, kept, "inconclusive") == kept  # not shown: the reduced one
+    shown = Reduction([Effect("a", 0.5, (0.3, 0.7), True), Effect("b", 0.02, (-0.1, 0.1), False)],
+                      "r", full, "c", False)
+    lines = reduction_lines(_result(full, shown))
+    assert any("the full recommendation was shown better than a=1 alone" in line
+               for line in lines)
+    assert _result(full, shown).settings == full
+
+
+def test_what_is_kept_is_what_was_shown_and_never_a_cost_the_workload_cannot_see():
+    changes = {"tmp_table_size": "29360128", "max_connect_errors": "63010",
+               "thread_cache_size": "14"}
+    effects = [Effect("tmp_table_size", 4.22, (3.5, 5.0), True),
+               Effect("max_connect_errors", 0.01, (-0.02, 0.04), False),
+               Effect("thread_cache_size", 0.08, (0.06, 0.10), True)]
+    assert recommend.shown(changes, effects) == {"tmp_table_size": "29360128"}
+    # None measurable alone: the validation showed them better together.
+    quiet = [Effect(e.name, 0.01, (-0.02, 0.04), False) for e in effects]
+    assert recommend.shown(changes, quiet) == {"tmp_table_size": "29360128"}
+
+
+def test_a_connection_limit_is_never_recommended_on_a_benchmarks_word():
+    result = _result({"tmp_table_size": str(32 * MB), "max_connections": "23"},
+                     baseline={"max_connections": "151"})
+    assert result.settings == {"tmp_table_size": str(32 * MB)}
+    cnf = tune_cnf(result)
+    assert "max_connections" not in _settings_of(cnf)
+    assert "max_connections = 23 is not recommended" in cnf and "refuses the next" in cnf
+    assert tune_json(result)["recommended"]["not_recommended"] == {
+        "max_connections": recommend.UNSEEN_COST["max_connections"]}
+    # Alone, it leaves nothing to recommend, and says so.
+    alone = tune_cnf(_result({"max_connections": "23"}))
+    assert _settings_of(alone) == {} and "None of its settings is recommended" in alone
+    # The sweep's my.cnf keeps the same rule.
+    [line] = in_force_lines(_sweep_like({}, {}), {"max_allowed_packet": str(64 * MB)})
+    assert line.startswith("# max_allowed_packet = ") and "is not recommended" in line
+
+
+# ------------------------------------------------------------------ 2. the settings in force
+
+
+def test_tunes_mycnf_and_json_carry_the_tie_and_server_config_as_measured():
+    result = _result({"tmp_table_size": str(28 * MB)},
+                     base={"innodb_buffer_pool_size": str(128 * MB)},
+                     tied={"max_heap_table_size": "tmp_table_size"})
+    expected = {"tmp_table_size": str(28 * MB), "max_heap_table_size": str(28 * MB),
+                "innodb_buffer_pool_size": str(128 * MB)}
+    assert result.settings == expected
+    cnf = tune_cnf(result)
+    assert _settings_of(cnf) == {"tmp_table_size": "28M", "max_heap_table_size": "28M",
+                                 "innodb_buffer_pool_size": "128M"}
+    assert "# max_heap_table_size follows tmp_table_size ([tie])" in cnf
+    recommended = tune_json(result)["recommended"]
+    assert recommended["settings"] == expected
+    assert _settings_of(recommended["mycnf"]) == _settings_of(cnf)
+    assert recommended["changes"] == {"tmp_table_size": str(28 * MB),
+                                      "max_heap_table_size": str(28 * MB)}
+
+
+class _SweepLike:
+    def __init__(self, base: dict[str, str], tied: dict[str, str]) -> None:
+        self.base, self.tied = base, tied
+
+
+def _sweep_like(base: dict[str, str], tied: dict[str, str]) -> object:
+    return _SweepLike(base, tied)
+
+
+def test_the_sweeps_mycnf_is_the_same_settings_in_force():
+    lines = in_force_lines(_sweep_like({"innodb_buffer_pool_size": str(64 * MB)},
+                                       {"max_heap_table_size": "tmp_table_size"}),
+                           {"tmp_table_size": str(64 * MB)})
+    assert _settings_of("\n".join(lines)) == {"tmp_table_size": "64M",
+                                              "max_heap_table_size": "64M",
+                                              "innodb_buffer_pool_size": "64M"}
+
+
+def test_a_step_that_changes_a_leader_set_in_the_base_moves_its_follower(monkeypatch):
+    """A reduction's base holds the whole recommendation; a step that puts the leader back
+    must take the follower back with it (it stayed raised: the one setting that carried the
+    gain measured "no effect")."""
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    source = ('[workload]\nkind = "fake"\n[tie]\nread_buffer_size = "sort_buffer_size"\n'
+              '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\n')
+    spec = parse_spec(tomllib.loads(source), source=source)
+    check = proof.check_spec(spec, "put back", {"sort_buffer_size": str(8 * MB)},
+                             [{"sort_buffer_size": str(2 * MB)}], None)
+    points = runner.plan_points(check, {"": fakes.fake_catalog()})[""].points
+    assert points[1].config == {"sort_buffer_size": str(2 * MB),
+                                "read_buffer_size": str(2 * MB)}
+    # The same in a trial when the leader is also in [server.config].
+    source = ('[server.config]\nsort_buffer_size = "4M"\n' + source)
+    spec = parse_spec(tomllib.loads(source), source=source)
+    trial = runner.plan_points(_trial_spec(spec, {"sort_buffer_size": str(8 * MB)}, 2, 1),
+                               {"": fakes.fake_catalog()})[""].points
+    assert trial[1].config["read_buffer_size"] == str(8 * MB)
+
+
+@pytest.fixture
+def three_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake server with a third setting, which does nothing; the workload is faster only
+    with a large read_buffer_size, the follower of the setting searched."""
+    def catalog() -> Catalog:
+        def size(name: str, default: str) -> Knob:
+            return Knob(name, "BIGINT UNSIGNED", "SESSION", default, 1024, 2**40, 1, (), True,
+                        True)
+
+        return Catalog("fake-server 1.0", {
+            "sort_buffer_size": size("sort_buffer_size", "2097152"),
+            "read_buffer_size": size("read_buffer_size", "131072"),
+            "join_buffer_size": size("join_buffer_size", "262144")})
+
+    monkeypatch.setattr(fakes, "fake_catalog", catalog)
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
+        model=lambda s: 0.5 if int(s.get("read_buffer_size", 131072)) >= 16 * MB else 1.0))
+
+
+def test_a_reduction_moves_each_setting_with_its_ties_and_recommends_them(three_knobs,
+                                                                         tmp_path: Path):
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    source = ('name = "tied"\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
+              '[tie]\nread_buffer_size = "sort_buffer_size"\n'
+              '[tune]\ntrials = 6\nvalidate = 1\n[tune.knobs]\n'
+              'sort_buffer_size = ["1M", "64M"]\njoin_buffer_size = ["128K", "8M"]\n')
+    spec = parse_spec(tomllib.loads(source), source=source)
+
+    class Quiet:
+        def message(self, text: str) -> None: ...
+        def searching(self, *args: object) -> None: ...
+        def scored(self, *args: object) -> None: ...
+
+    result = tune(spec, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
+    chosen = result.recommended
+    assert chosen is not None and result.reduction is not None
+    assert set(chosen.trial.changes) == {"sort_buffer_size", "join_buffer_size"}
+    effects = {e.name: e for e in result.reduction.effects}
+    # Put back with its follower, the leader's loss shows; the other setting does nothing.
+    assert effects["sort_buffer_size"].measurable
+    assert not effects["join_buffer_size"].measurable
+    leader = chosen.trial.changes["sort_buffer_size"]
+    assert result.settings == {"sort_buffer_size": leader, "read_buffer_size": leader}
+    # Each point of the reduction's runs: the follower always at the leader's value, or
+    # both back at their defaults.
+    for run_id in (result.reduction.run_id, result.reduction.check_run_id):
+        assert run_id is not None
+        for t in store.trials(run_id):
+            applied = t.effective
+            assert (applied["read_buffer_size"] == applied["sort_buffer_size"]) or \
+                (applied["read_buffer_size"], applied["sort_buffer_size"]) == (
+                    "131072", "2097152"), applied
+
+
+# ------------------------------------------------------------------ the cnf on a real server
+
+
+def test_a_recommended_cnf_applied_to_a_fresh_sandbox_is_the_measured_configuration(
+        binary, knoblab_home, catalog):
+    """tune's recommended.cnf, applied to a fresh server, gives every setting the value the
+    trial's run set: the searched ones, the tied follower, a session setting, [server.config]."""
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    source = ('name = "applied"\n[server.config]\ninnodb_buffer_pool_size = "32M"\n'
+              '[dataset]\nrows = 100\n[workload]\nkind = "query"\nsql = "SELECT 1"\n'
+              '[tie]\nmax_heap_table_size = "tmp_table_size"\n'
+              '[tune.knobs]\ntmp_table_size = ["16M", "256M"]\n'
+              'join_cache_level = [1, 8]\n')
+    spec = parse_spec(tomllib.loads(source), source=source)
+    changes = {"tmp_table_size": str(28 * MB), "join_cache_level": "6"}
+    plan = runner.plan_points(_trial_spec(spec, changes, 2, 1), {"": catalog})[""]
+    measured = {**plan.base, **plan.points[1].config}
+    assert set(measured) == {"innodb_buffer_pool_size", "tmp_table_size",
+                             "max_heap_table_size", "join_cache_level"}
+    result = _result(changes, base=spec.base_settings(catalog), tied=spec.tied)
+    applied = _settings_of(tune_cnf(result))
+    assert set(applied) == set(measured)
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", applied,
+                 home=knoblab_home) as server:
+        assert server.global_values(list(measured)) == measured
