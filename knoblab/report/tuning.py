@@ -81,6 +81,8 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
 
 
 def print_tune(result: TuneResult, out: Console) -> None:
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
     trials = result.trials
     scored = sorted((t for t in trials if t.state == "scored"), key=lambda t: t.score or 0.0)
     out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
@@ -139,7 +141,8 @@ def print_tune(result: TuneResult, out: Console) -> None:
     if not result.settings:
         out.print(NOTHING_SHOWN, markup=False, highlight=False)
         return
-    out.print("As a my.cnf fragment (every setting in force when it was measured):",
+    out.print(f"Recommended: {settings_text(recommend.to_change(result))}. As a my.cnf "
+              "fragment (every setting in force when it was measured):",
               markup=False, highlight=False)
     out.print(mycnf(result), markup=False, highlight=False)
 
