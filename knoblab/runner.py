@@ -30,7 +30,7 @@ from typing import Any, Protocol, cast
 
 import pymysql
 
-from knoblab import __version__, safety
+from knoblab import __version__, safety, stats
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.errors import STOP, BudgetTooShort, UserError, stop_here
@@ -163,7 +163,7 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
                 unavailable[len(points)] = str(point.step["skip"])
             points.append((requested, point.config))
             steps.append(point.step)
-    warnings += [*spec.workload.warnings, *_disturbances(home, store)]
+    warnings += [*spec.workload.warnings, *_few_rounds(spec), *_disturbances(home, store)]
     prepared = Prepared(spec, targets, plans, points, steps, unavailable, left_out, warnings)
     _check_budget(spec.workload, len(points) - len(unavailable))
     for label, target in targets.items():
@@ -231,6 +231,15 @@ def _check_budget(work: Workload, points: int) -> None:
             f"{rounds.floor} rounds a decision needs: one round takes at least "
             f"{format_duration(one_round)} ({points} points × {per_trial:g} s); give at least "
             f"budget = \"{math.ceil(rounds.floor * one_round)}s\", or fewer min_repetitions")
+
+
+def _few_rounds(spec: Spec) -> list[str]:
+    """Fixed repetitions too few for the test to decide anything much: said before the run."""
+    fixed = spec.workload.rounds.fixed
+    if fixed is None:
+        return []
+    text = stats.few_rounds_text(fixed, spec.statistics.alpha, spec.statistics.test)
+    return [text] if text else []
 
 
 def _disturbances(home: Path, store: Store) -> list[str]:

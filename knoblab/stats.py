@@ -433,6 +433,94 @@ def _extra_samples(a: Sequence[float], b: Sequence[float], min_effect: float, al
     return max(1, math.ceil(n * (factor - 1.0)))
 
 
+# ----------------------------------------------------------------------------- what n can decide
+
+
+_ENOUGH = 1.5  # a t bar within 1.5x of the large-sample one: the spread is estimated well enough
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What a fixed number of rounds can decide at the very best (one comparison, no Holm).
+
+    Points are compared within rounds (paired), so n rounds leave n - 1 degrees of freedom for
+    the spread between server starts. That spread is the noise that matters (docs/benchmarks.md:
+    start-to-start variance dominates), and only more starts estimate it: the seconds or batch
+    means of one start share its level, so counting them as samples is the pseudo-replication
+    the README warns of. Hence an answer from 2 rounds is a t-test with 1 degree of freedom,
+    and what can be said up front is how high that bar is and how many rounds lower it."""
+
+    repetitions: int
+    bar: float | None  # t-tests: |difference| / standard error must exceed this to be "worse"
+    equivalent_bar: float | None  # ... and the margin's distance for "equivalent" (TOST)
+    least_p: float | None  # rank tests: the smallest p-value n rounds can give
+    enough: int  # the fewest rounds whose bar is within 1.5x of the large-sample one (t-tests),
+    # or whose least p is below alpha (rank tests)
+    enough_bar: float | None = None  # the bar with `enough` rounds (t-tests)
+
+    @property
+    def too_few(self) -> bool:
+        return self.repetitions < self.enough
+
+    @property
+    def hopeless(self) -> bool:
+        """Too few to decide even a large difference, most of the time: one round, a rank
+        test that cannot reach alpha, or a bar more than twice that of `enough` rounds (2
+        rounds at alpha = 0.05: 12.7 against 2.8)."""
+        if self.bar is None or self.enough_bar is None:
+            return self.too_few
+        return self.bar > 2 * self.enough_bar
+
+
+def reach(repetitions: int, alpha: float, test: Test) -> Reach:
+    """The bar a comparison of `repetitions` rounds must clear with `test` at `alpha`."""
+    from scipy import stats as sps
+
+    n = max(1, repetitions)
+    if test == "mann-whitney":
+        # Wilcoxon's signed-rank test on n paired rounds: the smallest exact two-sided p is
+        # 2 / 2^n (every difference of one sign), 0.5 with 2 rounds.
+        enough = 1 + math.ceil(math.log2(1.0 / alpha))
+        least = min(1.0, 2.0 / 2 ** n) if n > 1 else 1.0
+        return Reach(repetitions, None, None, least, enough)
+    z = float(sps.norm.ppf(1 - alpha / 2))
+    enough = 2
+    while float(sps.t.ppf(1 - alpha / 2, enough - 1)) > _ENOUGH * z:
+        enough += 1
+    enough_bar = float(sps.t.ppf(1 - alpha / 2, enough - 1))
+    if n < 2:
+        return Reach(repetitions, None, None, 1.0, enough, enough_bar)
+    return Reach(repetitions, float(sps.t.ppf(1 - alpha / 2, n - 1)),
+                 float(sps.t.ppf(1 - alpha, n - 1)), None, enough, enough_bar)
+
+
+def few_rounds_text(repetitions: int, alpha: float, test: Test) -> str | None:
+    """Before a run: a warning that `repetitions` rounds can hardly decide anything, with how
+    many can; None when they are enough."""
+    r = reach(repetitions, alpha, test)
+    if not r.too_few:
+        return None
+    use = f"use repetitions = {r.enough} or more, or \"auto\" (rounds until decided)"
+    if repetitions < 2:
+        return (f"repetitions = {repetitions}: one server start per value leaves no spread "
+                "between starts to judge a difference by, so a setting cannot be told from "
+                f"the start it ran on; {use}")
+    if r.bar is None:
+        return (f"repetitions = {repetitions}: the smallest p-value {repetitions} "
+                f"round{'s' if repetitions != 1 else ''} can give with the {test} test is "
+                f"{r.least_p:.2g}, not below α = {alpha:g}: no value can be shown better or "
+                f"the same as another; {use}")
+    df = repetitions - 1
+    likely = "even a large difference is likely left undecided" if r.hopeless \
+        else "only clear differences can be decided"
+    return (f"repetitions = {repetitions}: points are compared within rounds, so the spread "
+            f"between server starts rests on {df} degree{'s' if df != 1 else ''} of freedom "
+            f"and at α = {alpha:g} a difference is called only beyond {r.bar:.1f} standard "
+            f"errors ({r.enough} rounds: {r.enough_bar:.1f}), 'the same' only "
+            f"{r.equivalent_bar:.1f} inside the margin: {likely}; {use}. A run's seconds "
+            "cannot stand in for rounds: they share their server start's level")
+
+
 @dataclass(frozen=True)
 class Change:
     """`b` against `a`: the ratio of their centres, its interval, and the test's p-value."""

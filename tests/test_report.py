@@ -467,9 +467,9 @@ def test_sliced_labels_conclusion_per_slice(oltp_sliced):
     assert "The same as it (within ±3%): 128M." in eight and "Worse: 64M — " in eight
     assert "The default (128M) is among the best: keep it." in eight
     assert thirty_two == (
-        "No value is shown better than another, and this machine was too noisy to tell "
-        "whether they are the same (within ±3%; α = 0.05, 1 run of 120 s each): keep the "
-        "default (128M). Undecided: 64M; 512M.")
+        "No value is shown better than another, and a single run per value is too few "
+        "(measure at least 5) to tell whether they are the same (within ±3%; α = 0.05, 1 run "
+        "of 120 s each): keep the default (128M). Undecided: 64M; 512M.")
     assert "innodb_buffer_pool_size=" not in text
 
 

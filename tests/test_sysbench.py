@@ -398,3 +398,46 @@ def test_server_limit_on_prepared_statements_is_respected(binary, knoblab_home,
     assert result.error is None, result.error
     assert "--db-ps-mode=disable" in result.command
     assert result.summary.transactions > 0
+
+
+# --------------------------------------------------------------------------- the interval
+
+
+def _two_starts(levels: list[float]) -> dict:
+    """series_evidence over one point measured on len(levels) starts, 40 steady seconds each."""
+    from knoblab.store import Trial, TrialState
+    from knoblab.workloads.sysbench import series_evidence
+
+    trials, seconds = [], {}
+    for i, level in enumerate(levels):
+        rows = [{"t": float(s + 1), "tps": level + (3.0 if s % 2 else -3.0) if level else 0.0}
+                for s in range(40)]
+        seconds[i] = rows
+        trials.append(Trial(i, 0, i, i, TrialState.DONE, level, {},
+                            {"steady": {"start": 0, "end": 40}}, None))
+    return series_evidence(trials, seconds, {}, {"confidence": 0.95})
+
+
+def test_interval_of_two_starts_respects_positivity():
+    # The 256M point of a buffer pool sweep: starts at 1,811 and 2,172 tps. A symmetric
+    # t-interval with 1 degree of freedom is 0.00–4,285 after clipping at zero: nonsense.
+    found = _two_starts([1811.0, 2172.0])
+    low, high = found["ci95"]
+    assert found["mean"] == pytest.approx(1991.5)
+    assert 0.0 < low < found["mean"] < high
+    # On the log scale: exp(mean(log) ± t(0.975, 1) · s_log / √2).
+    logs = [math.log(1811.0), math.log(2172.0)]
+    half = 12.7062047 * abs(logs[1] - logs[0]) / math.sqrt(2) / math.sqrt(2)
+    centre = sum(logs) / 2
+    assert low == pytest.approx(math.exp(centre - half), rel=1e-6)
+    assert high == pytest.approx(math.exp(centre + half), rel=1e-6)
+    # Three close starts: a narrow interval around the mean.
+    low, high = _two_starts([1000.0, 1010.0, 990.0])["ci95"]
+    assert 940 < low < 1000 < high < 1065
+
+
+def test_interval_with_a_start_at_zero_stays_on_tps():
+    # A start that stalled throughout has no logarithm: the interval is on tps, and its lower
+    # bound 0 is what was observed.
+    low, high = _two_starts([0.0, 800.0])["ci95"]
+    assert low == 0.0 and high > 800.0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from knoblab import stats
 from knoblab.records import Point, Results, StepRow, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
@@ -123,8 +124,9 @@ def _judge(results: Results, points: list[Point]) -> str:
     if not by["inconclusive"]:
         sentences = [f"These values perform the same ({within}; {how}): keep {keep}."]
     else:
-        sentences = [f"No value is shown better than another, and this machine was too noisy to "
-                     f"tell whether they are the same ({within}; {how}): keep {keep}."]
+        why = _why_undecided(results, measured)
+        sentences = [f"No value is shown better than another, and {why} to tell whether "
+                     f"they are the same ({within}; {how}): keep {keep}."]
         leader = next((p for p in measured if p.p_value is None), measured[0])
         if by["equivalent"]:
             sentences.append(f"The same as {label(leader)}, the best measured ({within}): "
@@ -133,6 +135,24 @@ def _judge(results: Results, points: list[Point]) -> str:
         if undecided:
             sentences.append(f"Undecided: {_undecided(results, undecided)}.")
     return " ".join(sentences + ([failed] if failed else []))
+
+
+def _why_undecided(results: Results, measured: list[Point]) -> str:
+    """Too few rounds for the test to decide even a large difference (knoblab.stats.reach),
+    or else the machine's noise."""
+    n = min(p.n for p in measured)
+    statistics = results.statistics
+    reach = stats.reach(n, statistics.alpha, statistics.test)
+    if not reach.hopeless:
+        return "this machine was too noisy"
+    if n < 2:
+        return f"a single run per value is too few (measure at least {reach.enough})"
+    if reach.bar is None:
+        return (f"{n} runs per value are too few for the {statistics.test} test (its smallest "
+                f"p is {reach.least_p:.2g}; measure at least {reach.enough} per value)")
+    return (f"{n} runs per value are too few (with {n - 1} degree{'s' if n != 2 else ''} of "
+            f"freedom a difference must exceed {reach.bar:.1f} standard errors; measure at "
+            f"least {reach.enough} per value)")
 
 
 def _n_text(results: Results, measured: list[Point]) -> str:

@@ -827,9 +827,7 @@ def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str,
         "median": float(np.median(pooled)),
         "stdev": stdev,
         "cv": stdev / mean if mean else None,
-        # Throughput cannot be negative, whatever a t-interval on two starts says.
-        "ci95": [max(0.0, bound) for bound in
-                 _mean_interval(samples, statistics.get("confidence", 0.95))],
+        "ci95": _mean_interval(samples, statistics.get("confidence", 0.95)),
         "latency_p95_ms": _median(t.details.get("latency_p95_ms") for t in done),
         "latency_p99_ms": _median(t.details.get("latency_p99_ms") for t in done),
         "stall_seconds": sum(s.get("stall_seconds", 0) for s in steadies),
@@ -840,15 +838,31 @@ def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str,
     }
 
 
-def _mean_interval(batches: list[float], confidence: float) -> list[float]:
-    """t-interval of the mean from batch means (near-independent, unlike the raw seconds)."""
-    k = len(batches)
-    mean = float(np.mean(batches))
+def _mean_interval(samples: list[float], confidence: float) -> list[float]:
+    """t-interval of the mean throughput from per-start means (or, with one start, batch
+    means: near-independent, unlike the raw seconds).
+
+    On the log scale when every sample is positive: throughput is positive and starts differ
+    by a factor, so a symmetric interval on tps from 2 samples (t = 12.7 with 1 degree of
+    freedom) reaches below zero and was clipped to a meaningless "0–4,285 tps"; exp(mean(log)
+    ± t·s/√k) stays positive and widens upward as a ratio does. A sample at 0 (a start that
+    stalled throughout) has no logarithm: then the interval is on tps itself, and a lower
+    bound of 0 is what was observed, not an artefact."""
+    k = len(samples)
+    x = np.asarray(samples, dtype=float)
+    mean = float(np.mean(x)) if k else 0.0
     if k < 2:
         return [mean, mean]
-    half = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1) * np.std(batches, ddof=1)
-                 / np.sqrt(k))
-    return [mean - half, mean + half]
+    t = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1))
+    if np.all(x > 0):
+        logs = np.log(x)
+        half = t * float(np.std(logs, ddof=1)) / math.sqrt(k)
+        centre = float(np.mean(logs))
+        # The arithmetic mean is reported; it lies above the geometric centre, so make sure
+        # the interval holds it (it nearly always does).
+        return [min(math.exp(centre - half), mean), max(math.exp(centre + half), mean)]
+    half = t * float(np.std(x, ddof=1)) / math.sqrt(k)
+    return [max(0.0, mean - half), mean + half]
 
 
 def _median(values: Any) -> float | None:
