@@ -131,7 +131,8 @@ def test_unsafe_configurations_are_refused_never_run_and_the_sampler_is_told(sto
     assert all(t.run_id is None and "over the budget" in (t.error or "") for t in refused)
     study = optuna.load_study(study_name="search",
                               storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
-    told = {t.number: t.user_attrs["infeasible"] for t in study.trials}
+    told = {t.number: t.user_attrs["infeasible"] for t in study.trials
+            if t.state == optuna.trial.TrialState.COMPLETE}  # not a repeat, failed unmeasured
     assert all(told[t.number] == 1.0 for t in refused)
     assert all(told[t.number] == 0.0 for t in result.trials if t.state == "scored")
 
@@ -142,7 +143,8 @@ def test_an_interrupted_trial_is_measured_first_next_time(store, tmp_path):
         _tune(store, tmp_path)
     study = optuna.load_study(study_name="search",
                               storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
-    cut = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    cut = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL
+           and "repeats" not in t.user_attrs]
     assert len(cut) == 1
     fakes.SCRIPT.interrupt_at = None
     result = _tune(store, tmp_path)
@@ -330,7 +332,8 @@ def test_a_stop_while_a_trial_is_told_leaves_it_unscored_and_queued_again(
     monkeypatch.setattr(optuna.Trial, "set_constraint", real)
     study = optuna.load_study(study_name="search",
                               storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
-    (cut,) = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    (cut,) = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL
+              and "repeats" not in t.user_attrs]
     assert cut.user_attrs.get("state") == "scored" and cut.value is None
     waiting = [t for t in study.trials if t.state == optuna.trial.TrialState.WAITING]
     assert [t.system_attrs["fixed_params"] for t in waiting] == [cut.params], \
@@ -341,21 +344,25 @@ def test_a_stop_while_a_trial_is_told_leaves_it_unscored_and_queued_again(
 
 
 def test_a_search_that_measured_no_candidate_says_so(store, tmp_path):
-    """Every trial the baseline (a space of two values, the sampler proposing the current one
-    again): no verdict on candidates there are no measurements of."""
+    """A space of two values, the other one over the memory budget: the baseline and a
+    refusal, and the search ends there (a repeat is never measured). No verdict on candidates
+    there are no measurements of."""
     import io
 
     from rich.console import Console
 
     from knoblab.report.tuning import print_tune, tune_cnf, tune_document
 
-    source = ('name = "search"\n[workload]\nkind = "fake"\n[statistics]\nseed = 2\n[tune]\n'
-              'trials = 3\n[tune.knobs]\nsort_buffer_size = { values = ["2M", "4M"] }\n')
+    source = ('name = "search"\n[server]\nmemory_budget = "1500M"\n[workload]\nkind = "fake"\n'
+              '[statistics]\nseed = 2\n[tune]\ntrials = 3\n[tune.knobs]\n'
+              'sort_buffer_size = { values = ["2M", "64G"] }\n')
     result = _tune(store, tmp_path, parse_spec(tomllib.loads(source), source=source))
-    assert [t.state for t in result.trials] == ["baseline"] * 3
+    assert [t.state for t in result.trials] == ["baseline", "refused"]
+    assert result.stopped == "space"
     out = io.StringIO()
     print_tune(result, Console(file=out, width=200))
-    said = "No candidate was measured (of 3 trials, 3 the baseline itself)"
+    assert "stopped: every configuration of the space measured" in out.getvalue()
+    said = "No candidate was measured (of 2 trials, 1 the baseline itself, 1 refused"
     assert said in out.getvalue() and "scored better" not in out.getvalue()
     assert tune_document(result, [], source, {}).conclusion.startswith(said)
     cnf = tune_cnf(result)

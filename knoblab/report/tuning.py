@@ -144,7 +144,7 @@ def print_tune(result: TuneResult, out: Console) -> None:
     out.print(f"Recommended: {settings_text(recommend.to_change(result))}. As a my.cnf "
               "fragment (every setting in force when it was measured):",
               markup=False, highlight=False)
-    out.print(mycnf(result), markup=False, highlight=False)
+    out.print(fragment(result), markup=False, highlight=False)
 
 
 NOTHING_SHOWN = ("None of its settings is recommended: none was shown to help that the "
@@ -213,7 +213,14 @@ def gain_validated(v: Validation) -> str:
     return text
 
 
-def mycnf(result: TuneResult) -> str:
+def mycnf(changes: dict[str, str]) -> str:
+    """A [mysqld] fragment setting `changes`, one line each: a value holding a line break must
+    not become a setting of its own."""
+    return "[mysqld]\n" + "\n".join(literal(f"{k} = {setting_text(k, v)}")
+                                     for k, v in changes.items())
+
+
+def fragment(result: TuneResult) -> str:
     """The [mysqld] fragment to apply: the changes shown to help with the settings tied to
     them, then [server.config], each setting as it was in force when measured; the settings
     left as they are, commented."""
@@ -268,7 +275,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "changes": recommend.to_change(result), "searched": chosen.trial.changes,
             "left_as_they_are": recommend.left_as_they_are(result),
             "not_recommended": recommend.unseen(result),
-            "gain": chosen.gain, "ci95": chosen.interval, "mycnf": mycnf(result)},
+            "gain": chosen.gain, "ci95": chosen.interval, "mycnf": fragment(result)},
         "reduction": None if result.reduction is None else {
             "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
             "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
@@ -298,7 +305,7 @@ def tune_cnf(result: TuneResult) -> str:
     if not result.settings:
         return "\n".join(literal(line) for line in [*said, f"# {NOTHING_SHOWN}"]) + \
             "\n[mysqld]\n"
-    return "\n".join(literal(line) for line in said) + "\n" + mycnf(result) + "\n"
+    return "\n".join(literal(line) for line in said) + "\n" + fragment(result) + "\n"
 
 
 def tune_document(result: TuneResult, charts: list[Path], spec: str,

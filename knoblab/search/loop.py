@@ -29,6 +29,7 @@ from knoblab.search.study import (
     beating,
     complete_state,
     heartbeat_unwarned,
+    new_trial,
     outcome_of,
     requeue_abandoned,
     seconds_spent,
@@ -59,7 +60,7 @@ class TuneListener(Protocol):
 def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
     """Trials asked of the study and measured until its trials or the search's share of the
     budget are spent (every worker's together); each is stored as it ends. Returns why it
-    stopped: "trials" or "budget"."""
+    stopped: "trials", "budget", or "space" (no configuration left that is not measured)."""
     import optuna
 
     options, space, baseline, listener = (search.options, search.space, search.baseline,
@@ -91,7 +92,11 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
             trial = None
             if len(finished) + len(taken) < options.trials:
                 with heartbeat_unwarned():
-                    trial = study.ask(distributions)
+                    trial = new_trial(study, distributions, space)
+                if trial is None:
+                    listener.message("every configuration of the space has been measured: "
+                                     "the search ends here")
+                    return "space"
                 try:
                     # Owned and beating before the turn ends: a trial being measured is never
                     # one that no worker can tell abandoned.

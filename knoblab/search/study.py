@@ -15,7 +15,9 @@ import datetime
 import functools
 import hashlib
 import json
+import math
 import os
+import random
 import socket
 import statistics
 import warnings
@@ -125,9 +127,7 @@ def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    seed = spec.statistics.seed
-
-    sampler = samplers.make(options.sampler, seed)
+    sampler = samplers.make(options.sampler, spec.statistics.seed)  # replaced below
     try:
         # Each worker beats while it measures; a trial whose worker fell silent (killed, its
         # machine gone) is failed by the next worker that asks, and queued again.
@@ -154,7 +154,85 @@ def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
         raise UserError(f"this machine is not like the one study {options.study!r} was "
                         f"measured on ({'; '.join(differ)}): its trials would not compare; "
                         "tune it in a study of its own ([tune] study = \"...\")")
+    # Each invocation (a worker, or tune run again) proposes from a stream of its own: with
+    # the study's seed alone, a second worker would propose the first one's configurations,
+    # and tune run again would repeat the study's first trials. Counted in the study, in the
+    # caller's turn: no two invocations share a number.
+    invocation = int(study.user_attrs.get("invocations", 0))
+    study.set_user_attr("invocations", invocation + 1)
+    study.sampler = samplers.make(options.sampler,
+                                  invocation_seed(spec.statistics.seed, invocation))
     return study
+
+
+def invocation_seed(seed: int | None, invocation: int) -> int | None:
+    """The seed of a study's n-th invocation: the study's own for the first (a study of one
+    invocation is as reproducible as before), one derived from it for each later one."""
+    if seed is None or invocation == 0:
+        return seed
+    digest = hashlib.sha256(f"knoblab tune {seed} {invocation}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def new_trial(study: optuna.Study, distributions: dict[str, Any], space: Space
+              ) -> optuna.Trial | None:
+    """A trial of a configuration that no trial of the study has measured, is measuring or
+    has queued; None when none is left to find. A sampler can propose one again (TPE once
+    it has settled, GP whose model a repeat does not change): the repeat is failed at once,
+    noted (`repeats`), not measured nor counted, and a configuration drawn at random among
+    those not measured yet is queued and taken instead. A queued trial (the baseline, one cut
+    short and queued again) is measured as asked."""
+    import optuna
+
+    trial = study.ask(distributions)
+    trials = study.trials
+    mine = next(t for t in trials if t.number == trial.number)
+    if "fixed_params" in mine.system_attrs:
+        return trial
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
+              optuna.trial.TrialState.WAITING)
+    taken = {_key(space, t.params): t.number for t in trials
+             if t.state in states and t.number != trial.number and t.params}
+    repeated = taken.get(_key(space, trial.params))
+    if repeated is None:
+        return trial
+    trial.set_user_attr("repeats", repeated)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    rng = random.Random(f"{study.study_name} {trial.number}")  # reproducible, per trial
+    for _ in range(DRAWS):
+        params = _drawn(space, rng)
+        if _key(space, params) not in taken:
+            study.enqueue_trial(params, user_attrs={"drawn": f"at random: the sampler "
+                                                             f"repeated trial {repeated}"})
+            return study.ask(distributions)
+    return None
+
+
+DRAWS = 1000  # random draws that find nothing new: the space is as good as used up
+
+
+def _key(space: Space, params: dict[str, Any]) -> tuple[str, ...]:
+    """A configuration as the server takes it: two parameters on one block are one."""
+    try:
+        return tuple(space.config(params).values())
+    except (KeyError, TypeError, ValueError):  # a trial of another space: matches none
+        return ("",)
+
+
+def _drawn(space: Space, rng: random.Random) -> dict[str, Any]:
+    """Parameters drawn uniformly from the space (log ranges on the log scale)."""
+    params: dict[str, Any] = {}
+    for d in space.dimensions:
+        if d.choices:
+            params[d.name] = rng.choice(d.choices)
+            continue
+        assert d.low is not None and d.high is not None
+        if d.log:
+            low, high = math.log(d.low), math.log(d.high)
+            params[d.name] = min(d.high, max(d.low, round(math.exp(rng.uniform(low, high)))))
+        else:
+            params[d.name] = d.low + rng.randrange((d.high - d.low) // d.step + 1) * d.step
+    return params
 
 
 class Turn:
