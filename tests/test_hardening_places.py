@@ -199,3 +199,16 @@ def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path)
             _refused(_knoblab(tmp_path, home, "--store", f"sqlite:///{ro / name}", "run",
                               str(spec)), f"results store {ro / name}", "read-only")
     assert not (home / "templates").exists() or not any((home / "templates").iterdir())
+
+
+@pytest.mark.server
+def test_a_datadir_is_initialised_without_the_shared_temp_folder(tmp_path, monkeypatch):
+    # Two initialisations at once in /tmp removed each other's temporary tables and the
+    # server aborted ("Could not remove temporary table '/tmp/#sql-temptable-…'"): the server
+    # never uses the shared temp folder, here one that does not even exist.
+    from knoblab.server.binary import find_binary
+    from knoblab.server.sandbox import base_template
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "no-such-folder"))
+    base = base_template(find_binary(), tmp_path / "home")
+    assert (base / ".ready").exists() and not (base / "tmp").exists()

@@ -35,18 +35,20 @@ class ServerBinary:
         safe = re.sub(r"[^A-Za-z0-9.]+", "-", self.short_version)[:40]
         return f"{safe}-{digest}"
 
-    def install_db_command(self, datadir: Path) -> list[str]:
-        """The command that initialises an empty datadir for this server."""
+    def install_db_command(self, datadir: Path, tmpdir: Path) -> list[str]:
+        """The command that initialises an empty datadir for this server. Its temporary
+        tables go to a folder of its own: in the shared temp folder, two initialisations at
+        once (or any other program's clean-up) remove each other's, and the server aborts."""
         if self.flavor == "mariadb":
             tool = _sibling(self.path, ("mariadb-install-db", "mysql_install_db"))
             command = [
                 str(tool), "--no-defaults", f"--datadir={datadir}",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
-                f"--basedir={_basedir(self.path)}",
+                f"--basedir={_basedir(self.path)}", f"--tmpdir={tmpdir}",
             ]
         else:
             command = [str(self.path), "--no-defaults", "--initialize-insecure",
-                       f"--datadir={datadir}"]
+                       f"--datadir={datadir}", f"--tmpdir={tmpdir}"]
         if os.geteuid() == 0:
             command.append("--user=root")
         return command

@@ -493,11 +493,13 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
         data = building / "data"
-        out = subprocess.run(binary.install_db_command(data), capture_output=True, text=True,
-                             check=False)
+        (building / "tmp").mkdir()
+        out = subprocess.run(binary.install_db_command(data, building / "tmp"),
+                             capture_output=True, text=True, check=False)
         if out.returncode != 0:
             tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-4:])
             raise UserError(f"initialising a datadir for {binary.path} failed: {tail}")
+        (building / "tmp").rmdir()
         with Sandbox(binary, data, {}, home=home, copy=False) as server:
             conn = server.connect()
             try:
