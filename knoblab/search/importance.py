@@ -24,7 +24,7 @@ and fANOVA shares that noise out among the settings. Simulated (four settings, o
 gains 10% at a per-trial noise of 8%, 40 TPE trials, 8 seeds): fANOVA put the setting that
 matters first in 3 of 8 studies and apart from the others in 1 (one study gave a setting of no
 effect 58%, the one that matters 20%); fANOVA over the random start-up trials alone, 1 of 8 and
-0; PED-ANOVA (top 10% or 25% against all), 0 and 3 of 8, and apart in none, as it also was for
+0; PED-ANOVA (top 10% or 25% against all), 0 and 4 of 8, and apart in none, as it also was for
 an effect of +450%, where fANOVA over all trials ranked it first in 16 of 16 studies. The
 ablation (search.proof.reduce: each setting of the validated configuration put back alone, in
 rounds until decided) measures each change with the rounds it needs, so `Ablation` turns its
