@@ -197,11 +197,26 @@ def _evidence(name: str, rows: list[tuple[Hashable, float, float]]) -> CounterEv
     return CounterEvidence(name, per_point, eta, rho, spread)
 
 
-def _family(name: str) -> str:
-    # innodb_buffer_pool_reads -> "innodb_buffer", created_tmp_disk_tables -> "created_tmp",
-    # com_select -> "com": near-synonyms share a family and would crowd out other evidence.
+# Figures that count the same events under other names (InnoDB counts one page read from disk
+# in four of them): one of each is shown, the others only if there is room to spare.
+SYNONYMS: dict[str, str] = {
+    **dict.fromkeys(("innodb_buffer_pool_reads", "innodb_pages_read", "innodb_data_reads",
+                     "innodb_data_read"), "pages read from disk"),
+    **dict.fromkeys(("innodb_pages_written", "innodb_data_writes", "innodb_data_written",
+                     "innodb_buffer_pool_pages_flushed"), "pages written"),
+    **dict.fromkeys(("innodb_os_log_written", "innodb_log_writes", "innodb_log_write_requests"),
+                    "redo log written"),
+}
+
+
+def _family(name: str) -> tuple[str, int]:
+    """A name's family and how many of it to show before others: synonyms one, else
+    innodb_buffer_pool_pages_flushed -> "innodb_buffer", created_tmp_disk_tables ->
+    "created_tmp", com_select -> "com", two: near-synonyms would crowd out other evidence."""
+    if name in SYNONYMS:
+        return SYNONYMS[name], 1
     words = name.split("_")
-    return "_".join(words[:2] if len(words) >= 3 else words[:1])
+    return "_".join(words[:2] if len(words) >= 3 else words[:1]), 2
 
 
 def explaining_counters(
@@ -243,16 +258,17 @@ def explaining_counters(
             found.append(ev)
     # By the size of the change, a cost's counted COST_WEIGHT times (3 significant digits:
     # near-equal sizes are ties); among ties a figure that is zero at some points and not at
-    # others (a code path taken or not) comes first. eta² and rho filter above but cannot
-    # rank: with two points every figure that changed has eta² = 1 and |rho| = 1.
-    found.sort(key=lambda e: (-float(f"{weight(e):.3g}"), not _switches(e), -e.eta_squared,
-                              e.name))
+    # others (a code path taken or not) comes first, and a count before its volume in bytes.
+    # eta² and rho filter above but cannot rank: with two points every figure that changed has
+    # eta² = 1 and |rho| = 1.
+    found.sort(key=lambda e: (-float(f"{weight(e):.3g}"), not _switches(e), _is_bytes(e.name),
+                              -e.eta_squared, e.name))
     picked: list[CounterEvidence] = []
     spare: list[CounterEvidence] = []
     families: Counter[str] = Counter()
     for ev in found:
-        family = _family(ev.name.lower())
-        (picked if families[family] < 2 else spare).append(ev)
+        family, most = _family(ev.name.lower())
+        (picked if families[family] < most else spare).append(ev)
         families[family] += 1
     return (picked + spare)[:top]  # "at most 2 per family" is a preference: fill up if short
 

@@ -511,8 +511,8 @@ def few_rounds_text(repetitions: int, alpha: float, test: Test) -> str | None:
                 f"{r.least_p:.2g}, not below α = {alpha:g}: no value can be shown better or "
                 f"the same as another; {use}")
     df = repetitions - 1
-    likely = "even a large difference is likely left undecided" if r.hopeless \
-        else "only clear differences can be decided"
+    likely = "only a difference far larger than the spread between starts can be decided" \
+        if r.hopeless else "only clear differences can be decided"
     return (f"repetitions = {repetitions}: points are compared within rounds, so the spread "
             f"between server starts rests on {df} degree{'s' if df != 1 else ''} of freedom "
             f"and at α = {alpha:g} a difference is called only beyond {r.bar:.1f} standard "
