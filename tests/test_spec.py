@@ -504,3 +504,26 @@ def test_tie_follows_the_leader_and_is_validated(catalog):
     data["tie"] = {"max_heap_table_size": 5}
     with pytest.raises(UserError, match=r"\[tie\]"):
         parse_spec(data)
+
+
+@pytest.mark.parametrize(("written", "canonical"), [
+    ("myisam", "MyISAM"), ("MYISAM", "MyISAM"), ("aria", "Aria"), ("innodb", "InnoDB"),
+    (" InnoDB ", "InnoDB")])
+def test_dataset_engine_any_case_stored_canonical(written, canonical):
+    # MySQL's engine names are case-insensitive (ENGINE=myisam is MyISAM): so is [dataset].
+    spec = parse_spec(_with(dataset__engine=written))
+    assert spec.workload.dataset.engine == canonical
+    assert spec.workload.dataset.key == parse_spec(_with(dataset__engine=canonical)) \
+        .workload.dataset.key  # one template for one dataset, however it is spelled
+
+
+@pytest.mark.parametrize(("written", "canonical"), [
+    ("varchar(50)", "VARCHAR(50)"), ("Char(50)", "CHAR(50)"), ("VARCHAR (50)", "VARCHAR(50)")])
+def test_dataset_slack_type_any_case_stored_canonical(written, canonical):
+    assert parse_spec(_with(dataset__slack_type=written)).workload.dataset.slack_type \
+        == canonical
+
+
+def test_dataset_volatile_engine_any_case_says_why():
+    message = _error(_with(dataset__engine="memory"))
+    assert "emptied by every server start" in message

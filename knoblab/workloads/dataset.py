@@ -27,6 +27,15 @@ BLOCK = 65536  # rows in the pattern table
 BLOCKS_PER_INSERT = 32  # 2M rows per statement: progress without per-statement overhead
 
 
+def _canonical(written: str, names: tuple[str, ...]) -> str:
+    """`written` as the server's canonical name when it is one in another case (or with
+    blanks the server ignores); else as written, for the message that refuses it."""
+    if not isinstance(written, str):
+        return written
+    bare = "".join(written.split()).lower()
+    return next((n for n in names if n.lower() == bare), written)
+
+
 @dataclass(frozen=True)
 class ScanTable:
     rows: int | None = None
@@ -43,6 +52,12 @@ class ScanTable:
             raise UserError(f"[dataset] rows = {self.rows}: must be at least 1")
         if self.size_bytes is not None and self.size_bytes < 1:
             raise UserError("[dataset] size: must be at least 1 byte")
+        # The server reads engine and type names in any case (ENGINE=myisam is MyISAM): so
+        # does the spec, storing the canonical name (one template for one dataset).
+        engine = _canonical(self.engine, (*ENGINES, *VOLATILE))
+        slack = _canonical(self.slack_type, SLACK_TYPES)
+        object.__setattr__(self, "engine", engine)  # frozen: set once, here
+        object.__setattr__(self, "slack_type", slack)
         if self.engine in VOLATILE:
             raise UserError(f"[dataset] engine = {self.engine!r}: {VOLATILE[self.engine]}; use "
                             f"one of {', '.join(ENGINES)} (to measure in-memory temporary "
