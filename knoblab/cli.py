@@ -22,15 +22,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 
+_EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 def _quit_quietly(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    for later in _EARLY_SIGNALS:  # one stop, one line, one exit code
+        signal.signal(later, signal.SIG_IGN)
+    with contextlib.suppress(OSError):
+        os.write(2, b"knoblab: interrupted while starting; nothing was begun\n")
+    raise SystemExit(130)
 
 
 # A signal while knoblab is still starting (importing what it needs) finds nothing begun:
-# it exits quietly instead of with a traceback from deep inside an import. main() then sets
+# it exits with one line instead of a traceback from deep inside an import. main() then sets
 # the handlers that stop a run cleanly.
 if __name__ == "__main__" or Path(sys.argv[0]).name == "knoblab":
-    for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for _signum in _EARLY_SIGNALS:
         signal.signal(_signum, _quit_quietly)
 
 from rich.console import Console
@@ -272,8 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     store: Store | None = None
     try:
         home = places.usable_home(os.environ.get("KNOBLAB_HOME"), writes=args.starts_servers)
-        _check_outputs(args)
         store = Store(args.store or os.environ.get("KNOBLAB_STORE") or default_url(home))
+        _check_outputs(args, store, home)
         if args.writes_store:  # every measurement is stored the moment it exists: now, or never
             store.check_writable()
         return args.func(args, store, home)
@@ -309,12 +316,28 @@ def _say(line: str) -> None:
         print(literal(line), file=sys.stderr, flush=True)
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Every place the command will write to, checked before anything starts."""
-    if getattr(args, "out", None) is not None:
-        places.output_folder(args.out, "--out")
-    if getattr(args, "json", None) is not None:
-        places.output_file(args.json, "--json")
+def _check_outputs(args: argparse.Namespace, store: Store, home: Path) -> None:
+    """Every place the command will write to, checked before anything starts: usable, and
+    none of the files knoblab relies on."""
+    from knoblab.report.document import check_folder
+
+    own: dict[Path, str] = {}
+    if store.path is not None:
+        own[store.path] = "knoblab's results store"
+        own[store.path.with_name(store.path.stem + "-tune.sqlite")] = \
+            "the storage of knoblab's tuning studies"
+    if isinstance(getattr(args, "spec", None), Path):
+        own[args.spec] = "the spec being run"
+    out, json_file = getattr(args, "out", None), getattr(args, "json", None)
+    if out is not None:
+        places.output_folder(out, "--out")
+        places.not_knoblabs_own(out, "--out", own, home)
+        check_folder(out)
+    if json_file is not None:
+        places.output_file(json_file, "--json")
+        places.not_knoblabs_own(json_file, "--json", own, home)
+        if out is not None and json_file.resolve() == out.resolve():
+            raise UserError(f"--json {json_file} is the --out folder; give the JSON a file name")
 
 
 def _after_stop(args: argparse.Namespace, store: Store | None) -> str:

@@ -30,6 +30,8 @@ def usable_home(raw: str | None, *, writes: bool) -> Path:
         raise UserError(f"{shown}: the server's scripts cannot use a path holding "
                         f"{bad.group()!r}; point KNOBLAB_HOME at a folder whose path has no "
                         "spaces, quotes or any of # $ ; & | < > * ? [ ] { } ( ) !")
+    if not writes and home.is_dir():
+        return home  # a command that only reads the store needs no more (another user's home)
     # A missing parent is more often a typing error than a wish for a new tree of folders.
     _folder(home, shown, "point KNOBLAB_HOME at a folder", create=True, parents=False)
     if writes:
@@ -57,6 +59,20 @@ def output_file(path: Path, flag: str) -> None:
                             f"give {flag} another file")
         return
     _folder(path.parent, shown, f"give {flag} a file in a folder that can be written")
+
+
+def not_knoblabs_own(path: Path, flag: str, own: dict[Path, str], home: Path) -> None:
+    """An output is never one of the files knoblab relies on (its store, a study's storage,
+    the spec being run) nor inside its home: writing a report there would destroy them."""
+    where = path.expanduser().resolve()
+    for mine, what in own.items():
+        mine = mine.expanduser().resolve()
+        if where == mine or (where in mine.parents and flag == "--out"):
+            raise UserError(f"{flag} {path} is {what}: writing there would destroy it; give "
+                            f"{flag} another place")
+    if where == home.resolve() or home.resolve() in where.parents:
+        raise UserError(f"{flag} {path} lies in knoblab's home ({home}), which holds its "
+                        f"servers and results; give {flag} a place outside it")
 
 
 def write_file(path: Path, text: str, flag: str) -> None:

@@ -133,7 +133,7 @@ def test_out_and_json_are_checked_before_anything_runs(tmp_path):
              "is a file, so no folder can be made below it")
     # nothing started: no template was built, no run stored
     assert not (home / "templates").exists() or not any((home / "templates").iterdir())
-    assert Store(f"sqlite:///{home / 'store.sqlite'}").list_runs() == []
+    assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []
 
 
 def test_tune_checks_out_before_the_search(tmp_path):
@@ -144,7 +144,7 @@ def test_tune_checks_out_before_the_search(tmp_path):
     _refused(_knoblab(tmp_path, home, "tune", str(examples / "tune-query-mix.toml"),
                       "--out", str(a_file)), f"--out {a_file} is a file")
     assert not (home / "store-tune.sqlite").exists()
-    assert Store(f"sqlite:///{home / 'store.sqlite'}").list_runs() == []
+    assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []
 
 
 def test_a_json_that_cannot_be_written_is_named_and_leaves_no_folder(tmp_path):
@@ -212,3 +212,55 @@ def test_a_datadir_is_initialised_without_the_shared_temp_folder(tmp_path, monke
     monkeypatch.setenv("TMPDIR", str(tmp_path / "no-such-folder"))
     base = base_template(find_binary(), tmp_path / "home")
     assert (base / ".ready").exists() and not (base / "tmp").exists()
+
+
+def test_commands_that_only_read_need_no_writable_home(tmp_path):
+    # Another user's home, or a read-only copy: runs and report read it; run refuses it.
+    store = (GOLDEN / "store.sqlite").read_bytes()
+    with _mounted(tmp_path / "ro", "ro", {"knoblab.sqlite": store}) as ro:
+        listed = _knoblab(tmp_path, ro, "runs")
+        assert listed.returncode == 0, listed.stderr
+        assert "golden" in listed.stdout or len(listed.stdout.splitlines()) > 3, listed.stdout
+        reported = _knoblab(tmp_path, ro, "report", "latest", "--out", str(tmp_path / "r"))
+        assert reported.returncode == 0, reported.stderr
+        spec = tmp_path / "spec.toml"
+        spec.write_text(SPEC)
+        _refused(_knoblab(tmp_path, ro, "run", str(spec)), "read-only")
+
+
+def test_no_output_overwrites_what_knoblab_relies_on(tmp_path):
+    url, run_id = _golden_store(tmp_path)
+    store_file = tmp_path / "store.sqlite"
+    before = store_file.read_bytes()
+    home = tmp_path / "home"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    (tmp_path / "store-tune.sqlite").write_bytes(b"")
+    cases = [
+        (["report", run_id, "--json", str(store_file)], "is knoblab's results store"),
+        (["compare", run_id, run_id, "--json", str(store_file)], "is knoblab's results store"),
+        (["report", run_id, "--json", str(tmp_path / "store-tune.sqlite")],
+         "the storage of knoblab's tuning studies"),
+        (["run", str(spec), "--json", str(spec)], "is the spec being run"),
+        (["report", run_id, "--out", str(home)], "lies in knoblab's home"),
+        (["report", run_id, "--json", str(home / "x.json")], "lies in knoblab's home"),
+        (["report", run_id, "--out", str(tmp_path)], "is knoblab's results store"),
+        (["report", run_id, "--out", str(tmp_path / "e"), "--json", str(tmp_path / "e")],
+         "is the --out folder"),
+    ]
+    for args, words in cases:
+        _refused(_knoblab(tmp_path, home, "--store", url, *args), words)
+    assert store_file.read_bytes() == before
+    assert spec.read_text() == SPEC
+
+
+def test_an_out_folder_holding_other_files_is_refused_before_measuring(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    home = tmp_path / "home"
+    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(busy)),
+             "holds files knoblab did not write")
+    assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []

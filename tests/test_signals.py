@@ -173,3 +173,28 @@ def test_a_stop_that_lands_in_a_finaliser_is_silent_and_not_delayed(tmp_path):
     assert done.stdout.startswith("stopped after"), done.stdout + done.stderr
     assert float(done.stdout.split()[2]) < 5
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+_STOP_WHILE_IMPORTING = """
+import builtins, os, signal, sys
+sys.argv = ["knoblab"]
+real_import = builtins.__import__
+
+def stopping_import(name, *args, **kwargs):
+    if name == "rich.table":  # deep inside knoblab's start-up
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # and a second one on its heels
+    return real_import(name, *args, **kwargs)
+
+builtins.__import__ = stopping_import
+import knoblab.cli
+print("not stopped")
+"""
+
+
+def test_a_stop_while_starting_is_one_line_and_130():
+    done = subprocess.run([sys.executable, "-c", _STOP_WHILE_IMPORTING], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "knoblab: interrupted while starting; nothing was begun\n", done.stderr
+    assert "not stopped" not in done.stdout

@@ -107,6 +107,17 @@ class Document:
 def claim_folder(folder: Path) -> None:
     """Make `folder` a report folder, or refuse one that holds something knoblab did not
     write (it is never written into)."""
+    check_folder(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
+    except OSError as exc:
+        raise UserError(f"cannot write the report to {exc.filename or folder}: "
+                        f"{exc.strerror}; give a writable folder with --out") from None
+
+
+def check_folder(folder: Path) -> None:
+    """Refuse, without writing anything, a folder a report may not be written into."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder} is a file, not a folder: give another --out")
     if folder.is_dir() and not (folder / MARK).exists():
@@ -116,12 +127,6 @@ def claim_folder(folder: Path) -> None:
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise UserError(f"{folder} holds files knoblab did not write ({shown}); give an "
                             "empty or new folder with --out")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
-    except OSError as exc:
-        raise UserError(f"cannot write the report to {exc.filename or folder}: "
-                        f"{exc.strerror}; give a writable folder with --out") from None
 
 
 def write_report(results: Results, store: Store, folder: Path, charts: list[Path],
