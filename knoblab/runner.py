@@ -19,6 +19,8 @@ import json
 import math
 import os
 import random
+import re
+import shlex
 import socket
 import threading
 import time
@@ -144,7 +146,8 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
     own checks → safety → the plan; then the data, built once. A bad value anywhere is
     refused before a template is built or a server started for a measurement."""
     if spec.searches:
-        raise UserError("this spec is a search ([tune]): run it with knoblab tune SPEC")
+        raise UserError("this spec is a search ([tune]): run it with "
+                        f"{tune_command(spec.source, spec.base_dir)}")
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")
@@ -307,7 +310,40 @@ def _prepare_data(prepared: Prepared, label: str, target: Target, listener: List
 
 
 def _build(work: Workload, requested: Settings, progress: Progress, server: Server) -> None:
-    work.build_data(server, requested, progress)
+    try:
+        work.build_data(server, requested, progress)
+    except (UserError, pymysql.MySQLError) as exc:
+        said = exc.args[-1] if isinstance(exc, pymysql.MySQLError) and exc.args else exc
+        _stopped_in_setup(server, f"; the setup's own error: {said}")
+        raise
+    _stopped_in_setup(server, "")
+
+
+def _stopped_in_setup(server: Server, after: str) -> None:
+    """A UserError naming it when the server no longer answers after the data's setup (a
+    SHUTDOWN in it, a crash): else the next connection's "Can't connect" hides the cause."""
+    try:
+        server.connect(connect_timeout=5).close()
+        return
+    except pymysql.MySQLError as exc:
+        if not exc.args or exc.args[0] not in (2002, 2003, 2006, 2013):
+            return  # it answers, refusing: the login checks say why
+    process = getattr(server, "process", None)  # a sandbox: its log is complete once it exits
+    if process is not None:
+        with contextlib.suppress(Exception):
+            process.wait(timeout=30)
+    why = "it shut down or crashed"
+    log = getattr(server, "error_log", None)  # a sandbox's; a running server's is not read
+    with contextlib.suppress(Exception):
+        lines = Path(log).read_text(errors="replace").splitlines() if log else []
+        asked = [line for line in lines if "initiated by" in line or "Normal shutdown" in line]
+        if asked:
+            said = re.sub(r"^.*?\[(Note|Warning|ERROR)\]\s*", "", asked[-1].strip())
+            why = f"it was shut down, as its error log says: {said}"
+        elif lines:
+            why += f"; its error log ends: {' | '.join(x.strip() for x in lines[-4:])}"
+    raise UserError(f"the server stopped during the workload's setup ({why}): the setup must "
+                    f"leave the server running (no SHUTDOWN, nothing that crashes it){after}")
 
 
 def plan_points(spec: Spec, catalogs: dict[str, Catalog]) -> dict[str, TargetPlan]:
@@ -444,6 +480,11 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener,
     repetitions that its budget stopped (the new budget counts what was measured already)."""
     run = store.run(run_id)
     run_id, info = run["id"], RunInfo.from_json(run["info"])
+    if info.study is not None or _searches(run["spec_source"]):
+        study = f" of the tuning study {info.study}" if info.study else " of a tuning study"
+        raise UserError(f"run {run_id} is a trial{study}: it is not resumed alone; run the "
+                        f"study again with {next_command(run)}, which keeps its trials and "
+                        "measures the rest")
     if budget is not None:
         if info.workload.get("repetitions") != "auto":
             raise UserError(f"--budget: run {run_id} has a fixed number of repetitions; a "
@@ -487,6 +528,48 @@ def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listen
                         "(a script file edited?); start a new run")
     store.set_status(run_id, "running")
     execute(run_id, prepared, store, listener)
+
+
+def next_command(run: dict[str, Any]) -> str:
+    """The command that goes on with a stored run: its resume, or for a run of a tuning
+    study (a trial, a validation), the study's own command."""
+    info = RunInfo.from_json(run["info"])
+    if info.study is None and not _searches(run["spec_source"]):
+        return f"knoblab resume {run['id']}"
+    folder = Path(info.spec_dir) if info.spec_dir else None
+    if info.study is None:
+        return tune_command(run["spec_source"], folder)
+    return tune_command(run["spec_source"], folder, info.study)
+
+
+def tune_command(source: str, folder: Path | None, study: str | None = None) -> str:
+    """knoblab tune with the spec file holding `source` in `folder`, when one still does;
+    else the study's name and the spec that made it."""
+    found = _spec_file(source, folder)
+    if found is not None:
+        return f"knoblab tune {shlex.quote(str(found))}"
+    made = f" (study {study})" if study else ""
+    return f"knoblab tune with the spec that made it{made}" + (
+        f", in {folder}" if folder is not None and folder.is_dir() else "")
+
+
+def _spec_file(source: str, folder: Path | None) -> Path | None:
+    if folder is None or not source:
+        return None
+    with contextlib.suppress(OSError):
+        for path in sorted(folder.glob("*.toml")):
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                if path.stat().st_size == len(source.encode()) and path.read_text() == source:
+                    return path
+    return None
+
+
+def _searches(source: str) -> bool:
+    """Whether a stored spec is a search's ([tune]): its runs go on with knoblab tune."""
+    try:
+        return "tune" in tomllib.loads(source)
+    except (tomllib.TOMLDecodeError, TypeError):
+        return False
 
 
 # A run whose holder on another machine has not renewed its claim for this long is taken over.
@@ -559,6 +642,10 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
         raise
     except UserError as exc:
         store.set_status(run_id, "failed", str(exc))
+        resume = f"knoblab resume {run_id}"
+        run = store.run(run_id)
+        if resume in str(exc) and next_command(run) != resume:  # a study's: tune goes on
+            raise UserError(str(exc).replace(resume, next_command(run))) from None
         raise
     except BaseException as exc:
         store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")

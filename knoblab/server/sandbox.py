@@ -583,6 +583,7 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
                 build(server)
                 _check_login(server, key)
         except (OSError, pymysql.MySQLError) as exc:
+            _deleted_while_built(building, base, key)
             shutil.rmtree(building, ignore_errors=True)
             if shutil.disk_usage(root).free < SANDBOX_MARGIN or (server and server.full) or \
                     getattr(exc, "errno", None) == errno.ENOSPC:
@@ -591,13 +592,28 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
             if isinstance(exc, pymysql.MySQLError):
                 raise UserError(f"building the data {key} failed: {exc.args[-1]}") from None
             raise
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                _deleted_while_built(building, base, key)
             shutil.rmtree(building, ignore_errors=True)
             raise
+        _deleted_while_built(building, base, key)
         (building / "data" / "ib_buffer_pool").unlink(missing_ok=True)
         building.rename(target)
         (target / ".ready").touch()
         return target / "data"
+
+
+def _deleted_while_built(building: Path, base: Path, key: str) -> None:
+    """A UserError saying so when the folder being built, or the empty template it copies,
+    was deleted under the build (by hand, or a clean-up of KNOBLAB_HOME): the server's own
+    error about missing files would not name the cause."""
+    for folder in (building / "data", base / "data"):
+        if not folder.is_dir():
+            shutil.rmtree(building, ignore_errors=True)
+            raise UserError(f"{folder.parent} was deleted while the data {key} was built (by "
+                            "hand, or by a clean-up of its folder); nothing was measured with "
+                            "it: start the command again to build it anew") from None
 
 
 # --- the target -----------------------------------------------------------------------------
@@ -613,6 +629,7 @@ class SandboxTarget:
         self.home = home
         self.catalog = catalog_for(binary, home)
         self.templates: dict[str, Path] = {}  # datadir template by data key
+        self.run_id = ""  # the run being measured (set by session): named in messages
 
     @property
     def version(self) -> str:
@@ -657,6 +674,7 @@ class SandboxTarget:
 
     def session(self, store: object, run_id: str,
                 touched: list[str]) -> contextlib.AbstractContextManager[None]:
+        self.run_id = run_id
         return contextlib.nullcontext()  # every sandbox is stopped after its measurement
 
     @contextmanager
@@ -676,8 +694,9 @@ class SandboxTarget:
                 raise
             # Not a fault of this configuration: the run cannot go on without its data.
             raise UserError(f"the data's template {template.parent} was deleted during the "
-                            "run; knoblab stopped, keeping what was measured: resume the run "
-                            "(knoblab resume) to build it again and measure the rest") from None
+                            "run; knoblab stopped, keeping what was measured: go on with "
+                            f"knoblab resume {self.run_id}, which builds it again and "
+                            "measures the rest") from None
         try:
             set_globals(sandbox.connect, self.catalog, after_start)
             yield sandbox, {"copy_seconds": round(sandbox.copy_seconds, 3),

@@ -1,0 +1,127 @@
+"""Messages that name the true cause and the real next command: a server that stopped during
+the data's setup, a template deleted while it was built or during a run, a trial run of a
+study given to resume. Real sandboxes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from knoblab.errors import UserError
+from knoblab.runner import resume_run, start_run
+from knoblab.server.sandbox import derived_template
+from knoblab.spec import parse_spec
+from knoblab.store import Store
+
+pytestmark = pytest.mark.server
+
+
+class Quiet:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+    def dataset_progress(self, done: int, total: int) -> None: ...
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None: ...
+    def plan(self, total: int, done: int, unit: str) -> None: ...
+    def trial(self, label, repetition, status, value, error) -> None: ...
+    def second(self, label, second) -> None: ...
+
+
+def _store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+
+
+def test_a_setup_that_shuts_the_server_down_is_named(knoblab_home, tmp_path):
+    # Before: "building the data … failed: Can't connect to MySQL server on 'localhost'".
+    spec = parse_spec({"workload": {
+        "kind": "script", "setup": "CREATE TABLE t (i INT); EXECUTE IMMEDIATE 'SHUTDOWN'",
+        "body": "SELECT COUNT(*) FROM t", "iterations": 1, "repetitions": 1},
+        "sweep": {"sort_buffer_size": ["1M", "2M"]}}, default_name="shutdown")
+    with pytest.raises(UserError) as raised:
+        start_run(spec, _store(tmp_path), knoblab_home, Quiet())
+    message = str(raised.value)
+    assert "the server stopped during the workload's setup" in message, message
+    assert "shut down" in message and "initiated by" in message, message  # its log says who
+    assert not list(knoblab_home.glob("templates/*/script-*.building-*"))
+
+
+def test_a_template_deleted_while_it_is_built_is_named(binary, knoblab_home):
+    # Before: FileNotFoundError, or "mariadbd exited during start-up … InnoDB: …".
+    def deleting(server) -> None:
+        for building in knoblab_home.glob("templates/*/vanishing.building-*"):
+            shutil.rmtree(building)
+
+    with pytest.raises(UserError, match=r"was deleted while the data vanishing was built"):
+        derived_template(binary, "vanishing", deleting, knoblab_home)
+
+
+def test_a_template_deleted_during_the_run_names_the_run_to_resume(knoblab_home, tmp_path):
+    spec = parse_spec({"dataset": {"rows": 500},
+                       "workload": {"sql": "SELECT COUNT(*) FROM dt2", "repetitions": 3,
+                                    "design": "restarts"},
+                       "sweep": {"read_buffer_size": ["64K", "128K"]}}, default_name="gone")
+    store = _store(tmp_path)
+
+    class Deleting(Quiet):
+        def trial(self, label, repetition, status, value, error) -> None:
+            for ready in knoblab_home.glob("templates/*/scan-table-*/.ready"):
+                shutil.rmtree(ready.parent)
+
+    with pytest.raises(UserError) as raised:
+        start_run(spec, store, knoblab_home, Deleting())
+    run_id = store.list_runs()[0]["id"]
+    assert f"knoblab resume {run_id}," in str(raised.value), str(raised.value)
+
+
+TUNE_SPEC = """\
+name = "studied"
+[dataset]
+rows = 500
+[workload]
+sql = "SELECT COUNT(*) FROM dt2"
+[tune]
+trials = 2
+[tune.knobs]
+read_buffer_size = ["64K", "128K"]
+"""
+
+
+def _trial_run(store: Store, spec_dir: Path | None) -> str:
+    """A stored run as knoblab tune leaves a trial: the study's spec, the study named."""
+    from knoblab.store import RunInfo
+    info = RunInfo(study="studied", spec_dir=str(spec_dir) if spec_dir else None)
+    return store.create_run(name="studied: trial 3", kind="steps", spec_source=TUNE_SPEC,
+                            server_binary="mariadbd", server_version="10.11",
+                            info=info, point_list=[({}, {})])
+
+
+def test_resuming_a_trial_names_the_spec_file_that_made_it(knoblab_home, tmp_path):
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "other.toml").write_text("name = \"other\"\n")
+    (folder / "study.toml").write_text(TUNE_SPEC)
+    store = _store(tmp_path)
+    run_id = _trial_run(store, folder)
+    store.set_status(run_id, "interrupted")
+    with pytest.raises(UserError) as raised:
+        resume_run(run_id, store, knoblab_home, Quiet())
+    message = str(raised.value)
+    assert f"knoblab tune {folder / 'study.toml'}" in message, message
+    assert "SPEC" not in message
+
+
+def test_resuming_a_trial_without_its_spec_names_the_study(knoblab_home, tmp_path):
+    store = _store(tmp_path)
+    run_id = _trial_run(store, tmp_path / "nowhere")
+    store.set_status(run_id, "interrupted")
+    with pytest.raises(UserError) as raised:
+        resume_run(run_id, store, knoblab_home, Quiet())
+    message = str(raised.value)
+    assert "study studied" in message and "the spec that made it" in message, message
+    assert "SPEC" not in message
