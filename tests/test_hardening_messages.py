@@ -125,3 +125,14 @@ def test_resuming_a_trial_without_its_spec_names_the_study(knoblab_home, tmp_pat
     message = str(raised.value)
     assert "study studied" in message and "the spec that made it" in message, message
     assert "SPEC" not in message
+
+
+def test_running_a_search_spec_names_the_tune_command_with_its_file(knoblab_home, tmp_path):
+    from knoblab.spec import load_spec
+    path = tmp_path / "my study.toml"
+    path.write_text(TUNE_SPEC)
+    with pytest.raises(UserError) as raised:
+        start_run(load_spec(path), _store(tmp_path), knoblab_home, Quiet())
+    message = str(raised.value)
+    assert f"knoblab tune '{path}'" in message, message  # quoted: it holds a blank
+    assert "SPEC" not in message
