@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import selectors
 import shutil
+import signal
 import struct
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,6 +78,11 @@ def _locate(name: str) -> Path | None:
             path = Path(name).expanduser()
         except RuntimeError:  # ~user of a user this machine does not have
             return None
+        if path.is_dir():
+            inside = next((path / n for n in DEFAULT_BINARIES if (path / n).is_file()), None)
+            hint = f"; did you mean {inside}?" if inside else \
+                "; name the server program itself, e.g. /usr/sbin/mariadbd"
+            raise UserError(f"server binary {path} is a folder, not a program{hint}")
         if path.is_file() and not os.access(path, os.X_OK):
             raise UserError(f"server binary {path} is not executable; check the path, or "
                             f"make it executable (chmod +x {path})")
@@ -82,18 +91,65 @@ def _locate(name: str) -> Path | None:
     return Path(found) if found else None
 
 
+VERSION_TIMEOUT = 5.0  # a server prints its version in milliseconds
+VERSION_BYTES = 64 << 10  # and in one line
+
+
 def _describe(path: Path) -> ServerBinary:
-    try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
-                             timeout=30, check=False)
-    except OSError as exc:
-        raise UserError(f"server binary {path} cannot be run: {exc.strerror}") from None
-    text = (out.stdout + out.stderr).strip()
+    text = _version_text(path)
     if "Ver " not in text:
         raise UserError(f"{path} does not look like a MySQL or MariaDB server "
                         f"(--version printed {text[:80]!r})")
     flavor = "mariadb" if "mariadb" in text.lower() else "mysql"
     return ServerBinary(path=path, version=text.splitlines()[0], flavor=flavor)
+
+
+def _version_text(path: Path) -> str:
+    """What `path --version` prints, read with a cap and a deadline: a program that hangs or
+    floods its output is named in one line, and it is killed with all it started."""
+    try:
+        process = subprocess.Popen([str(path), "--version"], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    except OSError as exc:
+        raise UserError(f"server binary {path} cannot be run: {exc.strerror}") from None
+    assert process.stdout is not None
+    out = bytearray()
+    problem = None
+    deadline = time.monotonic() + VERSION_TIMEOUT
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    problem = f"did not answer --version within {VERSION_TIMEOUT:.0f} s"
+                    break
+                if not selector.select(left):
+                    continue
+                chunk = os.read(process.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                out += chunk
+                if len(out) > VERSION_BYTES:
+                    problem = (f"printed more than {VERSION_BYTES >> 10} KB for --version "
+                               "(a server prints one line)")
+                    break
+        if problem is None:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                problem = (f"did not answer --version within {VERSION_TIMEOUT:.0f} s (it "
+                           "closed its output but kept running)")
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.stdout.close()
+        process.wait()
+    if problem is not None:
+        raise UserError(f"server binary {path} {problem}; knoblab stopped it. Is it a "
+                        "MySQL or MariaDB server? Set [server] binary to one")
+    return out.decode(errors="replace").strip()
 
 
 def _sibling(server: Path, names: tuple[str, ...]) -> Path:
