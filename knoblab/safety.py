@@ -46,6 +46,28 @@ SANDBOX_OWNED = ("skip_networking", "port", "bind_address", "extra_port", "socke
                  "tmpdir", "pid_file", "log_error", "user", "basedir", "plugin_dir",
                  "secure_file_priv")
 
+# Settings whose value is a path (a file or a folder the server writes or reads). A sandbox's
+# server runs as root: any of them could write outside the sandbox's folder (a general log in
+# /etc), so none is taken in a sandbox; left alone, each keeps its file inside the sandbox.
+# Known by a text setting's name (…_file, …_dir, …_path, …) and by this list of the rest.
+PATH_NAME = re.compile(r"(_file|dir|_path|_directory|_basename|_index|_filename)$")
+PATH_SETTINGS = frozenset({
+    "relay_log", "log_tc", "log_bin_basename", "relay_log_basename", "init_file",
+    "ssl_ca", "ssl_capath", "ssl_cert", "ssl_key", "ssl_crl", "ssl_crlpath",
+    "innodb_data_file_path", "innodb_temp_data_file_path", "innodb_buffer_pool_filename",
+    "general_log_file", "slow_query_log_file", "log_slow_query_file", "aria_log_dir_path",
+    "innodb_undo_directory", "innodb_tmpdir", "server_audit_file_path",
+    "file_key_management_filename", "tls_version_file"})
+TEXT_TYPES = ("VARCHAR", "")  # paths are text; a numeric or ON/OFF setting never is
+
+# Events run SQL of their own at any moment (a SET GLOBAL of the setting being measured,
+# say): a measurement would not run with its point's settings alone.
+SANDBOX_REFUSED = {
+    "event_scheduler": "events run SQL of their own at any moment and can change the "
+                       "settings and data under a measurement; a sandbox keeps the event "
+                       "scheduler off: remove it from the spec",
+}
+
 
 # Settings of kinds that open the network whatever skip_networking says: a cluster (Galera
 # listens on its own ports) and plugins loaded at start-up (some listen). A name list cannot
@@ -53,7 +75,15 @@ SANDBOX_OWNED = ("skip_networking", "port", "bind_address", "extra_port", "socke
 OPENS_NETWORK = re.compile(r"^(wsrep_|plugin_load)")
 
 
-def check_sandbox_owned(names: list[str]) -> None:
+def path_setting(name: str, catalog: Catalog | None = None) -> bool:
+    """Whether the setting's value is a path (decided by name, for a text setting)."""
+    if name in PATH_SETTINGS:
+        return True
+    knob = catalog.knobs.get(name) if catalog is not None else None
+    return bool(PATH_NAME.search(name)) and (knob is None or knob.type in TEXT_TYPES)
+
+
+def check_sandbox_owned(names: list[str], catalog: Catalog | None = None) -> None:
     for name in names:
         if name in SANDBOX_OWNED:
             raise UserError(f"{name} is set by knoblab itself: a sandbox keeps its files in "
@@ -64,6 +94,13 @@ def check_sandbox_owned(names: list[str]) -> None:
                             "can open network ports, and a sandbox (root without a password) "
                             "never listens on the network; remove it, or measure it on a "
                             "running server ([server] kind = \"external\")")
+        if path_setting(name, catalog):
+            raise UserError(f"{name} takes a path: a sandbox's server runs as root and writes "
+                            "only inside the sandbox's own folder, where it keeps this file "
+                            "by default; remove it from the spec, or measure it on a running "
+                            "server ([server] kind = \"external\")")
+        if name in SANDBOX_REFUSED:
+            raise UserError(f"{name}: {SANDBOX_REFUSED[name]}")
 
 
 def safety_class(name: str) -> str:

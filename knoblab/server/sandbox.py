@@ -205,11 +205,12 @@ class Sandbox:
         return read_globals(self.connect, names)
 
     @contextmanager
-    def watch(self) -> Iterator[None]:
-        """Around one measurement: what it changed (`guard.watching`); a disk that filled
-        (NoSpace, naming it) and a server shut down during it are said as the cause."""
+    def watch(self, expected: Mapping[str, str] | None = None) -> Iterator[None]:
+        """Around one measurement: what it changed (`guard.watching`, which also checks the
+        point's `expected` settings first); a disk that filled (NoSpace, naming it) and a
+        server shut down during it are said as the cause."""
         try:
-            with watching(self):
+            with watching(self, expected=expected):
                 yield
         except Exception:
             if self.full:
@@ -644,7 +645,7 @@ class SandboxTarget:
                 "version_line": self.binary.version, "compile": compile_info(self.binary)}
 
     def check(self, names: list[str], store: object, resuming: str | None) -> None:
-        safety.check_sandbox_owned(names)
+        safety.check_sandbox_owned(names, self.catalog)
 
     def check_workload(self, check_running_server: Callable[[str, Path | None], None],
                        data_keys: set[str]) -> None:
