@@ -7,7 +7,7 @@ running server whose settings knoblab changed. Nothing here knows which.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,9 +26,11 @@ class Server(Protocol):
 
     def global_values(self, names: list[str]) -> dict[str, str]: ...
 
-    def watch(self) -> AbstractContextManager[None]:
+    def watch(self, expected: Mapping[str, str] | None = None
+              ) -> AbstractContextManager[None]:
         """Around one measurement: raises (a UserError saying why) when the measurement left
-        the server other than it found it, putting back what it can."""
+        the server other than it found it, putting back what it can; or, before it, when the
+        server does not hold the point's `expected` settings (as set and read back)."""
 
     @property
     def pid(self) -> int | None:

@@ -40,7 +40,7 @@ from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
-from knoblab.server.settings import set_globals
+from knoblab.server.settings import SettingRefused, set_globals
 from knoblab.spec import Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
@@ -788,12 +788,25 @@ def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener
             with target.configured(base, prepared.data(requested)) as (server, costs):
                 pending = _Block(run_id, prepared, store, listener, server, block,
                                  costs).measure(pending)
-        except (ServerRefused, NoSpace) as exc:  # no start for the rest of the round
+        except SettingRefused as exc:
+            raise _shared(exc, base) from None
+        except (ServerRefused, NoSpace, pymysql.MySQLError) as exc:
+            # No start (or no server to read back) for the rest of the round.
+            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
+                else str(exc)
             for position, point_idx, repetition in pending:
                 _store_outcome(run_id, prepared, store, listener, position, point_idx,
-                               repetition, {"status": TrialState.FAILED, "error": str(exc),
+                               repetition, {"status": TrialState.FAILED, "error": error,
                                             "details": {"start_failed": True}})
             return
+
+
+def _shared(exc: SettingRefused, base: Settings) -> UserError:
+    """A base setting ([server.config]) the server refuses fails every point alike: one line
+    naming it, and the run stops; a point's own setting fails that point (`exc`)."""
+    if exc.name in base and base[exc.name] == exc.value:
+        return UserError(f"[server.config] {exc}; every point shares it: change or remove it")
+    return exc
 
 
 @dataclass
@@ -875,7 +888,8 @@ class _Block:
             if first:
                 effective[item] = self.server.global_values(list(settings))
             session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
-            with self.server.watch():
+            # Checked against what was set and read back, right before the timed part.
+            with self.server.watch(effective.get(item)):
                 parts.append(self.prepared.spec.workload.measure_part(
                     self.server, requested, session_knobs, recorder))
         except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
@@ -926,14 +940,18 @@ def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder
     target = prepared.target(requested)
     settings = {**prepared.plans[prepared.label(requested)].base, **config}
     knobs = target.catalog.knobs
-    with target.configured(settings, prepared.data(requested)) as (server, costs):
-        effective = server.global_values(list(settings))
-        session_knobs = [k for k in settings if knobs[k].scope == "SESSION"]
-        # What the workload changed is checked after it (the settings, the data, the login):
-        # a measurement that did not run on the server as configured fails, saying why.
-        with server.watch():
-            measured = prepared.spec.workload.measure(server, requested, session_knobs,
-                                                      recorder)
+    try:
+        with target.configured(settings, prepared.data(requested)) as (server, costs):
+            effective = server.global_values(list(settings))
+            session_knobs = [k for k in settings if knobs[k].scope == "SESSION"]
+            # The point's settings as read back are checked right before the measurement,
+            # and what the workload changed after it (the settings, the data, the login): a
+            # measurement that did not run on the server as configured fails, saying why.
+            with server.watch(effective):
+                measured = prepared.spec.workload.measure(server, requested, session_knobs,
+                                                          recorder)
+    except SettingRefused as exc:
+        raise _shared(exc, prepared.plans[prepared.label(requested)].base) from None
     return measured.value, effective, {**measured.details, **costs}
 
 

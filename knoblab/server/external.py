@@ -129,10 +129,12 @@ class ExternalServer:
     def global_values(self, names: list[str]) -> dict[str, str]:
         return read_globals(self.connect, names)
 
-    def watch(self) -> AbstractContextManager[None]:
+    def watch(self, expected: Mapping[str, str] | None = None
+              ) -> AbstractContextManager[None]:
         """Around one measurement: global settings the workload changed are named and put
-        back (they are the user's), knoblab's data and login checked (`guard.watching`)."""
-        return watching(self, interrupted_too=True)
+        back (they are the user's), knoblab's data and login checked, the point's `expected`
+        settings first (`guard.watching`)."""
+        return watching(self, interrupted_too=True, expected=expected)
 
 
 class Settings:

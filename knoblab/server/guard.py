@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ import pymysql
 
 from knoblab.connection import DATABASE, Server, one
 from knoblab.errors import UserError
+from knoblab.server.settings import own_session
 from knoblab.server.target import Tampered
 
 # Globals the server moves by itself as it works (the binary log's positions).
@@ -28,6 +29,8 @@ MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
                     "gtid_slave_pos", "gtid_executed", "gtid_purged", "gtid_owned"})
 _NAME = re.compile(r"^[a-z0-9_]+$")
 _ACCESS_DENIED = (1044, 1045, 1698)
+_WRONG_TYPE = 1232  # "Incorrect argument type to variable"
+_REAL = re.compile(r"-?\d+(\.\d*)?(e[-+]?\d+)?", re.IGNORECASE)
 # A server that hangs (its disk full, say) must not hang knoblab's look at it.
 _TIMEOUTS: dict[str, Any] = {"connect_timeout": 10, "read_timeout": 60, "write_timeout": 60}
 
@@ -45,6 +48,7 @@ def look(server: Server) -> State:
     conn = server.connect(**_TIMEOUTS)
     try:
         with conn.cursor() as cur:
+            own_session(cur)
             cur.execute("SHOW GLOBAL VARIABLES")
             found = {str(name).lower(): str(value) for name, value in cur.fetchall()}
             database, tables = _data(cur)
@@ -58,6 +62,7 @@ def data_tables(server: Server) -> frozenset[str] | None:
     conn = server.connect()
     try:
         with conn.cursor() as cur:
+            own_session(cur)
             database, tables = _data(cur)
     finally:
         conn.close()
@@ -106,8 +111,9 @@ def changes(server: Server, before: State, failed: bool = False) -> str | None:
     return "; ".join(problems) or None
 
 
-def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str:
-    """SET GLOBAL each changed setting to its value before the measurement; the sentence."""
+def _put_back(server: Server, changed: dict[str, tuple[str, str | None]],
+              when: str = "during the workload") -> str:
+    """SET GLOBAL each changed setting to the value it must have; the sentence."""
     failed: dict[str, str] = {}
     try:
         conn = server.connect(**_TIMEOUTS)
@@ -116,23 +122,22 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
     else:
         try:
             with conn.cursor() as cur:
+                own_session(cur)
                 for name, (value, _) in changed.items():
                     if not _NAME.match(name):  # names come from the server; never spliced
                         failed[name] = "not a setting name"
                         continue
-                    literal: object = int(value) if re.fullmatch(r"-?\d+", value) else value
                     try:
-                        cur.execute(f"SET GLOBAL {name} = %s", (literal,))
+                        _set(cur, name, value)
                     except pymysql.MySQLError as exc:
                         failed[name] = str(exc.args[-1])
         finally:
             conn.close()
     what = ", ".join(f"{name} ({_shown(old)} → {_shown(new)})"
                      for name, (old, new) in changed.items())
-    # Whoever did it (the workload's SQL, or on a running server another client too), the
-    # measurement did not run with its point's settings alone.
-    said = f"the server's global {what} changed during the workload, and must stay as " \
-           "knoblab set them"
+    # Whoever did it (the workload's SQL, an event, or on a running server another client
+    # too), the measurement did not run with its point's settings alone.
+    said = f"the server's global {what} changed {when}, and must stay as knoblab set them"
     back = [name for name in changed if name not in failed]
     if back:
         said += f"; knoblab put {', '.join(back)} back"
@@ -141,6 +146,20 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]]) -> str
             f"{name} (to {changed[name][0]}: {why})" for name, why in failed.items()) + \
             ": set it by hand"
     return said
+
+
+def _set(cur: Any, name: str, value: str) -> None:
+    """SET GLOBAL name = value as read from SHOW VARIABLES: whole numbers as numbers; text
+    as text, unless the setting takes only numbers (a DOUBLE: 10.000000)."""
+    if re.fullmatch(r"-?\d+", value):
+        cur.execute(f"SET GLOBAL {name} = %s", (int(value),))
+        return
+    try:
+        cur.execute(f"SET GLOBAL {name} = %s", (value,))
+    except pymysql.MySQLError as exc:
+        if not (exc.args and exc.args[0] == _WRONG_TYPE and _REAL.fullmatch(value)):
+            raise
+        cur.execute(f"SET GLOBAL {name} = %s", (float(value),))
 
 
 def _shown(value: str | None) -> str:
@@ -152,12 +171,23 @@ def _shown(value: str | None) -> str:
 
 
 @contextlib.contextmanager
-def watching(server: Server, *, interrupted_too: bool = False) -> Iterator[None]:
+def watching(server: Server, *, interrupted_too: bool = False,
+             expected: Mapping[str, str] | None = None) -> Iterator[None]:
     """Around one measurement: Tampered when it left the server other than it found it (also
-    when it failed because of that: the reason is the cause, not the symptom). With
+    when it failed because of that: the reason is the cause, not the symptom). `expected`:
+    the point's settings as knoblab set and read them back when it configured the server;
+    a server that holds other values when the measurement begins (an event, or another
+    client, changed them since) is not the point's, and the measurement does not run. With
     `interrupted_too` (a server that outlives the run), global settings it changed are put
     back even when the measurement is interrupted."""
     before = look(server)
+    if expected:
+        wrong = {name.lower(): (value, before.globals.get(name.lower()))
+                 for name, value in expected.items()
+                 if before.globals.get(name.lower()) != value}
+        if wrong:
+            raise Tampered(_put_back(server, wrong, "after knoblab set them for this point, "
+                                                    "before the measurement"))
     try:
         yield
     except Exception as exc:
