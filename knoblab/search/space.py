@@ -8,6 +8,7 @@ Written in a spec as `[tune.knobs]`:
     tmp_table_size = { low = "1M", high = "256M", scale = "linear" }
     innodb_flush_method = ["fsync", "O_DIRECT"]   # text, ON/OFF: the values listed are the choices
     join_buffer_size = { values = ["128K", "256K", "4M"] }   # these values only
+    long_query_time = { values = [1, 2.5, 10] }   # fractional settings: the values listed
 
 Each range is checked against the server's own limits (one line naming the allowed range when
 it is outside them) and kept on the server's block size, so that the value searched is the value
@@ -277,12 +278,18 @@ def _dimension(knob: Knob, entry: Any) -> Dimension:
     if knob.type in INTEGER_TYPES:
         low, high, scale = _range(entry, where)
         return _integer_range(knob, low, high, scale, where)
+    if knob.type == "DOUBLE":
+        # The search's parameters are whole numbers or choices: a fractional setting is
+        # searched over the values listed (each checked against the server's limits).
+        listed = [entry.get("low"), entry.get("high")] if isinstance(entry, dict) else entry
+        example = ", ".join(str(v) for v in listed if isinstance(v, int | float)) \
+            if isinstance(listed, list) else ""
+        raise UserError(f"{where} takes fractional values, which are searched over the "
+                        "values listed, not over a range: write { values = ["
+                        f"{example or '1, 2.5, 10'}] }} with the values to try (at least two)")
     if not isinstance(entry, list) or len(entry) < 2:
         raise UserError(f"{where} = {entry!r}: list the values to try (at least two), e.g. "
                         f"[{', '.join(repr(c) for c in (knob.choices or ('ON', 'OFF'))[:2])}]")
-    if knob.type == "DOUBLE":
-        raise UserError(f"{where}: a setting with fractional values is not searched yet; "
-                        "sweep it with knoblab run")
     return _choices(knob, entry, where)
 
 
