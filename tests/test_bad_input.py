@@ -353,7 +353,7 @@ CASES = [
     _case(TUNE.format(tune='budget = "1s"', knobs='read_buffer_size = ["8K", "1M"]'),
           ["tune", "{spec}"], ["cannot hold one trial"], id="tune-budget"),
     _case(TUNE.format(tune="", knobs='read_buffer_size = ["8K", "1M"]'), ["run", "{spec}"],
-          ["a search ([tune])", "knoblab tune SPEC"], id="tune-spec-run"),
+          ["a search ([tune])", "knoblab tune /", "!SPEC"], id="tune-spec-run"),
     _case(_spec(), ["tune", "{spec}"], ["no [tune] section"], id="run-spec-tuned"),
     _case(TUNE.format(tune="", knobs='read_buffer_size = ["1M", "1M"]'), ["tune", "{spec}"],
           ["[tune.knobs] read_buffer_size", "is empty"], id="tune-one-point"),
