@@ -10,7 +10,9 @@ its name (RunInfo.study) and are listed with `knoblab runs --study NAME`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import socket
 import types
@@ -114,15 +116,32 @@ def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:
             owner = study["info"].get("owner") or {}
             raise UserError(f"study {name!r} is still searching (process {owner.get('pid')} on "
                             f"{owner.get('host')}): its report is written when its search ends")
-        raise UserError(f"study {name!r} stopped before its search ended: go on with knoblab "
-                        "tune SPEC (its trials are kept), which writes its report")
+        raise UserError(f"study {name!r} stopped before its search ended: go on with "
+                        f"{_tune_again(store, study)} (its trials are kept), which writes its "
+                        "report")
     try:
         return result_from_json(study["result"]), study
     except (TypeError, KeyError, ValueError, AttributeError, NameError):
         raise UserError(f"study {name!r} was stored by another knoblab version "
                         f"({study['info'].get('knoblab_version') or 'unknown'}): its report is "
-                        "made again by knoblab tune SPEC, which measures nothing already "
-                        "measured") from None
+                        f"made again by {_tune_again(store, study)}, which measures nothing "
+                        "already measured") from None
+
+
+def _tune_again(store: Store, study: dict[str, Any]) -> str:
+    """knoblab tune with the study's spec file, found beside its runs' spec (their folder is
+    kept with them), else named by the study."""
+    from knoblab.runner import tune_command
+    from knoblab.store import RunInfo
+
+    folder = None
+    with contextlib.suppress(Exception):  # a damaged run row: the study is still named
+        for run in store.list_runs(limit=200):
+            info = RunInfo.from_json(json.loads(run["info"] or "{}"))
+            if info.study == study["name"] and info.spec_dir:
+                folder = Path(info.spec_dir)
+                break
+    return tune_command(study["spec_source"] or "", folder, study["name"])
 
 
 # --- the result as JSON, and back ----------------------------------------------------------------

@@ -136,3 +136,18 @@ def test_running_a_search_spec_names_the_tune_command_with_its_file(knoblab_home
     message = str(raised.value)
     assert f"knoblab tune '{path}'" in message, message  # quoted: it holds a blank
     assert "SPEC" not in message
+
+
+def test_a_stopped_study_names_its_spec_file_to_go_on_with(tmp_path):
+    from knoblab.studies import stored_result
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "study.toml").write_text(TUNE_SPEC)
+    store = _store(tmp_path)
+    store.save_study("studied", status="interrupted", spec_source=TUNE_SPEC, info={})
+    _trial_run(store, folder)
+    with pytest.raises(UserError) as raised:
+        stored_result(store, "studied")
+    message = str(raised.value)
+    assert f"go on with knoblab tune {folder / 'study.toml'}" in message, message
+    assert "SPEC" not in message
