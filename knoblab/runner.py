@@ -146,8 +146,9 @@ def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
     own checks → safety → the plan; then the data, built once. A bad value anywhere is
     refused before a template is built or a server started for a measurement."""
     if spec.searches:
-        raise UserError("this spec is a search ([tune]): run it with "
-                        f"{tune_command(spec.source, spec.base_dir)}")
+        found = _spec_file(spec.source, spec.base_dir)
+        raise UserError("this spec is a search ([tune]): run it with knoblab tune " + (
+            shlex.quote(str(found)) if found else "(the same spec), not knoblab run"))
     reaped = reap_orphans(home)
     if reaped:
         listener.message(f"stopped {reaped} sandbox server(s) left behind by a killed knoblab")

@@ -179,7 +179,7 @@ def test_bad_tune_options_are_one_line(store, tmp_path, tune_text, words):
 
 
 def test_a_search_spec_is_not_a_run_and_a_run_spec_is_not_a_search(store, tmp_path):
-    with pytest.raises(UserError, match="knoblab tune SPEC"):
+    with pytest.raises(UserError, match=r"run it with knoblab tune \(the same spec\)"):
         runner.start_run(_spec(), store, tmp_path, RunQuiet(), open_servers=fakes.open_fake)
     source = '[workload]\nkind = "fake"\n[sweep]\nsort_buffer_size = ["1M", "2M"]\n'
     with pytest.raises(UserError, match="no \\[tune\\] section"):
