@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-
 _EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
@@ -88,7 +87,8 @@ class ConsoleListener:
         self.dataset_task: TaskID | None = None
 
     def message(self, text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+        # one message, one line (the terminal wraps it): logs and grep see it whole
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def dataset_progress(self, done: int, total: int) -> None:
         if self.dataset_task is None:
@@ -145,7 +145,8 @@ class TuneConsole:
         self.task: TaskID | None = None
 
     def message(self, text: str) -> None:
-        console.print(text, markup=False, highlight=False)
+        # one message, one line (the terminal wraps it): logs and grep see it whole
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
 
     def searching(self, total: int, done: int, budget_left: float | None) -> None:
         if self.task is None:
