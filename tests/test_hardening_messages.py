@@ -151,3 +151,23 @@ def test_a_stopped_study_names_its_spec_file_to_go_on_with(tmp_path):
     message = str(raised.value)
     assert f"go on with knoblab tune {folder / 'study.toml'}" in message, message
     assert "SPEC" not in message
+
+
+def test_templates_deleted_while_the_empty_datadir_is_made_are_named(binary, tmp_path):
+    # The server's scripts finish, then the folder is gone (a clean-up of KNOBLAB_HOME at that
+    # moment). Before: FileNotFoundError, or the server's "exited during start-up" message.
+    import dataclasses
+
+    from knoblab.server.binary import ServerBinary
+    from knoblab.server.sandbox import base_template
+
+    class Deleting(ServerBinary):
+        def install_db_command(self, datadir: Path, tmpdir: Path) -> list[str]:
+            made = super().install_db_command(datadir, tmpdir)
+            return ["sh", "-c", '"$@" && rm -rf "$0"', str(datadir.parent), *made]
+
+    deleting = Deleting(**{f.name: getattr(binary, f.name) for f in dataclasses.fields(binary)})
+    home = tmp_path / "home"
+    with pytest.raises(UserError, match=r"was deleted while an empty data directory was built"):
+        base_template(deleting, home)
+    assert not list(home.glob("templates/*/base*"))

@@ -495,19 +495,26 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         building.mkdir(parents=True)
         data = building / "data"
         (building / "tmp").mkdir()
-        out = subprocess.run(binary.install_db_command(data, building / "tmp"),
-                             capture_output=True, text=True, check=False)
-        if out.returncode != 0:
-            tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-4:])
-            raise UserError(f"initialising a datadir for {binary.path} failed: {tail}")
-        (building / "tmp").rmdir()
-        with Sandbox(binary, data, {}, home=home, copy=False) as server:
-            conn = server.connect()
-            try:
-                catalog = read_catalog(conn)
-            finally:
-                conn.close()
-        catalog.save(building / "catalog.json")
+        what = "an empty data directory"
+        try:
+            out = subprocess.run(binary.install_db_command(data, building / "tmp"),
+                                 capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                _deleted_while_built(building, what)
+                tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-4:])
+                raise UserError(f"initialising a datadir for {binary.path} failed: {tail}")
+            (building / "tmp").rmdir()
+            with Sandbox(binary, data, {}, home=home, copy=False) as server:
+                conn = server.connect()
+                try:
+                    catalog = read_catalog(conn)
+                finally:
+                    conn.close()
+            catalog.save(building / "catalog.json")
+        except (OSError, pymysql.MySQLError, ServerStartError):
+            _deleted_while_built(building, what)
+            raise
+        _deleted_while_built(building, what)
         (data / "ib_buffer_pool").unlink(missing_ok=True)
         building.rename(base)
         (base / ".ready").touch()
@@ -584,7 +591,7 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
                 build(server)
                 _check_login(server, key)
         except (OSError, pymysql.MySQLError) as exc:
-            _deleted_while_built(building, base, key)
+            _deleted_while_built(building, f"the data {key}", base)
             shutil.rmtree(building, ignore_errors=True)
             if shutil.disk_usage(root).free < SANDBOX_MARGIN or (server and server.full) or \
                     getattr(exc, "errno", None) == errno.ENOSPC:
@@ -595,26 +602,26 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
             raise
         except BaseException as exc:
             if isinstance(exc, Exception):
-                _deleted_while_built(building, base, key)
+                _deleted_while_built(building, f"the data {key}", base)
             shutil.rmtree(building, ignore_errors=True)
             raise
-        _deleted_while_built(building, base, key)
+        _deleted_while_built(building, f"the data {key}", base)
         (building / "data" / "ib_buffer_pool").unlink(missing_ok=True)
         building.rename(target)
         (target / ".ready").touch()
         return target / "data"
 
 
-def _deleted_while_built(building: Path, base: Path, key: str) -> None:
-    """A UserError saying so when the folder being built, or the empty template it copies,
-    was deleted under the build (by hand, or a clean-up of KNOBLAB_HOME): the server's own
-    error about missing files would not name the cause."""
-    for folder in (building / "data", base / "data"):
-        if not folder.is_dir():
+def _deleted_while_built(building: Path, what: str, *sources: Path) -> None:
+    """A UserError saying so when the folder being built, or a template it copies, was
+    deleted under the build (by hand, or a clean-up of KNOBLAB_HOME): the server's own error
+    about missing files would not name the cause."""
+    for folder, made in ((building, building), *((s, s / "data") for s in sources)):
+        if not made.is_dir():
             shutil.rmtree(building, ignore_errors=True)
-            raise UserError(f"{folder.parent} was deleted while the data {key} was built (by "
-                            "hand, or by a clean-up of its folder); nothing was measured with "
-                            "it: start the command again to build it anew") from None
+            raise UserError(f"{folder} was deleted while {what} was built (by hand, or by a "
+                            "clean-up of its folder); nothing was measured with it: start the "
+                            "command again to build it anew") from None
 
 
 # --- the target -----------------------------------------------------------------------------
