@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from knoblab import evidence, safety, stats, workloads
+from knoblab.errors import UserError
 from knoblab.records import (
     Alone,
     Comparison,
@@ -64,7 +65,8 @@ def build_results(store: Store, run_id: str) -> Results:
     stored = _StoredSeconds(store, run["id"])
     settings = asdict(statistics)  # the kinds read the run's statistics settings by name
     trials = _as_stored(by_point, len(point_list))
-    samples = {idx: kind.samples(trials[idx], stored, settings) for idx in trials}
+    samples = _checked(store, run["id"], statistics,
+                       {idx: kind.samples(trials[idx], stored, settings) for idx in trials})
     blocks = {idx: found for idx in trials
               if (found := _blocks(by_point[idx], len(samples[idx]))) is not None}
     rounds = _rounds(Planned.from_info(info.workload), by_point, info, statistics)
@@ -156,7 +158,23 @@ def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:
     kind = workloads.kind(info.kind)
     trials = _as_stored(by_point, len(store.points(run["id"])))
     stored = _StoredSeconds(store, run["id"])
-    return {idx: kind.samples(trials[idx], stored, asdict(info.statistics)) for idx in trials}
+    return _checked(store, run["id"], info.statistics,
+                    {idx: kind.samples(trials[idx], stored, asdict(info.statistics))
+                     for idx in trials})
+
+
+def _checked(store: Store, run_id: str, statistics: Statistics,
+             samples: dict[int, list[float]]) -> dict[int, list[float]]:
+    """Samples the run's test can judge: finite, and above 0 for a test of times (a time of 0
+    or less was never measured); any other is a damaged store, in one line."""
+    for idx, values in samples.items():
+        for value in values:
+            if not np.isfinite(value) or (statistics.test == "welch-log" and value <= 0):
+                raise UserError(f"the results store {store.name} is damaged: in run {run_id}, "
+                                f"point {idx} has a measured value of {value}, which no "
+                                "measurement gives; restore the store from a backup (or "
+                                "delete that run)")
+    return samples
 
 
 def _as_stored(by_point: dict[int, list[Trial]], points: int) -> dict[int, list[StoredTrial]]:

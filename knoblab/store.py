@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -250,6 +251,156 @@ class RunInfo:
                 **{k: v for k, v in asdict(self).items() if k != "schema_version"}}
 
 
+class Damaged(Exception):
+    """What is wrong with a stored row (a damaged or hand-edited store), as a clause."""
+
+
+def _text(value: Any, what: str, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise Damaged(f"its {what} is {_kind_of(value)}, not text")
+    return value
+
+
+def _number(value: Any, what: str, *, optional: bool = False, whole: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        raise Damaged(f"its {what} is {_kind_of(value)}, not a "
+                      f"{'whole number' if whole else 'number'}")
+    if not math.isfinite(value):
+        raise Damaged(f"its {what} is {value}, not a finite number")
+    return value
+
+
+def _kind_of(value: Any) -> str:
+    if value is None:
+        return "missing"
+    if isinstance(value, bytes | memoryview):
+        return "raw bytes"
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _object(text: Any, what: str, *, empty: str = "{}") -> dict[str, Any]:
+    """A stored JSON object (None: `empty`)."""
+    if text is None:
+        text = empty
+    if not isinstance(text, str):
+        raise Damaged(f"its {what} is {_kind_of(text)}, not JSON text")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise Damaged(f"its {what} is not the JSON knoblab wrote") from None
+    if not isinstance(data, dict):
+        raise Damaged(f"its {what} is {_kind_of(data)}, not a JSON object")
+    return data
+
+
+def _names_to_text(data: dict[str, Any], what: str, *, optional: bool = False) -> None:
+    for key, value in data.items():
+        if not isinstance(key, str) or not (isinstance(value, str) or
+                                            (optional and value is None)):
+            raise Damaged(f"its {what} maps {_kind_of(key)} to {_kind_of(value)}")
+
+
+RUN_STATES = frozenset({"running", "done", "failed", "interrupted"})
+# RunInfo's fields by the JSON type each must have (None allowed where the field is optional).
+_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "knobs": (list,), "defaults": (dict,), "base": (dict,), "dataset": (dict,),
+    "tied": (dict,), "workload": (dict,), "steady": (dict, type(None)),
+    "statistics": (dict,), "servers": (list,), "steps": (list, type(None)),
+    "one_at_a_time": (bool,), "unavailable": (dict,), "warnings": (list,),
+    "spec_dir": (str, type(None)), "owner": (dict,), "stopped": (dict, type(None)),
+    "design": (dict, type(None)), "machine": (dict,), "knoblab_version": (str,),
+    "study": (str, type(None)), "schema_version": (int,),
+}
+
+
+def check_info(data: Any) -> None:
+    """A run's description (`runs.info`) as knoblab writes it, or Damaged naming what is not:
+    every field of the type RunInfo gives it, so that no reader meets a surprise."""
+    if not isinstance(data, dict):
+        raise Damaged(f"its description is {_kind_of(data)}, not a JSON object")
+    for name, types in _INFO_TYPES.items():
+        if name in data and not isinstance(data[name], types):
+            raise Damaged(f"its description's {name} is {_kind_of(data[name])}")
+    if not all(isinstance(k, str) for k in data.get("knobs", [])):
+        raise Damaged("its description's knobs are not all names")
+    if not all(isinstance(w, str) for w in data.get("warnings", [])):
+        raise Damaged("its description's warnings are not all text")
+    if not all(isinstance(s, dict) for s in data.get("servers", [])):
+        raise Damaged("its description's servers are not all objects")
+    if not all(s is None or isinstance(s, dict) for s in data.get("steps") or []):
+        raise Damaged("its description's steps are not all objects")
+    _names_to_text(data.get("defaults", {}), "description's defaults", optional=True)
+    _names_to_text(data.get("base", {}), "description's base settings")
+    _names_to_text(data.get("tied", {}), "description's tied settings")
+    _names_to_text(data.get("unavailable", {}), "description's unavailable points")
+    if not all(k.isdigit() for k in data.get("unavailable", {})):
+        raise Damaged("its description's unavailable points are not point numbers")
+    statistics = data.get("statistics", {})
+    for f in fields(Statistics):
+        if f.name in statistics:
+            value = statistics[f.name]
+            if isinstance(f.default, str):
+                _text(value, f"statistics' {f.name}")
+            else:
+                _number(value, f"statistics' {f.name}", whole=isinstance(f.default, int))
+    owner = data.get("owner", {})
+    _number(owner.get("pid"), "owner's process id", optional=True, whole=True)
+    _text(owner.get("host"), "owner's host", optional=True)
+
+
+# A study's description (`studies.info`) by the JSON type of each field.
+_STUDY_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "owner": (dict,), "machine": (dict,), "knoblab_version": (str,), "trials": (int,),
+    "total": (int,), "best": (str,), "server": (str,), "summary": (str,),
+    "spent": (int, float),
+}
+
+
+def checked_study(row: Any) -> dict[str, Any]:
+    """A `studies` row as a record, `info` read (an object), or Damaged naming what is not."""
+    study = dict(row)
+    for column in ("name", "status", "spec_source"):
+        _text(study[column], column if column != "spec_source" else "spec")
+    for column in ("host", "error"):
+        _text(study[column], column, optional=True)
+    _number(study["created_at"], "start time")
+    _number(study["updated_at"], "time of its last change")
+    _number(study["finished_at"], "end time", optional=True)
+    info = study["info"] = _object(study["info"], "description")
+    for name, types in _STUDY_INFO_TYPES.items():
+        if name in info and (not isinstance(info[name], types) or isinstance(info[name], bool)
+                             or (isinstance(info[name], float) and not math.isfinite(info[name]))):
+            raise Damaged(f"its description's {name} is {_kind_of(info[name])}")
+    owner = info.get("owner", {})
+    _number(owner.get("pid"), "owner's process id", optional=True, whole=True)
+    _text(owner.get("host"), "owner's host", optional=True)
+    if study["result"] is not None:
+        study["result"] = _object(study["result"], "result")
+    return study
+
+
+def checked_run(row: Any) -> dict[str, Any]:
+    """A `runs` row as a record: every column of the type knoblab writes, `info` read (an
+    object), or Damaged naming the first column that is not."""
+    run = dict(row)
+    for column in ("id", "name", "kind", "status", "spec_source"):
+        _text(run[column], column if column != "spec_source" else "spec")
+    for column in ("host", "server_binary", "server_version", "error"):
+        _text(run[column], column.replace("_", " "), optional=True)
+    if run["status"] not in RUN_STATES:
+        raise Damaged(f"its status is {_kind_of(run['status'])}, a state knoblab does not know")
+    _number(run["created_at"], "start time")
+    _number(run["finished_at"], "end time", optional=True)
+    run["info"] = _object(run["info"], "description")
+    check_info(run["info"])
+    return run
+
+
 def _create_tables(engine: sa.Engine, tables: sa.MetaData = metadata) -> None:
     """The schema, made by whichever process opens a new store first. Several processes may
     open it at the same moment (a run and its resume, several machines): one that finds a
@@ -370,6 +521,25 @@ def default_url(home: Path) -> str:
     return sqlite_url(home / "knoblab.sqlite")
 
 
+KINDS = ("a SQLite file (sqlite:///PATH) or a PostgreSQL database "
+         "(postgresql://USER@HOST/DATABASE)")
+
+
+def _check_kind(url: sa.URL, shown: str) -> None:
+    """Only a store that keeps what is written in it, in a database knoblab supports: a
+    SQLite file, or PostgreSQL (MySQL and MariaDB keep FLOAT in single precision, and the
+    driver may be missing)."""
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise UserError(f"cannot open the results store {shown}: knoblab keeps its results "
+                        f"in {KINDS}, not in {backend}")
+    database = url.database or ""
+    if backend == "sqlite" and (database in ("", ":memory:") or ":memory:" in database or
+                                url.query.get("mode") == "memory" or "mode=memory" in database):
+        raise UserError(f"the results store {shown} is in memory: every measurement would be "
+                        "lost when knoblab exits; give a file (sqlite:///PATH)")
+
+
 def _sqlite_file(url: sa.URL) -> Path | None:
     """The file of a SQLite store (None for one in memory)."""
     database = url.database or ""
@@ -423,6 +593,8 @@ class Store:
 
     def __init__(self, url: str | sa.URL) -> None:
         given = parse_url(url)
+        _check_kind(given, hide_passwords(url.strip()) if isinstance(url, str) else
+                    safe_url(given))
         self.url = _with_driver(given)
         self.path = _sqlite_file(given)
         self.name = str(self.path) if self.path else safe_url(given)
@@ -719,8 +891,11 @@ class Store:
                 query = query.where(studies.c.name.contains(name, autoescape=True))
             return list(conn.execute(query).mappings().all())
         rows = self._tx(read, write=False)
-        return [{**dict(r), "info": self._json(r["info"] or "{}", f"study {r['name']!r}")}
-                for r in rows]
+        found = []
+        for row in rows:
+            with self._reading(f"study {row['name']!r}"):
+                found.append(checked_study(row))
+        return found
 
     def study(self, name: str) -> dict[str, Any] | None:
         """The study of exactly this name, with its result (None: not yet made), or None."""
@@ -733,9 +908,8 @@ class Store:
         row = self._tx(read, write=False)
         if row is None:
             return None
-        what = f"study {name!r}"
-        return {**dict(row), "info": self._json(row["info"] or "{}", what),
-                "result": None if row["result"] is None else self._json(row["result"], what)}
+        with self._reading(f"study {name!r}"):
+            return checked_study(row)
 
     def begin_trial(self, run_id: str, *, point_idx: int, repetition: int,
                     position: int) -> int:
@@ -898,28 +1072,68 @@ class Store:
                 raise UserError(f"run {run_id!r} is ambiguous: it begins {len(matches)} "
                                 f"runs ({shown}); give more of the id")
             raise UserError(f"no run {run_id!r} in the store; list runs with: knoblab runs")
-        result = dict(row)
-        result["info"] = self._json(result["info"] or "{}", f"run {result['id']}'s description")
-        return result
+        with self._reading(f"run {row['id']}"):
+            return checked_run(row)
 
     def points(self, run_id: str) -> list[tuple[dict[str, str], dict[str, str]]]:
         rows = self._tx(lambda conn: conn.execute(points.select().where(
             points.c.run_id == run_id).order_by(points.c.idx)).mappings().all(), write=False)
-        return [(self._json(r["requested"], f"run {run_id}'s points"),
-                 self._json(r["config"], f"run {run_id}'s points")) for r in rows]
+        found = []
+        with self._reading(f"run {run_id}"):
+            for i, r in enumerate(rows):
+                if r["idx"] != i:
+                    raise Damaged(f"its points are numbered {_kind_of(r['idx'])} where "
+                                  f"{i} belongs")
+                requested = _object(r["requested"], f"point {i}'s settings", empty="")
+                config = _object(r["config"], f"point {i}'s configuration", empty="")
+                _names_to_text(requested, f"point {i}'s settings")
+                _names_to_text(config, f"point {i}'s configuration")
+                found.append((requested, config))
+        return found
 
     def trials(self, run_id: str) -> list[Trial]:
         rows = self._tx(lambda conn: conn.execute(trials.select().where(
             trials.c.run_id == run_id).order_by(trials.c.position, trials.c.id))
             .mappings().all(), write=False)
-        what = f"run {run_id}'s trials"
-        return [Trial(r["id"], r["point_idx"], r["repetition"], r["position"],
-                      self._state(r["status"], what), r["value"],
-                      self._json(r["effective"] or "{}", what),
-                      self._json(r["details"] or "{}", what), r["error"],
-                      max(0.0, (r["finished_at"] or 0.0) - (r["started_at"] or 0.0)),
-                      r["started_at"] or 0.0)
-                for r in rows]
+        with self._reading(f"run {run_id}"):
+            return [self._trial(r) for r in rows]
+
+    def _trial(self, r: Any) -> Trial:
+        """A `trials` row as a record, or Damaged naming what is wrong in it: a measured value
+        is a finite number, never negative (a time or a throughput)."""
+        what = f"trial {r['id']}"
+        for column in ("point_idx", "repetition", "position"):
+            if _number(r[column], f"{what}'s {column.replace('_', ' ')}", whole=True) < 0:
+                raise Damaged(f"its {what}'s {column.replace('_', ' ')} is negative")
+        try:
+            status = TrialState(r["status"])
+        except ValueError:
+            raise Damaged(f"its {what} is in a state knoblab does not know "
+                          f"({_kind_of(r['status'])}): a newer knoblab wrote it, or the store "
+                          "is damaged") from None
+        value = _number(r["value"], f"{what}'s measured value", optional=True)
+        if value is not None and value < 0:
+            raise Damaged(f"its {what}'s measured value is negative ({value})")
+        started = _number(r["started_at"], f"{what}'s start time")
+        finished = _number(r["finished_at"], f"{what}'s end time")
+        effective = _object(r["effective"], f"{what}'s settings read back")
+        _names_to_text(effective, f"{what}'s settings read back", optional=True)
+        return Trial(r["id"], r["point_idx"], r["repetition"], r["position"], status, value,
+                     effective, _object(r["details"], f"{what}'s details"),
+                     _text(r["error"], f"{what}'s error", optional=True),
+                     max(0.0, finished - started), started)
+
+    @contextlib.contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """Rows becoming records: a damaged one is one line naming the store, what it belongs
+        to and what is wrong in it."""
+        try:
+            yield
+        except Damaged as exc:
+            raise UserError(f"the results store {self.name} is damaged: in {what}, {exc}; "
+                            "restore the store from a backup (or delete "
+                            f"{'that study' if what.startswith('study') else 'that run'})"
+                            ) from None
 
     def _json(self, text: str, what: str) -> Any:
         """A stored JSON text; one that is not (a damaged or hand-edited store) is a line."""
@@ -951,8 +1165,14 @@ class Store:
         query = (sa.select(table).join(trials, trials.c.id == table.c.trial_id)
                  .where(trials.c.run_id == run_id).order_by(table.c.trial_id, table.c.t))
         by_trial: dict[int, list[dict[str, float]]] = {}
-        for row in self._tx(lambda conn: conn.execute(query).mappings().all(), write=False):
-            by_trial.setdefault(row["trial_id"], []).append({k: row[k] for k in ("t", *fields)})
+        with self._reading(f"run {run_id}"):
+            for row in self._tx(lambda conn: conn.execute(query).mappings().all(), write=False):
+                what = f"trial {row['trial_id']}'s {table.name.replace('_', ' ')}"
+                _number(row["t"], f"{what} time")
+                for k in fields:
+                    _number(row[k], f"{what} {k}", optional=True)
+                by_trial.setdefault(row["trial_id"], []).append(
+                    {k: row[k] for k in ("t", *fields)})
         return by_trial
 
     def list_runs(self, limit: int | None = 20, name: str | None = None,
@@ -968,7 +1188,25 @@ class Store:
         if offset > 0:
             query = query.offset(offset)
         rows = self._tx(lambda conn: conn.execute(query).mappings().all(), write=False)
-        return [dict(r) for r in rows]
+        return [_listed(r) for r in rows]
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    """A run as a listing shows it: `info` as stored (JSON text); a damaged run stands there
+    as damaged, saying what is wrong, so that the others are still listed."""
+    try:
+        run = checked_run(row)
+    except Damaged as exc:
+        run = dict(row)
+        keep = {c: run[c] if isinstance(run[c], str) else f"({_kind_of(run[c])})"
+                for c in ("id", "name", "kind")}
+        when = run["created_at"]
+        return {**run, **keep, "status": f"damaged: {exc}", "info": "{}",
+                "created_at": when if isinstance(when, int | float) and
+                not isinstance(when, bool) and math.isfinite(when) else 0.0,
+                "finished_at": None, "host": None, "server_version": None,
+                "server_binary": None, "error": str(exc)}
+    return {**run, "info": json.dumps(run["info"])}
 
 
 def study_key(name: str) -> str:
