@@ -137,3 +137,73 @@ def test_what_a_trial_would_refuse_is_refused_before_the_first(tmp_path, env, ti
     line = _refused(tmp_path, env, tie=tie, knobs=knobs)
     for word in words:
         assert word in line
+
+
+def _another_programs(path: Path) -> Path:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, what TEXT)")
+        db.execute("INSERT INTO runs (what) VALUES ('theirs')")
+    db.close()
+    return path
+
+
+def _another_homes_store(path: Path) -> Path:
+    from knoblab.store import Store
+
+    Store(f"sqlite:///{path}").engine.dispose()
+    return path
+
+
+@pytest.mark.parametrize("make, said", [
+    (_another_programs, "another program's database (its tables: runs)"),
+    (_another_homes_store, "a knoblab results store"),
+])
+def test_a_study_storage_that_is_not_empty_nor_optuna_is_refused_before_opening_it(
+        tmp_path, env, make, said):
+    """Optuna would write its tables into it (and fail on a knoblab store's own `trials`)."""
+    other = make(tmp_path / "other.sqlite")
+    before = other.read_bytes()
+    line = _refused(tmp_path, env, tune=f'storage = "sqlite:///{other}"')
+    assert "[tune] storage" in line and said in line and "not" in line, line
+    assert other.read_bytes() == before, "nothing is written into it"
+
+
+def test_a_postgresql_study_storage_with_other_tables_is_refused_before_opening_it(
+        tmp_path, env):
+    import uuid
+
+    import psycopg
+
+    name = f"knoblab_other_{uuid.uuid4().hex[:8]}"
+    admin = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        with psycopg.connect(f"host=127.0.0.1 port=5432 user=postgres dbname={name}",
+                             autocommit=True) as conn:
+            conn.execute("CREATE TABLE invoices (id integer)")
+        line = _refused(tmp_path, env,
+                        tune=f'storage = "postgresql://postgres@127.0.0.1:5432/{name}"')
+        assert "another program's database (its tables: invoices)" in line, line
+        with psycopg.connect(f"host=127.0.0.1 port=5432 user=postgres dbname={name}") as conn:
+            tables = {r[0] for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
+        assert tables == {"invoices"}, "no Optuna table written"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_an_optuna_storage_and_an_empty_file_pass_the_storage_check(tmp_path):
+    import optuna
+
+    from knoblab.search.study import check_not_the_store
+    from knoblab.store import Store
+
+    store = Store(f"sqlite:///{tmp_path / 'knoblab.sqlite'}")
+    optuna_file, empty = tmp_path / "study.sqlite", tmp_path / "empty.sqlite"
+    optuna.create_study(storage=f"sqlite:///{optuna_file}", study_name="s")
+    empty.touch()
+    for path in (optuna_file, empty, tmp_path / "new.sqlite"):
+        check_not_the_store(f"sqlite:///{path}", store)
+    assert not (tmp_path / "new.sqlite").exists()

@@ -65,6 +65,58 @@ def check_not_the_store(storage: str, store: Store) -> None:
                         "results store: give the study a database of its own (e.g. "
                         "\"sqlite:///study.sqlite\", or another PostgreSQL database), or leave "
                         "storage out to keep it beside the results store")
+    _check_optuna_storage(study_url, safe_url(driver_url(storage)))
+
+
+# What makes a database an Optuna storage: its schema's version tables and its studies.
+OPTUNA_MARKS = ({"version_info", "alembic_version"}, "studies")
+
+
+def _check_optuna_storage(url: Any, shown: str) -> None:
+    """A study's storage must be empty or an Optuna storage already: Optuna would add its
+    tables to any other database (another program's, another home's knoblab store) and fail
+    on the tables it finds there. Looked at before Optuna opens it, its own messages silenced
+    (knoblab reports what goes wrong with the storage itself)."""
+    import logging
+
+    import sqlalchemy as sa
+
+    logging.getLogger("optuna").propagate = False
+    import optuna
+
+    optuna.logging.disable_default_handler()
+    if url.get_backend_name() == "sqlite":
+        path = Path(url.database or "").expanduser()
+        if not url.database or ":memory:" in url.database or not path.is_file() or \
+                path.stat().st_size == 0:
+            return  # a new file: Optuna makes it
+        with path.open("rb") as head:
+            magic = head.read(16)
+        if magic != b"SQLite format 3\x00":
+            raise UserError(f"[tune] storage = {shown}: {path} is not a SQLite database; "
+                            "give a new file, or the study's storage")
+    engine = None
+    try:
+        timeout = {"connect_timeout": 15} if url.get_backend_name() != "sqlite" else {}
+        engine = sa.create_engine(url, connect_args=timeout)
+        with engine.connect() as conn:
+            names = {n for n in sa.inspect(conn).get_table_names()
+                     if not n.startswith("sqlite_")}
+    except Exception:  # noqa: BLE001 - unreachable, or no driver: opening it says what is wrong
+        return
+    finally:
+        if engine is not None:
+            engine.dispose()
+    versions, studies = OPTUNA_MARKS
+    if not names or (names & versions and studies in names and "knoblab_store" not in names):
+        return
+    ours = "knoblab_store" in names or {"runs", "points", "trials"} <= names
+    shown_names = ", ".join(sorted(names)[:5]) + (", …" if len(names) > 5 else "")
+    raise UserError(f"[tune] storage = {shown} is " + (
+        "a knoblab results store, not a study's storage" if ours else
+        f"another program's database (its tables: {shown_names}), not an Optuna storage") +
+        ": give the study an empty database or a new file of its own (e.g. "
+        "\"sqlite:///study.sqlite\"), or leave storage out")
 
 
 def _same_database(a: Any, b: Any) -> bool:
