@@ -304,11 +304,11 @@ def test_server_killed_mid_measurement(home, tmp_path):
 
 
 def test_configuration_the_server_refuses_at_start_up(home, tmp_path):
-    # Any text passes the catalog for innodb_log_group_home_dir, but the server cannot start
-    # without its redo log there.
+    # The catalog takes ON for innodb_encrypt_log, but the server cannot start with it
+    # without an encryption plugin.
     spec = tmp_path / "spec.toml"
     spec.write_text(_spec("refused", repetitions=2,
-                          sweep='innodb_log_group_home_dir = ["./", "/nonexistent/knoblab"]'))
+                          sweep='innodb_encrypt_log = ["OFF", "ON"]'))
     store = tmp_path / "s.sqlite"
     proc = _knoblab(home, store, "run", str(spec), "--json", str(tmp_path / "r.json"),
                     "--out", str(tmp_path / "o"), cwd=tmp_path)
@@ -321,16 +321,17 @@ def test_configuration_the_server_refuses_at_start_up(home, tmp_path):
     for *_, error in trials[2:]:
         # The error log's own lines, not just "it did not start".
         assert "exited during start-up" in error
-        assert "[ERROR] InnoDB: File /nonexistent/knoblab/ib_logfile0 was not found" in error
+        assert "[ERROR] InnoDB: cannot enable encryption, encryption plugin is not available" \
+            in error
     result = json.loads((tmp_path / "r.json").read_text())
     refused = result["points"][1]
-    assert refused["settings"] == {"innodb_log_group_home_dir": "/nonexistent/knoblab"}
+    assert refused["settings"] == {"innodb_encrypt_log": "ON"}
     assert (refused["n"], refused["failed"], refused["verdict"]) == (0, 2, "failed")
-    assert any("ib_logfile0 was not found" in e for e in refused["errors"])
+    assert any("encryption plugin is not available" in e for e in refused["errors"])
     assert result["points"][0]["n"] == 2
-    row = next(line for line in proc.stdout.splitlines() if line.startswith("/nonexistent"))
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("ON "))
     assert "failed" in row
-    assert "ib_logfile0" in " ".join(proc.stdout.split())
+    assert "encryption plugin is not available" in " ".join(proc.stdout.split())
 
 
 def test_settings_fixed_when_the_datadir_is_made_are_refused(home, tmp_path):
