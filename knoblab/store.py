@@ -384,6 +384,44 @@ def checked_study(row: Any) -> dict[str, Any]:
     return study
 
 
+# A measurement's details (`trials.details`) by the shape of each field readers use: a number,
+# text, an object of numbers or of texts, a list of numbers (None: also absent as null).
+_DETAIL_NUMBERS = frozenset({
+    "cached_before", "client_cpu_seconds", "copy_seconds", "cpu_seconds", "cpu_share",
+    "errors", "iowait_share", "iterations_per_second", "latency_avg_ms", "latency_max_ms",
+    "latency_p95_ms", "latency_p99_ms", "read_bytes", "reconnects", "rows", "start_seconds",
+    "statements", "statements_per_iteration", "sysbench_tps", "threads", "transactions",
+    "write_bytes"})
+_DETAIL_SHAPES = {"regime": "text", "session": "texts", "os": "numbers", "status": "numbers",
+                  "steady": "numbers", "runs": "list", "per_connection_seconds": "list"}
+
+
+def check_details(details: dict[str, Any], what: str) -> None:
+    """A measurement's details as knoblab writes them, or Damaged naming the first field that
+    is not (fields knoblab does not read are left as they are)."""
+    for key, value in details.items():
+        shape = "number" if key in _DETAIL_NUMBERS else _DETAIL_SHAPES.get(key)
+        if shape is None or value is None:
+            continue
+        if shape == "number":
+            _number(value, f"{what}'s detail {key}")
+        elif shape == "text":
+            _text(value, f"{what}'s detail {key}")
+        elif shape == "list":
+            if not isinstance(value, list):
+                raise Damaged(f"its {what}'s detail {key} is {_kind_of(value)}, not a list")
+            for item in value:
+                _number(item, f"{what}'s detail {key}")
+        else:
+            if not isinstance(value, dict):
+                raise Damaged(f"its {what}'s detail {key} is {_kind_of(value)}, not an object")
+            for name, item in value.items():
+                if shape == "texts":
+                    _text(item, f"{what}'s detail {key}.{name}", optional=True)
+                else:
+                    _number(item, f"{what}'s detail {key}.{name}", optional=True)
+
+
 def checked_run(row: Any) -> dict[str, Any]:
     """A `runs` row as a record: every column of the type knoblab writes, `info` read (an
     object), or Damaged naming the first column that is not."""
@@ -1118,8 +1156,10 @@ class Store:
         finished = _number(r["finished_at"], f"{what}'s end time")
         effective = _object(r["effective"], f"{what}'s settings read back")
         _names_to_text(effective, f"{what}'s settings read back", optional=True)
+        details = _object(r["details"], f"{what}'s details")
+        check_details(details, what)
         return Trial(r["id"], r["point_idx"], r["repetition"], r["position"], status, value,
-                     effective, _object(r["details"], f"{what}'s details"),
+                     effective, details,
                      _text(r["error"], f"{what}'s error", optional=True),
                      max(0.0, finished - started), started)
 

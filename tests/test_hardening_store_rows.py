@@ -183,3 +183,22 @@ def test_a_damaged_row_of_a_study_is_one_line(sql: str, said: str, tmp_path, mon
         code, _, err = _knoblab(path, args, tmp_path, monkeypatch, capsys)
         line = _one_line(err)
         assert code == 2 and "damaged" in line and said in line and str(path) in line, err
+
+
+@pytest.mark.parametrize("run_id, path, value, said", [
+    (QUERY_RUN, "$.cpu_share", "'x'", "detail cpu_share is 'x'"),
+    (QUERY_RUN, "$.os", "'x'", "detail os is 'x', not an object"),
+    (QUERY_RUN, "$.status", "json('[1]')", "detail status is [1]"),
+    (QUERY_RUN, "$.session", "5", "detail session is 5"),
+    ("12e2ef67", "$.steady", "'x'", "detail steady is 'x'"),
+    ("12e2ef67", "$.steady.mean", "'x'", "detail steady.mean is 'x'"),
+    ("c0fff0e2", "$.runs", "json('[1, \"a\"]')", "detail runs is 'a'"),
+])
+def test_details_of_the_wrong_shape_are_one_line(run_id: str, path: str, value: str, said: str,
+                                                  tmp_path, monkeypatch, capsys):
+    store = _copy(tmp_path, f"UPDATE trials SET details = json_set(details, '{path}', {value})"
+                  " WHERE run_id = ?", run_id)
+    code, _, err = _knoblab(store, ["report", run_id, "--out", str(tmp_path / "out")],
+                            tmp_path, monkeypatch, capsys)
+    line = _one_line(err)
+    assert code == 2 and "damaged" in line and run_id in line and said in line, line
