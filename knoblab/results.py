@@ -40,7 +40,7 @@ from knoblab.records import (
 )
 from knoblab.stats import Statistics
 from knoblab.store import RunInfo, Store, Trial, TrialState
-from knoblab.workloads.base import Objective, Steady, StoredTrial
+from knoblab.workloads.base import Objective, Steady, StoredTrial, Workload
 from knoblab.workloads.base import Rounds as Planned
 
 
@@ -52,7 +52,7 @@ def build_results(store: Store, run_id: str) -> Results:
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
     statistics = info.statistics
-    kind = workloads.kind(info.kind)
+    kind = _kind(store, run["id"], info.kind)
     objective = kind.objective
     # Thread counts and dataset variants are compared within themselves: the best setting may
     # differ per thread count or data size, and times at 1M and 4M rows are not comparable.
@@ -155,12 +155,22 @@ def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:
     by_point: dict[int, list[Trial]] = defaultdict(list)
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
-    kind = workloads.kind(info.kind)
+    kind = _kind(store, run["id"], info.kind)
     trials = _as_stored(by_point, len(store.points(run["id"])))
     stored = _StoredSeconds(store, run["id"])
     return _checked(store, run["id"], info.statistics,
                     {idx: kind.samples(trials[idx], stored, asdict(info.statistics))
                      for idx in trials})
+
+
+def _kind(store: Store, run_id: str, name: str) -> type[Workload]:
+    """The workload kind a stored run names; one this knoblab does not know is one line."""
+    try:
+        return workloads.kind(name)
+    except KeyError:
+        raise UserError(f"the results store {store.name}: run {run_id} was measured with a "
+                        f"workload kind this knoblab does not know ({name!r}): a newer "
+                        "knoblab wrote it, or the store is damaged") from None
 
 
 def _checked(store: Store, run_id: str, statistics: Statistics,

@@ -348,6 +348,19 @@ def check_info(data: Any) -> None:
                 _text(value, f"statistics' {f.name}")
             else:
                 _number(value, f"statistics' {f.name}", whole=isinstance(f.default, int))
+    if not 0 < statistics.get("confidence", 0.5) < 1 or not 0 < statistics.get("alpha", 0.5) < 1 \
+            or statistics.get("min_effect", 0) < 0:
+        raise Damaged("its description's statistics are out of range (a confidence or alpha "
+                      "not between 0 and 1, or a negative min_effect)")
+    if statistics.get("test", "welch-log") not in ("welch-log", "welch", "mann-whitney"):
+        raise Damaged(f"its description names a test knoblab does not know "
+                      f"({_kind_of(statistics['test'])})")
+    for step in data.get("steps") or []:
+        if step is not None and not (isinstance(step.get("step"), int) and
+                                     isinstance(step.get("role"), str) and
+                                     isinstance(step.get("change"), dict) and
+                                     isinstance(step.get("label"), str)):
+            raise Damaged(f"its description's step {_kind_of(step)} is not a step")
     owner = data.get("owner", {})
     _number(owner.get("pid"), "owner's process id", optional=True, whole=True)
     _text(owner.get("host"), "owner's host", optional=True)

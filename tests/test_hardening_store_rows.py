@@ -64,6 +64,10 @@ def _one_line(err: str) -> str:
     ("UPDATE runs SET info = '{\"statistics\": {\"seed\": \"x\"}}'", "seed"),
     ("UPDATE runs SET name = X'ff00'", "raw bytes"),
     ("UPDATE runs SET created_at = 'x'", "start time"),
+    ("UPDATE runs SET info = json_set(info, '$.workload.kind', 'nope')", "does not know"),
+    ("UPDATE runs SET info = json_set(info, '$.statistics.confidence', 5)", "out of range"),
+    ("UPDATE runs SET info = json_set(info, '$.statistics.test', 'nope')", "does not know"),
+    ("UPDATE runs SET info = json_set(info, '$.steps', json('[{\"a\": 1}]'))", "not a step"),
 ])
 def test_a_damaged_row_of_a_run_is_one_line_naming_store_run_and_what(
         sql: str, said: str, tmp_path, monkeypatch, capsys):
