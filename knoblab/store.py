@@ -941,12 +941,7 @@ class Store:
             if name:
                 query = query.where(studies.c.name.contains(name, autoescape=True))
             return list(conn.execute(query).mappings().all())
-        rows = self._tx(read, write=False)
-        found = []
-        for row in rows:
-            with self._reading(f"study {row['name']!r}"):
-                found.append(checked_study(row))
-        return found
+        return [_listed_study(row) for row in self._tx(read, write=False)]
 
     def study(self, name: str) -> dict[str, Any] | None:
         """The study of exactly this name, with its result (None: not yet made), or None."""
@@ -1260,6 +1255,21 @@ def _listed(row: Any) -> dict[str, Any]:
                 "finished_at": None, "host": None, "server_version": None,
                 "server_binary": None, "error": str(exc)}
     return {**run, "info": json.dumps(run["info"])}
+
+
+def _listed_study(row: Any) -> dict[str, Any]:
+    """A study as a listing shows it; a damaged one stands there as damaged, saying what is
+    wrong, so that the others are still listed (`study` names it in one line)."""
+    try:
+        return checked_study(row)
+    except Damaged as exc:
+        study = dict(row)
+        when = study["created_at"]
+        return {**study, "name": study["name"] if isinstance(study["name"], str) else
+                f"({_kind_of(study['name'])})", "status": f"damaged: {exc}", "info": {},
+                "result": None, "host": None, "finished_at": None, "error": str(exc),
+                "spec_source": "", "created_at": when if isinstance(when, int | float) and
+                not isinstance(when, bool) and math.isfinite(when) else 0.0}
 
 
 def study_key(name: str) -> str:
