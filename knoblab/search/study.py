@@ -178,7 +178,11 @@ def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
                machine: dict[str, str]) -> optuna.Study:
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna's own log lines (its storage's retries, experimental features) would reach the
+    # terminal raw: knoblab says what matters about the study in its own words.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    optuna.logging.disable_default_handler()
+    optuna.logging.disable_propagation()
     sampler = samplers.make(options.sampler, spec.statistics.seed)  # replaced below
     try:
         # Each worker beats while it measures; a trial whose worker fell silent (killed, its
