@@ -6,8 +6,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from knoblab.server.binary import ServerBinary, find_binary
+
+# The suite's property tests draw the same examples on every run, so that a red run is one a
+# change caused; HYPOTHESIS_PROFILE=explore draws new ones (run it to look for new failures).
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")

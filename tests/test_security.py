@@ -128,7 +128,7 @@ SQL_SOURCES: dict[str, set[str]] = {
     },
 }
 SQLALCHEMY = re.compile(r"^(runs|points|trials|seconds|os_seconds|saved_settings|run_locks|"
-                       r"store_marker|"
+                       r"studies|store_marker|"
                        r"sa\.select|"
                        r"query)\b")
 EXECUTORS = {"execute", "executemany", "query", "callproc", "mogrify"}
