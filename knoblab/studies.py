@@ -59,7 +59,8 @@ class Recorder:
                budget_left: float | None) -> None:
         from knoblab.report.tuning import gain_text
 
-        self.info["trials"] = max(int(self.info.get("trials", 0)), outcome.number + 1)
+        # counted, not read off the trial's number: skipped repeats take numbers too
+        self.info["trials"] = int(self.info.get("trials", 0)) + 1
         if best is not None:
             self.info["best"] = f"trial {best.number} {gain_text(best)}"
         self._save("running")
