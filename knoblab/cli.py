@@ -54,7 +54,7 @@ from rich.text import Text
 
 from knoblab import places, terminal
 from knoblab.connection import Endpoint
-from knoblab.errors import ENDED, STOP, UNWINDING, UserError, stop_here
+from knoblab.errors import STOP, UNWINDING, UserError, stop_here
 from knoblab.literal import literal
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url, hide_passwords
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         # The command has its one exit code: a stopping signal from now until the process is
         # gone changes nothing (see _interrupt), also after Python drops its handlers.
-        ENDED.set()
+        _SIGNALLED["ended"] = True
         atexit.unregister(_ignore_stopping_signals)  # once, however often main() runs
         atexit.register(_ignore_stopping_signals)
 
@@ -792,7 +792,7 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT
 def _handle_stopping_signals() -> None:
     STOP.clear()
     UNWINDING.clear()
-    ENDED.clear()
+    _SIGNALLED.update(stopping=False, ended=False)
     for signum in STOPPING_SIGNALS:
         signal.signal(signum, _interrupt)
     signal.signal(signal.SIGALRM, _interrupt_again)
@@ -803,14 +803,23 @@ def _interrupt(signum: int, frame: object) -> None:
     """The first signal stops the run where it is; later ones only make the clean-up hurry
     (servers are killed instead of shut down), so that a second Ctrl-C cannot break off the
     clean-up itself and leave a server, its directory or a changed setting behind. Once the
-    command has its exit code, signals are absorbed."""
-    if ENDED.is_set():
+    command has its exit code, signals are absorbed.
+
+    A handler may run inside itself (a signal on the heels of another), so it decides on
+    plain flags, never on a lock: setting an Event takes one, and the handler that
+    interrupted the setting would wait for it forever."""
+    if _SIGNALLED["ended"]:
         return
-    if STOP.is_set():
+    if _SIGNALLED["stopping"] or STOP.is_set():
         sandbox.hurry()
         return
+    _SIGNALLED["stopping"] = True
     STOP.set()
     stop_here()
+
+
+# Read and written by the signal handler alone (and reset when main() starts).
+_SIGNALLED = {"stopping": False, "ended": False}
 
 
 def _ignore_stopping_signals() -> None:

@@ -11,8 +11,6 @@ STOP = threading.Event()
 # Set once the stop's KeyboardInterrupt is on its way up, so that no second one breaks off
 # the clean-up it runs through.
 UNWINDING = threading.Event()
-# Set once the command has its exit code: from then on a stopping signal changes nothing.
-ENDED = threading.Event()
 
 
 def stop_here() -> NoReturn:

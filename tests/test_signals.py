@@ -198,3 +198,36 @@ def test_a_stop_while_starting_is_one_line_and_130():
     assert done.returncode == 130, done.stderr
     assert done.stderr == "knoblab: interrupted while starting; nothing was begun\n", done.stderr
     assert "not stopped" not in done.stdout
+
+
+_SIGNAL_INSIDE_THE_HANDLER = """
+import os, signal, threading
+from knoblab import cli
+
+class Stop(threading.Event):
+    def set(self):
+        with self._cond:  # a second signal while the first one's handler holds the lock
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(10_000):
+                pass
+            self._flag = True
+            self._cond.notify_all()
+
+cli.STOP = Stop()
+cli._handle_stopping_signals()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(10**6):
+        pass
+    print("not stopped")
+except KeyboardInterrupt:
+    print("stopped")
+"""
+
+
+def test_a_signal_inside_the_handler_does_not_wait_for_its_lock():
+    # Seen in a storm with no gap: the nested handler waited for the Event's lock forever.
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_INSIDE_THE_HANDLER],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "stopped", done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
