@@ -17,7 +17,6 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -218,16 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="show the results of a run, or of a tuning study")
     report.add_argument("run_id", metavar="RUN",
-                        help="a run (its id, a unique beginning of it, or latest), or a "
-                             "tuning study as study:NAME")
+                        help="a run (its id or a unique beginning of it), a tuning study "
+                             "as study:NAME, or latest: the newest of them (a study's own "
+                             "runs count as the study)")
     _output_options(report)
     report.set_defaults(func=cmd_report, **_READS)
 
     compare = sub.add_parser("compare", help="the same study in two runs (two machines, "
                              "versions, dates or base configurations), point by point")
     compare.add_argument("run_ids", nargs="+", metavar="RUN",
-                         help="runs (ids, unique beginnings, or latest); each is compared "
-                              "with the first")
+                         help="runs (ids, unique beginnings, or latest: the newest run "
+                              "that is not a tuning study's); each is compared with the "
+                              "first")
     compare.add_argument("--json", type=Path, metavar="FILE",
                          help="write the comparison as JSON here")
     compare.set_defaults(func=cmd_compare, **_READS)
@@ -528,18 +529,20 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
-    from knoblab.studies import PREFIX, stored_result
+    from knoblab.studies import PREFIX, latest, stored_result
 
-    if args.run_id.startswith(PREFIX):
+    # latest: the newest run of its own or study, whichever knoblab did last
+    wanted = latest(store) if args.run_id == "latest" else args.run_id
+    if wanted.startswith(PREFIX):
         # The study's report as knoblab tune wrote it, from what the store kept: nothing is
         # measured again.
-        name = args.run_id[len(PREFIX):]
+        name = wanted[len(PREFIX):]
         result, study = stored_result(store, name)
         machine = {**study["info"].get("machine", {}), "server": result.server}
         return _show_study(result, study["spec_source"], machine, args,
-                           f"knoblab report {shlex.quote(args.run_id)}")
+                           f"knoblab report {shlex.quote(wanted)}")
     try:
-        run = store.run(args.run_id)
+        run = store.run(wanted)
     except UserError:
         if store.study(args.run_id) is not None:
             raise UserError(f"{args.run_id!r} is a tuning study, not a run: its report is "
@@ -659,6 +662,7 @@ RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
+    from knoblab.store import study_of
     from knoblab.studies import PREFIX, describe
 
     if args.limit < 0:
@@ -688,9 +692,9 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
                 break
     # a run's state is read from its owner process, so it is filtered here, not in SQL
     shown = 0
-    for run in _each_run(store, args.name):
+    for run in store.each_run(args.name):
         info = json.loads(run["info"] or "{}")
-        if info.get("study") != args.study:
+        if study_of(info) != args.study:
             continue
         state = run_state({**run, "info": info})
         if args.status and state != args.status:
@@ -725,18 +729,6 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
                       f"report {PREFIX}NAME")
     out.check()
     return 0
-
-
-def _each_run(store: Store, name: str | None, page: int = 500) -> Iterator[dict[str, Any]]:
-    """The runs, newest first, read a page at a time: a listing that stops after a few rows
-    does not read a store of thousands (most of them a study's, which are skipped)."""
-    offset = 0
-    while True:
-        found = store.list_runs(limit=page, name=name, offset=offset)
-        yield from found
-        if len(found) < page:
-            return
-        offset += page
 
 
 def _study_state(study: dict[str, Any]) -> str:

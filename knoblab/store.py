@@ -1096,11 +1096,17 @@ class Store:
     # --- read side ----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> dict[str, Any]:
-        """A run by its id, a unique beginning of it, or "latest" (the newest run)."""
+        """A run by its id, a unique beginning of it, or "latest" (the newest run of its own,
+        never a tuning study's trial, validation or reduction)."""
+        if run_id == "latest":
+            newest = self.newest_run()
+            if newest is None:
+                raise UserError("the store holds no run of its own yet" + (
+                    " (only tuning studies': see knoblab runs)" if self.list_runs(limit=1)
+                    else "") + "; start one with: knoblab run SPEC")
+            run_id = newest["id"]
+
         def find(conn: sa.Connection) -> tuple[Any, list[str]]:
-            if run_id == "latest":
-                return conn.execute(runs.select().order_by(runs.c.created_at.desc())
-                                    .limit(1)).mappings().first(), []
             row = conn.execute(runs.select().where(runs.c.id == run_id)).mappings().first()
             if row is not None:
                 return row, []
@@ -1109,8 +1115,6 @@ class Store:
 
         row, matches = self._tx(find, write=False)
         if row is None:
-            if run_id == "latest":
-                raise UserError("the store holds no run yet; start one with: knoblab run SPEC")
             if len(matches) == 1:
                 return self.run(matches[0])
             if matches:
@@ -1238,6 +1242,22 @@ class Store:
         rows = self._tx(lambda conn: conn.execute(query).mappings().all(), write=False)
         return [_listed(r) for r in rows]
 
+    def each_run(self, name: str | None = None, page: int = 500) -> Iterator[dict[str, Any]]:
+        """The runs as `list_runs` gives them, newest first, read a page at a time: a reader
+        that stops after a few does not read a store of thousands (most of them studies')."""
+        offset = 0
+        while True:
+            found = self.list_runs(limit=page, name=name, offset=offset)
+            yield from found
+            if len(found) < page:
+                return
+            offset += page
+
+    def newest_run(self) -> dict[str, Any] | None:
+        """The newest run of its own (as `list_runs` gives it), not a tuning study's."""
+        return next((run for run in self.each_run()
+                     if study_of(json.loads(run["info"])) is None), None)
+
 
 def _listed(row: Any) -> dict[str, Any]:
     """A run as a listing shows it: `info` as stored (JSON text); a damaged run stands there
@@ -1248,13 +1268,20 @@ def _listed(row: Any) -> dict[str, Any]:
         run = dict(row)
         keep = {c: run[c] if isinstance(run[c], str) else f"({_kind_of(run[c])})"
                 for c in ("id", "name", "kind")}
-        when = run["created_at"]
         return {**run, **keep, "status": f"damaged: {exc}", "info": "{}",
-                "created_at": when if isinstance(when, int | float) and
-                not isinstance(when, bool) and math.isfinite(when) else 0.0,
+                "created_at": _time_or_zero(run["created_at"]),
                 "finished_at": None, "host": None, "server_version": None,
                 "server_binary": None, "error": str(exc)}
     return {**run, "info": json.dumps(run["info"])}
+
+
+def study_of(info: dict[str, Any]) -> str | None:
+    """The tuning study a run was measured for (one of its trials, validations, reductions),
+    from the run's description; None for a run of its own. The one place that says which
+    runs are a study's: `knoblab runs` lists them only with --study, and `latest` is never
+    one of them."""
+    study = info.get("study")
+    return study if isinstance(study, str) else None
 
 
 def _listed_study(row: Any) -> dict[str, Any]:
@@ -1264,12 +1291,17 @@ def _listed_study(row: Any) -> dict[str, Any]:
         return checked_study(row)
     except Damaged as exc:
         study = dict(row)
-        when = study["created_at"]
         return {**study, "name": study["name"] if isinstance(study["name"], str) else
                 f"({_kind_of(study['name'])})", "status": f"damaged: {exc}", "info": {},
                 "result": None, "host": None, "finished_at": None, "error": str(exc),
-                "spec_source": "", "created_at": when if isinstance(when, int | float) and
-                not isinstance(when, bool) and math.isfinite(when) else 0.0}
+                "spec_source": "", "created_at": _time_or_zero(study["created_at"]),
+                "updated_at": _time_or_zero(study["updated_at"])}
+
+
+def _time_or_zero(when: Any) -> float:
+    """A stored time, or 0 (the epoch) for one that is not a finite number."""
+    return float(when) if isinstance(when, int | float) and not isinstance(when, bool) and \
+        math.isfinite(when) else 0.0
 
 
 def study_key(name: str) -> str:

@@ -129,6 +129,18 @@ def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:
                         "already measured") from None
 
 
+def latest(store: Store) -> str:
+    """What `latest` names where a study stands for itself (knoblab report): whichever
+    knoblab did last, the newest run of its own (by its start) or a study (by its last
+    change: a study's trials, validations and reductions are the study's), as the run's id
+    or study:NAME; "latest" itself when the store holds neither (Store.run says so)."""
+    run = store.newest_run()
+    study = max(store.studies(), key=lambda s: s["updated_at"], default=None)
+    if study is not None and (run is None or study["updated_at"] >= run["created_at"]):
+        return PREFIX + study["name"]
+    return "latest" if run is None else str(run["id"])
+
+
 def _tune_again(store: Store, study: dict[str, Any]) -> str:
     """knoblab tune with the study's spec file, found beside its runs' spec (their folder is
     kept with them), else named by the study."""

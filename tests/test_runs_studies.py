@@ -15,6 +15,7 @@ import pytest
 
 from knoblab import cli, runner, workloads
 from knoblab import search as tune_module
+from knoblab.errors import UserError
 from knoblab.store import RunInfo, Store
 from tests import fakes
 
@@ -171,7 +172,8 @@ def test_a_study_named_anything_is_listed_literally(fake_servers: None, tmp_path
 
 def test_runs_finds_plain_runs_behind_a_page_of_a_studys_runs(tmp_path: Path, capsys) -> None:
     """The listing reads the store a page at a time and skips a study's runs: a plain run
-    older than hundreds of them is still listed, and the study's are all counted."""
+    older than hundreds of them is still listed (and is `latest`), and the study's are all
+    counted."""
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     store = Store(url)
 
@@ -187,3 +189,46 @@ def test_runs_finds_plain_runs_behind_a_page_of_a_studys_runs(tmp_path: Path, ca
     assert code == 0 and plain in listed and "big: trial" not in listed
     code, listed = _listed(capsys, "--store", url, "runs", "--study", "big", "--limit", "0")
     assert code == 0 and all(run_id in listed for run_id in inner) and plain not in listed
+    assert store.run("latest")["id"] == plain, "latest is never a study's run"
+
+
+def test_latest_after_knoblab_tune_is_the_study_and_never_one_of_its_runs(
+        fake_servers: None, tmp_path: Path, capsys) -> None:
+    """`knoblab report latest` after a tune shows the study's report; a command taking runs
+    only (compare) takes the newest run of its own; after a plain run, latest is that run."""
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    store = Store(url)
+    plain = []
+    for n in range(2):
+        assert cli.main(["--store", url, "run", str(_run_spec(tmp_path)),
+                         "--out", str(tmp_path / f"plain{n}")]) == 0
+        plain.append(store.list_runs(limit=1)[0]["id"])
+    assert cli.main(["--store", url, "tune", str(_spec(tmp_path, trials=3)),
+                     "--out", str(tmp_path / "study")]) == 0
+    capsys.readouterr()
+    code, shown = _listed(capsys, "--store", url, "report", "latest", "--out",
+                          str(tmp_path / "latest"))
+    assert code == 0, shown
+    assert "study mix: 3 trials" in shown
+    assert (tmp_path / "latest" / "tune.json").read_text() == \
+        (tmp_path / "study" / "tune.json").read_text()
+    code, shown = _listed(capsys, "--store", url, "compare", plain[0], "latest")
+    assert code == 0 and f"run {plain[1]} against run {plain[0]}" in shown, shown
+    # A plain run after the study: latest is that run, for report and compare alike.
+    assert cli.main(["--store", url, "run", str(_run_spec(tmp_path)),
+                     "--out", str(tmp_path / "plain2")]) == 0
+    newest = store.list_runs(limit=1)[0]["id"]
+    assert newest not in plain and store.run("latest")["id"] == newest
+    code, shown = _listed(capsys, "--store", url, "report", "latest", "--json",
+                          str(tmp_path / "run.json"), "--out", str(tmp_path / "again"))
+    assert code == 0, shown
+    assert json.loads((tmp_path / "run.json").read_text())["run_id"] == newest
+
+
+def test_latest_in_a_store_of_only_a_studys_runs_is_one_line(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    with store.measuring_for("big"):
+        store.create_run(name="big: trial 0", kind="sweep", spec_source="", server_binary="",
+                         server_version="", info=RunInfo(), point_list=[({"a": "1"}, {"a": "1"})])
+    with pytest.raises(UserError, match="no run of its own yet .only tuning studies'"):
+        store.run("latest")
