@@ -22,7 +22,7 @@ from knoblab import runner, safety
 from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
-from knoblab.search import proof
+from knoblab.search import proof, recommend
 from knoblab.search.importance import evaluator_for, importances
 from knoblab.search.loop import SEARCH_SHARE, Search, TuneListener, ask_and_tell, check_trials
 from knoblab.search.options import Constraint, Goal, TuneOptions
@@ -83,6 +83,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
     check_trials(spec, options, space, baseline, targets, store)
+    _warn_never_recommended(space.names, listener)
     url = driver_url(options.storage, "[tune] storage") if options.storage else \
         driver_url(beside(store))
     turn = Turn(url)
@@ -122,3 +123,10 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                       tied=dict(spec.tied))
 
 
+def _warn_never_recommended(names: list[str], listener: TuneListener) -> None:
+    """Before the first trial: a setting searched whose cost the workload cannot see is
+    never recommended, whatever its trials find. A warning, not a refusal: its effect may be
+    what the user wants to see."""
+    for setting, why in recommend.never_recommended(names).items():
+        listener.message(f"warning: {setting} will be searched but never recommended ({why}); "
+                         "remove it from [tune.knobs] unless you only want to see its effect")

@@ -53,6 +53,12 @@ def name(written: str) -> str:
     return written.strip().lower().replace("-", "_")
 
 
+def never_recommended(settings: list[str]) -> dict[str, str]:
+    """Those of `settings` that are never recommended, each with why (UNSEEN_COST): a search
+    over one pays for trials whose finding cannot be used."""
+    return {k: UNSEEN_COST[name(k)] for k in settings if name(k) in UNSEEN_COST}
+
+
 def in_force(changes: Mapping[str, str], tied: Mapping[str, str],
              base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings in force for a configuration: `base` ([server.config]), `changes` on top,
@@ -96,7 +102,7 @@ def changes(result: TuneResult) -> dict[str, str]:
 
 def unseen(result: TuneResult) -> dict[str, str]:
     """The decided settings that are not recommended, each with why (UNSEEN_COST)."""
-    return {k: UNSEEN_COST[name(k)] for k in changes(result) if name(k) in UNSEEN_COST}
+    return never_recommended(list(changes(result)))
 
 
 def left_as_they_are(result: TuneResult) -> list[str]:

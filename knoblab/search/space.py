@@ -24,6 +24,7 @@ from typing import Any
 from knoblab import safety
 from knoblab.catalog import INTEGER_TYPES, Catalog, Knob
 from knoblab.errors import UserError
+from knoblab.search.recommend import never_recommended
 from knoblab.units import format_size, is_size, parse_size, setting_text
 
 SCALES = ("log", "linear")
@@ -129,9 +130,13 @@ def auto_space(catalog: Catalog, memory_budget: int, durability: bool
                ) -> tuple[Space, list[str]]:
     """knobs = "auto" on this server: the space, and a note per setting left out and why."""
     chosen = {**AUTO, **(AUTO_DURABILITY if durability else {})}
+    unseen = never_recommended(list(chosen))
     dimensions, left_out = [], []
     for name, entry in chosen.items():
         knob = catalog.knobs.get(name)
+        if name in unseen:  # its trials would be paid for, and their finding never used
+            left_out.append(f"{name} (never recommended: {unseen[name]})")
+            continue
         if knob is None:
             left_out.append(f"{name} (not on this server)")
             continue
