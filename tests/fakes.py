@@ -120,7 +120,7 @@ class FakeWorkload(Timed):
         # Deterministic, with a small spread so that the statistics have something to do.
         spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
         time.sleep(SCRIPT.sleep)
-        both = server.global_values(["sort_buffer_size", "read_buffer_size"])
+        both = server.global_values(list(fake_catalog().knobs))  # every setting it has
         seconds = SCRIPT.seconds.get(value, 1.0) if SCRIPT.model is None else SCRIPT.model(both)
         details: dict[str, Any] = {"rows": SCRIPT.rows.get(value, 1)}
         if SCRIPT.memory is not None:

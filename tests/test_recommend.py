@@ -263,3 +263,88 @@ def test_a_recommended_cnf_applied_to_a_fresh_sandbox_is_the_measured_configurat
         assert server.global_values(list(measured)) == measured
     if example == "tune-query-mix.toml":
         assert measured["max_heap_table_size"] == changes["tmp_table_size"]
+
+
+# ------------------------------------------------------------------ help together, or nothing
+
+
+@pytest.fixture
+def four_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake server with four settings: a large sort_buffer_size halves the time; a large
+    join_buffer_size and a large read_rnd_buffer_size each save 2.5% (under min_effect alone,
+    above it together); read_buffer_size does nothing."""
+    def catalog() -> Catalog:
+        def size(name: str, default: str) -> Knob:
+            return Knob(name, "BIGINT UNSIGNED", "SESSION", default, 1024, 2**40, 1, (), True,
+                        True)
+
+        return Catalog("fake-server 1.0", {
+            "sort_buffer_size": size("sort_buffer_size", str(2 * MB)),
+            "join_buffer_size": size("join_buffer_size", str(256 * 1024)),
+            "read_rnd_buffer_size": size("read_rnd_buffer_size", str(256 * 1024)),
+            "read_buffer_size": size("read_buffer_size", str(128 * 1024))})
+
+    def model(s: dict[str, str]) -> float:
+        big = {k: int(s.get(k, 0)) >= 4 * MB for k in
+               ("sort_buffer_size", "join_buffer_size", "read_rnd_buffer_size")}
+        return 1.0 * (0.5 if big["sort_buffer_size"] else 1.0) * \
+            (0.975 if big["join_buffer_size"] else 1.0) * \
+            (0.975 if big["read_rnd_buffer_size"] else 1.0)
+
+    monkeypatch.setattr(fakes, "fake_catalog", catalog)
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=model, spread=0.002))
+
+
+def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_back(
+        four_knobs, tmp_path: Path):
+    """Put back alone, only sort_buffer_size shows; the full configuration is then shown better
+    than sort_buffer_size alone (the two small ones help together). Before, all of it was
+    recommended, read_buffer_size (which does nothing) among it. Now the others are put back
+    one by one, the least helpful first, and read_buffer_size goes back."""
+    from knoblab.search.loop import Search
+    from knoblab.search.options import Goal, TuneOptions
+    from knoblab.search.space import parse_space
+
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    source = ('name = "together"\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
+              'min_effect = 0.03\n[tune]\ntrials = 2\n[tune.knobs]\n'
+              'sort_buffer_size = ["1M", "64M"]\njoin_buffer_size = ["128K", "64M"]\n'
+              'read_rnd_buffer_size = ["128K", "64M"]\nread_buffer_size = ["64K", "64M"]\n')
+    spec = parse_spec(tomllib.loads(source), source=source)
+    catalog = fakes.fake_catalog()
+    options = TuneOptions.from_spec(spec.tune or {}, spec.name)
+    space = parse_space(options.knobs, catalog, False)
+    baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
+    said: list[str] = []
+
+    class Listener:
+        def message(self, text: str) -> None:
+            said.append(text)
+
+        def searching(self, *args: object) -> None: ...
+        def scored(self, *args: object) -> None: ...
+
+    search = Search(spec, options, Goal.of(options, spec.workload), space, baseline, catalog,
+                    store, tmp_path, Listener(), fakes.open_fake)
+    full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
+            "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
+    trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
+    reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), None)
+    assert reduction is not None
+    assert {e.name for e in reduction.effects if e.measurable} == {"sort_buffer_size"}
+    assert reduction.trim_run_id is not None, said
+    # read_buffer_size (no effect) was put back first, and it is not recommended.
+    assert reduction.trim_steps[0][0] == "read_buffer_size"
+    assert "read_buffer_size" in reduction.trimmed
+    assert "read_buffer_size" not in reduction.kept
+    assert "sort_buffer_size" in reduction.kept
+    result = _result(full, reduction, baseline=baseline)
+    assert "read_buffer_size" not in result.settings
+    lines = "\n".join(reduction_lines(result))
+    assert "put back one by one, the least helpful first" in lines
+    assert "without read_buffer_size too:" in lines
+    # What is recommended was measured as such: a point of the trimming run is that config.
+    applied = [t.effective for t in store.trials(reduction.trim_run_id)]
+    assert any(all(a.get(k) == v for k, v in result.settings.items()) and
+               a.get("read_buffer_size") == baseline["read_buffer_size"] for a in applied)

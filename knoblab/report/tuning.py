@@ -177,6 +177,19 @@ def reduction_lines(result: TuneResult) -> list[str]:
             if len(full) > 1 and not any(e.measurable for e in reduction.effects):
                 lines.append("no setting's effect is measurable alone, and the validation "
                              "showed them better together: they are recommended together")
+        elif reduction.trim_run_id is not None:
+            lines.append(f"the full recommendation was shown better than {reduced} alone (by "
+                         f"{min_effect:.0%} or more); the others put back one by one, the "
+                         "least helpful first:")
+            words = {"worse": "worse than the best", "equivalent": "as good as the best",
+                     "best": "the best"}
+            lines.extend(f"  without {name} too: {words.get(verdict, 'not shown worse')}"
+                         for name, verdict in reduction.trim_steps)
+            lines.append(
+                "each step back was worse than the best: all of it is recommended"
+                if reduction.kept == full
+                else f"{', '.join(reduction.trimmed)} left as they are (not shown to help): "
+                f"{settings_text(reduction.kept)} is recommended")
         elif reduction.kept == full:
             lines.append(f"the full recommendation was shown better than {reduced} alone (by "
                          f"{min_effect:.0%} or more): all of it is recommended")
@@ -279,6 +292,10 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         "reduction": None if result.reduction is None else {
             "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
             "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
+            "trimmed": list(result.reduction.trimmed),
+            "trim_run_id": result.reduction.trim_run_id,
+            "trim_steps": [{"put_back": name, "verdict": verdict}
+                           for name, verdict in result.reduction.trim_steps],
             "effects": [{"name": e.name, "loss": e.loss, "ci95": e.interval,
                          "measurable": e.measurable} for e in result.reduction.effects]},
         "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}

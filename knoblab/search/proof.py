@@ -2,7 +2,8 @@
 anything is recommended. Its best candidates are measured again against the baseline, in fresh
 starts, until decided (validation); then each setting of the best one is put back alone, to see
 which ones matter, and the configuration without those that do not is checked to do as well
-(reduction). The burden of proof lives here, and only here."""
+(reduction); when it does not, the configuration without those that showed no sign of helping
+alone is checked too. The burden of proof lives here, and only here."""
 
 from __future__ import annotations
 
@@ -120,6 +121,8 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     changes, sign = chosen.trial.changes, search.goal.sign
     search.listener.message(f"reducing the recommendation: each of its {len(changes)} "
                             "settings put back alone, to see which ones matter")
+    # Half the budget for putting each back; the rest for checking what is dropped (once, or
+    # twice when the full configuration does better than the reduced one).
     share = None if budget is None else budget / 2
     full = _in_force(search, changes)
     run_id = search.run(check_spec(
@@ -146,12 +149,54 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     dropped = [name for name in changes if name not in kept]
     search.listener.message(f"checking whether the full recommendation does better than "
                             f"{settings_text(kept) or 'the baseline'}")
+    share = None if share is None else share / 2
     check_id = search.run(check_spec(search.spec, f"trial {chosen.trial.number} without "
                                      f"{', '.join(dropped)}", full,
                                      [put_back(search, dropped)], share, tied={}))
     whole, reduced = build_results(search.store, check_id).points[:2]
-    return Reduction(effects, run_id, decided(changes, kept, reduced.verdict), check_id,
-                     "equivalent" in (whole.verdict, reduced.verdict))
+    equivalent = "equivalent" in (whole.verdict, reduced.verdict)
+    if reduced.verdict != "worse" or len(dropped) < 2:
+        return Reduction(effects, run_id, decided(changes, kept, reduced.verdict), check_id,
+                         equivalent)
+    return trim(search, chosen, effects, dropped, share, Reduction(
+        effects, run_id, dict(changes), check_id, equivalent))
+
+
+def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: list[str],
+         budget: float | None, full_kept: Reduction) -> Reduction:
+    """The full configuration did better than the settings shown alone: some of the others
+    help together, and some may do nothing. They are put back cumulatively, those that lost
+    least when put back alone first (those of unseen cost before all), and the configuration
+    with most of them put back that is not shown worse than the best is recommended: a
+    setting that does nothing goes back, one that helps with the others stays."""
+    from knoblab.results import build_results
+
+    changes = chosen.trial.changes
+    loss = {e.name: e.loss for e in effects}
+    order = sorted(dropped, key=lambda k: (recommend.name(k) not in recommend.UNSEEN_COST,
+                                           loss.get(k, 0.0)))[:-1]
+    search.listener.message("the full recommendation did better than without all of "
+                            f"{', '.join(dropped)}: putting them back one by one, the least "
+                            "helpful first")
+    try:
+        run_id = search.run(check_spec(
+            search.spec, f"the settings of trial {chosen.trial.number} put back cumulatively",
+            _in_force(search, changes), [put_back(search, [name]) for name in order], budget,
+            tied={}))
+    except BudgetTooShort as exc:
+        if budget is None:
+            raise
+        search.listener.message(f"not put back one by one: {exc}")
+        return full_kept
+    verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(order) + 1]]
+    # The most settings put back with the configuration not shown worse than the best.
+    last = max((i for i, v in enumerate(verdicts) if v not in ("worse", "failed", "not run")),
+               default=0)
+    back = order[:last]
+    return dataclasses.replace(
+        full_kept, kept={k: v for k, v in changes.items() if k not in back},
+        trimmed=tuple(back), trim_run_id=run_id,
+        trim_steps=tuple(zip(order, verdicts[1:], strict=True)))
 
 
 def decided(changes: Mapping[str, str], kept: Mapping[str, str], reduced_verdict: str

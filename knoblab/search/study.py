@@ -379,7 +379,9 @@ def validated(study: optuna.Study, outcomes: list[TrialOutcome]
     return validations, None if reduction is None else Reduction(
         [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"])
          for e in reduction["effects"]], reduction["run"], reduction["kept"],
-        reduction["check_run"], reduction["equivalent"])
+        reduction["check_run"], reduction["equivalent"], tuple(reduction.get("trimmed", ())),
+        reduction.get("trim_run"),
+        tuple((name, verdict) for name, verdict in reduction.get("trim_steps", ())))
 
 
 def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
@@ -391,7 +393,9 @@ def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
         "reduction": None if reduction is None else {
             "effects": [dataclasses.asdict(e) for e in reduction.effects],
             "run": reduction.run_id, "kept": reduction.kept,
-            "check_run": reduction.check_run_id, "equivalent": reduction.equivalent}})
+            "check_run": reduction.check_run_id, "equivalent": reduction.equivalent,
+            "trimmed": list(reduction.trimmed), "trim_run": reduction.trim_run_id,
+            "trim_steps": [list(step) for step in reduction.trim_steps]}})
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,
