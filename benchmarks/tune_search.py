@@ -98,7 +98,7 @@ def grid(space: str, rounds: int, out: Path, home: Path) -> None:
         spec.write_text(text)
         began = time.monotonic()
         done = _knoblab(home, store_path, "run", str(spec), "--json",
-                        str(Path(scratch) / "grid.json"), "--out", scratch)
+                        str(Path(scratch) / "grid.json"), "--out", f"{scratch}/report")
         wall = time.monotonic() - began
         if done.returncode != 0:
             sys.exit(f"the grid run failed: {done.stderr.strip()}")
@@ -226,11 +226,11 @@ def _knoblab_tune(data: dict[str, Any], seed: int, trials: int, home: Path) -> d
         spec, store = Path(scratch) / "tune.toml", Path(scratch) / "tune.sqlite"
         spec.write_text(_spec_text(tail, f"bench-{seed}", seed))
         began = time.monotonic()
-        done = _knoblab(home, store, "tune", str(spec), "--out", scratch)
+        done = _knoblab(home, store, "tune", str(spec), "--out", f"{scratch}/report")
         wall = time.monotonic() - began
         if done.returncode != 0:
             sys.exit(f"knoblab tune failed: {done.stderr.strip()}")
-        result = json.loads((Path(scratch) / "tune.json").read_text())
+        result = json.loads((Path(scratch) / "report" / "tune.json").read_text())
         study = optuna.load_study(study_name=f"bench-{seed}",
                                   storage=f"sqlite:///{Path(scratch) / 'tune-tune.sqlite'}")
         seconds = {t.number: float(t.user_attrs.get("seconds", 0.0)) for t in study.trials}
