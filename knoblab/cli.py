@@ -321,8 +321,6 @@ def _say(line: str) -> None:
 def _check_outputs(args: argparse.Namespace, store: Store, home: Path) -> None:
     """Every place the command will write to, checked before anything starts: usable, and
     none of the files knoblab relies on."""
-    from knoblab.report.document import check_folder
-
     own: dict[Path, str] = {}
     if store.path is not None:
         own[store.path] = "knoblab's results store"
@@ -334,7 +332,7 @@ def _check_outputs(args: argparse.Namespace, store: Store, home: Path) -> None:
     if out is not None:
         places.output_folder(out, "--out")
         places.not_knoblabs_own(out, "--out", own, home)
-        check_folder(out)
+        places.check_report_folder(out)
     if json_file is not None:
         places.output_file(json_file, "--json")
         places.not_knoblabs_own(json_file, "--json", own, home)

@@ -19,6 +19,13 @@ from knoblab.errors import UserError
 _UNSAFE_IN_SERVER_PATHS = re.compile(r"[\s#'\"\\`$;&|<>*?\[\]{}()!]")
 # Less than this free in the home and nothing useful can run: a template alone is more.
 _MIN_FREE = 64 * 1024 * 1024
+# A folder knoblab wrote holds this file; one that does not, and holds anything else, is the
+# user's and is never written into.
+REPORT_MARK = ".knoblab-report"
+# What knoblab writes into a report folder (a folder holding only these is knoblab's, even
+# from a version that wrote no mark).
+_REPORT_FILES = ("report.html", "report.md", "measurements.csv", "result.json", "recommended.cnf",
+                 "tune.json", "knoblab-tuned.cnf", REPORT_MARK)
 
 
 def usable_home(raw: str | None, *, writes: bool) -> Path:
@@ -73,6 +80,19 @@ def not_knoblabs_own(path: Path, flag: str, own: dict[Path, str], home: Path) ->
     if where == home.resolve() or home.resolve() in where.parents:
         raise UserError(f"{flag} {path} lies in knoblab's home ({home}), which holds its "
                         f"servers and results; give {flag} a place outside it")
+
+
+def check_report_folder(folder: Path) -> None:
+    """Refuse, without writing anything, a folder a report may not be written into."""
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} is a file, not a folder: give another --out")
+    if folder.is_dir() and not (folder / REPORT_MARK).exists():
+        foreign = sorted(p.name for p in folder.iterdir()
+                         if p.name not in _REPORT_FILES and p.suffix != ".png")
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise UserError(f"{folder} holds files knoblab did not write ({shown}); give an "
+                            "empty or new folder with --out")
 
 
 def write_file(path: Path, text: str, flag: str) -> None:

@@ -25,6 +25,8 @@ import jinja2
 
 from knoblab.errors import UserError
 from knoblab.literal import code_block, literal, markdown
+from knoblab.places import REPORT_MARK as MARK
+from knoblab.places import check_report_folder as check_folder
 from knoblab.records import Comparison, Point, Results
 from knoblab.report.format import (
     change_text,
@@ -52,14 +54,6 @@ from knoblab.report.text import (
 )
 from knoblab.store import Store
 from knoblab.units import format_duration, setting_text
-
-# A folder knoblab wrote holds this file; one that does not, and holds anything else, is the
-# user's and is never written into.
-MARK = ".knoblab-report"
-# What knoblab writes into a report folder (a folder holding only these is knoblab's, even
-# from a version that wrote no mark).
-OWN = ("report.html", "report.md", "measurements.csv", "result.json", "recommended.cnf",
-       "tune.json", "knoblab-tuned.cnf", MARK)
 
 _VERDICT_CLASS = {"best": "best", "worse": "worse", "inconclusive": "inconclusive",
                   "failed": "failed", "not run": "dim", "gain": "best", "loss": "worse"}
@@ -114,19 +108,6 @@ def claim_folder(folder: Path) -> None:
     except OSError as exc:
         raise UserError(f"cannot write the report to {exc.filename or folder}: "
                         f"{exc.strerror}; give a writable folder with --out") from None
-
-
-def check_folder(folder: Path) -> None:
-    """Refuse, without writing anything, a folder a report may not be written into."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder} is a file, not a folder: give another --out")
-    if folder.is_dir() and not (folder / MARK).exists():
-        foreign = sorted(p.name for p in folder.iterdir()
-                         if p.name not in OWN and p.suffix != ".png")
-        if foreign:
-            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
-            raise UserError(f"{folder} holds files knoblab did not write ({shown}); give an "
-                            "empty or new folder with --out")
 
 
 def write_report(results: Results, store: Store, folder: Path, charts: list[Path],

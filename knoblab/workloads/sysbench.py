@@ -46,7 +46,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pymysql
-from scipy import stats as scipy_stats
 
 from knoblab import section, timeseries
 from knoblab.catalog import Catalog
@@ -853,6 +852,8 @@ def _mean_interval(samples: list[float], confidence: float) -> list[float]:
     mean = float(np.mean(x)) if k else 0.0
     if k < 2:
         return [mean, mean]
+    from scipy import stats as scipy_stats  # here, not at the top: it costs ~0.5 s to import
+
     t = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1))
     if np.all(x > 0):
         logs = np.log(x)
