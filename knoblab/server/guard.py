@@ -28,7 +28,7 @@ from knoblab.server.target import Tampered
 MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
                     "gtid_slave_pos", "gtid_executed", "gtid_purged", "gtid_owned"})
 _NAME = re.compile(r"^[a-z0-9_]+$")
-_ACCESS_DENIED = (1044, 1045, 1698)
+ACCESS_DENIED = (1044, 1045, 1698)
 _WRONG_TYPE = 1232  # "Incorrect argument type to variable"
 _REAL = re.compile(r"-?\d+(\.\d*)?(e[-+]?\d+)?", re.IGNORECASE)
 # A server that hangs (its disk full, say) must not hang knoblab's look at it.
@@ -89,7 +89,7 @@ def changes(server: Server, before: State, failed: bool = False) -> str | None:
         code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else None
         text = str(exc.args[-1]) if isinstance(exc, pymysql.MySQLError) and exc.args \
             else str(exc)  # a running server's connect says it in words (UserError)
-        denied = code in _ACCESS_DENIED or "refused the login" in text or \
+        denied = code in ACCESS_DENIED or "refused the login" in text or \
             "Access denied" in text
         if denied:
             return (f"the server now refuses knoblab's login ({text}): the workload dropped "

@@ -38,7 +38,7 @@ from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import Server
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, compile_info
-from knoblab.server.guard import watching
+from knoblab.server.guard import ACCESS_DENIED, watching
 from knoblab.server.settings import read_globals, set_globals
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered
 
@@ -230,8 +230,9 @@ class Sandbox:
             try:
                 self.connect(connect_timeout=2).close()
                 return False  # it answers: whatever failed, it was not a shutdown
-            except pymysql.MySQLError:
-                pass
+            except pymysql.MySQLError as exc:
+                if exc.args and exc.args[0] in ACCESS_DENIED:
+                    return False  # it answers, refusing the login: a running server
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=SHUTDOWN_WAIT)
         try:
