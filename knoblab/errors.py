@@ -25,7 +25,11 @@ class UserError(Exception):
 
 class BudgetTooShort(UserError):
     """A time budget that cannot hold the rounds a run needs (knoblab.runner): a search skips
-    the check it was for, where any other refusal stops it."""
+    the check it was for, where any other refusal stops it. `needed`: seconds it would take."""
+
+    def __init__(self, message: str, needed: float = 0.0) -> None:
+        super().__init__(message)
+        self.needed = needed
 
 
 class RunBusy(UserError):

@@ -234,7 +234,8 @@ def _check_budget(work: Workload, points: int) -> None:
             f"[workload] budget = {format_duration(rounds.budget)} cannot hold the "
             f"{rounds.floor} rounds a decision needs: one round takes at least "
             f"{format_duration(one_round)} ({points} points × {per_trial:g} s); give at least "
-            f"budget = \"{math.ceil(rounds.floor * one_round)}s\", or fewer min_repetitions")
+            f"budget = \"{math.ceil(rounds.floor * one_round)}s\", or fewer min_repetitions",
+            rounds.floor * one_round)
 
 
 def _few_rounds(spec: Spec) -> list[str]:

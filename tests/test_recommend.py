@@ -11,6 +11,7 @@ import pytest
 
 from knoblab import runner, workloads
 from knoblab.catalog import Catalog, Knob
+from knoblab.errors import BudgetTooShort
 from knoblab.records import Effect, Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import in_force_lines
 from knoblab.report.tuning import reduction_lines, tune_cnf, tune_json
@@ -348,3 +349,23 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     applied = [t.effective for t in store.trials(reduction.trim_run_id)]
     assert any(all(a.get(k) == v for k, v in result.settings.items()) and
                a.get("read_buffer_size") == baseline["read_buffer_size"] for a in applied)
+
+
+def test_a_recommendation_that_could_not_be_reduced_says_so_and_the_json_too():
+    """A short budget skips the reduction: the settings validated together are recommended,
+    but the user is told that which of them matter was not measured."""
+    full = {"join_cache_level": "6", "tmp_table_size": str(32 * MB)}
+    result = _result(full)  # validated, no reduction
+    lines = "\n".join(reduction_lines(result))
+    assert "not reduced: these 2 settings were shown better together" in lines
+    assert "not reduced" in tune_cnf(result)
+    assert tune_json(result)["recommended"]["reduced"] is False
+    one = _result({"join_cache_level": "6"})
+    assert not reduction_lines(one) and tune_json(one)["recommended"]["reduced"] is True
+
+
+def test_a_check_skipped_for_the_budget_names_the_studys_budget():
+    exc = BudgetTooShort('[workload] budget = "2s" cannot hold ...', 12.0)
+    text = proof.short(exc, 2.0)
+    assert "[workload]" not in text and "12 s" in text
+    assert "--budget" in text

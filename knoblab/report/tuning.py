@@ -162,6 +162,12 @@ def reduction_lines(result: TuneResult) -> list[str]:
         return []
     full = chosen.trial.changes
     lines = []
+    if not was_reduced(result):
+        lines.append(f"not reduced: these {len(full)} settings were shown better together, "
+                     "but which of them matter was not measured (the budget left could not "
+                     "hold it, or the objective is not the workload's own), so some may do "
+                     "nothing; a larger budget (knoblab tune SPEC --budget ...) puts each back "
+                     "alone")
     for e in reduction.effects if reduction is not None else []:
         what = "it matters" if e.measurable else \
             f"no measurable effect (under {min_effect:.0%}): leave it as it is " \
@@ -207,6 +213,13 @@ def reduction_lines(result: TuneResult) -> list[str]:
                      f"measured: {why}; this workload cannot see that cost, so leave it as it "
                      f"is ({setting_text(name, result.baseline.get(name, 'the default'))})")
     return lines
+
+
+def was_reduced(result: TuneResult) -> bool:
+    """Whether each setting of the recommendation was put back alone to see whether it matters
+    (a recommendation of one setting needs no reduction: its validation shows it)."""
+    chosen = result.recommended
+    return chosen is None or len(chosen.trial.changes) < 2 or result.reduction is not None
 
 
 def validation_text(v: Validation, min_effect: float) -> str:
@@ -287,6 +300,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "trial": chosen.trial.number, "settings": result.settings,
             "changes": recommend.to_change(result), "searched": chosen.trial.changes,
             "left_as_they_are": recommend.left_as_they_are(result),
+            "reduced": was_reduced(result),
             "not_recommended": recommend.unseen(result),
             "gain": chosen.gain, "ci95": chosen.interval, "mycnf": fragment(result)},
         "reduction": None if result.reduction is None else {

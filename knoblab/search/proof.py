@@ -20,7 +20,7 @@ from knoblab.search import recommend
 from knoblab.search.loop import Search
 from knoblab.search.recommend import ties
 from knoblab.spec import Spec
-from knoblab.units import settings_text
+from knoblab.units import format_duration, settings_text
 from knoblab.workloads.base import Rounds
 
 # Of the budget left after the search: the share for validating its best candidates (the
@@ -44,8 +44,15 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     except BudgetTooShort as exc:
         if left is None:
             raise
-        search.listener.message(f"the recommendation is not reduced: {exc}")
+        search.listener.message(f"the recommendation is not reduced: {short(exc, left)}")
         return validations, None
+
+
+def short(exc: BudgetTooShort, left: float | None) -> str:
+    """Why a check was skipped, in the search's terms: its budget is the study's."""
+    return (f"the study's budget left for it ({format_duration(left or 0.0)}) cannot hold the "
+            f"rounds it needs (at least {format_duration(exc.needed)}); give the study a "
+            "larger budget (knoblab tune SPEC --budget ...)")
 
 
 def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
@@ -74,7 +81,7 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
         except BudgetTooShort as exc:
             if share is None:
                 raise
-            search.listener.message(f"no validation: {exc}")
+            search.listener.message(f"no validation: {short(exc, share)}")
             break
         done.append(_verdict(search, outcome, run_id, len(chosen)))
     return done
@@ -186,7 +193,7 @@ def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: lis
     except BudgetTooShort as exc:
         if budget is None:
             raise
-        search.listener.message(f"not put back one by one: {exc}")
+        search.listener.message(f"not put back one by one: {short(exc, budget)}")
         return full_kept
     verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(order) + 1]]
     # The most settings put back with the configuration not shown worse than the best.
