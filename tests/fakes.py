@@ -32,6 +32,24 @@ from knoblab.workloads.base import (
 from knoblab.workloads.query import Timed
 
 
+class Quiet:
+    """A run's listener that keeps the messages and trials it is told, for assertions."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.lines.append(text)
+
+    def dataset_progress(self, done: int, total: int) -> None: ...
+    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
+                 ) -> None: ...
+    def plan(self, total: int, done: int, unit: str) -> None: ...
+    def trial(self, label, repetition, status, value, error) -> None:
+        self.lines.append(f"{label} {status} {value} {error}")
+    def second(self, label, second) -> None: ...
+
+
 @dataclass
 class Script:
     """What the fakes do, set by each test: times per value, failures, an interrupt."""
@@ -49,6 +67,7 @@ class Script:
     built: list[str] = field(default_factory=list)  # data keys built
     spread: float = 0.01  # measurements vary within ×1 to ×(1 + spread), deterministically
     sleep: float = 0.0  # seconds each measurement takes
+    start_sleep: float = 0.0  # seconds each server start takes
     parts: int = 1  # separately timed parts per measurement (each one a measure() call)
     # seconds as a function of every setting the fake server has (instead of `seconds`)
     model: Callable[[dict[str, str]], float] | None = None
@@ -247,6 +266,7 @@ class FakeTarget:
     def configured(self, settings: Mapping[str, str], data: Data
                    ) -> Iterator[tuple[Server, dict[str, Any]]]:
         SCRIPT.started.append(dict(settings))
+        time.sleep(SCRIPT.start_sleep)
         if settings.get("sort_buffer_size") in SCRIPT.refuses:
             raise ServerRefused("the server did not start: unknown option (error log)")
         yield FakeServer(settings), {"start_seconds": 0.0}

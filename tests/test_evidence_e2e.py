@@ -13,6 +13,7 @@ import pytest
 from knoblab.runner import start_run
 from knoblab.spec import parse_spec
 from knoblab.store import Store
+from tests.fakes import Quiet
 
 pytestmark = pytest.mark.server
 
@@ -34,24 +35,6 @@ rows = [20_000, 40_000]
 [tie]
 max_heap_table_size = "tmp_table_size"
 """
-
-
-class Quiet:
-    """A listener that keeps what it is told, for assertions."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def message(self, text: str) -> None:
-        self.lines.append(text)
-
-    def dataset_progress(self, done: int, total: int) -> None: ...
-    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
-                 ) -> None: ...
-    def plan(self, total: int, done: int, unit: str) -> None: ...
-    def trial(self, label, repetition, status, value, error) -> None:
-        self.lines.append(f"{label} {status} {value} {error}")
-    def second(self, label, second) -> None: ...
 
 
 @pytest.fixture(scope="module")

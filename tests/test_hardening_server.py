@@ -20,24 +20,9 @@ from knoblab.server.sandbox import Sandbox, base_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
 from knoblab.store import Store
+from tests.fakes import Quiet
 
 pytestmark = pytest.mark.server
-
-
-class Quiet:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def message(self, text: str) -> None:
-        self.lines.append(text)
-
-    def dataset_progress(self, done: int, total: int) -> None: ...
-    def decision(self, undecided: list[str], most_left: int, budget_left: float | None
-                 ) -> None: ...
-    def plan(self, total: int, done: int, unit: str) -> None: ...
-    def trial(self, label, repetition, status, value, error) -> None:
-        self.lines.append(f"{label} {status} {value} {error}")
-    def second(self, label, second) -> None: ...
 
 
 QUERY = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'"
