@@ -93,7 +93,7 @@ def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp
 
 def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home, tmp_path):
     spec = tmp_path / "oltp.toml"
-    spec.write_text(SPEC.format(duration=12, repetitions=1))
+    spec.write_text(SPEC.format(duration=8, repetitions=1))
     store = tmp_path / "s.sqlite"
     process = subprocess.Popen(_command(tmp_path, "run", str(spec), "--json",
                                         str(tmp_path / "r.json")),
