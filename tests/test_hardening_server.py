@@ -14,6 +14,7 @@ from knoblab import safety
 from knoblab.errors import UserError
 from knoblab.runner import start_run
 from knoblab.search.space import parse_space
+from knoblab.server import binary as binary_module
 from knoblab.server.binary import find_binary
 from knoblab.server.guard import watching
 from knoblab.server.sandbox import Sandbox, base_template
@@ -159,7 +160,8 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
-def test_a_binary_that_hangs_on_version_is_named(tmp_path):
+def test_a_binary_that_hangs_on_version_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(binary_module, "VERSION_TIMEOUT", 1.0)  # the wait is not under test
     hang = _script(tmp_path, "hang.sh", "sleep 1000")
     with pytest.raises(UserError, match="did not answer --version") as said:
         find_binary(str(hang))
