@@ -661,12 +661,16 @@ def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
     """Round after round; with adaptive repetitions, a look between rounds decides whether
     another is needed (and affordable)."""
     rounds = prepared.spec.workload.rounds
+    # The budget is wall time: this invocation's, server starts included, on top of what the
+    # run's earlier invocations measured.
+    began, earlier = time.monotonic(), measuring_seconds(list(finished.values()))
     by_round: dict[int, list[tuple[int, int, int]]] = {}
     for position, (point_idx, repetition) in enumerate(order):
         by_round.setdefault(repetition, []).append((position, point_idx, repetition))
     for number, trials in sorted(by_round.items()):
         if rounds.adaptive and number >= rounds.floor:
-            stopped = _look(run_id, store, listener, rounds, number, len(trials))
+            stopped = _look(run_id, store, listener, rounds, number, len(trials),
+                            earlier + time.monotonic() - began)
             if stopped is not None:
                 store.update_info(run_id, stopped=stopped)
                 return
@@ -687,8 +691,9 @@ def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
 
 
 def _look(run_id: str, store: Store, listener: Listener, rounds: Rounds, done_rounds: int,
-          per_round: int) -> dict[str, Any] | None:
-    """After `done_rounds` rounds: why to stop now, or None to measure another round."""
+          per_round: int, elapsed: float = 0.0) -> dict[str, Any] | None:
+    """After `done_rounds` rounds: why to stop now, or None to measure another round.
+    `elapsed`: the run's wall time so far (server starts included)."""
     results = build_results(store, run_id)
     undecided = [p for p in results.points if p.verdict == "inconclusive"
                  and p.p_value is not None]
@@ -696,7 +701,7 @@ def _look(run_id: str, store: Store, listener: Listener, rounds: Rounds, done_ro
         return {"reason": "decided", "rounds": done_rounds}
     trials = [t for t in store.trials(run_id) if t.status in (TrialState.DONE,
                                                               TrialState.FAILED)]
-    spent = measuring_seconds(trials)
+    spent = max(measuring_seconds(trials), elapsed)
     next_round = spent / max(1, len(trials)) * per_round
     if rounds.budget is not None and spent + next_round > rounds.budget:
         return {"reason": "budget", "rounds": done_rounds, "spent": round(spent, 1)}

@@ -4,6 +4,7 @@ never a setting whose cost the workload cannot see."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from knoblab.report.tuning import reduction_lines, tune_cnf, tune_json
 from knoblab.search import proof, recommend, tune
 from knoblab.search.loop import _trial_spec
 from knoblab.search.space import Space
+from knoblab.search.study import seconds_spent
 from knoblab.spec import parse_spec
 from knoblab.store import Store
 from tests import fakes
@@ -210,10 +212,24 @@ def test_a_reduction_moves_each_setting_with_its_ties_and_recommends_them(three_
         def searching(self, *args: object) -> None: ...
         def scored(self, *args: object) -> None: ...
 
+    fakes.SCRIPT.sleep = 0.02
     result = tune(spec, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
     chosen = result.recommended
     assert chosen is not None and result.reduction is not None
     assert set(chosen.trial.changes) == {"sort_buffer_size", "join_buffer_size"}
+    # The study's time is its wall time: it holds every run's measuring, the validation's and
+    # the reduction's too.
+    import optuna
+
+    from knoblab.search.study import beside
+
+    trials = optuna.load_study(study_name="tied", storage=beside(store)).trials
+    checks = [r["id"] for r in store.list_runs(limit=None)
+              if not re.search(r": trial \d+$", r["name"])]
+    assert checks  # the validation's and the reduction's runs
+    measured = seconds_spent(trials) + \
+        sum(runner.measuring_seconds(store.trials(r)) for r in checks)
+    assert result.spent >= measured, (result.spent, measured)
     effects = {e.name: e for e in result.reduction.effects}
     # Put back with its follower, the leader's loss shows; the other setting does nothing.
     assert effects["sort_buffer_size"].measurable

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import time
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -16,7 +17,7 @@ from knoblab import runner, workloads
 from knoblab.errors import STOP, UserError
 from knoblab.results import build_results
 from knoblab.spec import parse_spec
-from knoblab.store import Store, TrialState
+from knoblab.store import RunInfo, Store, TrialState
 from tests import fakes
 
 VALUES = ["1M", "2M", "4M"]
@@ -282,13 +283,31 @@ def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, m
     assert runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake)
     assert len(store.trials(run_id)) == len(trials)  # without a budget, nothing to do
 
-    runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake, budget=1.0)
+    # The budget is the run's wall time, every invocation together: give it a second more.
+    spent = RunInfo.from_json(store.run(run_id)["info"]).stopped["spent"]
+    runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake,
+                      budget=spent + 1.0)
     second = build_results(store, run_id).rounds
-    assert second is not None and second.done > first.done and second.budget == 1.0
+    assert second is not None and second.done > first.done and second.budget == spent + 1.0
     assert store.run(run_id)["status"] == "done"
     with pytest.raises(UserError, match="give a larger budget"):
         runner.resume_run(run_id, store, tmp_path, quiet, open_servers=fakes.open_fake,
                           budget=0.1)
+
+
+def test_a_budget_is_wall_time_server_starts_included(store, tmp_path, monkeypatch):
+    """Each measurement takes 10 ms and its server start 200 ms: a 1 s budget stops the run
+    after a few rounds, not after 50 rounds of 10 ms measurements."""
+    monkeypatch.setattr(runner, "LEAST_TRIAL_SECONDS", 0.0)
+    fakes.SCRIPT.spread, fakes.SCRIPT.sleep, fakes.SCRIPT.start_sleep = 0.3, 0.01, 0.2
+    spec = _auto_spec("min_repetitions = 2\nmax_repetitions = 50\nbudget = \"1s\"\n"
+                      "design = \"restarts\"")
+    began = time.monotonic()
+    run_id = _run(store, tmp_path, spec)
+    rounds = build_results(store, run_id).rounds
+    assert rounds is not None and rounds.stopped == "budget"
+    assert time.monotonic() - began < 1.0 + 3 * 0.21 + 1.0  # one round over, and some slack
+    assert len(fakes.SCRIPT.started) == 3 * rounds.done <= 9
 
 
 def test_a_budget_too_small_for_the_first_rounds_is_refused_before_anything_runs(store,

@@ -16,6 +16,7 @@ reads without this package.
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 from knoblab import runner, safety
@@ -29,8 +30,10 @@ from knoblab.search.options import Constraint, Goal, TuneOptions
 from knoblab.search.space import auto_space, parse_space
 from knoblab.search.study import (
     Turn,
+    add_checked_seconds,
     beside,
     check_not_the_store,
+    checked_seconds,
     open_study,
     outcome_of,
     params_for,
@@ -100,10 +103,13 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     validations, reduction = validated(study, outcomes)
     if validations is None:
         check_budget = None if options.budget is None else \
-            max(0.0, options.budget - seconds_spent(study.trials))
+            max(0.0, options.budget - seconds_spent(study.trials) - checked_seconds(study))
+        began = time.monotonic()
         try:
             with runner.owning(store, f"tune:{options.study}"):
                 validations, reduction = proof.check(search, outcomes, check_budget)
+            # The budget is the study's wall time: the checks count as the trials do.
+            add_checked_seconds(study, time.monotonic() - began)
         except RunBusy:
             listener.message("another worker is validating this study's best candidates: "
                              "run knoblab tune again when it is done to see its verdicts")
@@ -117,7 +123,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     importance = importances(space, [(t.params, t.value) for t in study.trials
                                      if t.number in feasible and t.value is not None],
                              evaluator_for(None if reduction is None else reduction.effects))
-    return TuneResult(options.study, space, baseline, outcomes, seconds_spent(study.trials),
+    return TuneResult(options.study, space, baseline, outcomes,
+                      seconds_spent(study.trials) + checked_seconds(study),
                       stopped, validations, spec.statistics.min_effect, importance=importance,
                       reduction=reduction, goal=goal, server=target.version, base=base,
                       tied=dict(spec.tied))

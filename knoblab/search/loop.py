@@ -27,6 +27,7 @@ from knoblab.search.study import (
     abandon,
     beat,
     beating,
+    checked_seconds,
     complete_state,
     heartbeat_unwarned,
     new_trial,
@@ -80,7 +81,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
             # Read once a trial: other workers add trials to the study meanwhile.
             trials = study.trials
             outcomes = [o for o in (outcome_of(t, space, baseline) for t in trials) if o]
-            spent = seconds_spent(trials)
+            spent = seconds_spent(trials) + checked_seconds(study)
             finished = [t for t in trials if t.state == complete_state()]
             taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
             left = None if options.budget is None else options.budget * SEARCH_SHARE - spent

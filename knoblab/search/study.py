@@ -470,6 +470,15 @@ def seconds_spent(trials: list[optuna.trial.FrozenTrial]) -> float:
     return sum(float(t.user_attrs.get("seconds", 0.0)) for t in trials)
 
 
+def checked_seconds(study: optuna.Study) -> float:
+    """The wall time spent validating and reducing the study's findings, every time."""
+    return float(study.user_attrs.get("checked_seconds", 0.0))
+
+
+def add_checked_seconds(study: optuna.Study, seconds: float) -> None:
+    study.set_user_attr("checked_seconds", round(checked_seconds(study) + seconds, 3))
+
+
 def typical_trial(trials: list[optuna.trial.FrozenTrial]) -> float:
     seconds = [float(t.user_attrs["seconds"]) for t in trials
                if t.user_attrs.get("state") == "scored" and "seconds" in t.user_attrs]
