@@ -168,13 +168,13 @@ def _near(gain: float, best: float) -> bool:
 
 def compare(data_path: Path, seeds: int, trials: int, log: Path, home: Path) -> None:
     data = json.loads(data_path.read_text())
-    done = {(r["method"], r["seed"]) for r in _read(log)}
+    done = {(r["method"], r["seed"]) for r in read_log(log)}
     for seed in range(1, seeds + 1):
         for method in ("random", "tpe-once"):
             if (method, seed) not in done:
-                _append(log, _replay(data, method, seed, trials))
+                append_log(log, _replay(data, method, seed, trials))
         if ("knoblab", seed) not in done:
-            _append(log, _knoblab_tune(data, seed, trials, home))
+            append_log(log, _knoblab_tune(data, seed, trials, home))
             print(f"seed {seed} done", flush=True)
 
 
@@ -217,23 +217,13 @@ def _replay(data: dict[str, Any], method: str, seed: int, trials: int) -> dict[s
 
 
 def _knoblab_tune(data: dict[str, Any], seed: int, trials: int, home: Path) -> dict[str, Any]:
-    import optuna
 
     knobs = "".join(f"{k} = {{ values = {json.dumps(v)} }}\n" for k, v in _space(data).items())
     tail = (f"[tune]\ntrials = {trials}\nvalidate = 3\nstudy = \"bench-{seed}\"\n\n"
             f"[tune.knobs]\n{knobs}")
     with tempfile.TemporaryDirectory() as scratch:
-        spec, store = Path(scratch) / "tune.toml", Path(scratch) / "tune.sqlite"
-        spec.write_text(_spec_text(tail, f"bench-{seed}", seed))
-        began = time.monotonic()
-        done = _knoblab(home, store, "tune", str(spec), "--out", f"{scratch}/report")
-        wall = time.monotonic() - began
-        if done.returncode != 0:
-            sys.exit(f"knoblab tune failed: {done.stderr.strip()}")
-        result = json.loads((Path(scratch) / "report" / "tune.json").read_text())
-        study = optuna.load_study(study_name=f"bench-{seed}",
-                                  storage=f"sqlite:///{Path(scratch) / 'tune-tune.sqlite'}")
-        seconds = {t.number: float(t.user_attrs.get("seconds", 0.0)) for t in study.trials}
+        result, seconds, wall = run_tune(_spec_text(tail, f"bench-{seed}", seed),
+                                         f"bench-{seed}", Path(scratch), home)
     seen, spent = [], 0.0
     for t in result["trials"]:
         spent += seconds.get(t["number"], 0.0)
@@ -248,13 +238,32 @@ def _knoblab_tune(data: dict[str, Any], seed: int, trials: int, home: Path) -> d
             "claimed": chosen["gain"] if chosen else 0.0, "wall_seconds": round(wall, 1)}
 
 
-def _read(log: Path) -> list[dict[str, Any]]:
+def run_tune(text: str, study: str, scratch: Path, home: Path
+             ) -> tuple[dict[str, Any], dict[int, float], float]:
+    """knoblab tune of the spec `text` (its study named `study`), in `scratch`: its JSON, each
+    trial's seconds (from the study) and the wall time of the whole command."""
+    import optuna
+
+    spec, store = scratch / "tune.toml", scratch / "tune.sqlite"
+    spec.write_text(text)
+    began = time.monotonic()
+    done = _knoblab(home, store, "tune", str(spec), "--out", str(scratch / "report"))
+    wall = time.monotonic() - began
+    if done.returncode != 0:
+        sys.exit(f"knoblab tune failed: {done.stderr.strip()}")
+    result = json.loads((scratch / "report" / "tune.json").read_text())
+    trials = optuna.load_study(study_name=study,
+                               storage=f"sqlite:///{scratch / 'tune-tune.sqlite'}").trials
+    return result, {t.number: float(t.user_attrs.get("seconds", 0.0)) for t in trials}, wall
+
+
+def read_log(log: Path) -> list[dict[str, Any]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
 
 
-def _append(log: Path, record: dict[str, Any]) -> None:
+def append_log(log: Path, record: dict[str, Any]) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as f:
         f.write(json.dumps(record) + "\n")
@@ -272,7 +281,7 @@ def summarise(data_path: Path, log: Path) -> None:
           f"{se:.1%}")
     for key in sorted(gains, key=lambda k: -gains[k]):
         print(f"  {gains[key]:+7.1%}  {json.loads(key)}")
-    records = _read(log)
+    records = read_log(log)
     print("| method | seeds | trials to within 5% (median) | minutes to within 5% | "
           "recommendation's true gain | within 5% of the optimum | claimed gain |")
     print("|---|---|---|---|---|---|---|")

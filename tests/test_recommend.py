@@ -37,6 +37,19 @@ def _result(changes: dict[str, str], reduction: Reduction | None = None,
                       tied=tied or {})
 
 
+class TuneQuiet:
+    """A search's listener that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.said.append(text)
+
+    def searching(self, *args: object) -> None: ...
+    def scored(self, *args: object) -> None: ...
+
+
 def _settings_of(cnf: str) -> dict[str, str]:
     """The settings an option file sets (its comments and section line left out)."""
     lines = [line.strip() for line in cnf.splitlines()]
@@ -207,13 +220,9 @@ def test_a_reduction_moves_each_setting_with_its_ties_and_recommends_them(three_
               'sort_buffer_size = ["1M", "64M"]\njoin_buffer_size = ["128K", "8M"]\n')
     spec = parse_spec(tomllib.loads(source), source=source)
 
-    class Quiet:
-        def message(self, text: str) -> None: ...
-        def searching(self, *args: object) -> None: ...
-        def scored(self, *args: object) -> None: ...
 
     fakes.SCRIPT.sleep = 0.02
-    result = tune(spec, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
+    result = tune(spec, store, tmp_path, TuneQuiet(), open_servers=fakes.open_fake)
     chosen = result.recommended
     assert chosen is not None and result.reduction is not None
     assert set(chosen.trial.changes) == {"sort_buffer_size", "join_buffer_size"}
@@ -333,24 +342,17 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     options = TuneOptions.from_spec(spec.tune or {}, spec.name)
     space = parse_space(options.knobs, catalog, False)
     baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
-    said: list[str] = []
-
-    class Listener:
-        def message(self, text: str) -> None:
-            said.append(text)
-
-        def searching(self, *args: object) -> None: ...
-        def scored(self, *args: object) -> None: ...
+    listener = TuneQuiet()
 
     search = Search(spec, options, Goal.of(options, spec.workload), space, baseline, catalog,
-                    store, tmp_path, Listener(), fakes.open_fake)
+                    store, tmp_path, listener, fakes.open_fake)
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
             "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
     trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
     reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), None)
     assert reduction is not None
     assert {e.name for e in reduction.effects if e.measurable} == {"sort_buffer_size"}
-    assert reduction.trim_run_id is not None, said
+    assert reduction.trim_run_id is not None, listener.said
     # read_buffer_size (no effect) was put back first, and it is not recommended.
     assert reduction.trim_steps[0][0] == "read_buffer_size"
     assert "read_buffer_size" in reduction.trimmed
