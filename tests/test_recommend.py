@@ -322,12 +322,9 @@ def four_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=model, spread=0.002))
 
 
-def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_back(
-        four_knobs, tmp_path: Path):
-    """Put back alone, only sort_buffer_size shows; the full configuration is then shown better
-    than sort_buffer_size alone (the two small ones help together). Before, all of it was
-    recommended, read_buffer_size (which does nothing) among it. Now the others are put back
-    one by one, the least helpful first, and read_buffer_size goes back."""
+def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[str, str],
+                                              dict[str, str]]:
+    """The reduction of a validated candidate that raises all four settings of four_knobs."""
     from knoblab.search.loop import Search
     from knoblab.search.options import Goal, TuneOptions
     from knoblab.search.space import parse_space
@@ -343,13 +340,24 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     space = parse_space(options.knobs, catalog, False)
     baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
     listener = TuneQuiet()
-
     search = Search(spec, options, Goal.of(options, spec.workload), space, baseline, catalog,
                     store, tmp_path, listener, fakes.open_fake)
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
             "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
     trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
     reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), None)
+    assert reduction is not None
+    return reduction, listener, store, full, baseline
+
+
+def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_back(
+        four_knobs, tmp_path: Path):
+    """Put back alone, only sort_buffer_size shows; the full configuration is then shown better
+    than sort_buffer_size alone (the two small ones help together). Before, all of it was
+    recommended, read_buffer_size (which does nothing) among it. Now the others are put back
+    one by one, the least helpful first, and read_buffer_size goes back."""
+    reduction, listener, store, full, baseline = _reduce_all_four(tmp_path)
+    assert {e.name for e in reduction.effects if e.measurable} == {"sort_buffer_size"}
     assert reduction is not None
     assert {e.name for e in reduction.effects if e.measurable} == {"sort_buffer_size"}
     assert reduction.trim_run_id is not None, listener.said
@@ -367,6 +375,27 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     applied = [t.effective for t in store.trials(reduction.trim_run_id)]
     assert any(all(a.get(k) == v for k, v in result.settings.items()) and
                a.get("read_buffer_size") == baseline["read_buffer_size"] for a in applied)
+
+
+def test_when_no_setting_shows_alone_one_that_does_nothing_still_goes_back(four_knobs,
+                                                                          tmp_path: Path):
+    """Three settings that save 2.5% each (none measurable alone, under min_effect) and one
+    that does nothing: before, all four were recommended together. Now they are put back one by
+    one, the least helpful first, and the one that does nothing goes."""
+    def model(s: dict[str, str]) -> float:
+        helps = sum(int(s.get(k, 0)) >= 4 * MB for k in
+                    ("sort_buffer_size", "join_buffer_size", "read_rnd_buffer_size"))
+        return 0.975 ** helps
+
+    fakes.SCRIPT.model = model
+    reduction, listener, _, full, baseline = _reduce_all_four(tmp_path)
+    assert not any(e.measurable for e in reduction.effects)
+    assert reduction.check_run_id is None and reduction.trim_run_id is not None, listener.said
+    assert reduction.trim_steps[0][0] == "read_buffer_size"
+    assert "read_buffer_size" not in reduction.kept and reduction.kept
+    lines = "\n".join(reduction_lines(_result(full, reduction, baseline=baseline)))
+    assert "no setting's effect is measurable alone" in lines
+    assert "put back one by one" in lines and "they are recommended together" not in lines
 
 
 def test_a_recommendation_that_could_not_be_reduced_says_so_and_the_json_too():

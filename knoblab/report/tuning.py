@@ -179,14 +179,12 @@ def reduction_lines(result: TuneResult) -> list[str]:
     if reduction is not None:
         reduced = settings_text(recommend.shown(full, reduction.effects)) or \
             "the current configuration"
-        if reduction.check_run_id is None:
-            if len(full) > 1 and not any(e.measurable for e in reduction.effects):
-                lines.append("no setting's effect is measurable alone, and the validation "
-                             "showed them better together: they are recommended together")
-        elif reduction.trim_run_id is not None:
-            lines.append(f"the full recommendation was shown better than {reduced} alone (by "
-                         f"{min_effect:.0%} or more); the others put back one by one, the "
-                         "least helpful first:")
+        if reduction.trim_run_id is not None:
+            lines.append(
+                (f"the full recommendation was shown better than {reduced} alone (by "
+                 f"{min_effect:.0%} or more)" if reduction.check_run_id is not None else
+                 "no setting's effect is measurable alone, and the validation showed them "
+                 "better together") + "; put back one by one, the least helpful first:")
             words = {"worse": "worse than the best", "equivalent": "as good as the best",
                      "best": "the best"}
             lines.extend(f"  without {name} too: {words.get(verdict, 'not shown worse')}"
@@ -196,6 +194,10 @@ def reduction_lines(result: TuneResult) -> list[str]:
                 if reduction.kept == full
                 else f"{', '.join(reduction.trimmed)} left as they are (not shown to help): "
                 f"{settings_text(reduction.kept)} is recommended")
+        elif reduction.check_run_id is None:
+            if len(full) > 1 and not any(e.measurable for e in reduction.effects):
+                lines.append("no setting's effect is measurable alone, and the validation "
+                             "showed them better together: they are recommended together")
         elif reduction.kept == full:
             lines.append(f"the full recommendation was shown better than {reduced} alone (by "
                          f"{min_effect:.0%} or more): all of it is recommended")

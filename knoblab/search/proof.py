@@ -150,6 +150,11 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
         loss = sign * math.log(comparison.ratio)
         effects.append(Effect(name, math.expm1(loss), (min(low, high), max(low, high)),
                               comparison.significant and loss > 0))
+    if not any(e.measurable for e in effects):
+        # None shows alone, and the validation showed them better together: which of them
+        # help is found by putting them back one by one (a setting that does nothing goes).
+        return trim(search, chosen, effects, list(changes), share,
+                    Reduction(effects, run_id, dict(changes), None, None))
     kept = recommend.shown(changes, effects)
     if kept == changes:
         return Reduction(effects, run_id, dict(changes), None, None)
@@ -171,20 +176,22 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
 
 def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: list[str],
          budget: float | None, full_kept: Reduction) -> Reduction:
-    """The full configuration did better than the settings shown alone: some of the others
-    help together, and some may do nothing. They are put back cumulatively, those that lost
-    least when put back alone first (those of unseen cost before all), and the configuration
-    with most of them put back that is not shown worse than the best is recommended: a
-    setting that does nothing goes back, one that helps with the others stays."""
+    """The full configuration did better than the settings shown alone (or none showed alone):
+    some of the `dropped` help together, and some may do nothing. All but the one that lost
+    most alone are put back cumulatively, those that lost least first (those of unseen cost
+    before all), and the configuration with most of them put back that is not shown worse
+    than the best is recommended: a setting that does nothing goes back, one that helps with
+    the others stays."""
     from knoblab.results import build_results
 
     changes = chosen.trial.changes
     loss = {e.name: e.loss for e in effects}
     order = sorted(dropped, key=lambda k: (recommend.name(k) not in recommend.UNSEEN_COST,
                                            loss.get(k, 0.0)))[:-1]
-    search.listener.message("the full recommendation did better than without all of "
-                            f"{', '.join(dropped)}: putting them back one by one, the least "
-                            "helpful first")
+    if not order:
+        return full_kept
+    search.listener.message(f"putting {', '.join(order)} back one by one, the least helpful "
+                            "first")
     try:
         run_id = search.run(check_spec(
             search.spec, f"the settings of trial {chosen.trial.number} put back cumulatively",
