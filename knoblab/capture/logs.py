@@ -1,0 +1,353 @@
+"""Reading a captured log: MariaDB's and MySQL's slow query log (written with
+long_query_time = 0) and their general query log, as a stream of events.
+
+`read_log(path)` is a generator over the file's lines: memory holds one entry at a time,
+whatever the log's size. Which log it is comes from its first line (the server's start banner,
+`# Time:`, `# User@Host:` or an `Id Command Argument` line). Anything else, a binary file, an
+entry cut short or a header this reader does not know stops it with one UserError naming the
+file, the line and what was expected there.
+
+Texts are decoded as UTF-8 with undecodable bytes kept as surrogates
+(`text.encode("utf-8", "surrogateescape")` gives back the server's bytes). They are the
+user's data: nothing here logs or prints them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from knoblab.errors import UserError
+
+STATEMENTS = frozenset({"Query", "Execute"})  # commands whose text is a statement to run
+# The first line is read with this limit: a binary file without line breaks is refused
+# instead of read whole.
+_FIRST_LINE_LIMIT = 1 << 16
+
+_BANNER = re.compile(r"\S.*, Version: .* started with:\Z")
+_BANNER_REST = re.compile(r"Tcp port: \d+|Time\s+Id\s+Command\s+Argument\Z")
+_OLD_TIME = r"\d{6}\s+\d{1,2}:\d\d:\d\d"  # MariaDB, MySQL 5.6: 261125  2:45:08 (local)
+_ISO_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"  # MySQL 5.7+
+_GENERAL = re.compile(rf"(?P<time>{_OLD_TIME}|{_ISO_TIME})?\t+ *(?P<id>\d+) "
+                      r"(?P<command>[A-Z][A-Za-z_]*(?: [A-Za-z]+)?)(?:\t(?P<arg>.*))?\Z",
+                      re.DOTALL)
+_SLOW_START = ("# Time:", "# User@Host:")
+_FIELD = re.compile(r"(\w+): (\S*)")
+_HOST_ID = re.compile(r"\bId:\s*(\d+)")
+_THREAD_ID = re.compile(r"\bThread_id: (\d+)")
+_USE = re.compile(r"use (`(?:[^`]|``)+`|\S+);\Z", re.IGNORECASE)
+_SET_TIMESTAMP = re.compile(r"SET (?:\w+=\d+,)*timestamp=(\d+(?:\.\d+)?)(?:,\w+=\d+)*;\Z")
+_ADMIN = re.compile(r"# administrator command: ([A-Za-z][A-Za-z_ ]*);\Z")
+_CONNECT_DB = re.compile(r".* on (\S*)(?: using .*)?\Z", re.DOTALL)
+_USE_STATEMENT = re.compile(r"\s*use\s+(`(?:[^`]|``)+`|[^\s;]+)\s*;?\s*\Z", re.IGNORECASE)
+_QUERY_FIELDS = "'# Query_time: SECONDS  Lock_time: SECONDS  Rows_sent: N  Rows_examined: N'"
+_TIME_FORMATS = "'# Time: YYMMDD H:MM:SS' or '# Time: YYYY-MM-DDTHH:MM:SS.ffffffZ'"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing a connection did, as the log tells it.
+
+    `command` is "Query" for a statement (the slow log's entries, the general log's Query
+    lines), else the general log's command ("Connect", "Init DB", "Quit", "Prepare",
+    "Execute", "Close stmt", ...) or the slow log's administrator command. `time` is when it
+    began, in seconds since the epoch: whole seconds where the log has no more (MariaDB); the
+    general log's old format is in the server's local time, read in this machine's. `database`
+    is the one in effect: the slow log's `Schema:` (MariaDB) or its last `use` line (MySQL,
+    which writes one when the database differs from its previous entry's); the general log's
+    per connection, from Connect, Init DB and USE (whose own events have the new one, as in
+    the slow log, which logs a statement after it ran). The
+    figures are the slow log's; None in a general log. `line` is where it starts in the log."""
+
+    thread: int
+    time: float | None
+    database: str | None
+    command: str
+    text: str
+    line: int
+    query_time: float | None = None
+    lock_time: float | None = None
+    rows_sent: int | None = None
+    rows_examined: int | None = None
+
+    @property
+    def is_statement(self) -> bool:
+        """Is `text` a statement the server ran (as opposed to a connection's bookkeeping)?"""
+        return self.command in STATEMENTS
+
+
+def read_log(path: Path) -> Iterator[Event]:
+    """The log's events in the log's order (a generator: the file is read as it is asked)."""
+    with _open(path) as handle:
+        lines = _lines(path, handle)
+        first = _first(path, lines)
+        if first is None:
+            return
+        number, text = first
+        if text.startswith(_SLOW_START):
+            yield from _SlowLog(path).read(_chain(number, text, lines))
+        elif _GENERAL.match(text):
+            yield from _GeneralLog(path).read(_chain(number, text, lines))
+        else:
+            raise _bad(path, number, "neither a slow query log nor a general query log",
+                       "the server's start banner, '# Time:', '# User@Host:' or an "
+                       "'Id Command Argument' line")
+
+
+def _open(path: Path) -> BinaryIO:
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise UserError(f"cannot read the log {path}: {exc.strerror or exc}") from None
+
+
+def _bad(path: Path, number: int, problem: str, expected: str) -> UserError:
+    return UserError(f"{path}, line {number}: {problem}; expected {expected}")
+
+
+def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line break); the first line is checked for binary."""
+    head = handle.readline(_FIRST_LINE_LIMIT)
+    if head and (b"\0" in head or not head.endswith(b"\n") and len(head) == _FIRST_LINE_LIMIT):
+        raise _bad(path, 1, "binary data, not a text log", "a slow query log or a general "
+                   "query log")
+    try:
+        first = head.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(path, 1, "not UTF-8 text", "a slow query log or a general query "
+                   "log") from None
+    if head:
+        yield 1, _chomp(first)
+    for number, raw in enumerate(handle, start=2):
+        yield number, _chomp(raw.decode("utf-8", "surrogateescape"))
+
+
+def _chomp(text: str) -> str:
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text[:-1] if text.endswith("\r") else text
+
+
+def _first(path: Path, lines: Iterator[tuple[int, str]]) -> tuple[int, str] | None:
+    """The first entry's line, past a start banner; None for a log with nothing logged."""
+    seen = False
+    for number, text in lines:
+        seen = True
+        if not text.strip() or _BANNER.match(text) or _BANNER_REST.match(text):
+            continue
+        return number, text
+    if not seen:
+        raise UserError(f"{path} is empty: expected a slow query log or a general query log")
+    return None
+
+
+def _parse_time(text: str) -> float | None:
+    """Seconds since the epoch from either log's time format; None when it is neither."""
+    text = text.strip()
+    if re.fullmatch(_ISO_TIME, text):
+        return datetime.fromisoformat(text).timestamp()
+    if re.fullmatch(_OLD_TIME, text):
+        day, clock = text.split()
+        hours, minutes, seconds = (int(part) for part in clock.split(":"))
+        return datetime(2000 + int(day[:2]), int(day[2:4]), int(day[4:]), hours, minutes,
+                        seconds).timestamp()
+    return None
+
+
+class _SlowLog:
+    """The slow log's entries: `#` header lines, `use db;`, `SET timestamp=N;`, then the
+    statement up to the next entry (the server adds the final `;`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.database: str | None = None  # the last `use` line's (MySQL's way)
+        self.time: float | None = None
+
+    def read(self, lines: Iterator[tuple[int, str]]) -> Iterator[Event]:
+        entry: _SlowEntry | None = None
+        for number, text in lines:
+            if _BANNER.match(text):  # the server started again: the entry before it ends
+                if entry is not None:
+                    yield from self._finish(entry, number)
+                entry = None
+                continue
+            if entry is None:
+                if not text.strip() or _BANNER_REST.match(text):
+                    continue
+                if not text.startswith(_SLOW_START):
+                    raise _bad(self.path, number, "a line outside any entry",
+                               "'# Time:' or '# User@Host:'")
+                entry = _SlowEntry(number)
+            elif entry.body is not None and text.startswith(_SLOW_START):
+                yield from self._finish(entry, number)
+                entry = _SlowEntry(number)
+            self._add(entry, number, text)
+        if entry is not None:
+            yield from self._finish(entry, None)
+
+    def _add(self, entry: _SlowEntry, number: int, text: str) -> None:
+        if entry.body is not None:
+            entry.body.append(text)
+        elif text.startswith("#"):
+            entry.header.append((number, text))
+        elif (use := _USE.match(text)) and entry.timestamp is None:
+            self.database = _unquote(use.group(1))
+        elif stamp := _SET_TIMESTAMP.match(text):
+            entry.timestamp = float(stamp.group(1))
+            entry.body = []
+        else:
+            entry.body = [text]  # no SET timestamp line (not written by every version)
+
+    def _finish(self, entry: _SlowEntry, next_line: int | None) -> Iterator[Event]:
+        if entry.body is None:
+            where = entry.header[-1][0]
+            problem = ("the log ends inside an entry's header" if next_line is None
+                       else "an entry's header without its statement")
+            raise _bad(self.path, where, problem, "'SET timestamp=N;' and the statement")
+        figures, schema = self._fields(entry)
+        thread = self._thread(entry)
+        while entry.body and not entry.body[-1]:
+            entry.body.pop()
+        text = "\n".join(entry.body)
+        command = "Query"
+        if admin := _ADMIN.match(text):
+            command, text = admin.group(1), ""
+        elif text.endswith(";"):
+            text = text[:-1]
+        query_time, lock_time, rows_sent, rows_examined = figures
+        database = schema if schema is not None else self.database
+        yield Event(thread=thread, time=self._start(entry, query_time),
+                    database=database or None, command=command, text=text, line=entry.line,
+                    query_time=query_time, lock_time=lock_time, rows_sent=rows_sent,
+                    rows_examined=rows_examined)
+
+    def _fields(self, entry: _SlowEntry) -> tuple[tuple[float, float, int, int], str | None]:
+        """The four figures (checked) and the `Schema:` field (None when there is none)."""
+        found: dict[str, str] = {}
+        figures_line = None
+        for number, text in entry.header:
+            if text.startswith(_SLOW_START):
+                continue
+            pairs = dict(_FIELD.findall(text))
+            if "Query_time" in pairs:
+                figures_line = number
+            found.update(pairs)
+        if figures_line is None:
+            raise _bad(self.path, entry.header[-1][0], "an entry without its figures",
+                       _QUERY_FIELDS)
+        try:
+            figures = (float(found["Query_time"]), float(found["Lock_time"]),
+                       int(found["Rows_sent"]), int(found["Rows_examined"]))
+        except (KeyError, ValueError):
+            raise _bad(self.path, figures_line, "figures this reader does not know",
+                       _QUERY_FIELDS) from None
+        return figures, found.get("Schema")
+
+    def _thread(self, entry: _SlowEntry) -> int:
+        for _number, text in entry.header:
+            if text.startswith("# User@Host:") and (found := _HOST_ID.search(text)):
+                return int(found.group(1))
+            if not text.startswith(_SLOW_START) and (found := _THREAD_ID.search(text)):
+                return int(found.group(1))
+        raise _bad(self.path, entry.line, "an entry without its connection",
+                   "'Id: N' on its '# User@Host:' line or a '# Thread_id: N' line")
+
+    def _start(self, entry: _SlowEntry, query_time: float) -> float | None:
+        """When the statement began: MySQL's `# Time:` (when it was logged, to the
+        microsecond) less its query time, else `SET timestamp` (whole seconds)."""
+        for number, text in entry.header:
+            if text.startswith("# Time:"):
+                logged = _parse_time(text[len("# Time:"):])
+                if logged is None:
+                    raise _bad(self.path, number, "a time this reader does not know",
+                               _TIME_FORMATS)
+                if "." in text:
+                    self.time = logged - query_time
+                    return self.time
+                if entry.timestamp is None:
+                    self.time = logged
+        if entry.timestamp is not None:
+            self.time = entry.timestamp
+        return self.time
+
+
+@dataclass(slots=True)
+class _SlowEntry:
+    line: int
+    header: list[tuple[int, str]]
+    timestamp: float | None
+    body: list[str] | None  # None while the header is read
+
+    def __init__(self, line: int) -> None:
+        self.line, self.header, self.timestamp, self.body = line, [], None, None
+
+
+class _GeneralLog:
+    """The general log's `[time] Id Command Argument` lines; an argument goes on over the
+    lines that follow until the next such line (a multi-line statement)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.databases: dict[int, str | None] = {}
+        self.time: float | None = None
+
+    def read(self, lines: Iterator[tuple[int, str]]) -> Iterator[Event]:
+        current: tuple[int, re.Match[str], list[str]] | None = None
+        after_banner = False
+        for number, text in lines:
+            found = _GENERAL.match(text)
+            if found:
+                if current is not None:
+                    yield self._event(*current)
+                current = (number, found, [found.group("arg") or ""])
+                after_banner = False
+            elif _BANNER.match(text):
+                if current is not None:
+                    yield self._event(*current)
+                current, after_banner = None, True
+            elif after_banner and _BANNER_REST.match(text):
+                continue
+            elif current is None:
+                raise _bad(self.path, number, "a line outside any entry",
+                           "an 'Id Command Argument' line")
+            else:
+                current[2].append(text)
+        if current is not None:
+            yield self._event(*current)
+
+    def _event(self, number: int, found: re.Match[str], argument: list[str]) -> Event:
+        if found.group("time"):
+            self.time = _parse_time(found.group("time"))
+        thread = int(found.group("id"))
+        command = found.group("command")
+        text = "\n".join(argument)
+        database = self.databases.get(thread)
+        if command in ("Connect", "Change user"):
+            target = _CONNECT_DB.match(text)
+            database = target.group(1) or None if target else None
+            self.databases[thread] = database
+        elif command == "Init DB":
+            database = text.strip() or None
+            self.databases[thread] = database
+        elif command == "Quit":
+            self.databases.pop(thread, None)
+        elif command == "Query" and (use := _USE_STATEMENT.match(text)):
+            database = self.databases[thread] = _unquote(use.group(1))
+        return Event(thread=thread, time=self.time, database=database, command=command,
+                     text=text, line=number)
+
+
+def _chain(number: int, text: str,
+           lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    yield number, text
+    yield from lines
+
+
+def _unquote(name: str) -> str:
+    if len(name) > 1 and name.startswith("`") and name.endswith("`"):
+        return name[1:-1].replace("``", "`")
+    return name
