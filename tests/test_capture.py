@@ -139,7 +139,7 @@ def test_classes_agree_with_pt_query_digest(captured, log):
 
     Texts differ otherwise without changing the classes: pt-query-digest drops hints, turns
     digits inside names into `?` (`utf?m?`) and a `+ 1` into `? ?`."""
-    path, ids = captured[log], captured[2]
+    path = captured[log]
     kind = "slowlog" if log == 0 else "genlog"
     printed = subprocess.run(
         ["pt-query-digest", "--type", kind, "--no-version-check", "--no-report", "--filter",
@@ -156,3 +156,225 @@ def test_classes_agree_with_pt_query_digest(captured, log):
         to_theirs[knoblab].add(pt)
     assert {pt: found for pt, found in to_ours.items() if len(found) > 1} == PT_SPLITS
     assert {k: found for k, found in to_theirs.items() if len(found) > 1} == PT_MERGES
+
+
+# --------------------------------------------------------------------------- hand-written logs
+
+MYSQL_SLOW = """\
+/usr/sbin/mysqld, Version: 8.0.36 (MySQL Community Server - GPL). started with:
+Tcp port: 3306  Unix socket: /var/run/mysqld/mysqld.sock
+Time                 Id Command    Argument
+# Time: 2024-01-02T03:04:05.500000Z
+# User@Host: app[app] @ localhost []  Id:     8
+# Query_time: 0.250000  Lock_time: 0.000010 Rows_sent: 1  Rows_examined: 100
+use shop;
+SET timestamp=1704164645;
+SELECT c FROM t
+WHERE id = 1;
+# Time: 2024-01-02T03:04:06.000000Z
+# User@Host: app[app] @ localhost []  Id:     9
+# Query_time: 0.000100  Lock_time: 0.000000 Rows_sent: 0  Rows_examined: 0 Thread_id: 9 \
+Errno: 0 Killed: 0 Bytes_received: 0 Bytes_sent: 0
+SET timestamp=1704164646;
+# administrator command: Quit;
+/usr/sbin/mysqld, Version: 8.0.36 (MySQL Community Server - GPL). started with:
+Tcp port: 3306  Unix socket: /var/run/mysqld/mysqld.sock
+Time                 Id Command    Argument
+# Time: 2024-01-02T03:05:00.000000Z
+# User@Host: app[app] @ localhost []  Id:    10
+# Query_time: 0.000000  Lock_time: 0.000000 Rows_sent: 0  Rows_examined: 0
+SET last_insert_id=5,insert_id=5,timestamp=1704164700;
+SET timestamp=5;
+"""
+
+MYSQL_GENERAL = """\
+/usr/sbin/mysqld, Version: 8.0.36 (MySQL Community Server - GPL). started with:
+Tcp port: 3306  Unix socket: /var/run/mysqld/mysqld.sock
+Time                 Id Command    Argument
+2024-01-02T03:04:05.250000Z\t    8 Connect\tapp@localhost on shop using Socket
+2024-01-02T03:04:05.260000Z\t    8 Query\tSELECT 'multi
+line', 2
+2024-01-02T03:04:05.270000Z\t    8 Init DB\tother
+2024-01-02T03:04:05.280000Z\t    8 Prepare\tSELECT * FROM u WHERE id = ?
+2024-01-02T03:04:05.290000Z\t    8 Execute\tSELECT * FROM u WHERE id = 42
+2024-01-02T03:04:05.300000Z\t    8 Close stmt\t
+2024-01-02T03:04:05.310000Z\t    8 Quit
+"""
+
+
+def _write(tmp_path: Path, text: str | bytes, name: str = "some.log") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def test_mysql_slow_log(tmp_path):
+    events = list(read_log(_write(tmp_path, MYSQL_SLOW)))
+    select, quit_, late = events
+    assert (select.thread, select.database, select.command) == (8, "shop", "Query")
+    assert select.text == "SELECT c FROM t\nWHERE id = 1"
+    # MySQL's `# Time:` is when the entry was written: it began its query time earlier.
+    assert select.time == pytest.approx(1704164645.25)
+    assert (select.query_time, select.lock_time, select.rows_sent,
+            select.rows_examined) == (0.25, 0.00001, 1, 100)
+    assert (quit_.thread, quit_.command, quit_.text, quit_.is_statement) == (9, "Quit", "",
+                                                                             False)
+    # A banner between entries; a statement that looks like the header's SET line.
+    assert (late.thread, late.text, late.time, late.line) == (10, "SET timestamp=5",
+                                                              1704164700.0, 19)
+
+
+def test_mysql_general_log(tmp_path):
+    events = list(read_log(_write(tmp_path, MYSQL_GENERAL)))
+    assert [e.command for e in events] == ["Connect", "Query", "Init DB", "Prepare", "Execute",
+                                           "Close stmt", "Quit"]
+    assert [e.database for e in events] == ["shop", "shop", "other", "other", "other",
+                                            "other", "other"]
+    assert events[1].text == "SELECT 'multi\nline', 2"
+    assert events[1].time == pytest.approx(1704164645.26)
+    assert [e.is_statement for e in events] == [False, True, False, False, True, False, False]
+    assert fingerprint(events[4].text) == "select * from u where id = ?"
+
+
+def test_mariadb_slow_log_without_banner_and_odd_entries(tmp_path):
+    """A log whose banner was rotated away; an empty Schema; extra header lines
+    (log_slow_verbosity); a statement with its own `;`, one with `#` lines inside, and bytes
+    that are not UTF-8, kept as they were."""
+    log = (b"# Time: 241125 14:05:09\n"
+           b"# User@Host: root[root] @ localhost []\n"
+           b"# Thread_id: 31  Schema:   QC_hit: No\n"
+           b"# Query_time: 0.000072  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0\n"
+           b"# Rows_affected: 0  Bytes_sent: 11\n"
+           b"# Full_scan: No  Full_join: No  Tmp_table: No  Tmp_table_on_disk: No\n"
+           b"SET timestamp=1732543509;\n"
+           b"SELECT 1;;\n"
+           b"# User@Host: root[root] @ localhost []\n"
+           b"# Thread_id: 32  Schema: db  QC_hit: No\n"
+           b"# Query_time: 0.1  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 1\n"
+           b"SET timestamp=1732543510;\n"
+           b"SELECT x\n# a comment line\nFROM t WHERE b = '\xff\xfe';\n")
+    first, second = read_log(_write(tmp_path, log))
+    assert (first.thread, first.database, first.text, first.time) == (31, None, "SELECT 1;",
+                                                                     1732543509.0)
+    assert (second.thread, second.database, second.line) == (32, "db", 9)
+    assert second.text.encode("utf-8", "surrogateescape") == \
+        b"SELECT x\n# a comment line\nFROM t WHERE b = '\xff\xfe'"
+    assert fingerprint(second.text) == "select x from t where b = ?"
+
+
+def test_a_log_with_nothing_logged_has_no_events(tmp_path):
+    banner = MYSQL_SLOW.split("# Time:")[0]
+    assert list(read_log(_write(tmp_path, banner))) == []
+
+
+def test_reading_is_streamed(tmp_path):
+    """Memory holds an entry, not the log: 4 MB read with a small peak."""
+    entry = ("# User@Host: a[a] @ localhost []\n# Thread_id: {n}  Schema: db  QC_hit: No\n"
+             "# Query_time: 0.000050  Lock_time: 0.000010  Rows_sent: 1  Rows_examined: 1\n"
+             "SET timestamp=1700000000;\nSELECT c FROM sbtest1 WHERE id = {n};\n")
+    path = tmp_path / "big.log"
+    with path.open("w") as out:
+        for n in range(20_000):
+            out.write(entry.format(n=n))
+    assert path.stat().st_size > 3_000_000
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in read_log(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 20_000
+    assert peak < 200_000
+
+
+# --------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"", "is empty: expected a slow query log or a general query log"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\n", "line 1: binary data, not a text log"),
+    (b"\x89PNG" + b"\xff" * 70_000, "line 1: binary data, not a text log"),
+    (b"\xff\xfe\n", "line 1: not UTF-8 text"),
+    (b"SELECT 1;\n", "line 1: neither a slow query log nor a general query log; expected the "
+                     "server's start banner"),
+    (b"# Time: 241125 14:05:09\n# User@Host: root[root] @ localhost []\n",
+     "line 2: the log ends inside an entry's header; expected 'SET timestamp=N;' and the "
+     "statement"),
+    (b"# User@Host: root[root] @ localhost []\n# Thread_id: 3  Schema:   QC_hit: No\n"
+     b"SET timestamp=1;\nSELECT 1;\n",
+     "line 2: an entry without its figures; expected '# Query_time: SECONDS"),
+    (b"# User@Host: root[root] @ localhost []\n# Thread_id: 3  Schema:   QC_hit: No\n"
+     b"# Query_time: fast  Lock_time: 0  Rows_sent: 0  Rows_examined: 0\n"
+     b"SET timestamp=1;\nSELECT 1;\n",
+     "line 3: figures this reader does not know; expected '# Query_time: SECONDS"),
+    (b"# User@Host: root[root] @ localhost []\n"
+     b"# Query_time: 1.0  Lock_time: 0  Rows_sent: 0  Rows_examined: 0\n"
+     b"SET timestamp=1;\nSELECT 1;\n",
+     "line 1: an entry without its connection; expected 'Id: N'"),
+    (b"# Time: Tue Nov 25 14:05:09 2024\n# User@Host: root[root] @ localhost []  Id: 3\n"
+     b"# Query_time: 1.0  Lock_time: 0  Rows_sent: 0  Rows_examined: 0\n"
+     b"SET timestamp=1;\nSELECT 1;\n",
+     "line 1: a time this reader does not know; expected '# Time: YYMMDD H:MM:SS'"),
+    (b"# User@Host: root[root] @ localhost []  Id: 3\n"
+     b"# Query_time: 1.0  Lock_time: 0  Rows_sent: 0  Rows_examined: 0\n"
+     b"SET timestamp=1;\nSELECT 1;\n/usr/sbin/mysqld, Version: 8.0 (x). started with:\n"
+     b"stray\n", "line 6: a line outside any entry; expected '# Time:' or '# User@Host:'"),
+], ids=["empty", "elf", "no-newline", "not-utf8", "sql", "truncated", "no-figures",
+        "bad-figures", "no-thread", "other-time", "stray"])
+def test_bad_logs_are_one_line(tmp_path, content, said):
+    path = _write(tmp_path, content)
+    with pytest.raises(UserError) as caught:
+        list(read_log(path))
+    message = str(caught.value)
+    assert message.startswith(str(path)) and said in message and "\n" not in message
+
+
+def test_a_missing_log_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="cannot read the log .*absent.log"):
+        list(read_log(tmp_path / "absent.log"))
+
+
+# --------------------------------------------------------------------------- fingerprints
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("SELECT * FROM t WHERE a = 'x' AND b = \"y\" AND c = 3.5e-2 AND d = -4",
+     "select * from t where a = ? and b = ? and c = ? and d = ?"),
+    ("select a-1, a - -1, (+2) from t", "select a - ?, a - ?, (?) from t"),
+    ("SELECT x'0f', 0x1f, b'01', _utf8mb4'z', N'n', TRUE, NULL",
+     "select ?, ?, ?, ?, ?, ?, ?"),
+    ("select 1 from t where a is null or b is not null", "select ? from t where a is null or "
+                                                          "b is not null"),
+    ("SELECT a FROM `T` JOIN `my table` USING (id)", "select a from t join `my table` using "
+                                                     "(id)"),
+    ("select a from t where b in ( 1,2 , 3) and c not in ('x')",
+     "select a from t where b in(?+) and c not in(?+)"),
+    ("select a from t where b in (select c from u where d in (1, 2))",
+     "select a from t where b in(select c from u where d in(?+))"),
+    ("INSERT INTO t (a, b) VALUES (1, 'x'), (2, 'y'),(3,'z')", "insert into t(a, b) values(?+)"),
+    ("insert into t values (1, now()), (2, now())", "insert into t values(?, now())"),
+    ("insert into t values (1, now()), (2, 5)", "insert into t values(?, now()), (?, ?)"),
+    ("SELECT a FROM t LIMIT 10, 20", "select a from t limit ?, ?"),
+    ("SELECT a FROM t LIMIT 10 OFFSET 20", "select a from t limit ? offset ?"),
+    ("SELECT a FROM t ORDER BY a ASC, b DESC", "select a from t order by a, b desc"),
+    ("select a from t -- one\n# two\n/* three */ where a=1;", "select a from t where a = ?"),
+    ("SELECT /*+ BKA(t) MAX_EXECUTION_TIME(1000) */ a FROM t",
+     "select /*+ bka(t) max_execution_time(?) */ a from t"),
+    ("/*!40101 SET character_set_client = utf8 */", "set character_set_client = utf8"),
+    ("/*M!100100 SET @x = 5 */", "set @x = ?"),
+    ("SELECT @@global.max_connections, @v := 2, ?", "select @@global.max_connections, @v := ?, "
+                                                    "?"),
+    ("USE `my db`", "use ?"),
+    ("select 1; select 2;", "select ?; select ?"),
+    ("SELECT 'unterminated", "select /* unreadable */"),
+])
+def test_fingerprint(sql, expected):
+    assert fingerprint(sql) == expected
+
+
+def test_fingerprint_holds_no_literal_and_has_a_stable_id():
+    secret = "SELECT * FROM users WHERE email = 'alice@example.com' AND pin = 90210"
+    text = fingerprint(secret)
+    assert "alice" not in text and "90210" not in text
+    assert fingerprint_id(text) == fingerprint_id(fingerprint(secret.replace("90210", "7")))
+    assert len(fingerprint_id(text)) == 16 and int(fingerprint_id(text), 16) >= 0
+    assert fingerprint_id(text) != fingerprint_id("select ?")
+    assert fingerprint_id("select ?") == "b9a4c90ce4157373"
