@@ -26,7 +26,7 @@ SECTION_KEYS = {
     "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
                "host", "port", "socket", "user", "password", "password_env", "option_file",
                "restart_command", "config_include"},
-    "dataset": {"kind", "rows", "size", "engine", "slack_type", "index"},
+    "dataset": {"kind", "rows", "size", "engine", "slack_type", "index", "dump", "database"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
 }

@@ -109,8 +109,16 @@ SPLICES: dict[str, dict[str, str]] = {
     "knoblab/workloads/query.py": {
         "name": "a session setting's name from the catalog (runner.run_trial: catalog.knobs)",
     },
+    "knoblab/workloads/dump.py": {
+        "quoted(self.workload_database)": "a database name in backticks, its backticks "
+                                          "doubled (dump.quoted)",
+        "quoted(database)": "a database name the server listed, in backticks, its backticks "
+                            "doubled (dump.quoted)",
+    },
     "knoblab/workloads/script.py": {
         "DATABASE": "the constant 'knoblab'",
+        "quoted(self.database)": "knoblab's database or a dump's, in backticks, its backticks "
+                                 "doubled (dump.quoted)",
         "worker.thread_id": "an int: the server's CONNECTION_ID()",
     },
     "knoblab/workloads/sysbench.py": {

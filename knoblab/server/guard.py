@@ -31,6 +31,8 @@ _NAME = re.compile(r"^[a-z0-9_]+$")
 ACCESS_DENIED = (1044, 1045, 1698)
 _WRONG_TYPE = 1232  # "Incorrect argument type to variable"
 _REAL = re.compile(r"-?\d+(\.\d*)?(e[-+]?\d+)?", re.IGNORECASE)
+# The server's own databases: never the data measured.
+SYSTEM = ("mysql", "information_schema", "performance_schema", "sys")
 # A server that hangs (its disk full, say) must not hang knoblab's look at it.
 _TIMEOUTS: dict[str, Any] = {"connect_timeout": 10, "read_timeout": 60, "write_timeout": 60}
 
@@ -42,9 +44,13 @@ class State:
     globals: dict[str, str]
     database: bool  # knoblab's database exists
     tables: frozenset[str]  # its tables (the data measured on)
+    # On a sandbox every other database is data measured too (a dump's, a setup's), as
+    # database names and "database.table"; None where they are not watched (a running
+    # server's other databases are its users').
+    others: tuple[frozenset[str], frozenset[str]] | None = None
 
 
-def look(server: Server) -> State:
+def look(server: Server, everything: bool = False) -> State:
     conn = server.connect(**_TIMEOUTS)
     try:
         with conn.cursor() as cur:
@@ -52,9 +58,10 @@ def look(server: Server) -> State:
             cur.execute("SHOW GLOBAL VARIABLES")
             found = {str(name).lower(): str(value) for name, value in cur.fetchall()}
             database, tables = _data(cur)
+            others = _others(cur) if everything else None
     finally:
         conn.close()
-    return State(found, database, tables)
+    return State(found, database, tables, others)
 
 
 def data_tables(server: Server) -> frozenset[str] | None:
@@ -78,13 +85,39 @@ def _data(cur: Any) -> tuple[bool, frozenset[str]]:
     return database, frozenset(str(row[0]) for row in cur.fetchall())
 
 
+def _others(cur: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The databases other than knoblab's and the server's own, and their tables."""
+    left_out = (*SYSTEM, DATABASE)
+    cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
+                "(%s, %s, %s, %s, %s)", left_out)
+    databases = frozenset(str(row[0]) for row in cur.fetchall())
+    cur.execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE "
+                "TABLE_SCHEMA NOT IN (%s, %s, %s, %s, %s) AND TABLE_TYPE <> 'TEMPORARY'",
+                left_out)
+    return databases, frozenset(f"{row[0]}.{row[1]}" for row in cur.fetchall())
+
+
+def _others_gone(before: State, after: State) -> list[str]:
+    """What the workload dropped of the other databases watched (a sandbox's)."""
+    if before.others is None or after.others is None:
+        return []
+    (databases, tables), (databases_now, tables_now) = before.others, after.others
+    problems = [f"the workload dropped database {name}, which holds the data being measured"
+                for name in sorted(databases - databases_now)]
+    gone = sorted(t for t in tables - tables_now if t.split(".", 1)[0] in databases_now)
+    if gone:
+        problems.append(f"the workload dropped or renamed {', '.join(gone)}, the data being "
+                        "measured")
+    return problems
+
+
 def changes(server: Server, before: State, failed: bool = False) -> str | None:
     """Why the server is no longer the one measured (global settings the workload changed are
     put back first, and said); None when it is as it was. After a measurement that `failed`,
     a server that does not answer is left to the measurement's own error (it may have died of
     anything); a login refused is said in any case."""
     try:
-        after = look(server)
+        after = look(server, everything=before.others is not None)
     except (pymysql.MySQLError, UserError, OSError) as exc:
         code = exc.args[0] if isinstance(exc, pymysql.MySQLError) and exc.args else None
         text = str(exc.args[-1]) if isinstance(exc, pymysql.MySQLError) and exc.args \
@@ -104,6 +137,7 @@ def changes(server: Server, before: State, failed: bool = False) -> str | None:
     elif before.tables - after.tables:
         gone = ", ".join(f"{DATABASE}.{t}" for t in sorted(before.tables - after.tables))
         problems.append(f"the workload dropped or renamed {gone}, the data being measured")
+    problems += _others_gone(before, after)
     changed = {name: (value, after.globals.get(name)) for name, value in before.globals.items()
                if name not in MOVING and after.globals.get(name) != value}
     if changed:
@@ -172,15 +206,17 @@ def _shown(value: str | None) -> str:
 
 @contextlib.contextmanager
 def watching(server: Server, *, interrupted_too: bool = False,
-             expected: Mapping[str, str] | None = None) -> Iterator[None]:
+             expected: Mapping[str, str] | None = None,
+             everything: bool = False) -> Iterator[None]:
     """Around one measurement: Tampered when it left the server other than it found it (also
     when it failed because of that: the reason is the cause, not the symptom). `expected`:
     the point's settings as knoblab set and read them back when it configured the server;
     a server that holds other values when the measurement begins (an event, or another
     client, changed them since) is not the point's, and the measurement does not run. With
     `interrupted_too` (a server that outlives the run), global settings it changed are put
-    back even when the measurement is interrupted."""
-    before = look(server)
+    back even when the measurement is interrupted. With `everything` (a sandbox, whose every
+    database is data knoblab built), a database or table dropped anywhere is noticed."""
+    before = look(server, everything)
     if expected:
         wrong = {name.lower(): (value, before.globals.get(name.lower()))
                  for name, value in expected.items()

@@ -210,7 +210,7 @@ class Sandbox:
         point's `expected` settings first); a disk that filled (NoSpace, naming it) and a
         server shut down during it are said as the cause."""
         try:
-            with watching(self, expected=expected):
+            with watching(self, expected=expected, everything=True):
                 yield
         except Exception:
             if self.full:
@@ -605,6 +605,12 @@ def derived_template(binary: ServerBinary, key: str, build: Callable[[Sandbox], 
             if isinstance(exc, Exception):
                 _deleted_while_built(building, f"the data {key}", base)
             shutil.rmtree(building, ignore_errors=True)
+            if isinstance(exc, UserError) and server is not None and server.full:
+                # A load that failed because its server's disk filled (a dump's client says
+                # only "lost connection at line N"): the disk is the cause.
+                raise NoSpace(f"the disk of {root} filled up while the data {key} was "
+                              "built; free space there, or set KNOBLAB_HOME to a larger "
+                              "disk") from None
             raise
         _deleted_while_built(building, f"the data {key}", base)
         (building / "data" / "ib_buffer_pool").unlink(missing_ok=True)

@@ -341,6 +341,13 @@ def _kill_query(server: Server, connection_id: int) -> None:
 
 
 def _scan_table(dataset: dict[str, Any]) -> ScanTable:
+    if "dump" in dataset:
+        raise UserError("[dataset] dump: the query workload times a statement over the "
+                        "built-in scan table; to time SQL over a dump, use [workload] kind = "
+                        "\"script\" with the SQL as its body (iterations = 1 times one run)")
+    if "database" in dataset:
+        raise UserError("[dataset] database applies to a dump ([dataset] dump = \"FILE\"); "
+                        "the built-in scan table lives in knoblab's own database")
     if dataset.get("kind", "scan-table") != "scan-table":
         raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
                         "\"scan-table\"")

@@ -42,12 +42,16 @@ from knoblab.workloads.base import (
     Steady,
     WorkloadError,
 )
+from knoblab.workloads.dump import Dump, quoted
 from knoblab.workloads.query import LEADING_COMMENTS, Measurement, Timed, regime
 
 # After a failure or the timeout: how long workers get to stop once their connections are
 # killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).
 STOP_GRACE = 10.0
 _PLACEHOLDER = re.compile(r"\{(connection|iteration|row)\}")
+# What loading a dump did beyond loading it (DEFINER accounts made), by data key: said once,
+# with the data's line, by the run that built the template.
+_LOADED_NOTES: dict[str, str] = {}
 READING = re.compile(r"(SELECT|WITH|SHOW|EXPLAIN|DESC|DESCRIBE)\b", re.IGNORECASE)
 WRITING = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|TRUNCATE|ALTER|DROP|CREATE|LOAD|"
                      r"INTO\s+(OUT|DUMP)FILE)\b", re.IGNORECASE)
@@ -184,6 +188,7 @@ class ScriptWorkload(Timed):
     transaction: int = 1  # iterations per transaction; 1 = autocommit
     timeout: float = 3600.0  # seconds for the whole timed body
     rounds: Rounds = Rounds()
+    dump: Dump | None = None  # [dataset] dump: loaded before the setup, which may be ""
     # A body that may write: every measurement starts from freshly set-up tables (a server
     # start each, or a rebuild on a running server). One that only reads shares a start.
     writes_data: bool = True
@@ -212,8 +217,12 @@ class ScriptWorkload(Timed):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> ScriptWorkload:
-        if dataset:
-            raise UserError("[dataset]: a script makes its own tables in its setup; remove "
+        dump = None
+        if "dump" in dataset:
+            dump = Dump.from_spec(dataset, base_dir)
+        elif dataset:
+            raise UserError("[dataset]: a script makes its own tables in its setup, or runs on "
+                            "a dump ([dataset] dump = \"FILE\"); remove the other keys of "
                             "[dataset]")
         texts = {}
         for part in ("setup", "body"):
@@ -246,6 +255,7 @@ class ScriptWorkload(Timed):
             timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
                                    7 * 86400.0),
             rounds=Rounds.from_spec(workload),
+            dump=dump,
             writes_data=not reads_only(texts["body"]),
         )
 
@@ -255,8 +265,18 @@ class ScriptWorkload(Timed):
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
         """Nothing the server's settings could make impossible."""
 
+    @property
+    def database(self) -> str:
+        """Where the setup and body run: the dump's database, else knoblab's own."""
+        return self.dump.workload_database if self.dump else DATABASE
+
     def check_running_server(self, where: str, datadir: Path | None) -> None:
-        """A script runs on a running server too: its tables live in knoblab's database."""
+        """A script runs on a running server too (its tables live in knoblab's database);
+        a dump is loaded into sandboxes only: it would land among the server's own data."""
+        if self.dump is not None:
+            raise UserError(f"[dataset] dump: a dump is loaded into sandbox servers only, and "
+                            f"{where} is a running server; load it there yourself and leave "
+                            "out [dataset], or give [server] binary to measure sandboxes")
 
     # -- the data template --------------------------------------------------------------------
 
@@ -264,33 +284,49 @@ class ScriptWorkload(Timed):
         return self.prepare_key()
 
     def data_label(self, requested: Mapping[str, str]) -> str:
-        return "the script's setup"
+        if self.dump is None:
+            return "the script's setup"
+        label = self.dump.label() + (", then the script's setup" if self.setup.strip() else "")
+        note = _LOADED_NOTES.get(self.prepare_key())
+        return f"{label}; {note}" if note else label
 
     def build_data(self, server: Server, requested: Mapping[str, str],
                    progress: Progress) -> None:
+        if self.dump is not None:
+            note = self.dump.load(server, progress)
+            if note:
+                _LOADED_NOTES[self.prepare_key()] = note
         self.prepare(server)
 
     def data_bytes(self, requested: Mapping[str, str]) -> int:
-        return 0  # its setup's tables: unknown, and small in every use seen so far
+        # A setup's tables: unknown, and small in every use seen so far.
+        return self.dump.estimated_bytes() if self.dump else 0
 
     def describe_data(self, requested: Mapping[str, str],
                       datadir: Path | None) -> dict[str, object] | None:
-        return None  # the setup makes the tables; describe() holds its text
+        # Without a dump the setup makes the tables; describe() holds its text.
+        return self.dump.describe(datadir) if self.dump else None
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return self.connections + 2  # its own, and knoblab's for counters and settings
 
     def prepare_key(self) -> str:
-        """Names the template datadir: the setup text alone determines its data."""
-        return "script-" + hashlib.sha256(self.setup.encode()).hexdigest()[:12]
+        """Names the template datadir: the setup text (and the dump, when there is one)
+        determines its data."""
+        setup = hashlib.sha256(self.setup.encode()).hexdigest()[:12]
+        if self.dump is None:
+            return "script-" + setup
+        return self.dump.key + ("-setup-" + setup if self.setup.strip() else "")
 
     def prepare(self, server: Server) -> None:
-        """Create the database and run `setup` in it; UserError naming the failing statement."""
+        """Create the database (a dump's exists) and run `setup` in it; UserError naming the
+        failing statement."""
         conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
         try:
             with conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
-                cur.execute(f"USE `{DATABASE}`")
+                if self.dump is None:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
+                cur.execute(f"USE {quoted(self.database)}")
                 if not split_statements(self.setup):
                     return  # sending only comments/blanks gets "Query was empty"
                 done = 0
@@ -420,7 +456,8 @@ class _Run:
         socket_timeout = math.ceil(self.workload.timeout) + STOP_GRACE
         for connection in range(1, self.workload.connections + 1):
             try:
-                conn = self.server.connect(DATABASE, client_flag=CLIENT.MULTI_STATEMENTS,
+                conn = self.server.connect(self.workload.database,
+                                           client_flag=CLIENT.MULTI_STATEMENTS,
                                            read_timeout=socket_timeout,
                                            write_timeout=socket_timeout)
             except pymysql.MySQLError as exc:

@@ -354,6 +354,10 @@ class SysbenchWorkload(OnePiece):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> SysbenchWorkload:
+        if "dump" in dataset:
+            raise UserError("[dataset] dump: sysbench prepares and measures its own tables, "
+                            "not a dump's; use [workload] kind = \"script\" to run SQL over "
+                            "a dump")
         if dataset:
             raise UserError("[dataset]: sysbench prepares its own tables; set tables and "
                             "table_size in [workload] and remove [dataset]")

@@ -1,0 +1,293 @@
+"""[dataset] dump: a mariadb-dump file loaded once into a template, on real servers.
+
+The dump is written here in mariadb-dump's own shapes (executable comments, DELIMITER ;;,
+views made in two steps), with a view, a trigger and a procedure whose DEFINERs do not
+exist on the sandbox, and one of the dump's own users.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from knoblab.errors import UserError
+from knoblab.server.binary import ServerBinary
+from knoblab.server.sandbox import Sandbox, derived_template
+from knoblab.server.target import Tampered
+from knoblab.spec import parse_spec
+from knoblab.workloads.script import ScriptWorkload
+
+pytestmark = pytest.mark.server
+
+HEAD = """\
+-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-linux-gnu (x86_64)
+--
+-- Host: localhost    Database: shop
+-- ------------------------------------------------------
+/*!40101 SET @OLD_CHARACTER_SET_CLIENT=@@CHARACTER_SET_CLIENT */;
+/*!40101 SET NAMES utf8mb4 */;
+/*!40014 SET @OLD_UNIQUE_CHECKS=@@UNIQUE_CHECKS, UNIQUE_CHECKS=0 */;
+/*!40111 SET @OLD_SQL_NOTES=@@SQL_NOTES, SQL_NOTES=0 */;
+
+"""
+DATABASES = """\
+--
+-- Current Database: `shop`
+--
+
+CREATE DATABASE /*!32312 IF NOT EXISTS*/ `shop` /*!40100 DEFAULT CHARACTER SET utf8mb4 */;
+
+USE `shop`;
+"""
+BODY = """\
+
+--
+-- Table structure for table `items`
+--
+
+DROP TABLE IF EXISTS `items`;
+CREATE TABLE `items` (
+  `id` int(11) NOT NULL,
+  `price` int(11) NOT NULL,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+LOCK TABLES `items` WRITE;
+/*!40000 ALTER TABLE `items` DISABLE KEYS */;
+INSERT INTO `items` VALUES (1,10),(2,20),(3,30),(4,40);
+/*!40000 ALTER TABLE `items` ENABLE KEYS */;
+UNLOCK TABLES;
+
+DROP TABLE IF EXISTS `audit`;
+CREATE TABLE `audit` (
+  `id` int(11) NOT NULL AUTO_INCREMENT,
+  `item` int(11) NOT NULL,
+  PRIMARY KEY (`id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4;
+
+/*!50003 SET @saved_sql_mode       = @@sql_mode */ ;
+DELIMITER ;;
+/*!50003 CREATE*/ /*!50017 DEFINER=`shopkeeper`@`%`*/ /*!50003 TRIGGER `items_audit` AFTER \
+UPDATE ON `items` FOR EACH ROW INSERT INTO audit (item) VALUES (NEW.id) */;;
+DELIMITER ;
+/*!50003 SET sql_mode              = @saved_sql_mode */ ;
+
+DELIMITER ;;
+CREATE DEFINER=`shopkeeper`@`%` PROCEDURE `raise_prices`(IN pct INT)
+    SQL SECURITY DEFINER
+BEGIN
+  UPDATE items SET price = price + price * pct DIV 100;
+END ;;
+DELIMITER ;
+
+/*!50001 DROP VIEW IF EXISTS `expensive`*/;
+/*!50001 CREATE ALGORITHM=UNDEFINED */
+/*!50013 DEFINER=`reporter`@`localhost` SQL SECURITY DEFINER */
+/*!50001 VIEW `expensive` AS select `items`.`id` AS `id` from `items` \
+where `items`.`price` > 15 */;
+
+CREATE USER IF NOT EXISTS `app`@`localhost`;
+GRANT SELECT ON `shop`.* TO `app`@`localhost`;
+
+/*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */;
+-- Dump completed
+"""
+WITH_DATABASE = HEAD + DATABASES + BODY  # as mariadb-dump --databases shop writes it
+WITHOUT_DATABASE = HEAD + BODY  # as mariadb-dump shop writes it
+
+SPEC = """\
+name = "dump"
+
+[dataset]
+dump = "{dump}"
+{database}
+
+[workload]
+kind = "script"
+body = "CALL raise_prices(10); SELECT COUNT(*) FROM expensive"
+iterations = 3
+repetitions = 2
+
+[sweep]
+sort_buffer_size = ["256K", "1M"]
+"""
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    data = text.encode()
+    if name.endswith(".gz"):
+        data = gzip.compress(data)
+    elif name.endswith(".zst"):
+        data = zstandard.ZstdCompressor().compress(data)
+    path.write_bytes(data)
+    return path
+
+
+def _workload(dump: Path, **dataset: str) -> ScriptWorkload:
+    spec = parse_spec({"dataset": {"dump": str(dump), **dataset},
+                       "workload": {"kind": "script", "body": "SELECT 1"},
+                       "sweep": {"sort_buffer_size": ["256K", "1M"]}})
+    assert isinstance(spec.workload, ScriptWorkload)
+    return spec.workload
+
+
+def _rows(server: Sandbox, sql: str, database: str = "shop") -> list[tuple]:
+    conn = server.connect(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _build(binary: ServerBinary, home: Path, work: ScriptWorkload,
+           progress: list[tuple[int, int]]) -> Path:
+    return derived_template(binary, work.prepare_key(),
+                            lambda server: work.build_data(server, {},
+                                                           lambda d, t: progress.append((d, t))),
+                            home, work.data_bytes({}))
+
+
+@pytest.mark.parametrize("name", ["shop.sql", "shop.sql.gz", "shop.sql.zst"])
+def test_a_dump_loads_with_its_users_routines_triggers_and_views(
+        binary: ServerBinary, knoblab_home: Path, tmp_path: Path, name: str):
+    dump = _write(tmp_path, name, WITH_DATABASE)
+    work = _workload(dump)
+    progress: list[tuple[int, int]] = []
+    template = _build(binary, knoblab_home, work, progress)
+
+    # The progress counts bytes of the dump file, to its end.
+    assert progress and progress[-1] == (dump.stat().st_size, dump.stat().st_size)
+    label = work.data_label({})
+    assert "'shopkeeper'@'%'" in label and "'reporter'@'localhost'" in label, label
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        # The procedure and the trigger run as shopkeeper, the view as reporter: each
+        # needs its account to exist with privileges on shop.
+        _rows(server, "CALL raise_prices(10)")
+        assert _rows(server, "SELECT price FROM items ORDER BY id") == [(11,), (22,), (33,),
+                                                                       (44,)]
+        assert _rows(server, "SELECT COUNT(*) FROM audit") == [(4,)]
+        assert _rows(server, "SELECT id FROM expensive ORDER BY id") == [(2,), (3,), (4,)]
+        users = _rows(server, "SELECT User, Host, JSON_VALUE(Priv, '$.account_locked') "
+                              "FROM mysql.global_priv WHERE User IN ('app', 'shopkeeper', "
+                              "'reporter') ORDER BY User")
+        assert users == [("app", "localhost", None), ("reporter", "localhost", "1"),
+                         ("shopkeeper", "%", "1")]
+
+
+def test_a_dump_without_a_database_loads_into_the_one_named(
+        binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
+    dump = _write(tmp_path, "plain.sql", WITHOUT_DATABASE.replace("`shop`.*", "`store`.*"))
+    with pytest.raises(UserError, match=r"names no database.*database = "):
+        _workload(dump)
+    work = _workload(dump, database="store")
+    template = _build(binary, knoblab_home, work, [])
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        assert _rows(server, "SELECT COUNT(*) FROM items", "store") == [(4,)]
+        assert _rows(server, "SELECT COUNT(*) FROM expensive", "store") == [(3,)]
+
+
+def test_a_failing_statement_names_the_dump_line_and_leaves_no_template(
+        binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
+    lines = WITH_DATABASE.splitlines()
+    bad = lines.index("UNLOCK TABLES;")
+    lines.insert(bad, "INSERT INTO `items` VALUES (5,50),(6 60);")
+    dump = _write(tmp_path, "broken.sql.gz", "\n".join(lines) + "\n")
+    work = _workload(dump)
+    with pytest.raises(UserError) as caught:
+        _build(binary, knoblab_home, work, [])
+    said = str(caught.value)
+    assert f"the dump {dump} failed at line {bad + 1}: ERROR 1064 (42000)" in said, said
+    assert "\n" not in said
+    root = knoblab_home / "templates" / binary.slug
+    assert not list(root.glob(f"{work.prepare_key()}*"))
+
+
+def test_a_measurement_that_drops_a_dump_table_is_noticed(
+        binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
+    work = _workload(_write(tmp_path, "guarded.sql", WITH_DATABASE))
+    template = _build(binary, knoblab_home, work, [])
+    with Sandbox(binary, template, {}, home=knoblab_home) as server, \
+            pytest.raises(Tampered, match=r"dropped or renamed shop\.audit"), server.watch():
+        _rows(server, "DROP TABLE audit")
+
+
+def test_dumps_are_refused_where_they_do_not_fit(tmp_path: Path):
+    dump = _write(tmp_path, "shop.sql", WITH_DATABASE)
+    for workload, said in (({"kind": "sysbench"}, "sysbench prepares"),
+                           ({"sql": "SELECT 1"}, "kind = \"script\"")):
+        with pytest.raises(UserError, match=said):
+            parse_spec({"dataset": {"dump": str(dump)}, "workload": workload,
+                        "sweep": {"sort_buffer_size": ["256K", "1M"]}})
+    with pytest.raises(UserError, match="server's own database"):
+        _workload(dump, database="mysql")
+    with pytest.raises(UserError, match="cannot read"):
+        _workload(tmp_path / "missing.sql")
+    with pytest.raises(UserError, match="rows"):
+        _workload(dump, rows=10)  # type: ignore[arg-type]
+
+
+def test_the_key_follows_the_dump_file(tmp_path: Path):
+    dump = _write(tmp_path, "shop.sql", WITH_DATABASE)
+    first = _workload(dump).prepare_key()
+    assert _workload(dump).prepare_key() == first
+    _write(tmp_path, "shop.sql", WITH_DATABASE.replace("(4,40)", "(4,41)"))
+    assert _workload(dump).prepare_key() != first
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _knoblab(home: Path, tmp_path: Path, spec: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+         "run", str(spec), "--out", str(tmp_path / f"out-{spec.stem}")],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_a_script_runs_over_a_dump_end_to_end_and_the_dump_loads_once(
+        knoblab_home: Path, tmp_path: Path, binary: ServerBinary):
+    dump = _write(tmp_path, "e2e.sql.zst", WITH_DATABASE)
+    spec = tmp_path / "dump.toml"
+    spec.write_text(SPEC.format(dump=dump.name, database=""))
+    first = _knoblab(knoblab_home, tmp_path, spec)
+    assert first.returncode == 0, first.stderr
+    assert "created 'reporter'@'localhost', 'shopkeeper'@'%'" in first.stdout + first.stderr
+    key = _workload(dump).prepare_key()
+    templates = list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
+    assert len(templates) == 1
+    ready = (templates[0] / ".ready").stat().st_mtime_ns
+
+    again = tmp_path / "again.toml"
+    again.write_text(SPEC.format(dump=dump.name, database=""))
+    second = _knoblab(knoblab_home, tmp_path, again)
+    assert second.returncode == 0, second.stderr
+    assert list((knoblab_home / "templates" / binary.slug).glob(f"{key}*")) == templates
+    assert (templates[0] / ".ready").stat().st_mtime_ns == ready
+    assert "created" not in second.stdout + second.stderr
+
+    result = json.loads((tmp_path / "out-dump" / "result.json").read_text())
+    assert result["dataset"]["kind"] == "dump"
+    assert result["dataset"]["database"] == "shop"
+    trials = [t for p in result["points"] for t in p.get("trials", [])]
+    assert trials == [] or all(t["status"] == "done" for t in trials)
+
+
+def test_a_missing_database_is_one_line(knoblab_home: Path, tmp_path: Path):
+    _write(tmp_path, "nodb.sql", WITHOUT_DATABASE)
+    spec = tmp_path / "nodb.toml"
+    spec.write_text(SPEC.format(dump="nodb.sql", database=""))
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "names no database" in out.stderr, out.stderr
