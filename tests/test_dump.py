@@ -23,6 +23,7 @@ from knoblab.server.sandbox import Sandbox, derived_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
 from knoblab.workloads.script import ScriptWorkload
+from tests.test_disk import small_disk  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.server
 
@@ -247,6 +248,15 @@ def test_the_key_follows_the_dump_file(tmp_path: Path):
 # --------------------------------------------------------------------------- the command
 
 
+def _error(out: subprocess.CompletedProcess[str]) -> str:
+    """The one line knoblab's refusal is (beside warnings and the progress bar)."""
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    said = [line for line in out.stderr.splitlines() if line.startswith("knoblab: ")]
+    assert len(said) == 1, out.stderr
+    return said[0]
+
+
 def _knoblab(home: Path, tmp_path: Path, spec: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
     env["KNOBLAB_HOME"] = str(home)
@@ -288,6 +298,32 @@ def test_a_missing_database_is_one_line(knoblab_home: Path, tmp_path: Path):
     _write(tmp_path, "nodb.sql", WITHOUT_DATABASE)
     spec = tmp_path / "nodb.toml"
     spec.write_text(SPEC.format(dump="nodb.sql", database=""))
-    out = _knoblab(knoblab_home, tmp_path, spec)
-    assert out.returncode == 2
-    assert out.stderr.strip().count("\n") == 0 and "names no database" in out.stderr, out.stderr
+    assert "names no database" in _error(_knoblab(knoblab_home, tmp_path, spec))
+
+
+def test_a_syntax_error_is_one_line_with_exit_2_and_no_template(
+        knoblab_home: Path, tmp_path: Path, binary: ServerBinary):
+    lines = WITH_DATABASE.splitlines()
+    bad = lines.index("UNLOCK TABLES;")
+    lines.insert(bad, "INSERT INTO `items` VALUES (5,50),(6 60);")
+    dump = _write(tmp_path, "bad.sql", "\n".join(lines) + "\n")
+    spec = tmp_path / "bad.toml"
+    spec.write_text(SPEC.format(dump=dump.name, database=""))
+    said = _error(_knoblab(knoblab_home, tmp_path, spec))
+    assert f"the dump {dump} failed at line {bad + 1}: ERROR 1064 (42000)" in said, said
+    key = _workload(dump).prepare_key()
+    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
+    assert not list(knoblab_home.glob("sandboxes/*"))
+
+
+def test_a_dump_the_disk_cannot_hold_is_refused_before_it_is_loaded(small_disk,  # noqa: F811
+                                                                     tmp_path: Path):
+    home = small_disk(400)
+    dump = _write(tmp_path, "big.sql", WITH_DATABASE)
+    with open(dump, "r+b") as sparse:  # 1 GiB of text, taking no room on the disk
+        sparse.truncate(1 << 30)
+    spec = tmp_path / "big.toml"
+    spec.write_text(SPEC.format(dump=dump.name, database=""))
+    said = _error(_knoblab(home, tmp_path, spec))
+    assert "needs 2.7G on the disk of" in said and "K free" in said, said
+    assert not list(home.glob("templates/*/dump-*")) and not list(home.glob("sandboxes/*"))
