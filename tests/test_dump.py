@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +244,51 @@ def test_the_key_follows_the_dump_file(tmp_path: Path):
     assert _workload(dump).prepare_key() == first
     _write(tmp_path, "shop.sql", WITH_DATABASE.replace("(4,40)", "(4,41)"))
     assert _workload(dump).prepare_key() != first
+
+
+@pytest.mark.parametrize("databases", [True, False])
+def test_a_dump_made_by_mariadb_dump_loads(binary: ServerBinary, knoblab_home: Path,
+                                           tmp_path: Path, databases: bool):
+    work = _workload(_write(tmp_path, "source.sql", WITH_DATABASE))
+    source = _build(binary, knoblab_home, work, [])
+    dumper = shutil.which("mariadb-dump") or shutil.which("mysqldump")
+    if dumper is None:
+        pytest.skip("needs mariadb-dump")
+    dump = tmp_path / "made.sql.gz"
+    with Sandbox(binary, source, {}, home=knoblab_home) as server:
+        made = subprocess.run(
+            [dumper, "--no-defaults", f"--socket={server.socket}", "--user=root", "--routines",
+             "--events", "--triggers", *(["--databases"] if databases else []), "shop"],
+            capture_output=True, check=True, timeout=60)
+    dump.write_bytes(gzip.compress(made.stdout))
+    again = _workload(dump) if databases else _workload(dump, database="copy")
+    template = _build(binary, knoblab_home, again, [])
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        where = "shop" if databases else "copy"
+        _rows(server, "CALL raise_prices(60)", where)
+        assert _rows(server, "SELECT COUNT(*) FROM audit", where) == [(4,)]
+        assert _rows(server, "SELECT id FROM expensive ORDER BY id", where) == [(1,), (2,),
+                                                                               (3,), (4,)]
+
+
+def test_the_text_size_is_read_from_the_compressed_file(tmp_path: Path):
+    text = WITH_DATABASE * 50
+    for name in ("size.sql", "size.sql.gz", "size.sql.zst"):
+        dump = _workload(_write(tmp_path, name, text))
+        assert dump.dump is not None and dump.dump.text_bytes() == len(text.encode())
+        assert dump.data_bytes({}) == int(len(text.encode()) * 2.5)
+    # A .zst written from a pipe does not say: a generous ratio stands in.
+    streamed = tmp_path / "piped.sql.zst"
+    with open(streamed, "wb") as out, zstandard.ZstdCompressor().stream_writer(out) as writer:
+        writer.write(text.encode())
+    dump = _workload(streamed)
+    assert dump.dump is not None and dump.dump.text_bytes() == streamed.stat().st_size * 8
+
+
+def test_a_running_server_refuses_a_dump(tmp_path: Path):
+    work = _workload(_write(tmp_path, "shop.sql", WITH_DATABASE))
+    with pytest.raises(UserError, match="sandbox servers only"):
+        work.check_running_server("the server at /run/mysqld.sock", None)
 
 
 # --------------------------------------------------------------------------- the command
