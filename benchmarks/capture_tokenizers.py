@@ -66,8 +66,9 @@ def main() -> None:
     args = parser.parse_args()
     texts = statements(args.statements)
 
+    import sqlglot.tokens
     from sqlglot.dialects.mysql import MySQL
-    compiled = _has_sqlglotc()
+    compiled = sqlglot.tokens.SQLGLOTC_INSTALLED
     tokenizer = MySQL().tokenizer()
     rate(f"sqlglot MySQL tokenizer ({'sqlglotc' if compiled else 'pure Python'})",
          tokenizer.tokenize, texts)
@@ -91,15 +92,6 @@ def main() -> None:
         size = path.stat().st_size
         print(f"{'knoblab slow log reader':<40} {count / took:>10,.0f} events/s  "
               f"({size / took / 1e6:.1f} MB/s)")
-
-
-def _has_sqlglotc() -> bool:
-    try:
-        from importlib.metadata import version
-        version("sqlglotc")
-    except Exception:
-        return False
-    return True
 
 
 if __name__ == "__main__":

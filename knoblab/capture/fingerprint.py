@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlglot.dialects.mysql import MySQL
@@ -39,7 +38,10 @@ _T = TokenType
 _LITERALS = frozenset({_T.STRING, _T.NUMBER, _T.HEX_STRING, _T.BIT_STRING,
                        _T.NATIONAL_STRING, _T.BYTE_STRING, _T.RAW_STRING, _T.TRUE, _T.FALSE})
 _NAMES = frozenset({_T.VAR, _T.IDENTIFIER})
-# After one of these a sign belongs to the number that follows: `(-1`, `= -1`, `, +2`.
+_VALUES = _LITERALS | {_T.PLACEHOLDER, _T.INTRODUCER}
+_SIGNS = frozenset({_T.DASH, _T.PLUS})
+# After one of these a sign is an operator; after anything else (`(`, `=`, `,`, a keyword,
+# nothing) it belongs to the number that follows.
 _NOT_OPERANDS = _LITERALS | _NAMES | {_T.R_PAREN, _T.NULL, _T.PLACEHOLDER}
 _EXECUTABLE = re.compile(r"/\*M?!\d*(.*?)\*/", re.DOTALL)
 _HINT_VALUES = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|\b\d+(?:\.\d+)?\b")
@@ -69,7 +71,7 @@ def fingerprint(sql: str) -> str:
         # An unterminated string or comment (a log cut inside a statement): the verb alone.
         verb = _FIRST_WORD.match(sql)
         return f"{verb.group(1).lower() if verb else '?'} /* unreadable */"
-    words = _collapse(list(_words(tokens)))
+    words = _collapse(_words(tokens))
     if words and words[0].text == "use":
         return "use ?"
     while words and words[-1].text == ";":
@@ -83,48 +85,41 @@ def fingerprint_id(fingerprint_text: str) -> str:
                            digest_size=8).hexdigest()
 
 
-def _words(tokens: list[Token]) -> Iterator[_Word]:
+def _words(tokens: list[Token]) -> list[_Word]:
     """The tokens as fingerprint words: values as `?`, signs folded into their numbers."""
-    previous: Token | None = None
-    pending_sign: Token | None = None
+    words: list[_Word] = []
+    add = words.append
+    previous_kind: TokenType | None = None
+    previous_end = -2
+    last = len(tokens) - 1
+    sign_start: int | None = None  # where a sign folded into the next number began
     for index, token in enumerate(tokens):
         kind = token.token_type
-        gap = previous is not None and token.start > previous.end + 1
-        if pending_sign is not None:
-            gap = pending_sign.start > _end(tokens, index - 2) + 1
-            pending_sign = None
-            yield _Word("?", gap, "value")
-        elif kind in (_T.DASH, _T.PLUS) and _signs_number(tokens, index, previous):
-            pending_sign = token
-        elif kind in _LITERALS or kind == _T.PLACEHOLDER:
-            if previous is None or previous.token_type != _T.INTRODUCER:
-                yield _Word("?", gap, "value")
-        elif kind == _T.INTRODUCER:
-            yield _Word("?", gap, "value")  # `_utf8mb4'x'`: one value
-        elif kind == _T.NULL:
-            after_is = previous is not None and previous.token_type in (_T.IS, _T.NOT)
-            yield _Word("null" if after_is else "?", gap, "word" if after_is else "value")
-        elif kind == _T.ASC:
-            pass
-        elif kind == _T.HINT:
-            yield _Word(_hint(token.text), gap, "word")
+        gap = token.start > previous_end + 1
+        if sign_start is not None:
+            add(_Word("?", sign_start > _end(tokens, index - 2) + 1, "value"))
+            sign_start = None
+        elif kind in _VALUES:
+            if previous_kind is not _T.INTRODUCER:  # `_utf8mb4'x'` is one value
+                add(_Word("?", gap, "value"))
+        elif kind in _SIGNS and index < last and tokens[index + 1].token_type is _T.NUMBER \
+                and previous_kind not in _NOT_OPERANDS:
+            sign_start = token.start  # `-1` after an operator, not `a - 1`
+        elif kind is _T.NULL:
+            after_is = previous_kind is _T.IS or previous_kind is _T.NOT
+            add(_Word("null", gap, "word") if after_is else _Word("?", gap, "value"))
         elif kind in _NAMES:
-            yield _Word(_name(token), gap, "name")
-        else:
-            yield _Word(token.text.lower(), gap, "word")
-        previous = token
+            add(_Word(_name(token), gap, "name"))
+        elif kind is _T.HINT:
+            add(_Word(_hint(token.text), gap, "word"))
+        elif kind is not _T.ASC:
+            add(_Word(token.text.lower(), gap, "word"))
+        previous_kind, previous_end = kind, token.end
+    return words
 
 
 def _end(tokens: list[Token], index: int) -> int:
     return tokens[index].end if index >= 0 else -2
-
-
-def _signs_number(tokens: list[Token], index: int, previous: Token | None) -> bool:
-    """Is this `-` or `+` the sign of the number right after it (not a subtraction)?"""
-    following = tokens[index + 1] if index + 1 < len(tokens) else None
-    if following is None or following.token_type != _T.NUMBER:
-        return False
-    return previous is None or previous.token_type not in _NOT_OPERANDS
 
 
 def _name(token: Token) -> str:
