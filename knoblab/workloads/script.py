@@ -405,6 +405,9 @@ class ScriptWorkload(Timed):
             "timeout": self.timeout,
             "setup": self.setup,
             "body": self.body,
+            # The dump's identity: a run resumed after the dump was edited is refused.
+            **({"dump": {"file": str(self.dump.path), "database": self.dump.workload_database,
+                         "key": self.dump.key}} if self.dump else {}),
         }
 
 
