@@ -21,7 +21,13 @@ fools it, as it can a chain of regular expressions. The rules:
   one of equal rows keeps the first;
 - `LIMIT 10, 20` is `limit ?, ?` and `LIMIT 10` is `limit ?` (pt-query-digest makes both
   `limit ?`: a page and a row count are different statements to the server);
-- `ASC` is dropped (the default), `USE db` is `use ?`, a final `;` is dropped.
+- a UNION of equal parts is its first part and `/*repeat union*/` (or `union all`);
+- `ASC` is dropped (the default), `USE db` is `use ?`, a final `;` is dropped;
+- `CALL p(1, 'x')` is `call p(?, ?)` (pt-query-digest: `call p`; a procedure's arguments are
+  fixed in number, so the classes are the same).
+
+A statement the tokenizer cannot read (an unterminated string: a log cut inside it) is its
+first word and `/* unreadable */`. An 11 MB multi-row INSERT takes seconds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from sqlglot.dialects.mysql import MySQL
 from sqlglot.errors import TokenError
@@ -48,7 +55,16 @@ _HINT_VALUES = re.compile(r"'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"|\b\d+(?:\.
 _PLAIN_NAME = re.compile(r"[a-z_$][a-z0-9_$]*\Z")
 _FIRST_WORD = re.compile(r"\s*([A-Za-z_]+)")
 
-_tokenizer = MySQL().tokenizer()
+
+
+class _Tokenizer(MySQL.Tokenizer):
+    # sqlglot reads the rest of a statement after some commands (CALL, PREPARE, EXECUTE,
+    # REPLACE, RENAME, ...) as one string, for its parser; a fingerprint needs their tokens
+    # (else every REPLACE would be one class).
+    COMMANDS: ClassVar[set[TokenType]] = set()
+
+
+_tokenizer = _Tokenizer()
 
 
 @dataclass(slots=True)
@@ -76,7 +92,7 @@ def fingerprint(sql: str) -> str:
         return "use ?"
     while words and words[-1].text == ";":
         words.pop()
-    return _join(words)
+    return _join(_repeated_union(words))
 
 
 def fingerprint_id(fingerprint_text: str) -> str:
@@ -189,6 +205,33 @@ def _only_values(row: list[_Word]) -> bool:
 
 def _texts(row: list[_Word]) -> list[str]:
     return [word.text for word in row]
+
+
+def _repeated_union(words: list[_Word]) -> list[_Word]:
+    """`A union A union A` → `A /*repeat union*/`: one class however many equal parts were
+    joined (a generated statement), as pt-query-digest does."""
+    if not any(word.text == "union" for word in words):
+        return words
+    parts: list[list[str]] = [[]]
+    joiners: set[str] = set()
+    depth = 0
+    index = 0
+    while index < len(words):
+        text = words[index].text
+        depth += (text == "(") - (text == ")")
+        if text == "union" and depth == 0:
+            joiner = "union all" if index + 1 < len(words) and words[index + 1].text == "all" \
+                else "union"
+            joiners.add(joiner)
+            index += 2 if joiner == "union all" else 1
+            parts.append([])
+            continue
+        parts[-1].append(text)
+        index += 1
+    if len(joiners) != 1 or any(part != parts[0] for part in parts):
+        return words
+    first = len(parts[0])
+    return [*words[:first], _Word(f"/*repeat {joiners.pop()}*/", True, "word")]
 
 
 def _join(words: list[_Word]) -> str:
