@@ -267,14 +267,21 @@ def test_mysql_general_log(tmp_path):
 
 def test_mariadb_slow_log_without_banner_and_odd_entries(tmp_path):
     """A log whose banner was rotated away; an empty Schema; extra header lines
-    (log_slow_verbosity); a statement with its own `;`, one with `#` lines inside, and bytes
-    that are not UTF-8, kept as they were."""
+    (log_slow_verbosity = query_plan,explain,innodb, as MariaDB 10.11 writes them); a
+    statement with its own `;`, one with `#` lines inside, and bytes that are not UTF-8, kept
+    as they were."""
     log = (b"# Time: 241125 14:05:09\n"
            b"# User@Host: root[root] @ localhost []\n"
            b"# Thread_id: 31  Schema:   QC_hit: No\n"
            b"# Query_time: 0.000072  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0\n"
            b"# Rows_affected: 0  Bytes_sent: 11\n"
+           b"# Pages_accessed: 1  Pages_read: 0  Pages_prefetched: 0  Pages_updated: 0  "
+           b"Old_rows_read: 0\n# Pages_read_time: 0.0000  Engine_time: 0.0075\n"
            b"# Full_scan: No  Full_join: No  Tmp_table: No  Tmp_table_on_disk: No\n"
+           b"#\n# explain: id\tselect_type\ttable\ttype\tpossible_keys\tkey\tkey_len\tref\t"
+           b"rows\tr_rows\tfiltered\tr_filtered\tExtra\n"
+           b"# explain: 1\tSIMPLE\tt\tALL\tPRIMARY\tNULL\tNULL\tNULL\t3\t3.00\t100.00\t"
+           b"100.00\tUsing where\n#\n"
            b"SET timestamp=1732543509;\n"
            b"SELECT 1;;\n"
            b"# User@Host: root[root] @ localhost []\n"
@@ -285,10 +292,20 @@ def test_mariadb_slow_log_without_banner_and_odd_entries(tmp_path):
     first, second = read_log(_write(tmp_path, log))
     assert (first.thread, first.database, first.text, first.time) == (31, None, "SELECT 1;",
                                                                      1732543509.0)
-    assert (second.thread, second.database, second.line) == (32, "db", 9)
+    assert (second.thread, second.database, second.line) == (32, "db", 15)
     assert second.text.encode("utf-8", "surrogateescape") == \
         b"SELECT x\n# a comment line\nFROM t WHERE b = '\xff\xfe'"
     assert fingerprint(second.text) == "select x from t where b = ?"
+
+
+def test_reading_and_fingerprinting_say_nothing(tmp_path, capsys, caplog):
+    """Statement texts are the user's data: reading a log and fingerprinting it print and log
+    nothing, even where the module gives up on a statement."""
+    caplog.set_level("DEBUG")
+    for event in read_log(_write(tmp_path, MYSQL_GENERAL)):
+        fingerprint(event.text)
+    fingerprint("SELECT 'secret")
+    assert capsys.readouterr() == ("", "") and caplog.records == []
 
 
 def test_a_log_with_nothing_logged_has_no_events(tmp_path):

@@ -61,7 +61,13 @@ class Event:
     which writes one when the database differs from its previous entry's); the general log's
     per connection, from Connect, Init DB and USE (whose own events have the new one, as in
     the slow log, which logs a statement after it ran). The
-    figures are the slow log's; None in a general log. `line` is where it starts in the log."""
+    figures are the slow log's; None in a general log. `line` is where it starts in the log.
+
+    Events come in the log's order. The general log writes a command when it arrives; the slow
+    log writes a statement when it has ended (after its client has the answer), so there two
+    connections' neighbouring statements may come swapped, and MariaDB's whole seconds cannot
+    put them back in order. A banner in the middle (FLUSH LOGS, or a restart, after which
+    connection ids start again) is passed over."""
 
     thread: int
     time: float | None
