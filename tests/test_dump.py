@@ -225,11 +225,12 @@ def test_a_measurement_that_drops_a_dump_table_is_noticed(
 
 def test_dumps_are_refused_where_they_do_not_fit(tmp_path: Path):
     dump = _write(tmp_path, "shop.sql", WITH_DATABASE)
-    for workload, said in (({"kind": "sysbench"}, "sysbench prepares"),
-                           ({"sql": "SELECT 1"}, "kind = \"script\"")):
+    for workload, sweep, said in (
+            ({"kind": "sysbench"}, {"sort_buffer_size": ["256K", "1M"]}, "sysbench prepares"),
+            ({"sql": "SELECT 1"}, {"rows": [10, 100]}, "rows: a parameter of the built-in"),
+            ({"sql": "SELECT 1"}, {"engine": ["MyISAM", "Aria"]}, "the data is the dump's")):
         with pytest.raises(UserError, match=said):
-            parse_spec({"dataset": {"dump": str(dump)}, "workload": workload,
-                        "sweep": {"sort_buffer_size": ["256K", "1M"]}})
+            parse_spec({"dataset": {"dump": str(dump)}, "workload": workload, "sweep": sweep})
     with pytest.raises(UserError, match="server's own database"):
         _workload(dump, database="mysql")
     with pytest.raises(UserError, match="cannot read"):
@@ -336,8 +337,20 @@ def test_a_script_runs_over_a_dump_end_to_end_and_the_dump_loads_once(
     result = json.loads((tmp_path / "out-dump" / "result.json").read_text())
     assert result["dataset"]["kind"] == "dump"
     assert result["dataset"]["database"] == "shop"
-    trials = [t for p in result["points"] for t in p.get("trials", [])]
-    assert trials == [] or all(t["status"] == "done" for t in trials)
+    assert [(p["n"], p["failed"]) for p in result["points"]] == [(2, 0), (2, 0)]
+
+
+def test_a_query_is_timed_over_a_dump_with_a_cold_cache(knoblab_home: Path, tmp_path: Path):
+    _write(tmp_path, "query.sql.gz", WITH_DATABASE)
+    spec = tmp_path / "query.toml"
+    spec.write_text(SPEC.format(dump="query.sql.gz", database="").replace(
+        'kind = "script"\nbody = "CALL raise_prices(10); SELECT COUNT(*) FROM expensive"\n'
+        'iterations = 3', 'sql = "SELECT COUNT(*) FROM expensive"\ncache = "cold"'))
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "out-query" / "result.json").read_text())
+    assert result["dataset"]["kind"] == "dump" and result["workload"]["cache"] == "cold"
+    assert [(p["n"], p["failed"]) for p in result["points"]] == [(2, 0), (2, 0)]
 
 
 def test_a_missing_database_is_one_line(knoblab_home: Path, tmp_path: Path):

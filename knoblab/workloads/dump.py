@@ -59,6 +59,11 @@ _NEEDS_DATABASE = re.compile(
     r"(?:/\*!\d+\s*)?(?:(?:CREATE|DROP|ALTER)\s+(?!(?:OR\s+REPLACE\s+)?"
     r"(?:DATABASE|SCHEMA|USER|ROLE)\b)|INSERT\b|REPLACE\b|LOCK\s+TABLES\b|DELIMITER\b)",
     re.IGNORECASE)
+# Files of a database folder that are not its data (definitions, triggers): never evicted.
+_NOT_DATA = frozenset({".frm", ".opt", ".trg", ".trn", ".par"})
+# What loading a dump did beyond loading it (DEFINER accounts made), by dump key: said once,
+# with the data's line, by the run that built the template.
+_NOTES: dict[str, str] = {}
 _CLIENT_ERROR = re.compile(r"ERROR (\d+)(?: \((\w+)\))? at line (\d+)(?: in file: '.*?')?: "
                            r"(.*)")
 
@@ -223,10 +228,22 @@ class Dump:
     def estimated_bytes(self) -> int:
         return int(self.text_bytes() * DISK_FACTOR)
 
-    def label(self) -> str:
-        return (f"the dump {self.path} ({format_size(self.size)}B"
+    def label(self, then: str = "") -> str:
+        """The dump in words, `then` what follows its load; what its load did, when this
+        process loaded it."""
+        text = (f"the dump {self.path} ({format_size(self.size)}B"
                 f"{'' if self.compression == 'none' else ', ' + self.compression}), "
-                f"database {self.workload_database}")
+                f"database {self.workload_database}{then}")
+        note = _NOTES.get(self.key)
+        return f"{text}; {note}" if note else text
+
+    def files(self, datadir: Path) -> list[Path]:
+        """The data files of the workload's database (what the cold-cache mode evicts)."""
+        folder = datadir / self.workload_database
+        if not folder.is_dir():
+            return []
+        return sorted(p for p in folder.iterdir()
+                      if p.is_file() and p.suffix.lower() not in _NOT_DATA)
 
     def describe(self, datadir: Path | None) -> dict[str, object]:
         folder = datadir / self.workload_database if datadir else None
@@ -237,6 +254,12 @@ class Dump:
                 "rows": None, "bytes": on_disk}
 
     # -- loading ----------------------------------------------------------------------------
+
+    def build(self, server: Server, progress: Progress | None = None) -> None:
+        """Load the dump (into a template being built); what it did is said by label()."""
+        note = self.load(server, progress)
+        if note:
+            _NOTES[self.key] = note
 
     def load(self, server: Server, progress: Progress | None = None) -> str | None:
         """Load the dump into the server; what was done for its DEFINERs (one line), if

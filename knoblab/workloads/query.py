@@ -45,6 +45,7 @@ from knoblab.workloads.base import (
     WorkloadError,
 )
 from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, VOLATILE, ScanTable
+from knoblab.workloads.dump import Dump
 
 CACHE_MODES = ("warm", "cold")
 LEADING_COMMENTS = re.compile(r"^(\s+|/\*.*?\*/|--[^\n]*|#[^\n]*)*", re.DOTALL)
@@ -91,7 +92,7 @@ class Timed(OnePiece):
 
 @dataclass(frozen=True)
 class QueryWorkload(Timed):
-    """One SQL statement timed per measurement, over the built-in scan table."""
+    """One SQL statement timed per measurement, over the built-in scan table or a dump."""
 
     kind: ClassVar[str] = "query"
     parameters: ClassVar[tuple[str, ...]] = ("rows", "engine", "slack_type")
@@ -103,6 +104,7 @@ class QueryWorkload(Timed):
     timeout: float = 3600.0
     timed_runs: int = 1  # per server start; the measurement is the fastest
     dataset: ScanTable | None = None
+    dump: Dump | None = None  # [dataset] dump: the data instead of the scan table
     rounds: Rounds = Rounds()
     warnings: tuple[str, ...] = ()
     writes_data: bool = False
@@ -113,6 +115,13 @@ class QueryWorkload(Timed):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> QueryWorkload:
+        dump = None
+        if "dump" in dataset:
+            dump = Dump.from_spec(dataset, base_dir)
+            swept = [name for name in cls.parameters if name in sweep]
+            if swept:
+                raise UserError(f"[sweep] {swept[0]}: a parameter of the built-in scan table; "
+                                "the data is the dump's")
         if "rows" in sweep:
             if "rows" in dataset or "size" in dataset:
                 raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
@@ -124,7 +133,7 @@ class QueryWorkload(Timed):
             raise UserError("[workload] sql: give the statement to time, e.g. "
                             "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
         refuse_admin(sql, "[workload] sql")
-        table = _scan_table(dataset)
+        table = None if dump else _scan_table(dataset)
         cache = section.text(workload, "cache", "workload", "warm")
         if cache not in CACHE_MODES:
             raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
@@ -143,6 +152,7 @@ class QueryWorkload(Timed):
                                    7 * 86400.0),
             timed_runs=timed_runs,
             dataset=table,
+            dump=dump,
             rounds=Rounds.from_spec(workload),
         )
 
@@ -172,6 +182,10 @@ class QueryWorkload(Timed):
         """Nothing the server's settings could make impossible."""
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
+        if self.dump is not None:
+            raise UserError(f"[dataset] dump: a dump is loaded into sandbox servers only, and "
+                            f"{where} is a running server; load it there yourself and leave "
+                            "out [dataset], or give [server] binary to measure sandboxes")
         if self.cache == "cold" and datadir is None:
             raise UserError(f"cache = \"cold\" needs the server's files on this machine to "
                             f"evict them, and {where}'s data directory is not here; use "
@@ -179,8 +193,11 @@ class QueryWorkload(Timed):
 
     # -- the data -----------------------------------------------------------------------------
 
-    def dataset_for(self, requested: Mapping[str, str]) -> ScanTable:
-        """The dataset variant a point runs on (its swept rows, engine or slack_type)."""
+    def dataset_for(self, requested: Mapping[str, str]) -> ScanTable | Dump:
+        """The dataset variant a point runs on (its swept rows, engine or slack_type), or
+        the dump."""
+        if self.dump is not None:
+            return self.dump
         assert self.dataset is not None, "a query workload read from a spec has its dataset"
         changes: dict[str, Any] = {}
         if "rows" in requested:
@@ -196,6 +213,8 @@ class QueryWorkload(Timed):
 
     def data_label(self, requested: Mapping[str, str]) -> str:
         dataset = self.dataset_for(requested)
+        if isinstance(dataset, Dump):
+            return dataset.label()
         size = f"{dataset.rows:,} rows" if dataset.rows is not None else \
             f"{format_size(dataset.size_bytes or 0)}B"
         return f"{dataset.table} ({size}, {dataset.engine}, slack {dataset.slack_type})"
@@ -214,8 +233,18 @@ class QueryWorkload(Timed):
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return 2  # the timed one, and knoblab's own for counters and settings
 
+    @property
+    def database(self) -> str:
+        """Where the statement runs: the dump's database, else knoblab's own."""
+        return self.dump.workload_database if self.dump else DATABASE
+
     def describe(self) -> dict[str, object]:
-        return {"sql": self.sql, "cache": self.cache, "timed_runs": self.timed_runs}
+        found: dict[str, object] = {"sql": self.sql, "cache": self.cache,
+                                    "timed_runs": self.timed_runs}
+        if self.dump is not None:  # its identity: a run is not resumed over an edited dump
+            found["dump"] = {"file": str(self.dump.path), "database": self.database,
+                             "key": self.dump.key}
+        return found
 
     # -- the measurement ----------------------------------------------------------------------
 
@@ -293,7 +322,7 @@ class QueryWorkload(Timed):
              ) -> tuple[float, int, dict[str, str], dict[str, Any]]:
         """Run the statement once; when timed, with the server's counters and the OS figures
         taken around the statement alone (not the connection or knoblab's own probes)."""
-        conn = server.connect(DATABASE, read_timeout=self.timeout)
+        conn = server.connect(self.database, read_timeout=self.timeout)
         too_long = WorkloadError(f"query exceeded the timeout of {self.timeout:g} s")
         try:
             with conn.cursor() as cur:
@@ -341,10 +370,6 @@ def _kill_query(server: Server, connection_id: int) -> None:
 
 
 def _scan_table(dataset: dict[str, Any]) -> ScanTable:
-    if "dump" in dataset:
-        raise UserError("[dataset] dump: the query workload times a statement over the "
-                        "built-in scan table; to time SQL over a dump, use [workload] kind = "
-                        "\"script\" with the SQL as its body (iterations = 1 times one run)")
     if "database" in dataset:
         raise UserError("[dataset] database applies to a dump ([dataset] dump = \"FILE\"); "
                         "the built-in scan table lives in knoblab's own database")

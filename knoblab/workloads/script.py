@@ -49,9 +49,6 @@ from knoblab.workloads.query import LEADING_COMMENTS, Measurement, Timed, regime
 # killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).
 STOP_GRACE = 10.0
 _PLACEHOLDER = re.compile(r"\{(connection|iteration|row)\}")
-# What loading a dump did beyond loading it (DEFINER accounts made), by data key: said once,
-# with the data's line, by the run that built the template.
-_LOADED_NOTES: dict[str, str] = {}
 READING = re.compile(r"(SELECT|WITH|SHOW|EXPLAIN|DESC|DESCRIBE)\b", re.IGNORECASE)
 WRITING = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE|TRUNCATE|ALTER|DROP|CREATE|LOAD|"
                      r"INTO\s+(OUT|DUMP)FILE)\b", re.IGNORECASE)
@@ -286,16 +283,12 @@ class ScriptWorkload(Timed):
     def data_label(self, requested: Mapping[str, str]) -> str:
         if self.dump is None:
             return "the script's setup"
-        label = self.dump.label() + (", then the script's setup" if self.setup.strip() else "")
-        note = _LOADED_NOTES.get(self.prepare_key())
-        return f"{label}; {note}" if note else label
+        return self.dump.label(", then the script's setup" if self.setup.strip() else "")
 
     def build_data(self, server: Server, requested: Mapping[str, str],
                    progress: Progress) -> None:
         if self.dump is not None:
-            note = self.dump.load(server, progress)
-            if note:
-                _LOADED_NOTES[self.prepare_key()] = note
+            self.dump.build(server, progress)
         self.prepare(server)
 
     def data_bytes(self, requested: Mapping[str, str]) -> int:
