@@ -342,6 +342,13 @@ def test_reading_is_streamed(tmp_path):
     assert peak < 200_000
 
 
+def test_a_long_first_line_is_read_when_it_starts_an_entry(tmp_path):
+    statement = "SELECT '" + "x" * 100_000 + "'"
+    log = f"2024-01-02T03:04:05.250000Z\t    8 Query\t{statement}\n"
+    (event,) = read_log(_write(tmp_path, log))
+    assert (event.thread, event.text) == (8, statement)
+
+
 def test_a_10_mb_statement_is_one_event(tmp_path):
     rows = ",".join(f"({n}, 'row {n}')" for n in range(600_000))
     statement = f"INSERT INTO t VALUES {rows}"
@@ -358,7 +365,7 @@ def test_a_10_mb_statement_is_one_event(tmp_path):
     (b"", "is empty: expected a slow query log or a general query log"),
     (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\n", "line 1: binary data, not a text log"),
     (b"\x89PNG" + b"\xff" * 70_000, "line 1: binary data, not a text log"),
-    (b"\xff\xfe\n", "line 1: not UTF-8 text"),
+    (b"\xff\xfe\n", "line 1: neither a slow query log nor a general query log"),
     (b"SELECT 1;\n", "line 1: neither a slow query log nor a general query log; expected the "
                      "server's start banner"),
     (b"# Time: 241125 14:05:09\n# User@Host: root[root] @ localhost []\n",

@@ -96,7 +96,7 @@ def read_log(path: Path) -> Iterator[Event]:
         number, text = first
         if text.startswith(_SLOW_START):
             yield from _SlowLog(path).read(_chain(number, text, lines))
-        elif _GENERAL.match(text):
+        elif _starts_entry(text):
             yield from _GeneralLog(path).read(_chain(number, text, lines))
         else:
             raise _bad(path, number, "neither a slow query log nor a general query log",
@@ -118,18 +118,20 @@ def _bad(path: Path, number: int, problem: str, expected: str) -> UserError:
 def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
     """(line number, text without its line break); the first line is checked for binary."""
     head = handle.readline(_FIRST_LINE_LIMIT)
-    if head and (b"\0" in head or not head.endswith(b"\n") and len(head) == _FIRST_LINE_LIMIT):
+    whole = head.endswith(b"\n") or len(head) < _FIRST_LINE_LIMIT
+    if b"\0" in head or not (whole or _starts_entry(head.decode("utf-8", "surrogateescape"))):
         raise _bad(path, 1, "binary data, not a text log", "a slow query log or a general "
                    "query log")
-    try:
-        first = head.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _bad(path, 1, "not UTF-8 text", "a slow query log or a general query "
-                   "log") from None
+    if not whole:  # a long first statement (the log's banner rotated away)
+        head += handle.readline()
     if head:
-        yield 1, _chomp(first)
+        yield 1, _chomp(head.decode("utf-8", "surrogateescape"))
     for number, raw in enumerate(handle, start=2):
         yield number, _chomp(raw.decode("utf-8", "surrogateescape"))
+
+
+def _starts_entry(text: str) -> bool:
+    return text.startswith(_SLOW_START) or _GENERAL.match(text) is not None
 
 
 def _chomp(text: str) -> str:
