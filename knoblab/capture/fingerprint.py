@@ -56,7 +56,6 @@ _PLAIN_NAME = re.compile(r"[a-z_$][a-z0-9_$]*\Z")
 _FIRST_WORD = re.compile(r"\s*([A-Za-z_]+)")
 
 
-
 class _Tokenizer(MySQL.Tokenizer):
     # sqlglot reads the rest of a statement after some commands (CALL, PREPARE, EXECUTE,
     # REPLACE, RENAME, ...) as one string, for its parser; a fingerprint needs their tokens
@@ -78,7 +77,7 @@ class _Word:
 
 
 def fingerprint(sql: str) -> str:
-    """The statement's class as text (never holds a literal of the statement)."""
+    """The statement's class as text: its words and names, never its values."""
     if "/*!" in sql or "/*M!" in sql:
         sql = _EXECUTABLE.sub(r" \1 ", sql)
     try:
