@@ -149,7 +149,6 @@ def test_real_logs_read_back(captured, log):
 
 
 @pytest.mark.server
-@pytest.mark.skipif(shutil.which("pt-query-digest") is None, reason="percona-toolkit absent")
 @pytest.mark.parametrize("log", [0, 1], ids=["slow", "general"])
 def test_classes_agree_with_pt_query_digest(captured, log):
     """Every event's class, by pt-query-digest (its own fingerprint, printed event by event
