@@ -214,6 +214,17 @@ def test_a_failing_statement_names_the_dump_line_and_leaves_no_template(
     assert not list(root.glob(f"{work.prepare_key()}*"))
 
 
+def test_a_dump_that_changes_root_says_so(binary: ServerBinary, knoblab_home: Path,
+                                           tmp_path: Path):
+    # As a dump of the mysql database (--all-databases) does: root gets the source's password.
+    dump = _write(tmp_path, "root.sql", WITH_DATABASE.replace(
+        "-- Dump completed", "ALTER USER root@localhost IDENTIFIED BY 'elsewhere';"))
+    work = _workload(dump)
+    with pytest.raises(UserError, match=r"changed root@localhost.*--all-databases"):
+        _build(binary, knoblab_home, work, [])
+    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
+
+
 def test_a_measurement_that_drops_a_dump_table_is_noticed(
         binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
     work = _workload(_write(tmp_path, "guarded.sql", WITH_DATABASE))

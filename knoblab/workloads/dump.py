@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import pymysql
+
 from knoblab import section
 from knoblab.connection import Progress, Server
 from knoblab.errors import UserError
@@ -279,7 +281,7 @@ class Dump:
         finally:
             conn.close()
         self._feed(client, server.socket, progress)
-        conn = server.connect()
+        conn = self._root_after(server)
         try:
             with conn.cursor() as cur:
                 made = _databases(cur) - before
@@ -292,6 +294,19 @@ class Dump:
                 return _create_definers(cur, sorted(made))
         finally:
             conn.close()
+
+    def _root_after(self, server: Server) -> Any:
+        """A connection as root once the dump is in; UserError when the dump changed root (a
+        dump of the mysql database itself, as --all-databases takes it)."""
+        try:
+            return server.connect(connect_timeout=10)
+        except pymysql.MySQLError as exc:
+            if exc.args and exc.args[0] in (1044, 1045, 1698):
+                raise UserError(f"the dump {self.path} changed root@localhost, which knoblab "
+                                f"logs in as ({exc.args[-1]}): it holds the server's own mysql "
+                                "database (--all-databases takes it); dump your databases "
+                                "with --databases, and users with --system=users") from None
+            raise
 
     def _feed(self, client: str, socket: Path, progress: Progress | None) -> None:
         argv = [client, "--no-defaults", f"--socket={socket}", "--user=root",
