@@ -397,3 +397,18 @@ def test_a_dump_the_disk_cannot_hold_is_refused_before_it_is_loaded(small_disk, 
     said = _error(_knoblab(home, tmp_path, spec))
     assert "needs 2.7G on the disk of" in said and "K free" in said, said
     assert not list(home.glob("templates/*/dump-*")) and not list(home.glob("sandboxes/*"))
+
+
+def test_a_disk_filling_during_the_load_is_said_as_the_cause(small_disk,  # noqa: F811
+                                                             tmp_path: Path):
+    home = small_disk(400)
+    # A few bytes of dump that make far more data than they weigh: the estimate passes.
+    _write(tmp_path, "grows.sql", WITH_DATABASE.replace(
+        "-- Dump completed",
+        "CREATE TABLE filler (id INT PRIMARY KEY, pad CHAR(255)) ENGINE=InnoDB;\n"
+        "INSERT INTO filler SELECT seq, REPEAT('x', 255) FROM seq_1_to_10000000;"))
+    spec = tmp_path / "grows.toml"
+    spec.write_text(SPEC.format(dump="grows.sql", database=""))
+    said = _error(_knoblab(home, tmp_path, spec))
+    assert "filled up while the data dump-" in said, said
+    assert not list(home.glob("templates/*/dump-*")) and not list(home.glob("sandboxes/*"))
