@@ -23,6 +23,7 @@ from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, derived_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
+from knoblab.workloads import dump as dump_module
 from knoblab.workloads.script import ScriptWorkload
 from tests.test_disk import small_disk  # noqa: F401 (a fixture)
 
@@ -221,6 +222,29 @@ def test_a_dump_that_changes_root_says_so(binary: ServerBinary, knoblab_home: Pa
         "-- Dump completed", "ALTER USER root@localhost IDENTIFIED BY 'elsewhere';"))
     work = _workload(dump)
     with pytest.raises(UserError, match=r"changed root@localhost.*--all-databases"):
+        _build(binary, knoblab_home, work, [])
+    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
+
+
+def test_a_database_the_dump_does_not_create_is_one_line(
+        binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
+    work = _workload(_write(tmp_path, "named.sql", WITH_DATABASE), database="other")
+    with pytest.raises(UserError, match=r"database = 'other': the dump .* does not create it; "
+                                        r"it creates shop$"):
+        _build(binary, knoblab_home, work, [])
+
+
+def test_a_truncated_compressed_dump_is_one_line(binary: ServerBinary, knoblab_home: Path,
+                                                 tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch):
+    whole = _write(tmp_path, "cut.sql.gz", WITH_DATABASE)
+    whole.write_bytes(whole.read_bytes()[:-40])  # its end (and the gzip trailer) lost
+    with pytest.raises(UserError, match=r"cannot read it as a gzip dump: Compressed file"):
+        _workload(whole)  # its head reaches the cut
+    # A head that ends before the cut: found while it loads.
+    monkeypatch.setattr(dump_module, "HEAD_BYTES", 1000)
+    work = _workload(whole)
+    with pytest.raises(UserError, match=r"cannot be read to its end"):
         _build(binary, knoblab_home, work, [])
     assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
 
