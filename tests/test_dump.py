@@ -268,8 +268,9 @@ def test_dumps_are_refused_where_they_do_not_fit(tmp_path: Path):
             parse_spec({"dataset": {"dump": str(dump)}, "workload": workload, "sweep": sweep})
     with pytest.raises(UserError, match="server's own database"):
         _workload(dump, database="mysql")
-    with pytest.raises(UserError, match="cannot read"):
-        _workload(tmp_path / "missing.sql")
+    for missing in (tmp_path / "missing.sql", "nul\0.sql", tmp_path):
+        with pytest.raises(UserError, match="cannot read|not a file"):
+            _workload(missing)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="rows"):
         _workload(dump, rows=10)  # type: ignore[arg-type]
 

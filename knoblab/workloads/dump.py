@@ -190,16 +190,17 @@ class Dump:
         if not name.strip():
             raise UserError("[dataset] dump = \"\": give the dump file (mariadb-dump or "
                             "mysqldump output: .sql, .sql.gz or .sql.zst)")
-        path = ((base_dir or Path.cwd()) / name).resolve()
+        path = (base_dir or Path.cwd()) / name
         try:
+            path = path.resolve()
             stat = path.stat()
             if not path.is_file():
                 raise UserError(f"[dataset] dump = {name!r}: {path} is not a file")
             compression = _compression(path)
             edges = _edges(path, stat.st_size)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
             raise UserError(f"[dataset] dump = {name!r}: cannot read {path}: "
-                            f"{exc.strerror}") from None
+                            f"{getattr(exc, 'strerror', None) or 'not a file name'}") from None
         database = dataset.get("database")
         if database is not None:
             _check_name(database)
