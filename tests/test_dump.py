@@ -278,9 +278,12 @@ def test_dumps_are_refused_where_they_do_not_fit(tmp_path: Path):
 def test_the_key_follows_the_dump_file(tmp_path: Path):
     dump = _write(tmp_path, "shop.sql", WITH_DATABASE)
     first = _workload(dump).prepare_key()
+    described = _workload(dump).describe()
     assert _workload(dump).prepare_key() == first
     _write(tmp_path, "shop.sql", WITH_DATABASE.replace("(4,40)", "(4,41)"))
     assert _workload(dump).prepare_key() != first
+    # The run's description changes with it: a run is not resumed over an edited dump.
+    assert _workload(dump).describe() != described
 
 
 @pytest.mark.parametrize("databases", [True, False])
