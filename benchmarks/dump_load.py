@@ -102,7 +102,7 @@ def load_client(binary: ServerBinary, base: Path, home: Path, path: Path,
     assert client, "needs the mariadb client"
     with Sandbox(binary, base, {}, home=home) as server:
         argv = [client, "--no-defaults", f"--socket={server.socket}", "--user=root",
-                "--max-allowed-packet=1073741824"]
+                "--max-allowed-packet=1073741824", "--default-character-set=utf8mb4"]
         began = time.perf_counter()
         with open(path, "rb") as source:
             if compression == "none":

@@ -187,6 +187,21 @@ def test_a_dump_loads_with_its_users_routines_triggers_and_views(
                          ("shopkeeper", "%", "1")]
 
 
+def test_a_dump_without_set_names_is_read_as_utf8(binary: ServerBinary, knoblab_home: Path,
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch):
+    # The client's own default follows the locale: under C (cron, a bare container) latin1.
+    monkeypatch.setenv("LC_ALL", "C")
+    monkeypatch.setenv("LANG", "C")
+    text = WITH_DATABASE.replace("/*!40101 SET NAMES utf8mb4 */;\n", "").replace(
+        "LOCK TABLES `items` WRITE;",
+        "CREATE TABLE `words` (`w` varchar(20)) DEFAULT CHARSET=utf8mb4;\n"
+        "INSERT INTO `words` VALUES ('Käse ✓');\nLOCK TABLES `items` WRITE;")
+    template = _build(binary, knoblab_home, _workload(_write(tmp_path, "utf8.sql", text)), [])
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        assert _rows(server, "SELECT w, CHAR_LENGTH(w) FROM words") == [("Käse ✓", 6)]
+
+
 def test_a_dump_without_a_database_loads_into_the_one_named(
         binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
     dump = _write(tmp_path, "plain.sql", WITHOUT_DATABASE.replace("`shop`.*", "`store`.*"))

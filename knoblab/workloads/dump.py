@@ -310,8 +310,11 @@ class Dump:
             raise
 
     def _feed(self, client: str, socket: Path, progress: Progress | None) -> None:
+        # No option files (a user's [client] host or password must not redirect the load);
+        # a dump's own SET NAMES decides its character set, and text without one is taken
+        # as UTF-8 (what Debian's client configuration, skipped here, would have said).
         argv = [client, "--no-defaults", f"--socket={socket}", "--user=root",
-                f"--max-allowed-packet={MAX_PACKET}"]
+                f"--max-allowed-packet={MAX_PACKET}", "--default-character-set=utf8mb4"]
         if self.named is None:
             argv.append(f"--database={self.workload_database}")
         with tempfile.TemporaryFile() as errors:
