@@ -737,9 +737,10 @@ class Reduction:
     kept: dict[str, str]
     check_run_id: str | None  # the run that compared the reduced with the full configuration
     equivalent: bool | None  # None: nothing to check (nothing dropped, or nothing kept)
-    # When the full configuration did better than the reduced one: the dropped settings put
-    # back cumulatively, the least helpful first (trim_run_id), each with the verdict of the
-    # configuration once it too is put back; those put back in the recommendation (trimmed).
+    # When the full configuration did better than the reduced one, or no setting showed
+    # alone: the dropped settings put back cumulatively, the least helpful first (trim_run_id),
+    # each with the verdict of the configuration once it too is put back; those put back in the
+    # recommendation (trimmed).
     trimmed: tuple[str, ...] = ()
     trim_run_id: str | None = None
     trim_steps: tuple[tuple[str, str], ...] = ()

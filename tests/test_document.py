@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from knoblab import cli
-from knoblab.report.document import MARK
+from knoblab.places import REPORT_MARK as MARK
 from knoblab.report.format import num
 from knoblab.store import Store
 

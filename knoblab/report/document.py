@@ -25,8 +25,7 @@ import jinja2
 
 from knoblab.errors import UserError
 from knoblab.literal import code_block, literal, markdown
-from knoblab.places import REPORT_MARK as MARK
-from knoblab.places import check_report_folder as check_folder
+from knoblab.places import REPORT_MARK, check_report_folder
 from knoblab.records import Comparison, Point, Results
 from knoblab.report.format import (
     change_text,
@@ -101,10 +100,10 @@ class Document:
 def claim_folder(folder: Path) -> None:
     """Make `folder` a report folder, or refuse one that holds something knoblab did not
     write (it is never written into)."""
-    check_folder(folder)
+    check_report_folder(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
+        (folder / REPORT_MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
     except OSError as exc:
         raise UserError(f"cannot write the report to {exc.filename or folder}: "
                         f"{exc.strerror}; give a writable folder with --out") from None

@@ -2,8 +2,9 @@
 anything is recommended. Its best candidates are measured again against the baseline, in fresh
 starts, until decided (validation); then each setting of the best one is put back alone, to see
 which ones matter, and the configuration without those that do not is checked to do as well
-(reduction); when it does not, the configuration without those that showed no sign of helping
-alone is checked too. The burden of proof lives here, and only here."""
+(reduction); when it does not, or when none shows alone, the others are put back one by one,
+the least helpful first, and only those needed stay (trim). The burden of proof lives here, and
+only here."""
 
 from __future__ import annotations
 

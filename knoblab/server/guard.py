@@ -19,7 +19,7 @@ from typing import Any
 
 import pymysql
 
-from knoblab.connection import DATABASE, Server, one
+from knoblab.connection import ACCESS_DENIED, DATABASE, SYSTEM_DATABASES, Server, one
 from knoblab.errors import UserError
 from knoblab.server.settings import own_session
 from knoblab.server.target import Tampered
@@ -28,11 +28,8 @@ from knoblab.server.target import Tampered
 MOVING = frozenset({"gtid_binlog_pos", "gtid_binlog_state", "gtid_current_pos",
                     "gtid_slave_pos", "gtid_executed", "gtid_purged", "gtid_owned"})
 _NAME = re.compile(r"^[a-z0-9_]+$")
-ACCESS_DENIED = (1044, 1045, 1698)
 _WRONG_TYPE = 1232  # "Incorrect argument type to variable"
 _REAL = re.compile(r"-?\d+(\.\d*)?(e[-+]?\d+)?", re.IGNORECASE)
-# The server's own databases: never the data measured.
-SYSTEM = ("mysql", "information_schema", "performance_schema", "sys")
 # A server that hangs (its disk full, say) must not hang knoblab's look at it.
 _TIMEOUTS: dict[str, Any] = {"connect_timeout": 10, "read_timeout": 60, "write_timeout": 60}
 
@@ -87,7 +84,7 @@ def _data(cur: Any) -> tuple[bool, frozenset[str]]:
 
 def _others(cur: Any) -> tuple[frozenset[str], frozenset[str]]:
     """The databases other than knoblab's and the server's own, and their tables."""
-    left_out = (*SYSTEM, DATABASE)
+    left_out = (*sorted(SYSTEM_DATABASES), DATABASE)
     cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
                 "(%s, %s, %s, %s, %s)", left_out)
     databases = frozenset(str(row[0]) for row in cur.fetchall())

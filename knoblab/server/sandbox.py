@@ -35,10 +35,10 @@ import pymysql
 
 from knoblab import safety
 from knoblab.catalog import Catalog, read_catalog
-from knoblab.connection import Server
+from knoblab.connection import ACCESS_DENIED, Server
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, compile_info
-from knoblab.server.guard import ACCESS_DENIED, watching
+from knoblab.server.guard import watching
 from knoblab.server.settings import read_globals, set_globals
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered
 

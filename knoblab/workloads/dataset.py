@@ -17,6 +17,7 @@ from typing import Any
 
 from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
+from knoblab.units import format_size
 
 ENGINES = ("MyISAM", "Aria", "InnoDB")
 # Engines whose tables do not survive a server start: every measurement would scan nothing.
@@ -144,6 +145,12 @@ class ScanTable:
         """The table's files in a datadir (what the cold-cache mode evicts)."""
         folder = datadir / DATABASE
         return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
+
+    def label(self) -> str:
+        """The table in words."""
+        size = f"{self.rows:,} rows" if self.rows is not None else \
+            f"{format_size(self.size_bytes or 0)}B"
+        return f"{self.table} ({size}, {self.engine}, slack {self.slack_type})"
 
     def describe(self, datadir: Path | None) -> dict[str, object]:
         """What the dataset is; its size on disk when its files are on this machine."""

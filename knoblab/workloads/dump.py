@@ -31,7 +31,7 @@ from typing import IO, Any
 import pymysql
 
 from knoblab import section
-from knoblab.connection import Progress, Server
+from knoblab.connection import ACCESS_DENIED, SYSTEM_DATABASES, Progress, Server
 from knoblab.errors import UserError
 from knoblab.units import format_size
 
@@ -48,7 +48,6 @@ DISK_FACTOR = 2.5
 # size field counts modulo 2^32; a .zst written from a pipe), SQL text is assumed to
 # compress this well — a dump's repetitive INSERTs do better than most text.
 ASSUMED_RATIO = 8
-SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 MAX_PACKET = 1 << 30  # a dump's longest statement (a row of big BLOBs) must fit in a packet
 
 _NAME = r"(`(?:[^`]|``)+`|[\w$]+)"
@@ -242,6 +241,13 @@ class Dump:
         note = _NOTES.get(self.key)
         return f"{text}; {note}" if note else text
 
+    def check_running_server(self, where: str) -> None:
+        """A dump is loaded into sandboxes only: on a running server it would land among the
+        server's own data."""
+        raise UserError(f"[dataset] dump: a dump is loaded into sandbox servers only, and "
+                        f"{where} is a running server; load it there yourself and leave "
+                        "out [dataset], or give [server] binary to measure sandboxes")
+
     def files(self, datadir: Path) -> list[Path]:
         """The data files of the workload's database (what the cold-cache mode evicts)."""
         folder = datadir / self.workload_database
@@ -304,7 +310,7 @@ class Dump:
         try:
             return server.connect(connect_timeout=10)
         except pymysql.MySQLError as exc:
-            if exc.args and exc.args[0] in (1044, 1045, 1698):
+            if exc.args and exc.args[0] in ACCESS_DENIED:
                 raise UserError(f"the dump {self.path} changed root@localhost, which knoblab "
                                 f"logs in as ({exc.args[-1]}): it holds the server's own mysql "
                                 "database (--all-databases takes it); dump your databases "

@@ -30,7 +30,7 @@ from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.stats import Summary
-from knoblab.units import format_size, parse_size
+from knoblab.units import parse_size
 from knoblab.workloads.admin import refuse_admin
 from knoblab.workloads.base import (
     Measured,
@@ -183,9 +183,7 @@ class QueryWorkload(Timed):
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
         if self.dump is not None:
-            raise UserError(f"[dataset] dump: a dump is loaded into sandbox servers only, and "
-                            f"{where} is a running server; load it there yourself and leave "
-                            "out [dataset], or give [server] binary to measure sandboxes")
+            self.dump.check_running_server(where)
         if self.cache == "cold" and datadir is None:
             raise UserError(f"cache = \"cold\" needs the server's files on this machine to "
                             f"evict them, and {where}'s data directory is not here; use "
@@ -212,12 +210,7 @@ class QueryWorkload(Timed):
         return self.dataset_for(requested).key
 
     def data_label(self, requested: Mapping[str, str]) -> str:
-        dataset = self.dataset_for(requested)
-        if isinstance(dataset, Dump):
-            return dataset.label()
-        size = f"{dataset.rows:,} rows" if dataset.rows is not None else \
-            f"{format_size(dataset.size_bytes or 0)}B"
-        return f"{dataset.table} ({size}, {dataset.engine}, slack {dataset.slack_type})"
+        return self.dataset_for(requested).label()
 
     def build_data(self, server: Server, requested: Mapping[str, str],
                    progress: Progress) -> None:

@@ -271,9 +271,7 @@ class ScriptWorkload(Timed):
         """A script runs on a running server too (its tables live in knoblab's database);
         a dump is loaded into sandboxes only: it would land among the server's own data."""
         if self.dump is not None:
-            raise UserError(f"[dataset] dump: a dump is loaded into sandbox servers only, and "
-                            f"{where} is a running server; load it there yourself and leave "
-                            "out [dataset], or give [server] binary to measure sandboxes")
+            self.dump.check_running_server(where)
 
     # -- the data template --------------------------------------------------------------------
 
