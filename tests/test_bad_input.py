@@ -1,13 +1,19 @@
 """Bad input through the real CLI: exit code 2, one line on stderr, no traceback, no server left.
 
-Every case runs `python -m knoblab.cli` as a subprocess with the session's KNOBLAB_HOME (the
-base template and catalog are built once by the `catalog` fixture) and a private results store.
+Every case runs the `knoblab` command with the session's KNOBLAB_HOME (the base template and
+catalog are built once by the `catalog` fixture) and a private results store. The table's cases
+are about checking arguments and specs: they call knoblab.cli.main in this process, with the
+output captured at the file descriptors (a server's or a library's own writes are seen too),
+which spares each a second of Python start-up. The cases marked `process=True`, and the runs
+that fail below, start `python -m knoblab.cli` as a real process: its exit code, its streams,
+its imports' warnings and the servers it leaves are those a user would see.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -51,6 +57,36 @@ def _knoblab(args: list[str], env: dict[str, str], cwd: Path, *, store: bool = T
                           timeout=timeout, check=False)
 
 
+def _knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
+                        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], *,
+                        store: bool = True) -> subprocess.CompletedProcess[str]:
+    """knoblab.cli.main(args) in this process, as _knoblab runs it: in `cwd`, with the
+    environment `environ`; its exit code (returned, or raised by argparse) and its output."""
+    from knoblab import cli
+
+    if store:
+        args = ["--store", f"sqlite:///{cwd / 's.sqlite'}", *args]
+    for name in ("COLUMNS", "LINES", "KNOBLAB_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    # main() takes the stopping signals for itself: the test runner gets them back after.
+    handlers = {signum: signal.getsignal(signum)
+                for signum in (*cli.STOPPING_SIGNALS, signal.SIGALRM)}
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    capfd.readouterr()  # only what the command writes
+    try:
+        code: int | str | None = cli.main(args)
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, code if isinstance(code, int) else 1, out, err)
+
+
 def _servers_of(home: Path) -> list[str]:
     """Command lines of running mariadbd/mysqld processes that belong to this knoblab home."""
     found = []
@@ -84,11 +120,12 @@ TUNE = ("[dataset]\nrows = 1000\n[workload]\nsql = \"SELECT COUNT(*) FROM dt2\"\
 
 def _case(spec: str | bytes | None, args: list[str], fragments: list[str], *, id: str,
           prepare: Callable[[Path], None] | None = None, environ: dict[str, str] | None = None,
-          marks: Any = ()) -> Any:
+          process: bool = False, marks: Any = ()) -> Any:
     """One row: the spec ("{tmp}" is the case's directory), the arguments, the fragments the
     message must hold ("!text": must not hold), a function preparing files in the case's
-    directory, and environment changes."""
-    return pytest.param(spec, args, fragments, prepare, environ or {}, id=id, marks=marks)
+    directory, environment changes, and whether the command runs as a process of its own."""
+    return pytest.param(spec, args, fragments, prepare, environ or {}, process, id=id,
+                        marks=marks)
 
 
 def _non_executable(tmp: Path) -> None:
@@ -136,7 +173,7 @@ CASES = [
                  ["[workload]", "'repetitons'", "did you mean 'repetitions'"],
                  id="unknown-workload-key"),
     _case("[sweep]\nread_buffer_size = [\"64K\",\n", ["run", "{spec}"],
-                 ["spec.toml: invalid TOML"], id="invalid-toml"),
+                 ["spec.toml: invalid TOML"], id="invalid-toml", process=True),
     _case(None, ["run", "{tmp}/no-such-spec.toml"],
                  ["cannot read spec", "no-such-spec.toml", "No such file"], id="missing-file"),
     _case(None, ["run", "{tmp}"], ["cannot read spec", "Is a directory"], id="directory"),
@@ -161,10 +198,11 @@ CASES = [
                  ["log_bin", "cannot be tuned"], id="untunable-knob"),
     _case(_spec(sweep='optimizer_switch = ["mrr=on", "nosuchflag=on"]'),
                  ["run", "{spec}"], ["unknown nosuchflag"], id="unknown-flag"),
-    _case(None, ["frobnicate"], ["invalid choice: 'frobnicate'"], id="unknown-subcommand"),
+    _case(None, ["frobnicate"], ["invalid choice: 'frobnicate'"], id="unknown-subcommand",
+          process=True),
     _case(None, ["report", "nosuchrun"], ["no run 'nosuchrun'"], id="report-nosuchrun"),
     _case(None, ["--store", "nosuch://db", "runs"], ["cannot open the results store"],
-                 id="bad-store-url"),
+                 id="bad-store-url", process=True),
     _case(None, ["knobs", "--binary", "/nonexistent/mariadbd"],
                  ["/nonexistent/mariadbd not found"], id="knobs-missing-binary"),
     _case(None, ["knobs", "zzzqqq"], ["matches 'zzzqqq'"], id="knobs-no-match"),
@@ -281,12 +319,14 @@ CASES = [
     _case("[workload]\nkind = 'script'\nsetup_file = \"a\\u0000b\"\nbody = 'SELECT 1'\n"
           + SWEEP, ["run", "{spec}"], ["setup_file"], id="setup-file-nul"),
     _case(SCRIPT.replace("CREATE TABLE", "CREATE TABLEX") + SWEEP, ["run", "{spec}"],
-          ["script setup failed at statement 1", "TABLEX"], id="script-setup-sql-error"),
+          ["script setup failed at statement 1", "TABLEX"],
+          id="script-setup-sql-error", process=True),
     # -- a running server (kind = "external")
     _case(_spec(server='kind = "external"\nhost = "127.0.0.1"\nport = 1'), ["run", "{spec}"],
           ["cannot reach server root@127.0.0.1:1"], id="external-nothing-listens"),
     _case(_spec(server=EXTERNAL + '\nuser = "nobody_knoblab"'), ["run", "{spec}"],
-          ["nobody_knoblab@127.0.0.1:3306 refused the login"], id="external-unknown-user"),
+          ["nobody_knoblab@127.0.0.1:3306 refused the login"],
+          id="external-unknown-user", process=True),
     _case(_spec(server=EXTERNAL + '\npassword = "x"'), ["run", "{spec}"],
           ["never written in a spec", "password_env", "option_file"],
           id="external-password-in-spec"),
@@ -319,7 +359,7 @@ CASES = [
           id="external-host-label-too-long"),
     # -- sysbench
     _case(SYSBENCH + SWEEP, ["run", "{spec}"], ["sysbench is not on PATH", "apt-get install"],
-          id="sysbench-missing", prepare=_empty_bin, environ={"PATH": "{tmp}/bin"}),
+          id="sysbench-missing", process=True, prepare=_empty_bin, environ={"PATH": "{tmp}/bin"}),
     _case(SYSBENCH + 'test = "oltp_raed_write"\n' + SWEEP, ["run", "{spec}"],
           ["unknown sysbench test 'oltp_raed_write'", "did you mean 'oltp_read_write'"],
           id="sysbench-unknown-test"),
@@ -337,19 +377,22 @@ CASES = [
     _case(None, ["--frobnicate", "runs"], ["unrecognized arguments: --frobnicate"],
           id="unknown-option"),
     _case(None, ["--store", "mysql+pymysql://root:s3cr3t@127.0.0.1:1/db", "runs"],
-          ["cannot open the results store", "!s3cr3t"], id="store-url-password-hidden"),
+          ["cannot open the results store", "!s3cr3t"],
+          id="store-url-password-hidden", process=True),
     _case(b"not a database\n", ["--store", "sqlite:///{spec}", "runs"],
           ["cannot open the results store", "not a database"], id="store-not-a-database"),
     _case(None, ["knobs", "--binary", "/bin/true"],
           ["/bin/true does not look like a MySQL or MariaDB server"], id="knobs-binary-true"),
     # knoblab tune: the search's own section, read against the server's catalog.
     _case(TUNE.format(tune="", knobs='read_buffer_size = ["1K", "1M"]'), ["tune", "{spec}"],
-          ["[tune.knobs]", "read_buffer_size", "out of range", "8K to"], id="tune-range"),
+          ["[tune.knobs]", "read_buffer_size", "out of range", "8K to"],
+          id="tune-range", process=True),
     _case(TUNE.format(tune="", knobs=""), ["tune", "{spec}"], ["[tune.knobs] is empty"],
           id="tune-empty"),
     _case(TUNE.format(tune='storage = "postgresql://nobody@127.0.0.1:1/x"',
                       knobs='read_buffer_size = ["8K", "1M"]'), ["tune", "{spec}"],
-          ["cannot open the tuning study's storage", "[tune] storage"], id="tune-storage"),
+          ["cannot open the tuning study's storage", "[tune] storage"],
+          id="tune-storage", process=True),
     _case(TUNE.format(tune='budget = "1s"', knobs='read_buffer_size = ["8K", "1M"]'),
           ["tune", "{spec}"], ["cannot hold one trial"], id="tune-budget"),
     _case(TUNE.format(tune="", knobs='read_buffer_size = ["8K", "1M"]'), ["run", "{spec}"],
@@ -367,8 +410,9 @@ CASES = [
 
 
 @pytest.mark.server
-@pytest.mark.parametrize(("spec", "args", "fragments", "prepare", "environ"), CASES)
-def test_bad_input(spec, args, fragments, prepare, environ, env, knoblab_home, tmp_path):
+@pytest.mark.parametrize(("spec", "args", "fragments", "prepare", "environ", "process"), CASES)
+def test_bad_input(spec, args, fragments, prepare, environ, process, env, knoblab_home,
+                   tmp_path, monkeypatch, capfd):
     spec_path = tmp_path / "spec.toml"
     if isinstance(spec, bytes):
         spec_path.write_bytes(spec)
@@ -379,9 +423,14 @@ def test_bad_input(spec, args, fragments, prepare, environ, env, knoblab_home, t
     before = set(tmp_path.iterdir())
     sandboxes_before = _sandboxes(knoblab_home)
     argv = [a.format(spec=spec_path, tmp=tmp_path) for a in args]
-    environment = {**env, **{k: v.replace("{tmp}", str(tmp_path)) for k, v in environ.items()}}
+    changes = {k: v.replace("{tmp}", str(tmp_path)) for k, v in environ.items()}
     try:
-        result = _knoblab(argv, environment, tmp_path, store="--store" not in argv)
+        if process:
+            result = _knoblab(argv, {**env, **changes}, tmp_path, store="--store" not in argv)
+        else:
+            result = _knoblab_in_process(argv, {"KNOBLAB_HOME": str(knoblab_home), **changes},
+                                         tmp_path, monkeypatch, capfd,
+                                         store="--store" not in argv)
     finally:
         if spec_path.exists():
             spec_path.chmod(0o644)  # the unreadable case: let pytest clean up
