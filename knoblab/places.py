@@ -28,6 +28,15 @@ _REPORT_FILES = ("report.html", "report.md", "measurements.csv", "result.json", 
                  "tune.json", "knoblab-tuned.cnf", REPORT_MARK)
 
 
+def knoblab_home() -> Path:
+    """Where templates, sandboxes, replay plans and the default store live ($KNOBLAB_HOME or
+    ~/.knoblab)."""
+    # Absolute: the server resolves a relative path against its own folder, not ours.
+    home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab").expanduser().absolute()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
 def usable_home(raw: str | None, *, writes: bool) -> Path:
     """$KNOBLAB_HOME (default ~/.knoblab) as an absolute folder that exists; with `writes`,
     one knoblab can start servers in: writable, with room, its path safe for the server."""

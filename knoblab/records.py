@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from knoblab import workloads
+from knoblab.classes import ClassComparison
 from knoblab.stats import Statistics
 from knoblab.workloads.base import Objective, Steady
 
@@ -583,6 +584,8 @@ class Results:
     finished_at: float | None = None
     spec: str = ""
     knoblab_version: str = ""
+    # A replayed log's statement classes against the reference configuration (knoblab.classes)
+    statement_classes: ClassComparison | None = None
 
     def server(self, label: str) -> ServerInfo | None:
         return next((s for s in self.servers if s.label == label), None)
@@ -614,6 +617,8 @@ class Results:
             found["steps"] = _json(self.steps)
         if self.servers_compared is not None:
             found["servers_compared"] = _json(self.servers_compared)
+        if self.statement_classes is not None:
+            found["statement_classes"] = self.statement_classes.to_json()
         found["conclusion"] = self.conclusion.to_json(conclusion_text)
         found["reproduce"] = {"machine": self.machine, "started_at": self.started_at,
                               "finished_at": self.finished_at, "spec": self.spec,
@@ -653,7 +658,9 @@ class Results:
             machine=dict(reproduce.get("machine") or {}),
             started_at=reproduce.get("started_at"), finished_at=reproduce.get("finished_at"),
             spec=reproduce.get("spec") or "", knoblab_version=reproduce.get("knoblab_version")
-            or "")
+            or "",
+            statement_classes=_optional(ClassComparison.from_json,
+                                        data.get("statement_classes")))
 
 
 # --- a search (knoblab tune): what knoblab.search finds, and knoblab.report shows -------------
@@ -777,6 +784,11 @@ class TuneResult:
     server: str = ""  # the version of the server tuned
     base: dict[str, str] = field(default_factory=dict)  # [server.config], as the server takes it
     tied: dict[str, str] = field(default_factory=dict)  # [tie]: follower -> leader
+    # When what is recommended is not the validated candidate (the reduction dropped some of
+    # its settings): that configuration measured against the baseline in a run of its own, or
+    # the validation of another candidate that was exactly it; None when it was not measured
+    # (knoblab.search.recommend.claim says which figure a recommendation carries).
+    confirmation: Validation | None = None
 
     @property
     def settings(self) -> dict[str, str]:

@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from knoblab import evidence, safety, stats, workloads
+from knoblab.classes import ClassComparison, compare_classes
 from knoblab.errors import UserError
 from knoblab.records import (
     Alone,
@@ -144,7 +145,29 @@ def build_results(store: Store, run_id: str) -> Results:
         finished_at=run["finished_at"],
         spec=run["spec_source"] or "",
         knoblab_version=info.knoblab_version,
+        statement_classes=_statement_classes(points, by_point, slices, info.workload,
+                                             statistics.alpha),
     )
+
+
+def _statement_classes(points: list[Point], by_point: dict[int, list[Trial]],
+                       slices: list[str], workload: Mapping[str, Any],
+                       alpha: float) -> ClassComparison | None:
+    """A replayed log's classes under each configuration against the defaults (when measured)
+    or the best; within one slice only (a comparison across builds is the servers')."""
+    if slices or len(points) < 2 or not workload.get("classes"):
+        return None
+    measured = [i for i, p in enumerate(points) if p.n]
+    defaults = [i for i in measured if points[i].is_default]
+    best = [i for i in measured if points[i].ratio_to_best is not None]
+    if not defaults and not best:
+        return None
+    reference = defaults[0] if defaults else min(best, key=lambda i: points[i].ratio_to_best
+                                                 or 0.0)
+    done = {idx: [t for t in trials if t.status == TrialState.DONE]
+            for idx, trials in by_point.items()}
+    return compare_classes(done, reference,
+                           {c["id"]: c["fingerprint"] for c in workload["classes"]}, alpha)
 
 
 def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:

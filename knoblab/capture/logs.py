@@ -15,7 +15,7 @@ user's data: nothing here logs or prints them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -86,10 +86,11 @@ class Event:
         return self.command in STATEMENTS
 
 
-def read_log(path: Path) -> Iterator[Event]:
-    """The log's events in the log's order (a generator: the file is read as it is asked)."""
+def read_log(path: Path, progress: Callable[[int], None] | None = None) -> Iterator[Event]:
+    """The log's events in the log's order (a generator: the file is read as it is asked);
+    `progress` is told the bytes read so far, now and then."""
     with _open(path) as handle:
-        lines = _lines(path, handle)
+        lines = _lines(path, handle, progress)
         first = _first(path, lines)
         if first is None:
             return
@@ -115,7 +116,8 @@ def _bad(path: Path, number: int, problem: str, expected: str) -> UserError:
     return UserError(f"{path}, line {number}: {problem}; expected {expected}")
 
 
-def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
+def _lines(path: Path, handle: BinaryIO,
+           progress: Callable[[int], None] | None = None) -> Iterator[tuple[int, str]]:
     """(line number, text without its line break); the first line is checked for binary."""
     head = handle.readline(_FIRST_LINE_LIMIT)
     whole = head.endswith(b"\n") or len(head) < _FIRST_LINE_LIMIT
@@ -127,7 +129,11 @@ def _lines(path: Path, handle: BinaryIO) -> Iterator[tuple[int, str]]:
     if head:
         yield 1, _chomp(head.decode("utf-8", "surrogateescape"))
     for number, raw in enumerate(handle, start=2):
+        if progress is not None and number % 8192 == 0:
+            progress(handle.tell())
         yield number, _chomp(raw.decode("utf-8", "surrogateescape"))
+    if progress is not None:
+        progress(handle.tell())
 
 
 def _starts_entry(text: str) -> bool:

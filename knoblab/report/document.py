@@ -36,7 +36,7 @@ from knoblab.report.format import (
     value_knobs,
     where,
 )
-from knoblab.report.tables import report_tables
+from knoblab.report.tables import class_grid, class_notes, report_tables
 from knoblab.report.text import (
     conclusion_text,
     durability_lines,
@@ -240,6 +240,8 @@ def _tables(results: Results) -> list[Table]:
     for i, table in enumerate(results.steps or []):
         notes[i] = [line for line in (*step_notes(results, table), total_text(results, table),
                                       interaction_text(results, table)) if line]
+    if class_grid(results) is not None:  # the last table
+        notes[-1] = class_notes(results)
     return [Table(grid.title, grid.headers, [[(cell.plain, _class(cell)) for cell in row]
                                              for row in grid.rows],
                   grid.ends, grid.numeric, found)

@@ -34,6 +34,7 @@ from knoblab.report.format import (
     is_measured,
     num,
     p_text,
+    point_label,
     repetitions_text,
     signed,
     slice_heading,
@@ -180,9 +181,12 @@ def _p_cell(p_value: float | None) -> Text:
 
 def _title(results: Results) -> str:
     work, data, points = results.workload, results.dataset, results.points
-    sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
+    # What was run, in the kind's own words where it gives them (a replay's log).
+    sql = " ".join(str(work.get("title") or work.get("sql") or work.get("kind", "")).split())
     sql = sql if len(sql) <= 70 else sql[:67] + "..."
-    reps = f", {repetitions_text(results)}" if work.get("repetitions") else ""
+    said = [f"{work['cache']} cache" if work.get("cache") else "",
+            repetitions_text(results) if work.get("repetitions") else ""]
+    said_text = f" ({', '.join(s for s in said if s)})" if any(said) else ""
     counts = sorted({c for p in points if "rows" in results.slices
                      and (c := as_count(p.settings.get("rows"))) is not None})
     if data.get("rows") is not None:
@@ -197,8 +201,8 @@ def _title(results: Results) -> str:
     else:
         engine = f" {data['engine']}" if data.get("engine") else ""
     return (
-        f"{results.name} — {results.server_version or '?'} · {sql} ({work.get('cache', '?')} "
-        f"cache{reps}) · {rows}{size}{engine} · {results.regime or '?'}"
+        f"{results.name} — {results.server_version or '?'} · {sql}{said_text} · "
+        f"{rows}{size}{engine} · {results.regime or '?'}"
     )
 
 
@@ -257,6 +261,13 @@ def _print_timed(results: Results, console: Console) -> None:
         console.print(_text(line, style="bold yellow"))
     for line in explanation_lines(results):
         console.print(_text(line))
+    classes = class_grid(results)
+    if classes is not None:
+        console.print(_text(classes.title, style="bold"))
+        _print_table(console, classes.headers, classes.rows, set(), 1, 1,
+                     [tuple(range(len(classes.headers) - 1))])
+        for line in class_notes(results):
+            console.print(_text(line))
     noise = noise_text(results)
     if noise:
         console.print(_text(noise, style="dim"))
@@ -705,7 +716,69 @@ def report_tables(results: Results) -> list[Grid]:
     for entry in results.servers_compared or []:
         columns, cells, full, judged = _server_cells(results, entry)
         found.append(_keyed(_servers_title(entry), columns, cells, full + judged))
+    classes = class_grid(results)
+    if classes is not None:
+        found.append(classes)
     return found
+
+
+_CLASS_STYLE = {"faster": "green", "slower": "red", "not measured": "dim"}
+
+
+def class_grid(results: Results) -> Grid | None:
+    """A replayed log's statement classes (by fingerprint, never a literal): their share of
+    the reference configuration's statement time, and each other configuration's time for
+    them against it, with its interval and verdict; "rows differ" where a class returned
+    other rows."""
+    found = results.statement_classes
+    if found is None or not found.rows:
+        return None
+    reference = results.points[found.reference]
+    others = [c.point for c in found.rows[0].changes]
+    headers = ["statement class", "per run", "share", f"s at {point_label(results, reference)}",
+               f"p95 ms at {point_label(results, reference)}",
+               *(point_label(results, results.points[i]) for i in others)]
+    rows = []
+    for row in found.rows:
+        print_ = " ".join(row.fingerprint.split())
+        cells = [_text(print_ if len(print_) <= 60 else print_[:57] + "..."),
+                 _text(f"{row.count:,}"), _text(f"{row.share:.0%}"), _text(num(row.seconds)),
+                 _text("—" if row.p95 is None else num(row.p95 * 1000))]
+        for change in row.changes:
+            if change.ratio is None or change.ci_low is None or change.ci_high is None:
+                said = change.verdict
+            else:
+                said = (f"{change.ratio:.2f}× [{change.ci_low:.2f}–{change.ci_high:.2f}] "
+                        f"{'n.s.' if change.verdict.startswith('no ') else change.verdict}")
+            if change.rows_differ:
+                said += ", rows differ"
+            cells.append(_text(said, style="bold magenta" if change.rows_differ
+                               else _CLASS_STYLE.get(change.verdict, "")))
+        rows.append(cells)
+    hidden = f"; {found.hidden} more not shown" if found.hidden else ""
+    title = (f"Statement classes: time against {point_label(results, reference)} (× its "
+             f"time, 95% CI; n.s. = no significant difference, Holm-corrected){hidden}")
+    return Grid(title, headers, rows, set(), [False, True, True, True, True,
+                                               *(False for _ in others)])
+
+
+def class_notes(results: Results) -> list[str]:
+    """What the classes table cannot say in its cells."""
+    found = results.statement_classes
+    if found is None:
+        return []
+    notes = []
+    differ = sorted({point_label(results, results.points[c.point]) for row in found.rows
+                     for c in row.changes if c.rows_differ})
+    if differ:
+        notes.append(f"Rows differ: some classes returned other rows under {', '.join(differ)} "
+                     "than under the reference, in every measurement: the setting changes "
+                     "results, which is not a speed-up.")
+    if found.unstable:
+        notes.append(f"{found.unstable} classes returned different rows from one measurement "
+                     "to the next of the same configuration (concurrent writes, RAND(), the "
+                     "clock): their rows are not compared.")
+    return notes
 
 
 def _keyed(title: str, columns: dict[str, dict], cells: list[dict], keys: list[str]) -> Grid:

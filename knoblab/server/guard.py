@@ -3,7 +3,7 @@
 Workload SQL is arbitrary, and some of it undoes what a measurement stands on: a SET GLOBAL
 runs every later measurement with a value other than its point's, a dropped table leaves
 nothing to measure, a dropped or changed root locks knoblab out. Refusing such statements in the
-spec (`knoblab.workloads.admin`) cannot be complete (PREPARE, EXECUTE IMMEDIATE, stored
+spec (`knoblab.admin`) cannot be complete (PREPARE, EXECUTE IMMEDIATE, stored
 routines), so the server is looked at before and after each measurement instead: one that
 changed it fails with the reason (`Tampered`), and global settings it changed are put back at
 once (on a running server they are the user's).

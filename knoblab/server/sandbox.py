@@ -37,6 +37,7 @@ from knoblab import safety
 from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import ACCESS_DENIED, Server
 from knoblab.errors import UserError
+from knoblab.places import knoblab_home
 from knoblab.server.binary import ServerBinary, compile_info
 from knoblab.server.guard import watching
 from knoblab.server.settings import read_globals, set_globals
@@ -57,14 +58,6 @@ _HURRY = False  # set by hurry(): stop() kills at once
 
 class ServerStartError(ServerRefused):
     """The server refused to start with a configuration; the message has the error log's tail."""
-
-
-def knoblab_home() -> Path:
-    """Where templates, sandboxes and the default store live ($KNOBLAB_HOME or ~/.knoblab)."""
-    # Absolute: the server resolves a relative path against its own folder, not ours.
-    home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab").expanduser().absolute()
-    home.mkdir(parents=True, exist_ok=True)
-    return home
 
 
 class Sandbox:

@@ -12,6 +12,7 @@ from knoblab.errors import UserError
 from knoblab.section import check_keys
 from knoblab.workloads.base import Objective, Workload, WorkloadError
 from knoblab.workloads.query import QueryWorkload
+from knoblab.workloads.replay import ReplayWorkload
 from knoblab.workloads.script import ScriptWorkload
 from knoblab.workloads.sysbench import SysbenchWorkload
 
@@ -19,6 +20,7 @@ KINDS: dict[str, type[Workload]] = {
     QueryWorkload.kind: QueryWorkload,
     SysbenchWorkload.kind: SysbenchWorkload,
     ScriptWorkload.kind: ScriptWorkload,
+    ReplayWorkload.kind: ReplayWorkload,
 }
 
 __all__ = ["KINDS", "Objective", "Workload", "WorkloadError", "kind", "of_section"]

@@ -25,13 +25,13 @@ import numpy as np
 import pymysql
 
 from knoblab import section
+from knoblab.admin import refuse_admin
 from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.stats import Summary
 from knoblab.units import parse_size
-from knoblab.workloads.admin import refuse_admin
 from knoblab.workloads.base import (
     Measured,
     Metric,

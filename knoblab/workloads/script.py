@@ -30,11 +30,11 @@ import pymysql
 from pymysql.constants import CLIENT
 
 from knoblab import section
+from knoblab.admin import refuse_admin
 from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
-from knoblab.workloads.admin import refuse_admin
 from knoblab.workloads.base import (
     Measured,
     Recorder,

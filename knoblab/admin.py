@@ -66,8 +66,22 @@ def statements(sql: str) -> list[tuple[str, str]]:
 def refuse_admin(sql: str, where: str) -> None:
     """UserError naming the first statement of `sql` a workload may not hold, and why."""
     for written, statement in statements(sql):
-        for pattern, why in _FORBIDDEN:
-            if pattern.match(statement):
-                shown = written if len(written) <= 80 else written[:77] + "..."
-                raise UserError(f"{where}: {shown!r} cannot be part of a workload: {why}; "
-                                "remove it")
+        if (why := _why(statement)) is not None:
+            shown = written if len(written) <= 80 else written[:77] + "..."
+            raise UserError(f"{where}: {shown!r} cannot be part of a workload: {why}; "
+                            "remove it")
+
+
+def forbidden(sql: str) -> str | None:
+    """Why `sql` may not be part of a workload (the first such statement's reason), or None."""
+    for _, statement in statements(sql):
+        if (why := _why(statement)) is not None:
+            return why
+    return None
+
+
+def _why(statement: str) -> str | None:
+    for pattern, why in _FORBIDDEN:
+        if pattern.match(statement):
+            return why
+    return None

@@ -1,0 +1,322 @@
+"""A captured log made ready to replay: its statements split by connection into files of their
+own, each statement tagged with its class (fingerprint), and what the log holds summarised.
+
+Reading a log and fingerprinting its statements costs far more than replaying them, and a
+replay runs many times: the plan is made once per log (its path, size and modification time)
+and kept under the knoblab home (0700: the statements hold the user's data). The log is
+streamed and the sessions' records are written out in batches, so memory stays bounded
+whatever the log's size; a replay streams each session's file in turn.
+
+A session is one captured connection, from its first statement to its Quit (a connection id
+seen again after a Quit or a Connect is a new session). Statements a replay must not run —
+those that change the server's global state, its accounts or its logs (`knoblab.
+admin`) — are left out and counted, as are the commands that are not statements (Prepare,
+Close stmt: an Execute's text is the statement with its values). A database change becomes a
+`USE` record, and a statement that reads the clock (NOW(), CURDATE(), ...) is preceded by the
+captured `SET timestamp`, so that it sees the time it saw when captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from knoblab.admin import forbidden
+from knoblab.capture.fingerprint import fingerprint, fingerprint_id
+from knoblab.capture.logs import read_log
+from knoblab.errors import UserError
+
+FORMAT = 1  # of the plan's files: a plan made by another format is made again
+USE, TIMESTAMP = -1, -2  # record kinds that are not a statement class
+_RECORD = struct.Struct("<iId")  # class (or USE, TIMESTAMP), text length, captured offset
+_FLUSH_BYTES = 16 << 20  # the sessions' buffered records written out above this
+# Reads the clock: such a statement gets the captured time first.
+_CLOCK = re.compile(r"\b(NOW|CURDATE|CURTIME|CURRENT_(DATE|TIME|TIMESTAMP)|SYSDATE|"
+                    r"UNIX_TIMESTAMP|UTC_(DATE|TIME|TIMESTAMP)|LOCALTIME(STAMP)?)\b",
+                    re.IGNORECASE)
+# A class that only reads: its data is the same after it ran. Session bookkeeping (SET of a
+# session variable, transaction bounds, USE) changes no data either.
+_READS = re.compile(r"\s*(\(\s*)*(select|with|show|explain|desc|describe|use|do|set|begin|"
+                    r"start transaction|commit|rollback|savepoint|release savepoint)\b")
+_WRITES = re.compile(r"\b(insert|update|delete|replace|truncate|alter|drop|create|load|"
+                     r"rename|optimize|repair|analyze|call|handler|lock|into\s+(outfile|"
+                     r"dumpfile)|for\s+update|lock\s+in\s+share\s+mode|sequence|nextval|"
+                     r"setval|get_lock)\b")
+Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
+
+
+@dataclass(frozen=True)
+class StatementClass:
+    """Statements that differ only in their literals: pt-query-digest's class."""
+
+    id: str  # fingerprint_id: 16 hex digits, as pt-query-digest's checksum
+    fingerprint: str  # literals replaced by ?: what reports show, never a literal value
+    count: int
+    reads: bool  # changes no data
+
+    @property
+    def reads_clock(self) -> bool:
+        return bool(_CLOCK.search(self.fingerprint))
+
+
+@dataclass(frozen=True)
+class Session:
+    """One captured connection: its file of records, and when it began and ended."""
+
+    file: str
+    first: float | None  # seconds from the capture's first statement; None: the log has no time
+    last: float | None
+    statements: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    folder: Path
+    log: str
+    classes: tuple[StatementClass, ...]  # a statement's class is its index here
+    sessions: tuple[Session, ...]  # by when they began
+    statements: int
+    peak: int  # the most sessions open at once in the capture
+    span: float | None  # seconds from the first statement to the last
+    skipped: dict[str, int]  # what was left out, by why
+    databases: tuple[str, ...]  # the databases the statements ran in
+
+    @property
+    def writes(self) -> bool:
+        return not all(c.reads for c in self.classes)
+
+    def records(self, session: Session) -> Iterator[tuple[int, float, bytes]]:
+        """(class or USE or TIMESTAMP, captured offset, text) of the session, in its order."""
+        with (self.folder / session.file).open("rb") as handle:
+            while header := handle.read(_RECORD.size):
+                kind, length, offset = _RECORD.unpack(header)
+                yield kind, offset, handle.read(length)
+
+    def summary(self) -> dict[str, object]:
+        """What a run keeps of the plan (no statement text: fingerprints only)."""
+        return {"statements": self.statements, "sessions": len(self.sessions),
+                "classes": len(self.classes), "peak_sessions": self.peak,
+                "span_seconds": self.span, "skipped": self.skipped,
+                "databases": list(self.databases), "writes": self.writes}
+
+
+def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
+    """The replay plan of `log`, made now or found made earlier."""
+    try:
+        stat = log.stat()
+    except OSError as exc:
+        raise UserError(f"[workload] log = {str(log)!r}: cannot read it: "
+                        f"{exc.strerror or exc}") from None
+    if not log.is_file():
+        raise UserError(f"[workload] log = {str(log)!r}: not a file; give a slow query log or "
+                        "a general query log")
+    key = hashlib.sha256(f"{FORMAT}\0{log.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+                         .encode()).hexdigest()[:20]
+    root = home / "replays"
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder = root / key
+    if (folder / "plan.json").is_file():
+        return _load(folder)
+    work = root / f".{key}.{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o700)
+    try:
+        _Builder(log, work, stat.st_size, progress).build()
+        try:
+            work.rename(folder)
+        except OSError:  # another process made it first: theirs is the same
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return _load(folder)
+
+
+def _load(folder: Path) -> Plan:
+    raw = json.loads((folder / "plan.json").read_text())
+    return Plan(folder=folder, log=raw["log"],
+                classes=tuple(StatementClass(**c) for c in raw["classes"]),
+                sessions=tuple(Session(**s) for s in raw["sessions"]),
+                statements=raw["statements"], peak=raw["peak"], span=raw["span"],
+                skipped=raw["skipped"], databases=tuple(raw["databases"]))
+
+
+class _Open:
+    """A session being read: where its records go and what is known of it so far."""
+
+    __slots__ = ("buffer", "database", "file", "first", "last", "statements")
+
+    def __init__(self, file: str, database: str | None) -> None:
+        self.file = file
+        self.buffer = bytearray()
+        self.database = database  # in effect on the replaying connection
+        self.first: float | None = None
+        self.last: float | None = None
+        self.statements = 0
+
+
+class _Builder:
+    def __init__(self, log: Path, folder: Path, size: int, progress: Progress | None) -> None:
+        self.log, self.folder, self.size, self.progress = log, folder, size, progress
+        self.open: dict[int, _Open] = {}
+        self.done: list[_Open] = []
+        self.classes: dict[str, int] = {}  # fingerprint -> index
+        self.counts: list[int] = []
+        self.fingerprints: list[str] = []
+        self.skipped: dict[str, int] = {}
+        self.databases: set[str] = set()
+        self.buffered = 0
+        self.statements = 0
+        self.origin: float | None = None
+        self.sessions = 0
+
+    def build(self) -> None:
+        for event in read_log(self.log, self._read):
+            if event.command == "Connect" or (event.command == "Quit"
+                                              and event.thread in self.open):
+                self._close(event.thread)
+                if event.command == "Quit":
+                    continue
+            session = self.open.get(event.thread)
+            if session is None:
+                session = self.open[event.thread] = self._new()
+            if not event.is_statement:
+                if event.command not in ("Connect", "Init DB", "Quit"):
+                    self._skip(f"{event.command} (not a statement)")
+                continue
+            text = event.text.strip()
+            if not text:
+                continue
+            why = forbidden(text)
+            if why is not None:
+                self._skip(why)
+                continue
+            self._statement(session, event.database, event.time, text)
+        for thread in list(self.open):
+            self._close(thread)
+        self._flush()
+        self._write_summary()
+
+    def _read(self, done: int) -> None:
+        if self.progress is not None:
+            self.progress(done, self.size)
+
+    def _new(self) -> _Open:
+        # Its database is unknown until its first statement's: a USE record sets it.
+        self.sessions += 1
+        return _Open(f"{self.sessions:07d}.bin", None)
+
+    def _close(self, thread: int) -> None:
+        session = self.open.pop(thread, None)
+        if session is not None and session.statements:
+            self.done.append(session)
+        elif session is not None:
+            session.buffer.clear()
+
+    def _skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def _statement(self, session: _Open, database: str | None, when: float | None,
+                   text: str) -> None:
+        print_ = fingerprint(text)
+        index = self.classes.get(print_)
+        if index is None:
+            index = self.classes[print_] = len(self.fingerprints)
+            self.fingerprints.append(print_)
+            self.counts.append(0)
+        self.counts[index] += 1
+        if when is not None and self.origin is None:
+            self.origin = when
+        # The slow log writes a statement when it ends: a neighbour that began earlier may
+        # come after the first one; it is taken as beginning with it.
+        offset = math.nan if when is None or self.origin is None else max(when - self.origin,
+                                                                           0.0)
+        if database and database != session.database:
+            self._record(session, USE, offset, database.encode("utf-8", "surrogateescape"))
+            session.database = database
+        if database:
+            self.databases.add(database)
+        if when is not None and _CLOCK.search(print_):
+            self._record(session, TIMESTAMP, offset, f"{when:.6f}".encode())
+        self._record(session, index, offset, text.encode("utf-8", "surrogateescape"))
+        session.statements += 1
+        self.statements += 1
+        if not math.isnan(offset):
+            session.first = offset if session.first is None else session.first
+            session.last = offset
+
+    def _record(self, session: _Open, kind: int, offset: float, text: bytes) -> None:
+        session.buffer += _RECORD.pack(kind, len(text), offset)
+        session.buffer += text
+        self.buffered += _RECORD.size + len(text)
+        if self.buffered > _FLUSH_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        for session in [*self.open.values(), *self.done]:
+            if session.buffer:
+                with _append(self.folder / session.file) as handle:
+                    handle.write(session.buffer)
+                session.buffer.clear()
+        self.buffered = 0
+
+    def _write_summary(self) -> None:
+        if not self.statements:
+            raise UserError(f"{self.log}: the log holds no statement to replay"
+                            + (f" (left out: {_said(self.skipped)})" if self.skipped else "")
+                            + "; capture one with the slow log at long_query_time = 0, or the "
+                            "general log")
+        sessions = sorted(self.done, key=lambda s: (math.inf if s.first is None else s.first,
+                                                    s.file))
+        classes = [StatementClass(fingerprint_id(text), text, count, _reads(text))
+                   for text, count in zip(self.fingerprints, self.counts, strict=True)]
+        timed = [s for s in sessions if s.first is not None]
+        span = max((s.last or 0.0) for s in timed) if timed else None
+        plan = {
+            "format": FORMAT, "log": str(self.log),
+            "classes": [asdict(c) for c in classes],
+            "sessions": [asdict(Session(s.file, s.first, s.last, s.statements))
+                         for s in sessions],
+            "statements": self.statements, "peak": _peak(sessions), "span": span,
+            "skipped": self.skipped, "databases": sorted(self.databases),
+        }
+        path = self.folder / "plan.json"
+        path.write_text(json.dumps(plan))
+        path.chmod(0o600)
+
+
+@contextlib.contextmanager
+def _append(path: Path) -> Iterator[BinaryIO]:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "ab") as handle:
+        yield handle
+
+
+def _reads(print_: str) -> bool:
+    return bool(_READS.match(print_)) and not _WRITES.search(print_)
+
+
+def _peak(sessions: list[_Open]) -> int:
+    """The most sessions open at once; sessions without times count as one after another."""
+    edges = sorted([(s.first, 1) for s in sessions if s.first is not None]
+                   + [(s.last, -1) for s in sessions if s.last is not None],
+                   key=lambda edge: (edge[0], -edge[1]))
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return max(most, 1)
+
+
+def _said(skipped: dict[str, int]) -> str:
+    return "; ".join(f"{count} {why}" for why, count in skipped.items())

@@ -1,0 +1,130 @@
+"""Statement classes compared between configurations: which got faster, which slower, how
+sure that is, and which returned different rows.
+
+A workload that keeps per-class figures in each measurement's details (`details["classes"]`:
+a replayed log's fingerprints) gets pt-upgrade's question answered with statistics: for each
+class, its time per measurement under each configuration against the reference (the server's
+defaults when measured, else the best configuration), as a ratio of medians with a bootstrap
+95% interval and a test Holm-corrected over every class and configuration shown. A class whose
+result checksum is the same in every measurement of a configuration, and another in every
+measurement of the reference, returned different rows: the setting changed results, which is
+not a speed-up. A checksum that varies between measurements of one configuration (concurrent
+writes, RAND(), the clock) says nothing either way and is not flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from knoblab import stats
+
+SHOWN = 10  # classes in the table, by their share of the reference's statement time
+
+
+@dataclass(frozen=True)
+class ClassChange:
+    """One class under one configuration against the reference."""
+
+    point: int  # index of the configuration
+    ratio: float | None  # its median time / the reference's; None: not measured twice
+    ci_low: float | None
+    ci_high: float | None
+    p_adjusted: float | None
+    verdict: str  # "faster", "slower", "no significant difference", "not measured"
+    rows_differ: bool  # stable checksums that differ from the reference's
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    id: str
+    fingerprint: str
+    count: int  # statements per measurement
+    share: float  # of the reference's statement time
+    seconds: float  # median total per measurement, at the reference
+    p95: float | None  # median of the measurements' p95, at the reference
+    errors: float  # median per measurement, at the reference
+    changes: list[ClassChange]
+
+
+@dataclass(frozen=True)
+class ClassComparison:
+    reference: int  # index of the reference configuration
+    rows: list[ClassRow]
+    hidden: int  # classes not shown
+    unstable: int  # classes whose rows varied between measurements of one configuration
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClassComparison:
+        return cls(data["reference"], [ClassRow(**{
+            **row, "changes": [ClassChange(**c) for c in row["changes"]]})
+            for row in data["rows"]], data["hidden"], data["unstable"])
+
+
+def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
+                    fingerprints: Mapping[str, str], alpha: float = 0.05,
+                    shown: int = SHOWN) -> ClassComparison | None:
+    """`trials`: each configuration's finished measurements (objects with `.details`); None
+    when they hold no per-class figures or the reference has none."""
+    figures = {point: [t.details["classes"] for t in done if t.details.get("classes")]
+               for point, done in trials.items()}
+    base = figures.get(reference) or []
+    if not base:
+        return None
+    totals = {cid: float(np.median([m.get(cid, {}).get("seconds", 0.0) for m in base]))
+              for cid in {cid for m in base for cid in m}}
+    whole = sum(totals.values()) or 1.0
+    ranked = sorted(totals, key=lambda cid: -totals[cid])
+    chosen = ranked[:shown]
+    others = [p for p in sorted(figures) if p != reference and figures[p]]
+    raw: list[tuple[str, int, stats.Change | None]] = []
+    for cid in chosen:
+        a = [m[cid]["seconds"] for m in base if cid in m]
+        for point in others:
+            b = [m[cid]["seconds"] for m in figures[point] if cid in m]
+            usable = len(a) >= 2 and len(b) >= 2 and min(a + b) > 0
+            raw.append((cid, point, stats.compare(a, b) if usable else None))
+    tested = [c for _, _, c in raw if c is not None]
+    adjusted = iter(stats.holm([c.p_raw for c in tested]) if tested else [])
+    changes: dict[str, list[ClassChange]] = {cid: [] for cid in chosen}
+    for cid, point, change in raw:
+        differ = _rows_differ(base, figures[point], cid)
+        if change is None:
+            changes[cid].append(ClassChange(point, None, None, None, None, "not measured",
+                                            differ))
+            continue
+        p = next(adjusted)
+        verdict = "no significant difference" if p >= alpha else \
+            ("faster" if change.ratio < 1 else "slower")
+        changes[cid].append(ClassChange(point, change.ratio, change.ci_low, change.ci_high, p,
+                                        verdict, differ))
+    rows = [ClassRow(
+        id=cid, fingerprint=fingerprints.get(cid, cid),
+        count=int(np.median([m.get(cid, {}).get("n", 0) for m in base])),
+        share=totals[cid] / whole, seconds=totals[cid],
+        p95=_median([m[cid]["p95"] for m in base if cid in m and m[cid].get("p95") is not None]),
+        errors=float(np.median([sum(m.get(cid, {}).get("errors", {}).values()) for m in base])),
+        changes=changes[cid]) for cid in chosen]
+    unstable = sum(1 for cid in totals
+                   if any(len(_checksums(figures[p], cid)) > 1 for p in figures))
+    return ClassComparison(reference, rows, len(ranked) - len(chosen), unstable)
+
+
+def _checksums(measurements: list[Mapping[str, Any]], cid: str) -> set[str]:
+    return {m[cid].get("checksum") for m in measurements if cid in m}
+
+
+def _rows_differ(base: list[Mapping[str, Any]], other: list[Mapping[str, Any]],
+                 cid: str) -> bool:
+    mine, theirs = _checksums(base, cid), _checksums(other, cid)
+    return len(mine) == 1 and len(theirs) == 1 and mine != theirs
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None

@@ -1,0 +1,500 @@
+"""Replay a captured log: a server's own statements, session by session, on a sandbox.
+
+`[workload] kind = "replay"` with `log = "slow.log"` (a slow query log written at
+long_query_time = 0, or a general query log) and, usually, `[dataset] dump = "app.sql.gz"`
+for the data they ran on. Each captured connection is one client session that runs its
+statements in their captured order; sessions run concurrently, as many at once as were open
+at once in the capture (`sessions` to change that), the next one starting when one ends.
+`speed = "max"` runs every statement as soon as the previous one of its session answered,
+and measures the replay's wall time; `"original"` keeps the captured arrival times and
+measures the time the statements took (the latency at the real rate), saying how far behind
+the schedule the replay fell.
+
+A log that only reads shares server starts (the blocked design); one that writes starts each
+measurement from the loaded data. Statements that fail in the sandbox (a missing grant, a
+temporary table created before the capture began) are counted per statement class; when more
+than `max_failing` of a class's statements fail on the first measurement, the run stops
+before measuring more, naming the classes.
+
+Every measurement keeps, per statement class (its fingerprint), the count, the total time,
+p50/p95/p99, rows returned, errors by code and a checksum of the rows returned (independent
+of their order): `knoblab.evidence`'s comparison of classes between configurations is made of
+these. Statement texts never leave the plan's folder: details name classes by fingerprint.
+
+The client is mysqlclient, the C client library with a thin Python layer: its CPU per
+statement is about a third of PyMySQL's (docs/benchmarks.md). `client_cpu_seconds` against the
+server's `cpu_seconds` says how much of the machine the client took.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+import zlib
+from array import array
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pymysql
+from MySQLdb import _mysql
+from MySQLdb.constants import CLIENT
+
+from knoblab import section
+from knoblab.capture.plan import TIMESTAMP, USE, Plan, Session, plan_for
+from knoblab.catalog import Catalog
+from knoblab.connection import Progress, Server
+from knoblab.errors import UserError
+from knoblab.observe import Observation, SecondSampler
+from knoblab.places import knoblab_home
+from knoblab.workloads.base import Measured, Recorder, Rounds, Steady, WorkloadError
+from knoblab.workloads.dump import Dump, quoted
+from knoblab.workloads.query import Timed, regime
+
+SPEEDS = ("max", "original")
+STOP_GRACE = 10.0  # seconds workers get to stop once their connections are killed
+# The connection itself is gone: the server died or killed it; the measurement cannot go on.
+_LOST = frozenset({2006, 2013, 2055, 1927})
+_SHOWN_CLASSES = 3  # classes named in a refusal
+_FINGERPRINT_SHOWN = 100  # characters of a fingerprint in a message
+
+
+@dataclass(frozen=True)
+class ReplayWorkload(Timed):
+    """A captured log's sessions replayed; the measurement is the replay's wall time (speed
+    max) or its statements' total time (speed original)."""
+
+    kind: ClassVar[str] = "replay"
+    parameters: ClassVar[tuple[str, ...]] = ()
+    keys: ClassVar[frozenset[str]] = frozenset(
+        {"kind", "log", "speed", "sessions", "max_failing", "timeout"}) | Rounds.KEYS
+    steady: ClassVar[Steady | None] = None
+
+    log: Path
+    plan: Plan
+    speed: str = "max"
+    sessions: int = 1  # replayed at once
+    max_failing: float = 0.05  # of a class's statements, on the first measurement
+    timeout: float = 3600.0
+    rounds: Rounds = Rounds()
+    dump: Dump | None = None
+    warnings: tuple[str, ...] = ()
+    # Whether the first measurement (whose failures refuse the run) is still to come.
+    _first: list[bool] = field(default_factory=lambda: [True], compare=False, repr=False)
+
+    @property
+    def writes_data(self) -> bool:
+        return self.plan.writes
+
+    # -- the spec -----------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> ReplayWorkload:
+        dump = None
+        if "dump" in dataset:
+            dump = Dump.from_spec(dataset, base_dir)
+        elif dataset:
+            raise UserError("[dataset]: a replay runs on the data of a dump ([dataset] dump = "
+                            "\"FILE\"), or on an empty server; remove the other keys")
+        name = section.text(workload, "log", "workload", "")
+        if not name.strip():
+            raise UserError("[workload] log: give the captured log to replay, e.g. log = "
+                            "\"slow.log\" (a slow query log at long_query_time = 0, or a "
+                            "general query log)")
+        speed = section.text(workload, "speed", "workload", "max")
+        if speed not in SPEEDS:
+            raise UserError(f"[workload] speed = {speed!r}: use \"max\" (as fast as the server "
+                            "answers) or \"original\" (the captured arrival times)")
+        log = (base_dir or Path.cwd()) / name
+        plan = plan_for(log, knoblab_home(), _plan_progress(log))
+        sessions = int(section.number(workload, "sessions", "workload", min(plan.peak, 64),
+                                      int, 1, 1000))
+        if speed == "original" and plan.span is None:
+            raise UserError(f"[workload] speed = \"original\": {log} holds no times to keep; "
+                            "use speed = \"max\"")
+        notes = []
+        if dump is None:
+            notes.append("no [dataset] dump: the statements run on an empty server, where "
+                         "most will fail; give the data they ran on with [dataset] dump")
+        if plan.skipped:
+            left = "; ".join(f"{n} {why}" for why, n in plan.skipped.items())
+            notes.append(f"left out of the replay: {left}")
+        if sessions < min(plan.peak, 1000) and "sessions" not in workload:
+            notes.append(f"the capture had {plan.peak} sessions open at once; {sessions} are "
+                         "replayed at once (set [workload] sessions to change it)")
+        return cls(
+            log=log, plan=plan, speed=speed, sessions=sessions,
+            max_failing=section.number(workload, "max_failing", "workload", 0.05, float, 0.0,
+                                       1.0),
+            timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
+                                   7 * 86400.0),
+            rounds=Rounds.from_spec(workload), dump=dump, warnings=tuple(notes))
+
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        raise UserError(f"[sweep] {name}: a replay sweeps server settings only")
+
+    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
+        """Nothing the server's settings could make impossible."""
+
+    def check_running_server(self, where: str, datadir: Path | None) -> None:
+        raise UserError(f"{where}: a replay runs a captured log's statements, writes among "
+                        "them, on sandboxes only; remove [server] kind = \"external\" to let "
+                        "knoblab start its own servers")
+
+    # -- the data template --------------------------------------------------------------------
+
+    def data_key(self, requested: Mapping[str, str]) -> str:
+        return self.dump.key if self.dump else "replay-empty"
+
+    def data_label(self, requested: Mapping[str, str]) -> str:
+        return self.dump.label("") if self.dump else "an empty server"
+
+    def build_data(self, server: Server, requested: Mapping[str, str],
+                   progress: Progress) -> None:
+        if self.dump is not None:
+            self.dump.build(server, progress)
+
+    def data_bytes(self, requested: Mapping[str, str]) -> int:
+        return self.dump.estimated_bytes() if self.dump else 0
+
+    def describe_data(self, requested: Mapping[str, str],
+                      datadir: Path | None) -> dict[str, object] | None:
+        return self.dump.describe(datadir) if self.dump else None
+
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        return self.sessions + 2  # the sessions, and knoblab's for counters and settings
+
+    # -- the measurement ----------------------------------------------------------------------
+
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        with SecondSampler(server.pid) as sampler:
+            measured = self.replay(server)
+        recorder.os_seconds(sampler.take())
+        return measured
+
+    def replay(self, server: Server) -> Measured:
+        """Every session replayed once; WorkloadError when the server fails or the timeout
+        passes, UserError when the first measurement's statements fail beyond max_failing."""
+        if server.socket is None:
+            raise WorkloadError("a replay needs the server's local socket")
+        run = _Replay(self, str(server.socket), server)
+        try:
+            with Observation(server) as seen:
+                run.go()
+        finally:
+            run.shut_down()
+        classes = run.classes()
+        self._refuse_failing(classes)
+        statements = sum(c["n"] for c in classes.values())
+        seconds = run.seconds if self.speed == "max" else \
+            sum(c["seconds"] for c in classes.values())
+        figures = seen.result["os"]
+        cpu_share = figures["server_cpu_seconds"] / run.seconds if run.seconds > 0 else 0.0
+        client_cpu = sum(w.cpu_seconds for w in run.workers)
+        details: dict[str, Any] = {
+            "statements": statements,
+            "errors": sum(sum(c["errors"].values()) for c in classes.values()),
+            "wall_seconds": round(run.seconds, 6),
+            "statements_per_second": round(statements / run.seconds, 3) if run.seconds else None,
+            "client_cpu_seconds": round(client_cpu, 4),
+            "client_cpu_share": round(client_cpu / figures["server_cpu_seconds"], 3)
+            if figures["server_cpu_seconds"] > 0 else None,
+            "cpu_seconds": figures["server_cpu_seconds"],
+            "cpu_share": round(cpu_share, 3),
+            "iowait_share": figures["cpu_iowait"],
+            "read_bytes": figures["server_read_bytes"],
+            "write_bytes": figures["server_write_bytes"],
+            "regime": regime(cpu_share, figures["cpu_iowait"],
+                             figures["server_read_bytes"] + figures["server_write_bytes"]),
+            "classes": classes,
+            "os": figures,
+            "status": seen.result["status"],
+            "levels": seen.result["levels"],
+        }
+        if self.speed == "original":
+            late = np.concatenate([np.frombuffer(w.late, dtype="d") for w in run.workers]) \
+                if run.workers else np.empty(0)
+            details["behind_p95_seconds"] = round(float(np.quantile(late, 0.95)), 6) \
+                if late.size else 0.0
+            details["behind_max_seconds"] = round(float(late.max()), 6) if late.size else 0.0
+        return Measured(seconds, details)
+
+    def _refuse_failing(self, classes: dict[str, dict[str, Any]]) -> None:
+        first, self._first[0] = self._first[0], False
+        failing = sorted(((sum(c["errors"].values()) / c["n"], cid) for cid, c in classes.items()
+                          if c["n"] and sum(c["errors"].values()) / c["n"] > self.max_failing),
+                         reverse=True)
+        if not failing:
+            return
+        by_id = {c.id: c for c in self.plan.classes}
+        named = "; ".join(
+            f"{share:.0%} of '{_short(by_id[cid].fingerprint)}' "
+            f"({_codes(classes[cid]['errors'])})" for share, cid in failing[:_SHOWN_CLASSES])
+        more = f" and {len(failing) - _SHOWN_CLASSES} more" if len(failing) > _SHOWN_CLASSES \
+            else ""
+        message = (f"statements fail in the sandbox: {named}{more}; above max_failing = "
+                   f"{self.max_failing:g}")
+        if first:
+            raise UserError(f"{message}. Give the data they need ([dataset] dump) and check "
+                            "the log; or raise [workload] max_failing to replay anyway")
+        raise WorkloadError(f"{message} under this configuration")
+
+    def describe(self) -> dict[str, object]:
+        """A plain dict for the results JSON: the log's summary and its classes, by
+        fingerprint (never a statement's literal values)."""
+        plan = self.plan
+        return {
+            "kind": "replay",
+            "title": f"replay of {self.log.name}: {plan.statements:,} statements, "
+                     f"{len(plan.classes)} classes, {len(plan.sessions)} sessions "
+                     f"({self.sessions} at once), speed {self.speed}",
+            "log": str(self.log),
+            "speed": self.speed,
+            "sessions": self.sessions,
+            "max_failing": self.max_failing,
+            "timeout": self.timeout,
+            "plan": self.plan.summary(),
+            "classes": [{"id": c.id, "fingerprint": c.fingerprint, "count": c.count,
+                         "reads": c.reads} for c in self.plan.classes],
+            **({"dump": {"file": str(self.dump.path), "database": self.dump.workload_database,
+                         "key": self.dump.key}} if self.dump else {}),
+        }
+
+
+def _plan_progress(log: Path) -> Progress | None:
+    """A progress bar while a large log is read for the first time."""
+    try:
+        large = log.stat().st_size > 32 << 20
+    except OSError:
+        return None  # plan_for says why
+    if not large:
+        return None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    from knoblab import terminal
+
+    bar = Progress(BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                   console=terminal.stderr(), transient=True)
+    task = bar.add_task("reading the log", total=None)
+    bar.start()
+
+    def told(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+        if done >= total:
+            bar.stop()
+
+    return told
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _FINGERPRINT_SHOWN else text[:_FINGERPRINT_SHOWN - 3] + "..."
+
+
+def _codes(errors: Mapping[str, int]) -> str:
+    return ", ".join(f"error {code} x{n}" for code, n in
+                     sorted(errors.items(), key=lambda item: -item[1]))
+
+
+# --- the replay -----------------------------------------------------------------------------
+
+
+class _Class:
+    """One worker's figures for one statement class."""
+
+    __slots__ = ("checksum", "errors", "rows", "times")
+
+    def __init__(self) -> None:
+        self.times = array("d")
+        self.rows = 0
+        self.errors: dict[str, int] = {}
+        self.checksum = 0
+
+
+@dataclass
+class _Worker:
+    number: int
+    thread: threading.Thread | None = None
+    classes: dict[int, _Class] = field(default_factory=dict)
+    cpu_seconds: float = 0.0
+    late: array[float] = field(default_factory=lambda: array("d"))
+    thread_id: int | None = None  # its current connection's, for KILL
+
+
+class _Replay:
+    def __init__(self, workload: ReplayWorkload, socket: str, server: Server) -> None:
+        self.workload, self.plan, self.socket, self.server = workload, workload.plan, socket, \
+            server
+        self.queue: Iterator[Session] = iter(self.plan.sessions)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.failure: str | None = None
+        self.workers = [_Worker(n) for n in range(min(workload.sessions,
+                                                      len(self.plan.sessions)))]
+        self.began = 0.0
+        self.seconds = 0.0
+        self.database = workload.dump.workload_database if workload.dump else None
+
+    def go(self) -> None:
+        self.began = time.perf_counter()
+        for worker in self.workers:
+            worker.thread = threading.Thread(target=self._work, args=(worker,), daemon=True,
+                                             name=f"knoblab-replay-{worker.number}")
+            worker.thread.start()
+        deadline = self.began + self.workload.timeout
+        for worker in self.workers:
+            assert worker.thread is not None
+            worker.thread.join(max(deadline - time.perf_counter(), 0.0))
+            if worker.thread.is_alive():
+                self.stop.set()
+                raise WorkloadError(f"the replay exceeded the timeout of "
+                                    f"{self.workload.timeout:g} s")
+        self.seconds = time.perf_counter() - self.began
+        if self.failure is not None:
+            raise WorkloadError(self.failure)
+
+    def shut_down(self) -> None:
+        """Every worker stopped, whatever happened: a statement in progress is killed."""
+        alive = [w for w in self.workers if w.thread is not None and w.thread.is_alive()]
+        if not alive:
+            return
+        self.stop.set()
+        with contextlib.suppress(pymysql.MySQLError):
+            conn = self.server.connect(connect_timeout=5)
+            try:
+                with conn.cursor() as cur:
+                    for worker in alive:
+                        if worker.thread_id is not None:
+                            with contextlib.suppress(pymysql.MySQLError):
+                                cur.execute(f"KILL CONNECTION {worker.thread_id}")
+            finally:
+                conn.close()
+        deadline = time.monotonic() + STOP_GRACE
+        for worker in alive:
+            assert worker.thread is not None
+            worker.thread.join(max(deadline - time.monotonic(), 0.0))
+
+    def _next(self) -> Session | None:
+        with self.lock:
+            return next(self.queue, None)
+
+    def _fail(self, message: str) -> None:
+        with self.lock:
+            if self.failure is None and not self.stop.is_set():
+                self.failure = message
+        self.stop.set()
+
+    def _work(self, worker: _Worker) -> None:
+        cpu = time.thread_time()
+        try:
+            while not self.stop.is_set() and (session := self._next()) is not None:
+                self._session(worker, session)
+        except Exception as exc:  # any failure of the client stops the replay, said
+            self._fail(f"the replay's client failed: {type(exc).__name__}: {exc}")
+        finally:
+            worker.cpu_seconds = time.thread_time() - cpu
+
+    def _session(self, worker: _Worker, session: Session) -> None:
+        original = self.workload.speed == "original"
+        if original and session.first is not None:
+            self._wait(self.began + session.first)
+        try:
+            conn = _mysql.connect(unix_socket=self.socket, user="root", password="",
+                                  client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.MULTI_RESULTS,
+                                  **({"database": self.database} if self.database else {}))
+        except _mysql.MySQLError as exc:
+            self._fail(f"the replay could not connect: {_error(exc)}")
+            return
+        worker.thread_id = conn.thread_id()
+        classes, perf = worker.classes, time.perf_counter_ns
+        try:
+            for kind, offset, text in self.plan.records(session):
+                if self.stop.is_set():
+                    return
+                if original and not math.isnan(offset):
+                    late = self._wait(self.began + offset)
+                    worker.late.append(late)
+                if kind == USE:
+                    text = b"USE " + quoted(text.decode("utf-8", "surrogateescape")).encode(
+                        "utf-8", "surrogateescape")
+                elif kind == TIMESTAMP:
+                    text = b"SET timestamp = " + text
+                figures = classes.get(kind)
+                if figures is None:
+                    figures = classes[kind] = _Class()
+                began = perf()
+                try:
+                    conn.query(text)
+                    rows, checksum = _results(conn)
+                except _mysql.MySQLError as exc:
+                    code = exc.args[0] if exc.args else 0
+                    if code in _LOST:
+                        self._fail(f"the server dropped a replay connection: {_error(exc)}")
+                        return
+                    figures.errors[str(code)] = figures.errors.get(str(code), 0) + 1
+                    rows, checksum = 0, 0
+                figures.times.append((perf() - began) / 1e9)
+                figures.rows += rows
+                figures.checksum = (figures.checksum + checksum) & 0xFFFFFFFFFFFFFFFF
+        finally:
+            worker.thread_id = None
+            conn.close()
+
+    def _wait(self, due: float) -> float:
+        """Sleeps until `due` (perf_counter time), or the stop; how late it already was."""
+        now = time.perf_counter()
+        if due > now:
+            self.stop.wait(due - now)
+            return 0.0
+        return now - due
+
+    def classes(self) -> dict[str, dict[str, Any]]:
+        """Per class id, across the workers: count, total seconds, p50/p95/p99, rows,
+        errors by code and the rows' checksum. USE and SET timestamp records are left out."""
+        merged: dict[int, list[_Class]] = {}
+        for worker in self.workers:
+            for kind, figures in worker.classes.items():
+                if kind >= 0:
+                    merged.setdefault(kind, []).append(figures)
+        out: dict[str, dict[str, Any]] = {}
+        for kind, parts in sorted(merged.items()):
+            times = np.concatenate([np.frombuffer(p.times, dtype="d") for p in parts])
+            errors: dict[str, int] = {}
+            for part in parts:
+                for code, n in part.errors.items():
+                    errors[code] = errors.get(code, 0) + n
+            p50, p95, p99 = (float(v) for v in np.quantile(times, [0.5, 0.95, 0.99]))
+            out[self.plan.classes[kind].id] = {
+                "n": int(times.size), "seconds": round(float(times.sum()), 6),
+                "p50": round(p50, 7), "p95": round(p95, 7), "p99": round(p99, 7),
+                "rows": sum(p.rows for p in parts), "errors": errors,
+                "checksum": f"{sum(p.checksum for p in parts) & 0xFFFFFFFFFFFFFFFF:016x}",
+            }
+        return out
+
+
+def _results(conn: Any) -> tuple[int, int]:
+    """Reads every result of the statement just sent: rows returned, and their checksum
+    (a sum of per-row CRCs, so that the order rows come in does not change it)."""
+    rows = checksum = 0
+    while True:
+        result = conn.store_result()
+        if result is not None:
+            fetched = result.fetch_row(0)
+            rows += len(fetched)
+            for row in fetched:
+                checksum += zlib.crc32(repr(row).encode())
+        if conn.next_result() != 0:
+            return rows, checksum
+
+
+def _error(exc: BaseException) -> str:
+    if len(exc.args) >= 2:
+        return " ".join(f"({exc.args[0]}) {exc.args[1]}".split())
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,217 @@
+"""The replay workload: a captured log made into a plan (sessions, classes, what is left out),
+and replayed on real sandboxes over a dump, with per-class evidence compared between
+configurations."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knoblab.capture.plan import TIMESTAMP, USE, plan_for
+from knoblab.errors import UserError
+
+GENERAL = """\
+/usr/sbin/mariadbd, Version: 10.11.19-MariaDB-log (Debian 12). started with:
+Tcp port: 0  Unix socket: /tmp/x/mysqld.sock
+Time\t\t    Id Command\tArgument
+261125  5:00:00\t    10 Connect\troot@localhost on shop using Socket
+\t\t    10 Query\tSELECT a FROM t WHERE id = 1
+\t\t    11 Connect\troot@localhost on  using Socket
+\t\t    11 Init DB\tshop
+\t\t    11 Query\tSELECT a FROM t WHERE id = 2
+261125  5:00:01\t    10 Prepare\tSELECT a FROM t WHERE id = ?
+\t\t    10 Execute\tSELECT a FROM t WHERE id = 3
+\t\t    10 Query\tSET GLOBAL max_connections = 10
+\t\t    11 Query\tSELECT NOW(), a FROM t WHERE id = 4
+\t\t    10 Quit\t
+261125  5:00:03\t    10 Connect\troot@localhost on shop using Socket
+\t\t    10 Query\tUPDATE t SET a = a + 1 WHERE id = 5
+\t\t    10 Quit\t
+\t\t    11 Quit\t
+"""
+
+
+def _plan(tmp_path: Path, text: str, name: str = "general.log"):
+    log = tmp_path / name
+    log.write_text(text)
+    return plan_for(log, tmp_path / "home")
+
+
+def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: Path):
+    plan = _plan(tmp_path, GENERAL)
+    # Connection 10 quit and came back: three sessions, in the order they began.
+    assert [s.statements for s in plan.sessions] == [2, 2, 1]
+    assert plan.statements == 5
+    assert plan.peak == 2  # 10 and 11 overlapped; the second 10 began after the first quit
+    assert plan.span == 3.0
+    prints = {c.fingerprint: c for c in plan.classes}
+    assert prints["select a from t where id = ?"].count == 3  # the Execute is a statement
+    assert prints["select a from t where id = ?"].reads
+    assert not prints["update t set a = a + ? where id = ?"].reads
+    assert plan.writes
+    assert plan.skipped == {
+        "Prepare (not a statement)": 1,
+        next(why for why in plan.skipped if why.startswith("it changes the server's global")):
+        1}
+    # Each session sets its database first; the clock is set before a statement reading it.
+    first, second, _ = plan.sessions
+    kinds = [kind for kind, _, _ in plan.records(second)]
+    assert kinds[0] == USE and TIMESTAMP in kinds
+    records = list(plan.records(second))
+    assert records[0][2] == b"shop"
+    stamp = next(text for kind, _, text in records if kind == TIMESTAMP)
+    assert float(stamp) > 1.7e9
+    assert [text for kind, _, text in plan.records(first) if kind >= 0] == [
+        b"SELECT a FROM t WHERE id = 1", b"SELECT a FROM t WHERE id = 3"]
+    # Kept under the home, private: the statements hold the user's data.
+    assert (tmp_path / "home" / "replays").stat().st_mode & 0o777 == 0o700
+    summary = json.dumps(plan.summary())
+    assert "id = 1" not in summary and "SELECT a" not in summary
+
+
+def test_a_plan_is_made_once_per_log_and_again_when_it_changes(tmp_path: Path):
+    plan = _plan(tmp_path, GENERAL)
+    again = plan_for(tmp_path / "general.log", tmp_path / "home")
+    assert again.folder == plan.folder
+    log = tmp_path / "general.log"
+    log.write_text(GENERAL.replace("id = 5", "id = 6"))
+    os.utime(log, ns=(1, 10**18))
+    changed = plan_for(log, tmp_path / "home")
+    assert changed.folder != plan.folder
+
+
+def test_a_log_without_statements_is_one_line(tmp_path: Path):
+    text = GENERAL.split("261125")[0] + \
+        "261125  5:00:00\t    10 Connect\troot@localhost on shop using Socket\n"
+    with pytest.raises(UserError, match="holds no statement to replay"):
+        _plan(tmp_path, text)
+    assert not list((tmp_path / "home" / "replays").iterdir())  # nothing half made
+
+
+# --- on real sandboxes ------------------------------------------------------------------------
+
+DUMP = """\
+-- MariaDB dump 10.19  Distrib 10.11.6-MariaDB, for debian-linux-gnu (x86_64)
+CREATE DATABASE /*!32312 IF NOT EXISTS*/ `shop` /*!40100 DEFAULT CHARACTER SET utf8mb4 */;
+USE `shop`;
+CREATE TABLE `t` (`id` int NOT NULL, `a` int NOT NULL, PRIMARY KEY (`id`)) ENGINE=InnoDB;
+INSERT INTO `t` VALUES {rows};
+"""
+
+
+def _slow_log(statements: list[tuple[int, str]]) -> str:
+    """A MariaDB slow log (long_query_time = 0) of these (connection, statement)s."""
+    out = ["/usr/sbin/mariadbd, Version: 10.11.19-MariaDB-log (Debian 12). started with:",
+           "Tcp port: 0  Unix socket: /tmp/x/mysqld.sock", "Time\t\t    Id Command\tArgument",
+           "# Time: 261125  5:00:00"]
+    for thread, statement in statements:
+        out += ["# User@Host: app[app] @ localhost []",
+                f"# Thread_id: {thread}  Schema: shop  QC_hit: No",
+                "# Query_time: 0.000100  Lock_time: 0.000000  Rows_sent: 1  Rows_examined: 1",
+                "# Rows_affected: 0  Bytes_sent: 60", "SET timestamp=1795582800;",
+                f"{statement};"]
+    return "\n".join(out) + "\n"
+
+
+SPEC = """\
+name = "replay"
+[dataset]
+dump = "shop.sql"
+[workload]
+kind = "replay"
+log = "slow.log"
+repetitions = 2
+{extra}
+[sweep]
+div_precision_increment = [4, 9]
+"""
+
+
+def _knoblab(home: Path, tmp_path: Path, spec: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+         "run", str(spec), "--out", str(tmp_path / "out"), "--json",
+         str(tmp_path / "result.json")],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+
+
+def _case(tmp_path: Path, statements: list[tuple[int, str]], extra: str = "") -> Path:
+    rows = ",".join(f"({i},{i * 7})" for i in range(1, 201))
+    (tmp_path / "shop.sql").write_text(DUMP.format(rows=rows))
+    (tmp_path / "slow.log").write_text(_slow_log(statements))
+    spec = tmp_path / "replay.toml"
+    spec.write_text(SPEC.format(extra=extra))
+    return spec
+
+
+@pytest.mark.server
+def test_a_log_replays_and_a_setting_that_changes_rows_is_flagged(knoblab_home: Path,
+                                                                    tmp_path: Path):
+    # Two sessions; one class's rows depend on div_precision_increment (a/7 shows 4 or 9
+    # decimals), the other's do not. Only reads: the points share server starts.
+    statements = [(thread, f"SELECT a / 7 FROM t WHERE id = {i}" if i % 2 else
+                   f"SELECT a FROM t WHERE id = {i}")
+                  for i in range(1, 121) for thread in (3, 4)]
+    spec = _case(tmp_path, statements)
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["workload"]["plan"]["statements"] == 240
+    assert result["workload"]["plan"]["writes"] is False
+    classes = result["statement_classes"]
+    rows = {row["fingerprint"]: row for row in classes["rows"]}
+    division = rows["select a / ? from t where id = ?"]["changes"][0]
+    plain = rows["select a from t where id = ?"]["changes"][0]
+    assert division["rows_differ"] and not plain["rows_differ"]
+    assert rows["select a from t where id = ?"]["count"] == 120
+    assert "Rows differ" in out.stdout + out.stderr
+    # The report names classes by fingerprint, never by a literal.
+    report = (tmp_path / "out" / "report.html").read_text()
+    assert "select a / ? from t where id = ?" in report
+    assert "id = 17" not in report
+    # Every measurement kept its client's CPU and the statements it ran.
+    import sqlite3
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        details = [json.loads(d) for (d,) in db.execute(
+            "SELECT details FROM trials WHERE status = 'done'")]
+    assert len(details) == 4
+    assert all(d["statements"] == 240 and d["errors"] == 0 and d["client_cpu_seconds"] > 0
+               for d in details)
+
+
+@pytest.mark.server
+def test_statements_that_fail_in_the_sandbox_refuse_the_run_naming_their_class(
+        knoblab_home: Path, tmp_path: Path):
+    statements = [(3, f"SELECT a FROM t WHERE id = {i}") for i in range(1, 30)] + \
+        [(4, f"SELECT b FROM missing WHERE id = {i}") for i in range(1, 5)]
+    spec = _case(tmp_path, statements)
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 2, out.stderr
+    said = [line for line in out.stderr.splitlines() if line.startswith("knoblab: ")]
+    assert len(said) == 1, out.stderr
+    assert "100% of 'select b from missing where id = ?' (error 1146 x4)" in said[0]
+    assert "max_failing" in said[0] and "Traceback" not in out.stderr
+    # Raised, the same log replays, its failures counted.
+    spec.write_text(SPEC.format(extra="max_failing = 1.0"))
+    again = _knoblab(knoblab_home, tmp_path, spec)
+    assert again.returncode == 0, again.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    rows = {row["fingerprint"]: row for row in result["statement_classes"]["rows"]}
+    assert rows["select b from missing where id = ?"]["errors"] == 4
+
+
+@pytest.mark.server
+def test_a_replay_refuses_a_running_server(tmp_path: Path, knoblab_home: Path):
+    spec = _case(tmp_path, [(3, "SELECT 1")])
+    spec.write_text(spec.read_text().replace(
+        'name = "replay"', 'name = "replay"\n[server]\nkind = "external"\nhost = "127.0.0.1"'))
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 2
+    assert "a replay runs a captured log's statements" in out.stderr
