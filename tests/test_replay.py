@@ -215,3 +215,50 @@ def test_a_replay_refuses_a_running_server(tmp_path: Path, knoblab_home: Path):
     out = _knoblab(knoblab_home, tmp_path, spec)
     assert out.returncode == 2
     assert "a replay runs a captured log's statements" in out.stderr
+
+
+def test_odd_statements_keep_their_text_and_get_a_class(tmp_path: Path):
+    # A 10 MB statement, several statements on one line, comments and optimizer hints,
+    # LOAD DATA and a DELIMITER line (which only the command-line client knows): each is one
+    # statement of its class, replayed as written (what fails in the sandbox is counted).
+    big = "SELECT '" + "x" * (10 << 20) + "'"
+    odd = [big, "SELECT 1; SELECT 2", "SELECT /*+ NO_INDEX(t) */ a FROM t -- why\nWHERE id = 1",
+           "LOAD DATA INFILE '/tmp/x.csv' INTO TABLE t", "DELIMITER ;;"]
+    lines = [GENERAL.split("261125")[0] + "261125  5:00:00\t    10 Connect\troot@localhost on "
+             "shop using Socket"]
+    lines += [f"\t\t    10 Query\t{statement}" for statement in odd]
+    plan = _plan(tmp_path, "\n".join(lines) + "\n")
+    (session,) = plan.sessions
+    texts = [text.decode() for kind, _, text in plan.records(session) if kind >= 0]
+    assert texts == odd
+    prints = [c.fingerprint for c in plan.classes]
+    assert len(prints) == 5 and prints[0] == "select ?"
+    assert not plan.classes[3].reads  # LOAD DATA writes
+    assert len(json.dumps(plan.summary())) < 1000
+
+
+@pytest.mark.server
+def test_original_speed_keeps_the_captured_pace(binary, knoblab_home: Path, tmp_path: Path):
+    from knoblab.server.sandbox import Sandbox, base_template
+    from knoblab.workloads.replay import ReplayWorkload
+
+    head = GENERAL.split("261125")[0]
+    log = tmp_path / "paced.log"
+    log.write_text(head + "".join(
+        f"261125  5:00:0{second}\t    {thread} Query\tSELECT {second}\n"
+        for second in range(3) for thread in (10, 11)))
+    paced = ReplayWorkload.from_spec({"log": str(log), "speed": "original"}, {}, {}, None)
+    fast = ReplayWorkload.from_spec({"log": str(log)}, {}, {}, None)
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        kept = paced.replay(server)
+        raced = fast.replay(server)
+    # Two seconds between the first statements and the last, kept; the measurement is the
+    # statements' own time, far less.
+    assert kept.details["wall_seconds"] >= 2.0
+    assert kept.value < 0.5
+    assert kept.details["behind_max_seconds"] < 0.5
+    assert raced.details["wall_seconds"] < 1.0
+    assert raced.value == raced.details["wall_seconds"] or abs(
+        raced.value - raced.details["wall_seconds"]) < 1e-6
+    assert kept.details["statements"] == raced.details["statements"] == 6
