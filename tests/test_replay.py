@@ -262,3 +262,36 @@ def test_original_speed_keeps_the_captured_pace(binary, knoblab_home: Path, tmp_
     assert raced.value == raced.details["wall_seconds"] or abs(
         raced.value - raced.details["wall_seconds"]) < 1e-6
     assert kept.details["statements"] == raced.details["statements"] == 6
+
+
+def test_classes_are_compared_with_intervals_that_agree_with_their_verdicts():
+    from types import SimpleNamespace
+
+    from knoblab.classes import compare_classes
+
+    def measurement(slow: float, same: float, checksum: str, noisy: str) -> SimpleNamespace:
+        return SimpleNamespace(details={"classes": {
+            "a": {"n": 100, "seconds": slow, "p95": 0.01, "errors": {}, "checksum": checksum},
+            "b": {"n": 50, "seconds": same, "p95": 0.02, "errors": {"1146": 1},
+                  "checksum": noisy}}})
+
+    noise = [1.0, 1.03, 0.98, 1.01, 0.99]
+    trials = {0: [measurement(1.0 * k, 0.5 * k, "x", f"n{i}") for i, k in enumerate(noise)],
+              1: [measurement(2.0 * k, 0.5 * k2, "y", f"m{i}")
+                  for i, (k, k2) in enumerate(zip(noise, reversed(noise), strict=True))]}
+    found = compare_classes(trials, 0, {"a": "select ?", "b": "select b"})
+    assert found is not None and found.reference == 0
+    a, b = found.rows  # by their share of the reference's time
+    assert (a.fingerprint, a.count, round(a.share, 2)) == ("select ?", 100, 0.67)
+    (slower,) = a.changes
+    assert slower.verdict == "slower" and slower.ci_low is not None and slower.ci_high is not None
+    assert slower.ci_low < 2.0 < slower.ci_high and slower.ci_low > 1
+    assert slower.rows_differ  # x in every reference measurement, y in every other
+    (same,) = b.changes
+    assert same.verdict == "no significant difference"
+    assert same.ci_low is not None and same.ci_high is not None
+    assert same.ci_low < 1 < same.ci_high
+    assert not same.rows_differ and found.unstable == 1  # b's rows vary within each
+    assert b.errors == 1
+    # Nothing to compare without per-class figures.
+    assert compare_classes({0: [SimpleNamespace(details={})]}, 0, {}) is None

@@ -757,7 +757,8 @@ def class_grid(results: Results) -> Grid | None:
         rows.append(cells)
     hidden = f"; {found.hidden} more not shown" if found.hidden else ""
     title = (f"Statement classes: time against {point_label(results, reference)} (× its "
-             f"time, 95% CI; n.s. = no significant difference, Holm-corrected){hidden}")
+             "time, with intervals that hold at 95% for the whole table; n.s. = no "
+             f"significant difference){hidden}")
     return Grid(title, headers, rows, set(), [False, True, True, True, True,
                                                *(False for _ in others)])
 
