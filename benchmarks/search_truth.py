@@ -203,6 +203,8 @@ def tune(seeds: int, trials: int, log: Path, home: Path, keep: Path | None) -> N
                          "changes": sorted(settings),
                          "claimed": chosen["gain"] if chosen else 0.0,
                          "ci95": chosen["ci95"] if chosen else None,
+                         # false: the claim is the full candidate's, the reduced one unmeasured
+                         "own_gain": chosen.get("own_gain", True) if chosen else None,
                          "reduction": result.get("reduction"),
                          "wall_seconds": round(wall, 1), "search_seconds": round(spent, 1)})
         print(f"seed {seed}: {wall / 60:.1f} min, recommends {sorted(settings) or 'nothing'}, "

@@ -85,11 +85,15 @@ def summary(result: TuneResult) -> str:
     """What the study recommends, in a line: its validated settings and gain, or that it
     recommends nothing."""
     from knoblab.report.tuning import gain_validated, unsettled
+    from knoblab.search.recommend import claim
     from knoblab.units import settings_text
 
-    chosen = result.recommended
+    chosen, own = result.recommended, claim(result)
     if chosen is not None:
-        return f"recommended: {settings_text(result.settings)}, {gain_validated(chosen)}"
+        # The recommendation's own gain; a reduced one not measured as itself says so.
+        gain = gain_validated(own) if own is not None else \
+            f"its own gain not measured (trial {chosen.trial.number}'s: {gain_validated(chosen)})"
+        return f"recommended: {settings_text(result.settings)}, {gain}"
     if unsettled(result) is not None:
         return "nothing recommended yet: no candidate validated"
     return "nothing recommended: keep the current configuration"

@@ -58,8 +58,8 @@ def test_a_memory_refusal_while_reducing_is_not_taken_for_a_short_budget(monkeyp
 def test_a_budget_too_short_to_reduce_leaves_the_recommendation_unreduced(monkeypatch):
     short = BudgetTooShort("[workload] budget = 5s cannot hold the 2 rounds a decision needs",
                            8.0)
-    (validations, reduction), said = _checked(monkeypatch, short)
-    assert len(validations) == 1 and reduction is None
+    (validations, reduction, confirmation), said = _checked(monkeypatch, short)
+    assert len(validations) == 1 and reduction is None and confirmation is None
     # Said in the search's terms: the study's budget, not the run's [workload] budget.
     assert len(said) == 1 and said[0].startswith("the recommendation is not reduced: the "
                                                  "study's budget left for it")

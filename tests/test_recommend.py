@@ -4,6 +4,7 @@ never a setting whose cost the workload cannot see."""
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -416,3 +417,165 @@ def test_a_check_skipped_for_the_budget_names_the_studys_budget():
     text = proof.short(exc, 2.0)
     assert "[workload]" not in text and "12 s" in text
     assert "--budget" in text
+
+
+# ----------------------------------------------------------- the gain a recommendation carries
+
+
+@pytest.fixture
+def one_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake server with two settings that help: a large sort_buffer_size halves the time,
+    a large join_buffer_size takes a fifth off it. With min_effect 30%, join_buffer_size put back
+    alone loses 25%, under it: the reduction drops it, though the full configuration gains +150%
+    and sort_buffer_size alone +100%."""
+    def catalog() -> Catalog:
+        def size(name: str, default: str) -> Knob:
+            return Knob(name, "BIGINT UNSIGNED", "SESSION", default, 1024, 2**40, 1, (), True,
+                        True)
+
+        return Catalog("fake-server 1.0", {
+            "sort_buffer_size": size("sort_buffer_size", str(2 * MB)),
+            "join_buffer_size": size("join_buffer_size", str(256 * 1024))})
+
+    def model(s: dict[str, str]) -> float:
+        return (0.5 if int(s.get("sort_buffer_size", 0)) >= 4 * MB else 1.0) * \
+            (0.8 if int(s.get("join_buffer_size", 0)) >= 4 * MB else 1.0)
+
+    monkeypatch.setattr(fakes, "fake_catalog", catalog)
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=model, spread=0.002))
+
+
+ONE_DROPPED = ('name = "dropped"\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
+               'min_effect = 0.3\n[tune]\ntrials = 4\nvalidate = VALIDATE\n[tune.knobs]\n'
+               'sort_buffer_size = { values = ["2M", "16M"] }\n'
+               'join_buffer_size = { values = ["256K", "16M"] }\n')
+
+
+def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
+        one_dropped, tmp_path: Path):
+    """The validated candidate raises both settings (+150%); the reduction drops
+    join_buffer_size and recommends sort_buffer_size alone, which gains +100%. Before, the
+    +150% was what the terminal, recommended.cnf, the report and tune.json said of it. Now
+    the reduced configuration is measured against the baseline in a run of its own, and its
+    gain is the one said."""
+    from knoblab.report.tuning import tune_document
+    from knoblab.studies import result_from_json, result_to_json, summary
+
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    source = ONE_DROPPED.replace("VALIDATE", "1")
+    spec = parse_spec(tomllib.loads(source), source=source)
+    listener = TuneQuiet()
+    result = tune(spec, store, tmp_path, listener, open_servers=fakes.open_fake)
+    chosen = result.recommended
+    assert chosen is not None and result.reduction is not None, listener.said
+    assert set(chosen.trial.changes) == {"sort_buffer_size", "join_buffer_size"}
+    assert chosen.gain is not None and chosen.gain > 1.4
+    assert result.settings == {"sort_buffer_size": str(16 * MB)}, listener.said
+    # The gain claimed is the recommendation's own (+100%), not the full candidate's (+150%).
+    claimed = tune_json(result)["recommended"]
+    assert 0.9 < claimed["gain"] < 1.1, (claimed["gain"], chosen.gain)
+    own = result.confirmation
+    assert own is not None, listener.said
+    assert own.trial.changes == {"sort_buffer_size": str(16 * MB)}
+    assert own.run_id not in {v.run_id for v in result.validations}
+    assert own.gain is not None and 0.9 < own.gain < 1.1 and own.verdict == "better"
+    # Its run: the baseline against the reduced configuration (join_buffer_size at its
+    # default: not set, or set to it), nothing else.
+    points = {(t.point_idx, t.effective.get("sort_buffer_size", str(2 * MB)),
+               t.effective.get("join_buffer_size", str(256 * 1024)))
+              for t in store.trials(own.run_id)}
+    assert points == {(0, str(2 * MB), str(256 * 1024)), (1, str(16 * MB), str(256 * 1024))}
+
+    assert (claimed["gain"], claimed["ci95"]) == (own.gain, own.interval)
+    assert claimed["verdict"] == "better" and claimed["run_id"] == own.run_id
+    assert claimed["own_gain"] is True
+    own_gain = f"{own.gain:+.1%}"
+    full_gain = f"{chosen.gain:+.1%}"
+    head = tune_cnf(result).splitlines()[0]
+    assert own_gain in head and full_gain not in head and "measured as itself" in head
+    assert f"Recommended: sort_buffer_size=16M, {own_gain}" in \
+        tune_document(result, [], source, {}).conclusion
+    assert own_gain in summary(result) and full_gain not in summary(result)
+    lines = "\n".join(reduction_lines(result))
+    assert f"that is its gain, not trial {chosen.trial.number}'s {full_gain}" in lines
+
+    # The study's stored result (knoblab report study:NAME) carries it too.
+    stored = result_from_json(json.loads(json.dumps(result_to_json(result))))
+    assert stored.confirmation == own and tune_json(stored)["recommended"] == claimed
+    # Asked again, the finished study shows the same confirmation without measuring it again.
+    runs = len(store.list_runs(limit=None))
+    again = tune(spec, store, tmp_path, TuneQuiet(), open_servers=fakes.open_fake)
+    assert again.confirmation == own and len(store.list_runs(limit=None)) == runs
+
+
+def test_a_reduced_recommendation_validated_as_another_candidate_takes_that_validation(
+        one_dropped, tmp_path: Path):
+    """Two candidates validated, one of them exactly the reduced configuration: its
+    validation measured it against the baseline already, and no run is added."""
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    source = ONE_DROPPED.replace("VALIDATE", "2")
+    spec = parse_spec(tomllib.loads(source), source=source)
+    listener = TuneQuiet()
+    result = tune(spec, store, tmp_path, listener, open_servers=fakes.open_fake)
+    assert result.settings == {"sort_buffer_size": str(16 * MB)}, listener.said
+    same = next(v for v in result.validations
+                if v.trial.changes == {"sort_buffer_size": str(16 * MB)})
+    assert result.confirmation == same and recommend.claim(result) == same
+    assert not any("confirming" in line for line in listener.said)
+    assert tune_json(result)["recommended"]["gain"] == same.gain
+    assert f"(the validation of trial {same.trial.number}, exactly that configuration)" in \
+        "\n".join(reduction_lines(result))
+
+
+def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_not_its_own(
+        one_dropped, tmp_path: Path):
+    """No budget left for the confirmation: the recommendation is still the reduced one, and
+    everywhere its gain is said it is said to be the full candidate's."""
+    from knoblab.report.tuning import tune_document
+    from knoblab.search.loop import Search
+    from knoblab.search.options import Goal, TuneOptions
+    from knoblab.search.space import parse_space
+    from knoblab.studies import summary
+
+    store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    source = ONE_DROPPED.replace("VALIDATE", "1")
+    spec = parse_spec(tomllib.loads(source), source=source)
+    catalog = fakes.fake_catalog()
+    options = TuneOptions.from_spec(spec.tune or {}, spec.name)
+    baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
+    listener = TuneQuiet()
+    search = Search(spec, options, Goal.of(options, spec.workload),
+                    parse_space(options.knobs, catalog, False), baseline, catalog, store,
+                    tmp_path, listener, fakes.open_fake)
+    full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB)}
+    trial = TrialOutcome(1, dict(full), dict(full), "scored", -0.9, [-0.9] * 4, ("t",))
+    chosen = Validation(trial, "v", "better", 1.5, (1.4, 1.6), 4)
+    wanted = {"sort_buffer_size": str(16 * MB)}
+    assert proof.confirm(search, chosen, [chosen], wanted, 0.0) is None
+    assert not store.list_runs(limit=None)  # refused before anything ran
+    said = listener.said[-1]
+    assert said.startswith("the recommendation's own gain is not measured (the gain said is "
+                           "trial 1's, with all its settings): the study's budget left")
+    # Nothing to confirm when all of the candidate is recommended.
+    assert proof.confirm(search, chosen, [chosen], dict(full), 0.0) is None
+
+    reduction = Reduction([Effect("sort_buffer_size", 1.0, (0.9, 1.1), True),
+                           Effect("join_buffer_size", 0.25, (0.2, 0.3), False)], "r",
+                          wanted, "c", True)
+    result = _result(full, reduction, baseline=baseline)
+    assert result.settings == wanted and recommend.claim(result) is None
+    claimed = tune_json(result)["recommended"]
+    assert claimed["own_gain"] is False and claimed["gain"] == 4.2  # trial 3's, said so
+    cnf = tune_cnf(result)
+    assert "with all its settings; what is recommended is reduced to sort_buffer_size=16M, " \
+        "whose own gain was not measured" in cnf.splitlines()[0]
+    assert "was not measured as itself against the current configuration" in cnf
+    assert "its own gain not measured" in tune_document(result, [], source, {}).conclusion
+    assert "its own gain not measured (trial 3's: +420.0%" in summary(result)
+    # The full candidate recommended: its validation is its own gain, as before.
+    whole = _result(full, Reduction(reduction.effects, "r", dict(full), "c", False),
+                    baseline=baseline)
+    assert recommend.claim(whole) is whole.recommended
+    assert tune_json(whole)["recommended"]["own_gain"] is True
+    assert "with all its settings" not in tune_cnf(whole)

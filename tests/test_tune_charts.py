@@ -172,6 +172,30 @@ def test_search_shows_validated_recommendation():
     assert "%" in ax.yaxis.get_major_formatter()(5.0, 0)
 
 
+def test_a_reduced_recommendations_legend_says_its_own_gain_or_that_it_was_not_measured():
+    from knoblab.records import Effect, Reduction
+
+    result = _result()
+    [chosen] = result.validations
+    kept = {"sort_buffer_size": chosen.trial.changes["sort_buffer_size"]}
+    reduced = dataclasses.replace(result, reduction=Reduction(
+        [Effect(k, 0.0, (0.0, 0.0), k in kept) for k in chosen.trial.changes], "r", kept, "c",
+        True))
+
+    def recommended_entry(result: TuneResult) -> str:
+        fig = _search_figure(result)
+        assert fig is not None
+        return next(t.get_text() for t in fig.axes[0].get_legend().get_texts()
+                    if t.get_text().startswith("recommended: trial 7"))
+
+    assert "reduced to sort_buffer_size=" not in recommended_entry(result)
+    assert "its own gain not measured" in recommended_entry(reduced)
+    own = Validation(dataclasses.replace(chosen.trial, changes=kept), "run-c", "better", 0.03,
+                     (0.01, 0.05), 6)
+    entry = recommended_entry(dataclasses.replace(reduced, confirmation=own))
+    assert "validated: +5.0%" in entry and "+3.0% (95% CI +1.0% to +5.0%) (its own)" in entry
+
+
 def test_importance_largest_on_top():
     fig = _importance_figure(_result())
     assert fig is not None

@@ -28,7 +28,7 @@ from knoblab.records import TrialOutcome, TuneResult, Validation
 from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure, short_number
 from knoblab.report.format import as_number, signed, wrap_name
 from knoblab.report.tuning import STATES, gain_validated
-from knoblab.units import format_size, is_size
+from knoblab.units import format_size, is_size, settings_text
 
 if TYPE_CHECKING:
     from knoblab.search.space import Dimension
@@ -198,7 +198,7 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
                         fontsize="small", color=colour, fontweight="bold", zorder=7,
                         bbox={"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1.0})
             shown["chosen"] = Line2D([], [], ls="", marker="*", ms=13, color=colour,
-                                     label=_recommended_text(v))
+                                     label=_recommended_text(v, result))
         else:
             ax.errorbar(x, gain, yerr=_yerr(gain, v.interval), fmt="D", ms=6, mfc="white",
                         mec=colour, color=colour, ecolor=colour, capsize=3, zorder=5)
@@ -208,11 +208,19 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
     return [shown[key] for key in order if key in shown]
 
 
-def _recommended_text(v: Validation) -> str:
-    """The recommendation's legend entry: its gain validated, and the gain it had searched."""
+def _recommended_text(v: Validation, result: TuneResult) -> str:
+    """The recommendation's legend entry: its gain validated, and the gain it had searched;
+    when the recommendation is reduced, its own gain (or that it was not measured)."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
     text = f"recommended: trial {v.trial.number}\nvalidated: {gain_validated(v)}"
     if v.trial.gain is not None:
         text += f"\nin the search: {v.trial.gain:+.1%} (dotted line)"
+    own = recommend.claim(result)
+    if own is not v:
+        reduced = settings_text(recommend.searched(recommend.changes(result)))
+        text += f"\nreduced to {reduced}: " + ("its own gain not measured" if own is None
+                                                else f"{gain_validated(own)} (its own)")
     return text
 
 

@@ -141,9 +141,9 @@ def print_tune(result: TuneResult, out: Console) -> None:
     if not result.settings:
         out.print(NOTHING_SHOWN, markup=False, highlight=False)
         return
-    out.print(f"Recommended: {settings_text(recommend.to_change(result))}. As a my.cnf "
-              "fragment (every setting in force when it was measured):",
-              markup=False, highlight=False)
+    out.print(f"Recommended: {settings_text(recommend.to_change(result))}, "
+              f"{claim_said(result)}. As a my.cnf fragment (every setting in force when it "
+              "was measured):", markup=False, highlight=False)
     out.print(fragment(result), markup=False, highlight=False)
 
 
@@ -214,7 +214,44 @@ def reduction_lines(result: TuneResult) -> list[str]:
                      "whatever it "
                      f"measured: {why}; this workload cannot see that cost, so leave it as it "
                      f"is ({setting_text(name, result.baseline.get(name, 'the default'))})")
-    return lines
+    return lines + claim_lines(result)
+
+
+def claim_said(result: TuneResult) -> str:
+    """The gain a recommendation carries, in words: its own against the current
+    configuration, or the validated candidate's said to be that (`recommend.claim`)."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    chosen, own = result.recommended, recommend.claim(result)
+    if own is not None:
+        return f"{gain_validated(own)} against the current configuration"
+    assert chosen is not None
+    return (f"its own gain not measured (the {gain_validated(chosen)} validated is trial "
+            f"{chosen.trial.number}'s, with all its settings)")
+
+
+def claim_lines(result: TuneResult) -> list[str]:
+    """When what is recommended is not the validated candidate (the reduction dropped some of
+    its settings): what was measured of it as itself, or that nothing was, and that the
+    validated gain is then another configuration's."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    chosen, own = result.recommended, recommend.claim(result)
+    if chosen is None or own is chosen:
+        return []
+    reduced = settings_text(recommend.searched(recommend.changes(result)))
+    if own is not None:
+        how = f"the validation of trial {own.trial.number}, exactly that configuration" \
+            if any(v.run_id == own.run_id for v in result.validations) else "a run of its own"
+        return [f"{reduced}, the recommendation, measured as itself against the current "
+                f"configuration ({how}): {validation_text(own, result.min_effect)}; that is "
+                f"its gain, not trial {chosen.trial.number}'s {percent(chosen.gain)} with all "
+                "its settings"]
+    return [f"{reduced}, the recommendation, was not measured as itself against the current "
+            f"configuration (the study's budget left could not hold that run): the "
+            f"{percent(chosen.gain)} validated is trial {chosen.trial.number}'s, with all its "
+            "settings, and its own gain may be less; a larger budget (knoblab tune SPEC "
+            "--budget ...) measures it"]
 
 
 def was_reduced(result: TuneResult) -> bool:
@@ -279,6 +316,9 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
     from knoblab.search import recommend  # lazily: the report reads records, not the search
 
     chosen, goal = result.recommended, result.goal
+    # The figure the recommendation carries: its own measurement against the baseline, else
+    # (own_gain false) the validated candidate's, with all its settings.
+    claimed = recommend.claim(result) or chosen
     return {
         "study": result.study,
         "space": [d.describe() for d in result.space.dimensions],
@@ -304,7 +344,13 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "left_as_they_are": recommend.left_as_they_are(result),
             "reduced": was_reduced(result),
             "not_recommended": recommend.unseen(result),
-            "gain": chosen.gain, "ci95": chosen.interval, "mycnf": fragment(result)},
+            "gain": None if claimed is None else claimed.gain,
+            "ci95": None if claimed is None else claimed.interval,
+            "verdict": None if claimed is None else claimed.verdict,
+            "rounds": None if claimed is None else claimed.rounds,
+            "run_id": None if claimed is None else claimed.run_id,
+            "own_gain": recommend.claim(result) is not None,
+            "mycnf": fragment(result)},
         "reduction": None if result.reduction is None else {
             "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
             "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
@@ -332,13 +378,31 @@ def tune_cnf(result: TuneResult) -> str:
     if chosen is None:
         return (f"{head}: no configuration was shown to beat the current one (by "
                 f"{result.min_effect:.0%} or more): keep it.\n[mysqld]\n")
-    said = [f"{head}: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
-            f"current configuration in a fresh validation ({chosen.rounds} rounds)."]
+    said = [f"{head}: {claim_head(result)}."]
     said += [f"# {line}" for line in reduction_lines(result)]
     if not result.settings:
         return "\n".join(literal(line) for line in [*said, f"# {NOTHING_SHOWN}"]) + \
             "\n[mysqld]\n"
     return "\n".join(literal(line) for line in said) + "\n" + fragment(result) + "\n"
+
+
+def claim_head(result: TuneResult) -> str:
+    """recommended.cnf's first words on its gain: the recommendation's own measurement, or the
+    validated candidate's said to be another configuration's."""
+    from knoblab.search import recommend  # lazily: the report reads records, not the search
+
+    chosen, own = result.recommended, recommend.claim(result)
+    assert chosen is not None
+    validated = (f"trial {chosen.trial.number}, {gain_validated(chosen)} against the current "
+                 f"configuration in a fresh validation ({chosen.rounds} rounds)")
+    if own is chosen:
+        return validated
+    reduced = settings_text(recommend.searched(recommend.changes(result)))
+    if own is not None:
+        return (f"trial {chosen.trial.number} reduced to {reduced}, {gain_validated(own)} "
+                f"against the current configuration, measured as itself ({own.rounds} rounds)")
+    return (f"{validated}, with all its settings; what is recommended is reduced to "
+            f"{reduced}, whose own gain was not measured")
 
 
 def tune_document(result: TuneResult, charts: list[Path], spec: str,
@@ -360,9 +424,12 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         conclusion = f"Trial {chosen.trial.number} was validated, {gain_validated(chosen)}. " \
             + NOTHING_SHOWN
     else:
-        conclusion = (f"Recommended: {settings_text(recommend.to_change(result))}; trial "
-                      f"{chosen.trial.number} was {gain_validated(chosen)} against the current "
-                      "configuration, measured again in fresh server starts after the search.")
+        # Its gain as the recommendation carries it (recommend.claim): its own, or said to
+        # be the validated candidate's.
+        conclusion = (f"Recommended: {settings_text(recommend.to_change(result))}, "
+                      f"{claim_said(result)}" +
+                      (", measured again in fresh server starts after the search."
+                       if recommend.claim(result) is not None else "."))
     scored = sorted((t for t in result.trials if t.state == "scored"),
                     key=lambda t: t.score or 0.0)
     trials = table("Trials (gain against the baseline measured beside each; + is better)",

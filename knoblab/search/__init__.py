@@ -52,7 +52,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
          budget: float | None = None, open_servers: runner.OpenTargets = runner.open_servers
          ) -> TuneResult:
     """Search until the study's trials or budget are spent; every trial is stored as it ends.
-    Then the best candidates are validated and the recommendation reduced."""
+    Then the best candidates are validated, the recommendation reduced, and a reduced one
+    measured as itself."""
     if spec.tune is None:
         raise UserError("this spec has no [tune] section: name the settings to search in "
                         "[tune.knobs], or measure it with knoblab run")
@@ -100,14 +101,15 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                     open_servers)
     stopped = ask_and_tell(study, turn, search)
     outcomes = [o for o in (outcome_of(t, space, baseline) for t in study.trials) if o]
-    validations, reduction = validated(study, outcomes)
+    validations, reduction, confirmation = validated(study, outcomes)
     if validations is None:
         check_budget = None if options.budget is None else \
             max(0.0, options.budget - seconds_spent(study.trials) - checked_seconds(study))
         began = time.monotonic()
         try:
             with runner.owning(store, f"tune:{options.study}"):
-                validations, reduction = proof.check(search, outcomes, check_budget)
+                validations, reduction, confirmation = proof.check(search, outcomes,
+                                                                   check_budget)
             # The budget is the study's wall time: the checks count as the trials do.
             add_checked_seconds(study, time.monotonic() - began)
         except RunBusy:
@@ -115,7 +117,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                              "run knoblab tune again when it is done to see its verdicts")
             validations = []
         else:
-            save_validations(study, outcomes, validations, reduction)
+            save_validations(study, outcomes, validations, reduction, confirmation)
     # Importance: the ablation's, when the recommendation was reduced (each change measured);
     # else fANOVA over the trials measured within the constraint (an infeasible trial's value
     # is a stand-in), and the baseline's own place at 0.
@@ -127,7 +129,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                       seconds_spent(study.trials) + checked_seconds(study),
                       stopped, validations, spec.statistics.min_effect, importance=importance,
                       reduction=reduction, goal=goal, server=target.version, base=base,
-                      tied=dict(spec.tied))
+                      tied=dict(spec.tied), confirmation=confirmation)
 
 
 def _warn_never_recommended(names: list[str], listener: TuneListener) -> None:

@@ -3,8 +3,9 @@ anything is recommended. Its best candidates are measured again against the base
 starts, until decided (validation); then each setting of the best one is put back alone, to see
 which ones matter, and the configuration without those that do not is checked to do as well
 (reduction); when it does not, or when none shows alone, the others are put back one by one,
-the least helpful first, and only those needed stay (trim). The burden of proof lives here, and
-only here."""
+the least helpful first, and only those needed stay (trim). A recommendation reduced so is
+then measured as itself against the baseline (confirmation): the gain it carries is its own.
+The burden of proof lives here, and only here."""
 
 from __future__ import annotations
 
@@ -25,28 +26,73 @@ from knoblab.units import format_duration, settings_text
 from knoblab.workloads.base import Rounds
 
 # Of the budget left after the search: the share for validating its best candidates (the
-# rest reduces the recommendation).
+# rest reduces the recommendation, then confirms it).
 VALIDATION_SHARE = 0.6
+# Of the budget left after validating: the share kept for confirming a reduced recommendation
+# against the baseline (the reduction has the rest, and what it leaves unspent).
+CONFIRMATION_SHARE = 0.25
 
 
 def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
-          ) -> tuple[list[Validation], Reduction | None]:
+          ) -> tuple[list[Validation], Reduction | None, Validation | None]:
     """The search's findings checked: its best candidates validated (VALIDATION_SHARE of the
-    budget left), then the recommendation reduced (the rest)."""
+    budget left), then the recommendation reduced, then, when the reduction dropped some of
+    the candidate's settings, what is recommended measured as itself (`confirm`)."""
     began = time.monotonic()
+
+    def left() -> float | None:
+        return None if budget is None else max(0.0, budget - (time.monotonic() - began))
+
     validations = validate(search, outcomes, None if budget is None
                            else budget * VALIDATION_SHARE)
     chosen = recommend.recommended(validations)
-    if chosen is None or len(chosen.trial.changes) < 2:
-        return validations, None
-    left = None if budget is None else max(0.0, budget - (time.monotonic() - began))
+    if chosen is None:
+        return validations, None, None
+    reduction = None
+    if len(chosen.trial.changes) >= 2:
+        share = left()
+        share = None if share is None else share * (1 - CONFIRMATION_SHARE)
+        try:
+            reduction = reduce(search, chosen, share)
+        except BudgetTooShort as exc:
+            if share is None:
+                raise
+            search.listener.message(f"the recommendation is not reduced: {short(exc, share)}")
+    wanted = recommend.searched(recommend.decided(chosen, reduction))
+    return validations, reduction, confirm(search, chosen, validations, wanted, left())
+
+
+def confirm(search: Search, chosen: Validation, validations: list[Validation],
+            wanted: dict[str, str], budget: float | None) -> Validation | None:
+    """What is recommended (`wanted`, the searched settings) measured against the baseline,
+    when it is not the validated candidate `chosen` (the reduction dropped some of its
+    settings): its gain is its own, not the full candidate's. The reduction's runs never hold
+    the baseline (each compares configurations with the full one), so it is the validation of
+    another candidate that was exactly it, or a run of its own, like a validation's. None when
+    there is nothing to confirm, or the budget left cannot hold that run (said)."""
+    if not wanted or wanted == chosen.trial.changes:
+        return None
+    same = next((v for v in validations if v.trial.changes == wanted), None)
+    if same is not None:
+        return same
+    search.listener.message(f"confirming the recommendation: {settings_text(wanted)} against "
+                            "the baseline, for its own gain")
+    check_ = check_spec(search.spec, f"trial {chosen.trial.number} reduced to "
+                        f"{settings_text(wanted)}", {}, [wanted], budget)
     try:
-        return validations, reduce(search, chosen, left)
+        run_id = search.run(check_)
     except BudgetTooShort as exc:
-        if left is None:
+        if budget is None:
             raise
-        search.listener.message(f"the recommendation is not reduced: {short(exc, left)}")
-        return validations, None
+        search.listener.message("the recommendation's own gain is not measured (the gain "
+                                f"said is trial {chosen.trial.number}'s, with all its "
+                                f"settings): {short(exc, budget)}")
+        return None
+    config = {**chosen.trial.config, **{k: search.baseline[k] for k in chosen.trial.changes
+                                        if k not in wanted}}
+    reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), "scored", None, [],
+                           (run_id,))
+    return _verdict(search, reduced, run_id, 1)
 
 
 def short(exc: BudgetTooShort, left: float | None) -> str:

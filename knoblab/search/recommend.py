@@ -12,6 +12,11 @@ What a user is told to apply is the set of settings that were in force when it w
 (`in_force`): [server.config], the changes on top, and every [tie] follower at its leader's
 value. The search's trials and checks (`ties`), tune's my.cnf and JSON and the sweep's
 recommended.cnf (knoblab.report.document) all read it from here.
+
+A recommendation carries only what was measured of it (`claim`): the validated candidate's
+gain when all of it is recommended; when the reduction dropped some of its settings, the gain
+of the reduced configuration itself against the baseline (its confirmation), or, when that
+was not measured, words saying that the figure is the full candidate's.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from knoblab.records import Effect, TuneResult, Validation
+    from knoblab.records import Effect, Reduction, TuneResult, Validation
     from knoblab.spec import Spec
 
 # Settings whose cost lies outside what a benchmark of one workload measures: a sandbox has a
@@ -88,16 +93,39 @@ def recommended(validations: list[Validation]) -> Validation | None:
     return max(better, key=lambda v: v.gain or 0.0, default=None)
 
 
+def decided(chosen: Validation, reduction: Reduction | None) -> dict[str, str]:
+    """The searched settings decided on for the validated candidate `chosen`: the reduction's
+    (the reduced configuration unless the full one was shown better), else all of its own.
+    Those of UNSEEN_COST are still among them."""
+    return dict(reduction.kept) if reduction is not None else dict(chosen.trial.changes)
+
+
+def searched(decided_changes: Mapping[str, str]) -> dict[str, str]:
+    """The searched settings recommended of those decided on: all but those of UNSEEN_COST."""
+    return {k: v for k, v in decided_changes.items() if name(k) not in UNSEEN_COST}
+
+
 def changes(result: TuneResult) -> dict[str, str]:
-    """The searched settings decided on: the reduction's (the reduced configuration unless the
-    full one was shown better), else the validated candidate's; none when no candidate was
-    shown better than the baseline. Those of UNSEEN_COST are still among them (`unseen`)."""
+    """The searched settings decided on (`decided`); none when no candidate was shown better
+    than the baseline. Those of UNSEEN_COST are still among them (`unseen`)."""
+    chosen = recommended(result.validations)
+    return {} if chosen is None else decided(chosen, result.reduction)
+
+
+def claim(result: TuneResult) -> Validation | None:
+    """The measurement against the baseline that a recommendation carries: the validated
+    candidate's when all of it is recommended (or nothing is); else the recommendation's own
+    (`result.confirmation`, made of exactly its settings); None when a recommendation that is
+    not the validated candidate was not measured as itself: the validated figure is then
+    another configuration's, and must be said to be."""
     chosen = recommended(result.validations)
     if chosen is None:
-        return {}
-    if result.reduction is not None:
-        return dict(result.reduction.kept)
-    return dict(chosen.trial.changes)
+        return None
+    wanted = searched(changes(result))
+    if not wanted or wanted == chosen.trial.changes:
+        return chosen
+    own = result.confirmation
+    return own if own is not None and own.trial.changes == wanted else None
 
 
 def unseen(result: TuneResult) -> dict[str, str]:
@@ -118,8 +146,7 @@ def left_as_they_are(result: TuneResult) -> list[str]:
 def to_change(result: TuneResult) -> dict[str, str]:
     """The changes to make: the decided ones but those of unseen cost, each with the settings
     tied to it (they moved together in every measurement)."""
-    wanted = {k: v for k, v in changes(result).items() if name(k) not in UNSEEN_COST}
-    return in_force(wanted, result.tied)
+    return in_force(searched(changes(result)), result.tied)
 
 
 def settings(result: TuneResult) -> dict[str, str]:

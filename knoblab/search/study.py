@@ -364,19 +364,34 @@ class Turn:
 
 
 def validated(study: optuna.Study, outcomes: list[TrialOutcome]
-               ) -> tuple[list[Validation] | None, Reduction | None]:
-    """The validations (and reduction) already made of these very trials: a finished study
-    asked again shows them instead of measuring them again."""
+               ) -> tuple[list[Validation] | None, Reduction | None, Validation | None]:
+    """The validations (reduction, confirmation) already made of these very trials: a
+    finished study asked again shows them instead of measuring them again. A study checked by
+    an older knoblab has no confirmation: its reduced recommendation says so."""
     saved = study.user_attrs.get("validation")
     if not saved or saved.get("trials") != len(outcomes):
-        return None, None
+        return None, None, None
     by_number = {o.number: o for o in outcomes}
     validations = [Validation(by_number[v["trial"]], v["run"], v["verdict"], v["gain"],
                               None if v["interval"] is None else tuple(v["interval"]),
                               v["rounds"], v.get("observed"))
                    for v in saved["items"] if v["trial"] in by_number]
-    reduction = saved.get("reduction")
-    return validations, None if reduction is None else Reduction(
+    return validations, _reduction(saved.get("reduction")), \
+        _confirmation(saved.get("confirmation"))
+
+
+def _confirmation(saved: dict[str, Any] | None) -> Validation | None:
+    if saved is None:
+        return None
+    reduced = TrialOutcome(saved["trial"], dict(saved["config"]), dict(saved["changes"]),
+                           "scored", None, [], (saved["run"],))
+    return Validation(reduced, saved["run"], saved["verdict"], saved["gain"],
+                      None if saved["interval"] is None else tuple(saved["interval"]),
+                      saved["rounds"], saved.get("observed"))
+
+
+def _reduction(reduction: dict[str, Any] | None) -> Reduction | None:
+    return None if reduction is None else Reduction(
         [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"])
          for e in reduction["effects"]], reduction["run"], reduction["kept"],
         reduction["check_run"], reduction["equivalent"], tuple(reduction.get("trimmed", ())),
@@ -385,11 +400,19 @@ def validated(study: optuna.Study, outcomes: list[TrialOutcome]
 
 
 def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
-                     validations: list[Validation], reduction: Reduction | None) -> None:
+                     validations: list[Validation], reduction: Reduction | None,
+                     confirmation: Validation | None = None) -> None:
     study.set_user_attr("validation", {"trials": len(outcomes), "items": [
         {"trial": v.trial.number, "run": v.run_id, "verdict": v.verdict, "gain": v.gain,
          "interval": v.interval, "rounds": v.rounds, "observed": v.observed}
         for v in validations],
+        # The recommendation measured as itself, when it is not the validated candidate.
+        "confirmation": None if confirmation is None else {
+            "trial": confirmation.trial.number, "config": confirmation.trial.config,
+            "changes": confirmation.trial.changes, "run": confirmation.run_id,
+            "verdict": confirmation.verdict, "gain": confirmation.gain,
+            "interval": confirmation.interval, "rounds": confirmation.rounds,
+            "observed": confirmation.observed},
         "reduction": None if reduction is None else {
             "effects": [dataclasses.asdict(e) for e in reduction.effects],
             "run": reduction.run_id, "kept": reduction.kept,
