@@ -27,7 +27,7 @@ kind = "script"
 setup = "CREATE TABLE t (id INT PRIMARY KEY, conn INT, pad VARCHAR(100)) ENGINE=InnoDB"
 body = "INSERT INTO t VALUES ({{row}}, {{connection}}, REPEAT('x', 80))"
 connections = 2
-iterations = 150
+iterations = 30
 repetitions = 2
 
 [steps]
@@ -79,7 +79,7 @@ def test_every_step_is_measured_on_every_server_that_starts(steps_run):
     last = next(p for p in result["points"] if p["step"] == 3 and p["role"] == "cumulative")
     assert last["effective"]["innodb_flush_log_at_trx_commit"] == "2"
     assert last["effective"]["innodb_log_buffer_size"] == str(4 << 20)
-    assert all(t.details["rows"] == 300 for t in trials)
+    assert all(t.details["rows"] == 60 for t in trials)  # 30 iterations on each of 2
 
 
 def test_the_table_compares_each_step_with_the_previous_and_the_defaults(steps_run):
