@@ -72,14 +72,14 @@ def pymysql_replay(socket: str, workload: ReplayWorkload) -> tuple[int, float]:
         conn = pymysql.connect(unix_socket=socket, user="root", database="sbtest",
                                autocommit=True)
         with conn.cursor() as cur:
-            for kind, _, text in plan.records(plan.sessions[index]):
+            for kind, _, text in plan.records(plan.session(index)):
                 if kind >= 0:
                     cur.execute(text.decode())
                     cur.fetchall()
                     count[0] += 1
         conn.close()
 
-    threads = [threading.Thread(target=session, args=(i,)) for i in range(len(plan.sessions))]
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(plan.sessions)]
     began = time.perf_counter()
     for thread in threads:
         thread.start()
@@ -120,7 +120,7 @@ def main() -> None:
             mariadbd = psutil.Process(server.pid)
             me = psutil.Process()
             print(f"capture: {workload.plan.statements:,} statements in "
-                  f"{len(workload.plan.sessions)} sessions ({captured_rate:,.0f}/s under the "
+                  f"{workload.plan.sessions} sessions ({captured_rate:,.0f}/s under the "
                   "slow log)")
             for _ in range(args.repeat):
                 for name in ("sysbench", "sysbench, text protocol", "replay (mysqlclient)",

@@ -45,7 +45,8 @@ def _plan(tmp_path: Path, text: str, name: str = "general.log"):
 def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: Path):
     plan = _plan(tmp_path, GENERAL)
     # Connection 10 quit and came back: three sessions, in the order they began.
-    assert [s.statements for s in plan.sessions] == [2, 2, 1]
+    sessions = [plan.session(n) for n in range(plan.sessions)]
+    assert [s.statements for s in sessions] == [2, 2, 1]
     assert plan.statements == 5
     assert plan.peak == 2  # 10 and 11 overlapped; the second 10 began after the first quit
     assert plan.span == 3.0
@@ -59,7 +60,7 @@ def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: P
         next(why for why in plan.skipped if why.startswith("it changes the server's global")):
         1}
     # Each session sets its database first; the clock is set before a statement reading it.
-    first, second, _ = plan.sessions
+    first, second, _ = sessions
     kinds = [kind for kind, _, _ in plan.records(second)]
     assert kinds[0] == USE and TIMESTAMP in kinds
     records = list(plan.records(second))
@@ -228,7 +229,8 @@ def test_odd_statements_keep_their_text_and_get_a_class(tmp_path: Path):
              "shop using Socket"]
     lines += [f"\t\t    10 Query\t{statement}" for statement in odd]
     plan = _plan(tmp_path, "\n".join(lines) + "\n")
-    (session,) = plan.sessions
+    assert plan.sessions == 1
+    session = plan.session(0)
     texts = [text.decode() for kind, _, text in plan.records(session) if kind >= 0]
     assert texts == odd
     prints = [c.fingerprint for c in plan.classes]
@@ -295,3 +297,54 @@ def test_classes_are_compared_with_intervals_that_agree_with_their_verdicts():
     assert b.errors == 1
     # Nothing to compare without per-class figures.
     assert compare_classes({0: [SimpleNamespace(details={})]}, 0, {}) is None
+
+
+def _many_sessions(path: Path, sessions: int, statements: int, interleaved: bool) -> None:
+    """A general log of `sessions` connections of `statements` point selects each; either one
+    after another (a connection per request) or all open at once, their lines interleaved."""
+    with path.open("w") as out:
+        out.write(GENERAL.split("261125")[0])
+        out.write("261125  5:00:00\t     1 Query\tSELECT 0\n")
+        order = [(s, i) for i in range(statements) for s in range(sessions)] if interleaved \
+            else [(s, i) for s in range(sessions) for i in range(statements)]
+        for session, i in order:
+            thread = 100 + session
+            if i == 0:
+                out.write(f"\t\t{thread:6d} Connect\troot@localhost on shop using Socket\n")
+            out.write(f"\t\t{thread:6d} Query\tSELECT a FROM t WHERE id = {session * 1000 + i}"
+                      "\n")
+            if i == statements - 1 and not interleaved:
+                out.write(f"\t\t{thread:6d} Quit\t\n")
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["one-after-another", "all-at-once"])
+def test_a_plan_is_made_in_bounded_memory_and_reads_back_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, interleaved: bool):
+    import tracemalloc
+
+    from knoblab.capture import plan as planning
+
+    monkeypatch.setattr(planning, "_FLUSH_BYTES", 64 << 10)
+    log = tmp_path / "many.log"
+    sessions, statements = (3000, 10) if not interleaved else (300, 100)
+    _many_sessions(log, sessions, statements, interleaved)
+    assert log.stat().st_size > 1_400_000
+    tracemalloc.start()
+    try:
+        plan = plan_for(log, tmp_path / "home")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The records never sit in memory whole: the peak is the flush threshold's order, far
+    # below the log's size (3000 sessions' index entries are 120 KB).
+    assert peak < 1_000_000, peak
+    assert plan.sessions == sessions + 1 and plan.statements == sessions * statements + 1
+    if interleaved:
+        assert len(plan.files) > 1  # open sessions went on in files of their own
+    whole = [plan.session(n) for n in range(plan.sessions)]
+    assert sorted(s.statements for s in whole) == [1] + [statements] * sessions
+    for session in [s for s in whole if s.statements > 1][::97]:
+        texts = [text.decode() for kind, _, text in plan.records(session) if kind >= 0]
+        owner = int(texts[0].split("= ")[1]) // 1000
+        assert texts == [f"SELECT a FROM t WHERE id = {owner * 1000 + i}"
+                         for i in range(statements)]

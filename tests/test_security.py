@@ -121,6 +121,9 @@ SPLICES: dict[str, dict[str, str]] = {
                                  "doubled (dump.quoted)",
         "worker.thread_id": "an int: the server's CONNECTION_ID()",
     },
+    "knoblab/workloads/replay.py": {
+        "worker.thread_id": "an int: the server's CONNECTION_ID() (mysqlclient's thread_id())",
+    },
     "knoblab/workloads/sysbench.py": {
         "self.database": "checked against [A-Za-z0-9_]{1,64} in validate(), which prepare() "
                          "calls first; no spec key sets it",
@@ -130,6 +133,9 @@ SPLICES: dict[str, dict[str, str]] = {
 # user writes and knoblab runs as written (that is what is measured), and SQLAlchemy Core.
 SQL_SOURCES: dict[str, set[str]] = {
     "knoblab/workloads/query.py": {"self.sql"},
+    # A captured log's statements, as the server ran them; a database change as USE of the
+    # name in backticks (dump.quoted), the clock as SET timestamp of a number the plan wrote.
+    "knoblab/workloads/replay.py": {"text"},
     "knoblab/workloads/script.py": {
         "trim_comment_tail(self.setup)",
         "self.template.render(worker.connection, iteration, first_row + iteration)",

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import numpy as np
+
 from knoblab.admin import forbidden
 from knoblab.capture.fingerprint import fingerprint, fingerprint_id
 from knoblab.capture.logs import read_log
@@ -71,12 +73,19 @@ class StatementClass:
 
 @dataclass(frozen=True)
 class Session:
-    """One captured connection: its file of records, and when it began and ended."""
+    """One captured connection: where its records are, and when it began and ended."""
 
     file: str
+    offset: int  # of its records in the file
+    length: int  # bytes
     first: float | None  # seconds from the capture's first statement; None: the log has no time
     last: float | None
     statements: int
+
+
+# A plan's sessions, by when they began: numpy keeps a million of them in a few tens of MB.
+_SESSION = np.dtype([("file", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("first", "<f8"),
+                     ("last", "<f8"), ("statements", "<i8")])
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,8 @@ class Plan:
     folder: Path
     log: str
     classes: tuple[StatementClass, ...]  # a statement's class is its index here
-    sessions: tuple[Session, ...]  # by when they began
+    files: tuple[str, ...]  # the record files, which sessions point into
+    index: np.ndarray  # of _SESSION, by when the sessions began
     statements: int
     peak: int  # the most sessions open at once in the capture
     span: float | None  # seconds from the first statement to the last
@@ -95,16 +105,30 @@ class Plan:
     def writes(self) -> bool:
         return not all(c.reads for c in self.classes)
 
+    @property
+    def sessions(self) -> int:
+        return int(self.index.size)
+
+    def session(self, number: int) -> Session:
+        row = self.index[number]
+        return Session(self.files[int(row["file"])], int(row["offset"]), int(row["length"]),
+                       None if np.isnan(row["first"]) else float(row["first"]),
+                       None if np.isnan(row["last"]) else float(row["last"]),
+                       int(row["statements"]))
+
     def records(self, session: Session) -> Iterator[tuple[int, float, bytes]]:
         """(class or USE or TIMESTAMP, captured offset, text) of the session, in its order."""
         with (self.folder / session.file).open("rb") as handle:
-            while header := handle.read(_RECORD.size):
-                kind, length, offset = _RECORD.unpack(header)
+            handle.seek(session.offset)
+            left = session.length
+            while left > 0:
+                kind, length, offset = _RECORD.unpack(handle.read(_RECORD.size))
                 yield kind, offset, handle.read(length)
+                left -= _RECORD.size + length
 
     def summary(self) -> dict[str, object]:
         """What a run keeps of the plan (no statement text: fingerprints only)."""
-        return {"statements": self.statements, "sessions": len(self.sessions),
+        return {"statements": self.statements, "sessions": self.sessions,
                 "classes": len(self.classes), "peak_sessions": self.peak,
                 "span_seconds": self.span, "skipped": self.skipped,
                 "databases": list(self.databases), "writes": self.writes}
@@ -146,30 +170,33 @@ def _load(folder: Path) -> Plan:
     raw = json.loads((folder / "plan.json").read_text())
     return Plan(folder=folder, log=raw["log"],
                 classes=tuple(StatementClass(**c) for c in raw["classes"]),
-                sessions=tuple(Session(**s) for s in raw["sessions"]),
+                files=tuple(raw["files"]), index=np.load(folder / "sessions.npy"),
                 statements=raw["statements"], peak=raw["peak"], span=raw["span"],
                 skipped=raw["skipped"], databases=tuple(raw["databases"]))
 
 
 class _Open:
-    """A session being read: where its records go and what is known of it so far."""
+    """A session being read: its records not yet written, and what is known of it so far."""
 
-    __slots__ = ("buffer", "database", "file", "first", "last", "statements")
+    __slots__ = ("buffer", "database", "first", "last", "spilled", "statements")
 
-    def __init__(self, file: str, database: str | None) -> None:
-        self.file = file
+    def __init__(self) -> None:
         self.buffer = bytearray()
-        self.database = database  # in effect on the replaying connection
+        self.database: str | None = None  # in effect on the replaying connection
         self.first: float | None = None
         self.last: float | None = None
         self.statements = 0
+        self.spilled: tuple[int, int] | None = None  # its own file, and the bytes in it
 
 
 class _Builder:
+    """Sessions that end are appended whole to a shared file, and indexed; a session still
+    open when the buffered records pass _FLUSH_BYTES goes on in a file of its own. Memory
+    holds the open sessions' records (at most _FLUSH_BYTES), the classes and the index."""
+
     def __init__(self, log: Path, folder: Path, size: int, progress: Progress | None) -> None:
         self.log, self.folder, self.size, self.progress = log, folder, size, progress
         self.open: dict[int, _Open] = {}
-        self.done: list[_Open] = []
         self.classes: dict[str, int] = {}  # fingerprint -> index
         self.counts: list[int] = []
         self.fingerprints: list[str] = []
@@ -178,10 +205,24 @@ class _Builder:
         self.buffered = 0
         self.statements = 0
         self.origin: float | None = None
-        self.sessions = 0
+        self.files = ["shared.bin"]
+        self.shared = (folder / "shared.bin").open("ab")
+        self.shared_bytes = 0
+        self.index = (folder / "index.bin").open("ab")
+        self.count = 0
 
     def build(self) -> None:
-        for event in read_log(self.log, self._read):
+        try:
+            self._read()
+            for thread in list(self.open):
+                self._close(thread)
+        finally:
+            self.shared.close()
+            self.index.close()
+        self._write_summary()
+
+    def _read(self) -> None:
+        for event in read_log(self.log, self._told):
             if event.command == "Connect" or (event.command == "Quit"
                                               and event.thread in self.open):
                 self._close(event.thread)
@@ -189,7 +230,7 @@ class _Builder:
                     continue
             session = self.open.get(event.thread)
             if session is None:
-                session = self.open[event.thread] = self._new()
+                session = self.open[event.thread] = _Open()
             if not event.is_statement:
                 if event.command not in ("Connect", "Init DB", "Quit"):
                     self._skip(f"{event.command} (not a statement)")
@@ -202,26 +243,32 @@ class _Builder:
                 self._skip(why)
                 continue
             self._statement(session, event.database, event.time, text)
-        for thread in list(self.open):
-            self._close(thread)
-        self._flush()
-        self._write_summary()
 
-    def _read(self, done: int) -> None:
+    def _told(self, done: int) -> None:
         if self.progress is not None:
             self.progress(done, self.size)
 
-    def _new(self) -> _Open:
-        # Its database is unknown until its first statement's: a USE record sets it.
-        self.sessions += 1
-        return _Open(f"{self.sessions:07d}.bin", None)
-
     def _close(self, thread: int) -> None:
         session = self.open.pop(thread, None)
-        if session is not None and session.statements:
-            self.done.append(session)
-        elif session is not None:
-            session.buffer.clear()
+        if session is None:
+            return
+        self.buffered -= len(session.buffer)
+        if not session.statements:
+            return
+        if session.spilled is not None:
+            file, length = session.spilled
+            with _append(self.folder / self.files[file]) as handle:
+                handle.write(session.buffer)
+            where = (file, 0, length + len(session.buffer))
+        else:
+            where = (0, self.shared_bytes, len(session.buffer))
+            self.shared.write(session.buffer)
+            self.shared_bytes += len(session.buffer)
+        first = math.nan if session.first is None else session.first
+        last = math.nan if session.last is None else session.last
+        self.index.write(np.array([(*where, first, last, session.statements)],
+                                  dtype=_SESSION).tobytes())
+        self.count += 1
 
     def _skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
@@ -260,14 +307,22 @@ class _Builder:
         session.buffer += text
         self.buffered += _RECORD.size + len(text)
         if self.buffered > _FLUSH_BYTES:
-            self._flush()
+            self._spill()
 
-    def _flush(self) -> None:
-        for session in [*self.open.values(), *self.done]:
-            if session.buffer:
-                with _append(self.folder / session.file) as handle:
-                    handle.write(session.buffer)
-                session.buffer.clear()
+    def _spill(self) -> None:
+        """The open sessions' records to files of their own: memory is bounded, whatever
+        the number of sessions open at once or their length."""
+        for session in self.open.values():
+            if not session.buffer:
+                continue
+            if session.spilled is None:
+                self.files.append(f"{len(self.files):07d}.bin")
+                session.spilled = (len(self.files) - 1, 0)
+            file, length = session.spilled
+            with _append(self.folder / self.files[file]) as handle:
+                handle.write(session.buffer)
+            session.spilled = (file, length + len(session.buffer))
+            session.buffer = bytearray()
         self.buffered = 0
 
     def _write_summary(self) -> None:
@@ -276,20 +331,24 @@ class _Builder:
                             + (f" (left out: {_said(self.skipped)})" if self.skipped else "")
                             + "; capture one with the slow log at long_query_time = 0, or the "
                             "general log")
-        sessions = sorted(self.done, key=lambda s: (math.inf if s.first is None else s.first,
-                                                    s.file))
+        index = np.fromfile(self.folder / "index.bin", dtype=_SESSION)
+        # By when they began; sessions without times keep the order they ended in, last.
+        order = np.lexsort((np.arange(index.size), np.nan_to_num(index["first"], nan=np.inf)))
+        index = index[order]
+        np.save(self.folder / "sessions.npy", index)
+        (self.folder / "index.bin").unlink()
         classes = [StatementClass(fingerprint_id(text), text, count, _reads(text))
                    for text, count in zip(self.fingerprints, self.counts, strict=True)]
-        timed = [s for s in sessions if s.first is not None]
-        span = max((s.last or 0.0) for s in timed) if timed else None
+        timed = index[~np.isnan(index["first"])]
         plan = {
             "format": FORMAT, "log": str(self.log),
-            "classes": [asdict(c) for c in classes],
-            "sessions": [asdict(Session(s.file, s.first, s.last, s.statements))
-                         for s in sessions],
-            "statements": self.statements, "peak": _peak(sessions), "span": span,
+            "classes": [asdict(c) for c in classes], "files": self.files,
+            "statements": self.statements, "peak": _peak(timed),
+            "span": float(timed["last"].max()) if timed.size else None,
             "skipped": self.skipped, "databases": sorted(self.databases),
         }
+        for path in self.folder.iterdir():
+            path.chmod(0o600)
         path = self.folder / "plan.json"
         path.write_text(json.dumps(plan))
         path.chmod(0o600)
@@ -306,16 +365,15 @@ def _reads(print_: str) -> bool:
     return bool(_READS.match(print_)) and not _WRITES.search(print_)
 
 
-def _peak(sessions: list[_Open]) -> int:
-    """The most sessions open at once; sessions without times count as one after another."""
-    edges = sorted([(s.first, 1) for s in sessions if s.first is not None]
-                   + [(s.last, -1) for s in sessions if s.last is not None],
-                   key=lambda edge: (edge[0], -edge[1]))
-    most = now = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return max(most, 1)
+def _peak(timed: np.ndarray) -> int:
+    """The most sessions open at once; a session is open from its first statement to its
+    last, both included (a log in whole seconds cannot say which came first in a second)."""
+    if not timed.size:
+        return 1
+    edges = np.concatenate([np.stack([timed["first"], np.ones(timed.size)], axis=1),
+                            np.stack([timed["last"], -np.ones(timed.size)], axis=1)])
+    edges = edges[np.lexsort((-edges[:, 1], edges[:, 0]))]  # at one time, starts first
+    return max(int(np.cumsum(edges[:, 1]).max()), 1)
 
 
 def _said(skipped: dict[str, int]) -> str:

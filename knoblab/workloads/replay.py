@@ -252,7 +252,7 @@ class ReplayWorkload(Timed):
         return {
             "kind": "replay",
             "title": f"replay of {self.log.name}: {plan.statements:,} statements, "
-                     f"{len(plan.classes)} classes, {len(plan.sessions)} sessions "
+                     f"{len(plan.classes)} classes, {plan.sessions:,} sessions "
                      f"({self.sessions} at once), speed {self.speed}",
             "log": str(self.log),
             "speed": self.speed,
@@ -331,12 +331,12 @@ class _Replay:
     def __init__(self, workload: ReplayWorkload, socket: str, server: Server) -> None:
         self.workload, self.plan, self.socket, self.server = workload, workload.plan, socket, \
             server
-        self.queue: Iterator[Session] = iter(self.plan.sessions)
+        self.queue: Iterator[int] = iter(range(self.plan.sessions))
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.failure: str | None = None
         self.workers = [_Worker(n) for n in range(min(workload.sessions,
-                                                      len(self.plan.sessions)))]
+                                                      self.plan.sessions))]
         self.began = 0.0
         self.seconds = 0.0
         self.database = workload.dump.workload_database if workload.dump else None
@@ -382,7 +382,8 @@ class _Replay:
 
     def _next(self) -> Session | None:
         with self.lock:
-            return next(self.queue, None)
+            number = next(self.queue, None)
+        return None if number is None else self.plan.session(number)
 
     def _fail(self, message: str) -> None:
         with self.lock:
