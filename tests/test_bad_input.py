@@ -57,9 +57,9 @@ def _knoblab(args: list[str], env: dict[str, str], cwd: Path, *, store: bool = T
                           timeout=timeout, check=False)
 
 
-def _knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
-                        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], *,
-                        store: bool = True) -> subprocess.CompletedProcess[str]:
+def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
+                       monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], *,
+                       store: bool = True) -> subprocess.CompletedProcess[str]:
     """knoblab.cli.main(args) in this process, as _knoblab runs it: in `cwd`, with the
     environment `environ`; its exit code (returned, or raised by argparse) and its output."""
     from knoblab import cli
@@ -428,9 +428,9 @@ def test_bad_input(spec, args, fragments, prepare, environ, process, env, knobla
         if process:
             result = _knoblab(argv, {**env, **changes}, tmp_path, store="--store" not in argv)
         else:
-            result = _knoblab_in_process(argv, {"KNOBLAB_HOME": str(knoblab_home), **changes},
-                                         tmp_path, monkeypatch, capfd,
-                                         store="--store" not in argv)
+            result = knoblab_in_process(argv, {"KNOBLAB_HOME": str(knoblab_home), **changes},
+                                        tmp_path, monkeypatch, capfd,
+                                        store="--store" not in argv)
     finally:
         if spec_path.exists():
             spec_path.chmod(0o644)  # the unreadable case: let pytest clean up

@@ -1,4 +1,7 @@
-"""The sysbench path end to end: the real `knoblab` command, real sysbench, real sandboxes."""
+"""The sysbench path end to end: the real `knoblab` command, real sysbench, real sandboxes.
+
+Runs, and sysbench missing from PATH, start the command as a process of its own; refusals of
+a spec call it in this process (tests.test_bad_input.knoblab_in_process)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.test_bad_input import knoblab_in_process
 
 pytestmark = pytest.mark.server
 
@@ -135,11 +140,13 @@ def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home
     ("warmup = 1", "warmup = 1\noptions = { range_sise = 10 }", "range_size"),
     ("warmup = 1", 'warmup = 1\noptions = { "mysql-socket" = "/tmp/x" }', "mysql-socket"),
 ])
-def test_bad_sysbench_input_is_one_line(knoblab_home, tmp_path, line, replacement, expected):
+def test_bad_sysbench_input_is_one_line(knoblab_home, tmp_path, line, replacement, expected,
+                                       monkeypatch, capfd):
+    # Checks of the spec (and of sysbench's own options): the command in this process.
     spec = tmp_path / "bad.toml"
     spec.write_text(SPEC.format(duration=4, repetitions=1).replace(line, replacement))
-    out = subprocess.run(_command(tmp_path, "run", str(spec)), env=_env(knoblab_home),
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = knoblab_in_process(["run", str(spec)], {"KNOBLAB_HOME": str(knoblab_home)},
+                             tmp_path, monkeypatch, capfd)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], out.stderr
@@ -158,12 +165,12 @@ def test_missing_sysbench_is_one_line(knoblab_home, tmp_path):
     assert out.stderr.count("\n") == 1 and "apt-get install sysbench" in out.stderr
 
 
-def test_removed_knob_names_server_and_version(knoblab_home, tmp_path):
+def test_removed_knob_names_server_and_version(knoblab_home, tmp_path, monkeypatch, capfd):
     spec = tmp_path / "oltp.toml"
     spec.write_text(SPEC.format(duration=4, repetitions=1).replace(
         'innodb_buffer_pool_size = ["16M", "64M"]', "innodb_buffer_pool_instances = [1, 8]"))
-    out = subprocess.run(_command(tmp_path, "run", str(spec)), env=_env(knoblab_home),
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    out = knoblab_in_process(["run", str(spec)], {"KNOBLAB_HOME": str(knoblab_home)},
+                             tmp_path, monkeypatch, capfd)
     assert out.returncode == 2
     assert "10.11" in out.stderr and "MariaDB has one buffer pool" in out.stderr
     assert "innodb_buffer_pool_size" in out.stderr
