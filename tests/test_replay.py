@@ -348,3 +348,21 @@ def test_a_plan_is_made_in_bounded_memory_and_reads_back_whole(
         owner = int(texts[0].split("= ")[1]) // 1000
         assert texts == [f"SELECT a FROM t WHERE id = {owner * 1000 + i}"
                          for i in range(statements)]
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"\x00\x01binary\x00" * 100, "binary data"),
+    (GENERAL.encode()[:-40] + b"\n# Time: 2611", "line"),  # cut short in the middle
+    (b"2026-11-25T05:00:00.123456Z\t   10 Query\tSELECT 1\n# Time: nonsense\n", "line"),
+    (b"", "is empty"),
+], ids=["binary", "truncated", "mixed-formats", "empty"])
+def test_a_bad_log_is_one_line_and_leaves_no_plan(tmp_path: Path, content: bytes, said: str):
+    log = tmp_path / "bad.log"
+    log.write_bytes(content)
+    try:
+        plan = plan_for(log, tmp_path / "home")
+    except UserError as exc:
+        assert said in str(exc) and "\n" not in str(exc)
+        assert not list((tmp_path / "home" / "replays").iterdir())
+    else:  # a log cut short after a whole entry is a log: what it holds is replayed
+        assert said == "line" and plan.statements > 0
