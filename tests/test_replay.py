@@ -193,10 +193,15 @@ def test_statements_that_fail_in_the_sandbox_refuse_the_run_naming_their_class(
     statements = [(3, f"SELECT a FROM t WHERE id = {i}") for i in range(1, 30)] + \
         [(4, f"SELECT b FROM missing WHERE id = {i}") for i in range(1, 5)]
     spec = _case(tmp_path, statements)
+    # A third connection works in a database the dump does not hold.
+    log = tmp_path / "slow.log"
+    log.write_text(log.read_text() + _slow_log([(5, "SELECT 1 FROM other_t")]).split(
+        "# Time: 261125  5:00:00\n")[1].replace("Schema: shop", "Schema: elsewhere"))
     out = _knoblab(knoblab_home, tmp_path, spec)
     assert out.returncode == 2, out.stderr
     said = [line for line in out.stderr.splitlines() if line.startswith("knoblab: ")]
     assert len(said) == 1, out.stderr
+    assert "USE `elsewhere` failed (error 1049: the data lacks that database)" in said[0]
     assert "100% of 'select b from missing where id = ?' (error 1146 x4)" in said[0]
     assert "max_failing" in said[0] and "Traceback" not in out.stderr
     # Raised, the same log replays, its failures counted.
@@ -206,6 +211,7 @@ def test_statements_that_fail_in_the_sandbox_refuse_the_run_naming_their_class(
     result = json.loads((tmp_path / "result.json").read_text())
     rows = {row["fingerprint"]: row for row in result["statement_classes"]["rows"]}
     assert rows["select b from missing where id = ?"]["errors"] == 4
+    assert rows["select ? from other_t"]["errors"] == 1
 
 
 @pytest.mark.server

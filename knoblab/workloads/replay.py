@@ -190,7 +190,8 @@ class ReplayWorkload(Timed):
         finally:
             run.shut_down()
         classes = run.classes()
-        self._refuse_failing(classes)
+        databases = {name: code for w in run.workers for name, code in w.databases.items()}
+        self._refuse_failing(classes, databases)
         statements = sum(c["n"] for c in classes.values())
         seconds = run.seconds if self.speed == "max" else \
             sum(c["seconds"] for c in classes.values())
@@ -213,6 +214,7 @@ class ReplayWorkload(Timed):
             "regime": regime(cpu_share, figures["cpu_iowait"],
                              figures["server_read_bytes"] + figures["server_write_bytes"]),
             "classes": classes,
+            **({"use_errors": databases} if databases else {}),
             "os": figures,
             "status": seen.result["status"],
             "levels": seen.result["levels"],
@@ -225,7 +227,8 @@ class ReplayWorkload(Timed):
             details["behind_max_seconds"] = round(float(late.max()), 6) if late.size else 0.0
         return Measured(seconds, details)
 
-    def _refuse_failing(self, classes: dict[str, dict[str, Any]]) -> None:
+    def _refuse_failing(self, classes: dict[str, dict[str, Any]],
+                        databases: Mapping[str, str]) -> None:
         first, self._first[0] = self._first[0], False
         failing = sorted(((sum(c["errors"].values()) / c["n"], cid) for cid, c in classes.items()
                           if c["n"] and sum(c["errors"].values()) / c["n"] > self.max_failing),
@@ -238,8 +241,11 @@ class ReplayWorkload(Timed):
             f"({_codes(classes[cid]['errors'])})" for share, cid in failing[:_SHOWN_CLASSES])
         more = f" and {len(failing) - _SHOWN_CLASSES} more" if len(failing) > _SHOWN_CLASSES \
             else ""
-        message = (f"statements fail in the sandbox: {named}{more}; above max_failing = "
-                   f"{self.max_failing:g}")
+        # A database the sandbox lacks makes every statement after its USE fail: said first.
+        missing = "".join(f"USE `{name}` failed (error {code}: the data lacks that database); "
+                          for name, code in sorted(databases.items()))
+        message = (f"statements fail in the sandbox: {missing}{named}{more}; above "
+                   f"max_failing = {self.max_failing:g}")
         if first:
             raise UserError(f"{message}. Give the data they need ([dataset] dump) and check "
                             "the log; or raise [workload] max_failing to replay anyway")
@@ -325,6 +331,7 @@ class _Worker:
     cpu_seconds: float = 0.0
     late: array[float] = field(default_factory=lambda: array("d"))
     thread_id: int | None = None  # its current connection's, for KILL
+    databases: dict[str, str] = field(default_factory=dict)  # a USE that failed: its error
 
 
 class _Replay:
@@ -439,6 +446,8 @@ class _Replay:
                         self._fail(f"the server dropped a replay connection: {_error(exc)}")
                         return
                     figures.errors[str(code)] = figures.errors.get(str(code), 0) + 1
+                    if kind == USE:
+                        worker.databases[text[5:-1].decode("utf-8", "replace")] = str(code)
                     rows, checksum = 0, 0
                 figures.times.append((perf() - began) / 1e9)
                 figures.rows += rows
