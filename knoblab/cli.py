@@ -423,20 +423,25 @@ def cmd_tune(args: argparse.Namespace, store: Store, home: Path) -> int:
     finally:
         console_listener.close()
     return _show_study(result, spec.source, {**machine, "server": result.server}, args,
-                       "run knoblab tune again")
+                       "run knoblab tune again", store)
 
 
 def _show_study(result: TuneResult, spec_source: str, machine: dict[str, str],
-                args: argparse.Namespace, again: str) -> int:
+                args: argparse.Namespace, again: str, store: Store) -> int:
     """A study's report: in the terminal, and its folder (report, charts, tune.json,
     recommended.cnf); `again` is how to write it elsewhere."""
     from knoblab.report.document import claim_folder, render
     from knoblab.report.tune_charts import write_tune_charts
     from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
+    from knoblab.results import build_results
+    from knoblab.search import recommend
     from knoblab.studies import report_folder
 
     out = _stdout()
-    print_tune(result, out)
+    # The run the recommendation's gain comes from: its statement classes say what got faster.
+    claimed = recommend.claim(result) if result.settings else None
+    measured = None if claimed is None else build_results(store, claimed.run_id)
+    print_tune(result, out, measured)
     folder = args.out or report_folder(result.study)
     document = json.dumps(tune_json(result), indent=2)
     if args.json:  # first: when it cannot be written, no half-written folder is left
@@ -444,7 +449,7 @@ def _show_study(result: TuneResult, spec_source: str, machine: dict[str, str],
     try:
         claim_folder(folder)
         charts = write_tune_charts(result, folder)
-        render(tune_document(result, charts, spec_source, machine), folder,
+        render(tune_document(result, charts, spec_source, machine, measured), folder,
                {"tune.json": document, "recommended.cnf": tune_cnf(result)})
         _say_written(out, folder, charts, "tune.json")
     except OSError as exc:
@@ -538,7 +543,7 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
         result, study = stored_result(store, name)
         machine = {**study["info"].get("machine", {}), "server": result.server}
         return _show_study(result, study["spec_source"], machine, args,
-                           f"knoblab report {shlex.quote(wanted)}")
+                           f"knoblab report {shlex.quote(wanted)}", store)
     try:
         run = store.run(wanted)
     except UserError:
