@@ -261,13 +261,7 @@ def _print_timed(results: Results, console: Console) -> None:
         console.print(_text(line, style="bold yellow"))
     for line in explanation_lines(results):
         console.print(_text(line))
-    classes = class_grid(results)
-    if classes is not None:
-        console.print(_text(classes.title, style="bold"))
-        _print_table(console, classes.headers, classes.rows, set(), 1, 1,
-                     [tuple(range(len(classes.headers) - 1))])
-        for line in class_notes(results):
-            console.print(_text(line))
+    print_classes(results, console)
     noise = noise_text(results)
     if noise:
         console.print(_text(noise, style="dim"))
@@ -761,6 +755,18 @@ def class_grid(results: Results) -> Grid | None:
              f"significant difference){hidden}")
     return Grid(title, headers, rows, set(), [False, True, True, True, True,
                                                *(False for _ in others)])
+
+
+def print_classes(results: Results, console: Console) -> None:
+    """The statement-class table (`class_grid`) and its notes, when the run has one."""
+    classes = class_grid(results)
+    if classes is None:
+        return
+    console.print(_text(classes.title, style="bold"))
+    _print_table(console, classes.headers, classes.rows, set(), 1, 1,
+                 [tuple(range(len(classes.headers) - 1))])
+    for line in class_notes(results):
+        console.print(_text(line))
 
 
 def class_notes(results: Results) -> list[str]:

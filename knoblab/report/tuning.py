@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,9 @@ from rich.table import Table
 
 from knoblab import __version__
 from knoblab.literal import literal
-from knoblab.records import TrialOutcome, TuneResult, Validation
+from knoblab.records import Results, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
+from knoblab.report.tables import class_grid, class_notes, print_classes
 from knoblab.units import format_duration, setting_text, settings_text
 
 STATES = {"baseline": "the baseline", "refused": "refused before running",
@@ -80,7 +82,7 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
            "space": "every configuration of the space measured"}
 
 
-def print_tune(result: TuneResult, out: Console) -> None:
+def print_tune(result: TuneResult, out: Console, measured: Results | None = None) -> None:
     from knoblab.search import recommend  # lazily: the report reads records, not the search
 
     trials = result.trials
@@ -145,6 +147,8 @@ def print_tune(result: TuneResult, out: Console) -> None:
               f"{claim_said(result)}. As a my.cnf fragment (every setting in force when it "
               "was measured):", markup=False, highlight=False)
     out.print(fragment(result), markup=False, highlight=False)
+    if measured is not None:  # what the gain is made of, statement class by class
+        print_classes(measured, out)
 
 
 NOTHING_SHOWN = ("None of its settings is recommended: none was shown to help that the "
@@ -406,8 +410,9 @@ def claim_head(result: TuneResult) -> str:
 
 
 def tune_document(result: TuneResult, charts: list[Path], spec: str,
-                  machine: dict[str, str]) -> Document:
-    """The search as a shareable report: the same sections as a run's."""
+                  machine: dict[str, str], measured: Results | None = None) -> Document:
+    """The search as a shareable report: the same sections as a run's; `measured`, the run
+    the recommendation's gain comes from, adds its statement classes (a replayed log's)."""
     from knoblab.search import recommend  # lazily: the report reads records, not the search
 
     goal = result.goal
@@ -452,6 +457,11 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         tables.append(table(title[0].upper() + title[1:], ["setting", "share", "range"],
                             [[i.name, f"{i.share:.0%}", f"{i.low:.0%} to {i.high:.0%}"]
                              for i in result.importance], [False, True, True]))
+    classes = None if measured is None else class_grid(measured)
+    if classes is not None and measured is not None:
+        tables.append(replace(table(classes.title, classes.headers,
+                                    [[cell.plain for cell in row] for row in classes.rows],
+                                    classes.numeric), notes=class_notes(measured)))
     refused = [trial_text(t) for t in result.trials if t.state in ("refused", "failed")]
     return Document(
         title=f"knoblab tune — study {result.study}",
