@@ -17,6 +17,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -41,12 +42,14 @@ if __name__ == "__main__" or Path(sys.argv[0]).name == "knoblab":
 from rich.console import Console
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     MofNCompleteColumn,
     Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 from rich.text import Text
@@ -243,6 +246,20 @@ def build_parser() -> argparse.ArgumentParser:
                          after_crash="what was not put back is still recorded: run knoblab "
                                      "restore again")
 
+    capture = sub.add_parser("capture", help="capture a running server's statements (its "
+                             "slow log, for a window) and its data, with a spec to tune them")
+    capture.add_argument("spec", type=Path, help="a spec whose [server] names a running server")
+    capture.add_argument("--for", dest="window", required=True, metavar="TIME",
+                         help="how long to capture (e.g. 10m); Ctrl-C ends it early")
+    capture.add_argument("--out", dest="capture_out", type=Path, required=True, metavar="DIR",
+                         help="a new folder for the statements, the dump and the spec")
+    capture.add_argument("--data", default="schema", metavar="schema|all|sample=N",
+                         help="what the dump takes: the tables' definitions (default), every "
+                              "row, or at most N rows per table")
+    capture.set_defaults(func=cmd_capture, starts_servers=False, writes_store=True,
+                         after_crash="every setting it changed was put back, or is recorded "
+                                     "for knoblab restore")
+
     runs = sub.add_parser("runs", help="list recent runs and tuning studies, newest first "
                           "(a study is one row; its own runs with --study)")
     runs.add_argument("--name", help="only runs whose name contains this")
@@ -333,6 +350,10 @@ def _check_outputs(args: argparse.Namespace, store: Store, home: Path) -> None:
         places.output_folder(out, "--out")
         places.not_knoblabs_own(out, "--out", own, home)
         places.check_report_folder(out)
+    capture_out = getattr(args, "capture_out", None)
+    if capture_out is not None:
+        places.output_folder(capture_out, "--out")
+        places.not_knoblabs_own(capture_out, "--out", own, home)
     if json_file is not None:
         places.output_file(json_file, "--json")
         places.not_knoblabs_own(json_file, "--json", own, home)
@@ -345,6 +366,8 @@ def _after_stop(args: argparse.Namespace, store: Store | None) -> str:
     if args.command == "tune":
         return ("; the study's finished trials are stored (go on with: knoblab tune "
                 f"{shlex.quote(str(args.spec))})")
+    if args.command == "capture":
+        return "; every setting it changed was put back"
     if args.command not in ("run", "resume"):
         return ""
     run_id = _own_run(store)
@@ -479,6 +502,7 @@ def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import resume_run
 
     budget = None if args.budget is None else parse_duration(args.budget, "--budget")
+    _not_a_capture(store.run(args.run_id), "is not resumed (capture again)")
     return _measure(lambda listener: resume_run(args.run_id, store, home, listener,
                                                 budget=budget), args, store)
 
@@ -531,6 +555,67 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
     return 0
 
 
+class CaptureConsole:
+    """Shows a capture: the window's bar (statements so far, ETA), then the dump's in bytes."""
+
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+
+    def message(self, text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def window(self, seconds: float) -> Callable[[float, int], None]:
+        progress = self._start(TextColumn("{task.description}", markup=False), BarColumn(),
+                               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+        task = progress.add_task("capturing", total=seconds)
+
+        def update(elapsed: float, statements: int) -> None:
+            progress.update(task, completed=elapsed,
+                            description=f"capturing: {statements:,} statements")
+        return update
+
+    def dumping(self, total: int) -> Callable[[int], None]:
+        progress = self._start(TextColumn("{task.description}", markup=False), BarColumn(),
+                               DownloadColumn(), TransferSpeedColumn(), TimeElapsedColumn())
+        task = progress.add_task("dumping", total=total)
+
+        def update(done: int) -> None:
+            progress.update(task, completed=done, total=max(total, done))
+        return update
+
+    def _start(self, *columns: Any) -> Progress:
+        self.close()
+        self.progress = Progress(*columns, console=console, transient=False)
+        self.progress.start()
+        return self.progress
+
+    def close(self) -> None:
+        if self.progress is not None and self.progress.live.is_started:
+            self.progress.stop()
+        self.progress = None
+
+
+def cmd_capture(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.capturing import Request, capture
+    from knoblab.server.dumping import parse_data
+
+    request = Request(spec=args.spec, out=args.capture_out,
+                      seconds=parse_duration(args.window, "--for"), data=parse_data(args.data))
+    view = CaptureConsole()
+    try:
+        return capture(request, store, view, _rearm)
+    finally:
+        view.close()
+
+
+def _rearm() -> None:
+    """After a first signal was taken to end a capture's window: the next one stops the
+    command again (the settings it could have cut short are back by then)."""
+    STOP.clear()
+    UNWINDING.clear()
+    _SIGNALLED["stopping"] = False
+
+
 def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.studies import PREFIX, latest, stored_result
 
@@ -551,7 +636,18 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
             raise UserError(f"{args.run_id!r} is a tuning study, not a run: its report is "
                             f"knoblab report {shlex.quote(PREFIX + args.run_id)}") from None
         raise
+    _not_a_capture(run, "has no report")
     return _show(store, run["id"], args)
+
+
+def _not_a_capture(run: dict[str, Any], what: str) -> None:
+    from knoblab.store import CAPTURE
+
+    if run["kind"] == CAPTURE:
+        folder = (run["info"].get("dataset") or {}).get("folder") or "the folder it wrote"
+        raise UserError(f"run {run['id']} is a capture (knoblab capture), which measured "
+                        f"nothing and {what}: its statements, data and spec are in {folder}; "
+                        "tune them with knoblab tune FOLDER/spec.toml")
 
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
@@ -665,7 +761,7 @@ RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
-    from knoblab.store import study_of
+    from knoblab.store import CAPTURE, study_of
     from knoblab.studies import PREFIX, describe
 
     if args.limit < 0:
@@ -704,10 +800,12 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
             continue
         end = run["finished_at"] or (time.time() if state == "running" else None)
         took = "—" if end is None else format_duration(end - run["created_at"])
-        kind = f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
+        kind = run["kind"] if run["kind"] == CAPTURE else \
+            f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
         rows.append((run["created_at"], [
             run["id"], literal(run["name"]), kind,  # one line each
-            "killed (knoblab resume)" if state == "killed" else state,
+            state if state != "killed" else "killed (knoblab restore)"
+            if run["kind"] == CAPTURE else "killed (knoblab resume)",
             literal(run["server_version"] or ""), _machine_text(run["host"], info),
             _when(run["created_at"]), took, ""]))
         shown += 1

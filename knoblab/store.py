@@ -44,6 +44,9 @@ RETRY_FOR = 60.0
 MIN_FREE = 1 << 20
 MAX_ROWS = 2**63 - 1  # the largest LIMIT SQLite and PostgreSQL accept
 T = TypeVar("T")
+# The kind of a run row that records a capture (knoblab capture): it measured nothing, and is
+# kept for the journal of the settings it changed on a running server.
+CAPTURE = "capture"
 metadata = sa.MetaData()
 
 runs = sa.Table(
@@ -889,11 +892,12 @@ class Store:
                 server_version=server_version,
                 info=json.dumps(info.to_json()),
             ))
-            conn.execute(points.insert(), [
-                {"run_id": run_id, "idx": i, "requested": json.dumps(req),
-                 "config": json.dumps(cfg)}
-                for i, (req, cfg) in enumerate(point_list)
-            ])
+            if point_list:  # a capture has none
+                conn.execute(points.insert(), [
+                    {"run_id": run_id, "idx": i, "requested": json.dumps(req),
+                     "config": json.dumps(cfg)}
+                    for i, (req, cfg) in enumerate(point_list)
+                ])
         self._tx(work)
         return run_id
 
@@ -1254,9 +1258,11 @@ class Store:
             offset += page
 
     def newest_run(self) -> dict[str, Any] | None:
-        """The newest run of its own (as `list_runs` gives it), not a tuning study's."""
+        """The newest run of its own (as `list_runs` gives it), not a tuning study's, nor a
+        capture (which measured nothing)."""
         return next((run for run in self.each_run()
-                     if study_of(json.loads(run["info"])) is None), None)
+                     if study_of(json.loads(run["info"])) is None
+                     and run["kind"] != CAPTURE), None)
 
 
 def _listed(row: Any) -> dict[str, Any]:

@@ -1,0 +1,351 @@
+"""`knoblab capture`: a running server's statements (its slow query log, for a window) and
+its databases (a dump), written to a folder with a spec `knoblab tune` takes as it is.
+
+Everything is checked before the server is touched: the spec names a running server, the
+folder is new, empty or a capture's, the user holds every privilege needed (the missing
+ones named in one line), the dump fits on the disk. Then the settings of the slow log are
+journalled and changed (`knoblab.server.slow_log`), the window runs, the settings are put
+back — at its end, on a signal, on an error; after a kill -9 `knoblab restore` does it —
+and only then is the data dumped (`knoblab.server.dumping`), so the dump's own reads are not
+captured. The folder is 0700 and its files 0600: the log's literals are the user's data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import socket
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.filesize import decimal as format_size
+
+from knoblab import __version__, places
+from knoblab.capture import read_log
+from knoblab.connection import Endpoint, one
+from knoblab.errors import STOP, UserError
+from knoblab.server.dumping import (
+    DumpPlan,
+    disk_check,
+    dump_program,
+    missing_privileges,
+    plan_dump,
+    run_dump,
+)
+from knoblab.server.external import ExternalServer
+from knoblab.server.slow_log import SlowLog
+from knoblab.store import CAPTURE as KIND
+from knoblab.store import RunInfo, Store
+from knoblab.units import format_duration
+
+MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
+LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
+_OURS = frozenset({MARK, LOG, DUMP, SPEC, SUMMARY})
+
+
+class CaptureView(Protocol):
+    """What the capture shows while it runs (the command line's console)."""
+
+    def message(self, text: str) -> None: ...
+
+    def window(self, seconds: float) -> Callable[[float, int], None]:
+        """Starts the window's bar; the callable takes (elapsed, statements so far)."""
+
+    def dumping(self, total: int) -> Callable[[int], None]:
+        """Starts the dump's bar in bytes of text; the callable takes the bytes so far."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Request:
+    spec: Path
+    out: Path
+    seconds: float
+    data: tuple[str, int | None]  # knoblab.server.dumping.parse_data
+
+
+def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
+    """The spec's name, the running server its [server] names, and its text; a sandbox or a
+    spec without [server] is one line."""
+    from knoblab.spec import _external
+
+    try:
+        source = path.read_text(encoding="utf-8")
+        data = tomllib.loads(source)
+    except OSError as exc:
+        raise UserError(f"cannot read spec {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not a UTF-8 text file; save the spec as UTF-8 TOML") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: invalid TOML: {exc}") from None
+    server = data.get("server")
+    if not isinstance(server, dict) or server.get("kind", "sandbox") == "sandbox":
+        raise UserError(f"{path}: knoblab capture needs a running server: give [server] "
+                        "kind = \"external\" with host and port or socket (a sandbox has no "
+                        "load of its own to capture)")
+    endpoint = _external(server)
+    assert endpoint is not None
+    name = data.get("name") if isinstance(data.get("name"), str) else path.stem
+    return str(name), endpoint, source
+
+
+def check_out(out: Path) -> None:
+    """A folder capture may write: new, empty, or a previous capture's (nothing else in it)."""
+    places.output_folder(out, "--out")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir() if p.name not in _OURS)
+        if foreign or (any(out.iterdir()) and not (out / MARK).exists()):
+            shown = ", ".join((foreign or sorted(p.name for p in out.iterdir()))[:3])
+            raise UserError(f"--out {out} holds files knoblab capture did not write ({shown}); "
+                            "give a new or empty folder")
+
+
+def _claim(out: Path) -> None:
+    try:
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out.chmod(0o700)  # the statements' literals are the user's data
+        _write(out / MARK, "Written by knoblab capture: it may overwrite this folder.\n")
+        for stale in (LOG, DUMP, SPEC, SUMMARY):  # a previous capture's
+            with contextlib.suppress(FileNotFoundError):
+                (out / stale).unlink()
+    except OSError as exc:
+        raise UserError(f"cannot write in --out {exc.filename or out}: {exc.strerror}") from None
+
+
+def _write(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """While settings are put back a stopping signal does not break in (it only hurries, as a
+    second one does anywhere): a restore cut short would leave the server changed."""
+    stopping = STOP.is_set()
+    STOP.set()
+    try:
+        yield
+    finally:
+        if not stopping:
+            STOP.clear()
+
+
+def capture(request: Request, store: Store, view: CaptureView,
+            rearm: Callable[[], None]) -> int:
+    """The whole capture; 0 when the folder holds its spec, 130 when a second signal stopped
+    the dump (the settings are back, the statements kept). `rearm` lets the next signal stop
+    the command again after the first ended the window."""
+    name, endpoint, source = read_endpoint(request.spec)
+    check_out(request.out)
+    server = ExternalServer(endpoint)
+    version_line, _, _ = server.probe()
+    catalog = server.catalog()
+    where = endpoint.describe()
+    for row in store.pending_restores():
+        if server.is_same_as(row["server"]):
+            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
+                            f"it back first with: knoblab restore {row['run_id']}")
+    log = SlowLog.plan(server, catalog, store, run_id="")
+    mode, rows = request.data
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            missing = []
+            if log.check_changeable(cur) is not None:
+                missing.append("SUPER or SYSTEM_VARIABLES_ADMIN (to change the slow log's "
+                               "settings with SET GLOBAL)")
+            if log.mode == "table":
+                try:
+                    cur.execute("SELECT 1 FROM mysql.slow_log LIMIT 0")
+                except Exception:
+                    missing.append("SELECT on mysql.slow_log (to read the log)")
+            plan = plan_dump(cur, mode, rows)
+            missing += missing_privileges(cur, plan.databases)
+    finally:
+        conn.close()
+    if missing:
+        raise UserError(f"{where} lacks privileges knoblab capture needs: {'; '.join(missing)}"
+                        "; grant them, or capture as a user who holds them")
+    room = disk_check(plan, request.out) if plan.databases else ""
+    if plan.databases:
+        dump_program()
+    view.message(f"capturing {where} ({catalog.server_version}) for "
+                 f"{format_duration(request.seconds)} into {request.out}")
+    changed = ", ".join(f"{n} = {v!r}" for n, v in log.changes.items() if not n.endswith("_file"))
+    view.message(f"the statements go to {log.describe()}; changed for the window and put back "
+                 f"after it: {changed}")
+    if plan.databases:
+        view.message(f"then the dump: {plan.describe()}")
+        if plan.not_transactional:
+            shown = ", ".join(plan.not_transactional[:8]) + (
+                f" and {len(plan.not_transactional) - 8} more"
+                if len(plan.not_transactional) > 8 else "")
+            view.message(f"not transactional, so dumped without a consistent snapshot (nothing "
+                         f"is locked; their rows may be from different moments): {shown}")
+        view.message(room)
+    else:
+        view.message("no database to dump (none but the server's own and knoblab's): the spec "
+                     "replays on empty sandboxes")
+    _claim(request.out)
+    run_id = store.create_run(
+        name=f"{name}-capture", kind=KIND, spec_source=source, server_binary=where,
+        server_version=catalog.server_version,
+        info=RunInfo(workload={"kind": KIND}, dataset={"folder": str(request.out.resolve())},
+                     owner={"pid": os.getpid(),
+                                                     "host": socket.gethostname()},
+                     spec_dir=str(request.spec.parent.resolve()), knoblab_version=__version__),
+        point_list=[])
+    log.bind(run_id)
+    for stale in log.left_by_killed(store):
+        view.message(f"removed {stale}, the log a capture killed before its end left on the "
+                     "server (its settings were put back by knoblab restore)")
+    try:
+        summary = _window(request, server, log, view, rearm)
+        summary.update(server={k: v for k, v in server.stored().items()
+                               if k not in ("restart_command", "config_include")},
+                       version=catalog.server_version, version_line=version_line,
+                       run=run_id)
+        code = _dump(request, endpoint, plan, summary, view)
+        summary["knoblab_version"] = __version__
+        _write(request.out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+        if code == 0:
+            _write(request.out / SPEC, _spec_text(name, summary, bool(plan.databases)))
+    except BaseException as exc:
+        with contextlib.suppress(Exception):  # the store may be what failed
+            store.set_status(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt)
+                             else "failed", str(exc)[:500] or type(exc).__name__)
+        raise
+    store.set_status(run_id, "done" if code == 0 else "interrupted")
+    if code == 0:
+        data = f"data in {request.out / DUMP}" if plan.databases else "no data"
+        view.message(f"ready: knoblab tune {request.out / SPEC} (statements in "
+                     f"{request.out / LOG}, {data}, what was done in {request.out / SUMMARY})")
+    return code
+
+
+def _window(request: Request, server: ExternalServer, log: SlowLog, view: CaptureView,
+            rearm: Callable[[], None]) -> dict[str, Any]:
+    """The window: settings journalled and changed, the log filled, the settings put back,
+    the log written to the folder and verified by reading it back."""
+    ended_early = False
+    began = ended = dt.datetime.now(dt.UTC)
+    dest = request.out / LOG
+    try:
+        try:
+            conn = server.connect()
+            try:
+                log.start(conn)
+                began = dt.datetime.now(dt.UTC)
+                with conn.cursor() as cur:
+                    cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE "
+                                "ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', "
+                                "'Binlog Dump', 'Killed') AND USER NOT IN ('system user', "
+                                "'event_scheduler')")
+                    already = int(one(cur)[0])
+                    if already:
+                        view.message(f"{already} connection(s) were open before the window: "
+                                     "each keeps the long_query_time it opened with, so only "
+                                     "its statements slower than that are captured; "
+                                     "connections opened from now on are captured in full")
+                    view.message("capturing — Ctrl-C ends the window early and keeps what "
+                                 "was captured")
+                    update = view.window(request.seconds)
+                    start = time.monotonic()
+                    first = log.written(cur)
+                    try:
+                        while (elapsed := time.monotonic() - start) < request.seconds:
+                            update(elapsed, log.written(cur) - first)
+                            time.sleep(min(0.5, request.seconds - elapsed))
+                        update(request.seconds, log.written(cur) - first)
+                    except KeyboardInterrupt:
+                        ended_early = True
+            finally:
+                ended = dt.datetime.now(dt.UTC)
+                with contextlib.suppress(Exception):
+                    conn.close()
+        finally:
+            with _shielded():
+                view.close()
+                put_back = log.put_back()
+        if ended_early:
+            view.message(f"the window was ended early, after "
+                         f"{format_duration((ended - began).total_seconds())}; every setting "
+                         "is back; keeping what was captured and going on to the dump "
+                         "(Ctrl-C again stops it)")
+        with _shielded():
+            log.write_out(dest)
+    finally:
+        with _shielded():
+            left = log.clean_up()
+    if left:
+        view.message(f"note: {left}")
+    rearm()
+    statements, connections = 0, set()
+    for event in read_log(dest):
+        if event.is_statement:
+            statements += 1
+            connections.add(event.thread)
+    view.message(f"captured {statements} statement(s) from {len(connections)} connection(s) "
+                 f"into {dest}")
+    return {"window": {"start": began.isoformat(), "end": ended.isoformat(),
+                       "asked_seconds": request.seconds, "ended_early": ended_early},
+            "log": {"file": LOG, "via": log.mode, "statements": statements,
+                    "connections": len(connections)},
+            "settings": {name: {"original": log.originals.get(name), "window": value,
+                                "put_back": name in put_back}
+                         for name, value in log.changes.items()}}
+
+
+def _dump(request: Request, endpoint: Endpoint, plan: DumpPlan, summary: dict[str, Any],
+          view: CaptureView) -> int:
+    mode, rows = request.data
+    summary["dump"] = {"mode": mode, "rows_per_table": rows, "databases": plan.databases,
+                       "not_transactional": plan.not_transactional, "file": None, "bytes": 0}
+    if not plan.databases:
+        return 0
+    try:
+        progress = view.dumping(max(plan.text_bytes, 1))
+        size = run_dump(endpoint, plan, request.out / DUMP, progress)
+    except KeyboardInterrupt:
+        view.close()
+        summary["dump"]["stopped"] = True
+        view.message(f"the dump was stopped: no data was kept; the statements are in "
+                     f"{request.out / LOG} and every setting is back (no spec was written)")
+        return 130
+    finally:
+        view.close()
+    summary["dump"].update(file=DUMP, bytes=size)
+    view.message(f"dumped {plan.describe()} into {request.out / DUMP} ({format_size(size)})")
+    return 0
+
+
+def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
+    window = summary["window"]
+    server = Endpoint.from_dict(summary["server"]).describe()
+    lines = [
+        f"# Captured by knoblab capture from {server} ({summary['version']}),",
+        f"# {window['start']} to {window['end']}: {summary['log']['statements']} statements "
+        f"from {summary['log']['connections']} connections.",
+        "#",
+        f"#   knoblab tune {SPEC} --budget 2h      (sandboxes only; paths are relative to "
+        "this file)",
+        f"name = {json.dumps(name + '-capture')}",
+        "",
+        "[workload]",
+        'kind = "replay"',
+        f'log = "{LOG}"',
+        'speed = "max"',
+        "",
+    ]
+    if with_data:
+        lines += ["[dataset]", f'dump = "{DUMP}"', ""]
+    lines += ["[tune]", 'knobs = "auto"', ""]
+    return "\n".join(lines)
