@@ -159,7 +159,7 @@ def capture(request: Request, store: Store, view: CaptureView,
     try:
         with conn.cursor() as cur:
             missing = []
-            if log.check_changeable(cur) is not None:
+            if not log.may_change(cur):
                 missing.append("SUPER or SYSTEM_VARIABLES_ADMIN (to change the slow log's "
                                "settings with SET GLOBAL)")
             if log.mode == "table":

@@ -426,3 +426,14 @@ def test_knoblabs_own_entries_are_left_out_and_the_log_still_reads(tmp_path):
     events = list(read_log(written))
     assert [(e.thread, e.text) for e in events] == [(7, "SELECT 1"), (7, "SELECT\n2")]
     assert written.read_text().count("# Time:") == 2
+
+
+def test_a_dump_larger_than_the_disk_under_out_is_refused(tmp_path):
+    from knoblab.errors import UserError
+    from knoblab.server.dumping import DumpPlan, disk_check
+
+    fits = DumpPlan("all", None, databases=[DB], text_bytes=1 << 20, tables=1)
+    assert "the dump needs at most 1.0 MB" in disk_check(fits, tmp_path / "new" / "out")
+    too_big = DumpPlan("all", None, databases=[DB], text_bytes=1 << 60, tables=1)
+    with pytest.raises(UserError, match="not enough room; free some space or give --out"):
+        disk_check(too_big, tmp_path / "out")

@@ -147,15 +147,18 @@ class SlowLog:
                     "once copied")
         return "the server's mysql.slow_log table (log_output = TABLE), read over SQL"
 
-    def check_changeable(self, cur: Any) -> str | None:
-        """Each setting set to its own value: the server's refusal if this user may not
-        change them (nothing changes either way)."""
+    def may_change(self, cur: Any) -> bool:
+        """Each setting set to its own value (nothing changes): False when this user lacks
+        the privilege; a UserError naming a setting the server refuses for another reason."""
         for name in self.changes:
             try:
                 cur.execute(f"SET GLOBAL {name} = @@GLOBAL.{name}")  # a catalog name
             except pymysql.MySQLError as exc:
-                return refusal(exc)
-        return None
+                if exc.args and exc.args[0] in (1227, 1044, 1045):  # access denied
+                    return False
+                raise UserError(f"{name} cannot be changed on "
+                                f"{self.server.endpoint.describe()}: {refusal(exc)}") from None
+        return True
 
     def start(self, conn: pymysql.Connection) -> None:
         """Journal every original (the switch's first), then change them, the switch last.
