@@ -59,7 +59,7 @@ from knoblab.report.text import (
     tied_text,
     total_text,
 )
-from knoblab.units import format_size
+from knoblab.units import format_size, settings_text
 from knoblab.workloads.base import Steady
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
@@ -727,11 +727,11 @@ def class_grid(results: Results) -> Grid | None:
     found = results.statement_classes
     if found is None or not found.rows:
         return None
-    reference = results.points[found.reference]
+    reference = _class_label(results, results.points[found.reference])
     others = [c.point for c in found.rows[0].changes]
-    headers = ["statement class", "per run", "share", f"s at {point_label(results, reference)}",
-               f"p95 ms at {point_label(results, reference)}",
-               *(point_label(results, results.points[i]) for i in others)]
+    headers = ["statement class", "per run", "share", f"s at {reference}",
+               f"p95 ms at {reference}",
+               *(_class_label(results, results.points[i]) for i in others)]
     rows = []
     for row in found.rows:
         print_ = " ".join(row.fingerprint.split())
@@ -750,11 +750,19 @@ def class_grid(results: Results) -> Grid | None:
                                else _CLASS_STYLE.get(change.verdict, "")))
         rows.append(cells)
     hidden = f"; {found.hidden} more not shown" if found.hidden else ""
-    title = (f"Statement classes: time against {point_label(results, reference)} (× its "
+    title = (f"Statement classes: time against {reference} (× its "
              "time, with intervals that hold at 95% for the whole table; n.s. = no "
              f"significant difference){hidden}")
     return Grid(title, headers, rows, set(), [False, True, True, True, True,
                                                *(False for _ in others)])
+
+
+def _class_label(results: Results, point: Point) -> str:
+    """A configuration's name in the classes table: its step's in a steps run (a tune's
+    validation: "defaults", "+ innodb_buffer_pool_size=96M"), else its values."""
+    if point.step is None:
+        return point_label(results, point)
+    return f"+ {settings_text(point.step.change)}" if point.step.change else point.step.label
 
 
 def print_classes(results: Results, console: Console) -> None:
@@ -775,7 +783,7 @@ def class_notes(results: Results) -> list[str]:
     if found is None:
         return []
     notes = []
-    differ = sorted({point_label(results, results.points[c.point]) for row in found.rows
+    differ = sorted({_class_label(results, results.points[c.point]) for row in found.rows
                      for c in row.changes if c.rows_differ})
     if differ:
         notes.append(f"Rows differ: some classes returned other rows under {', '.join(differ)} "
