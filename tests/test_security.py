@@ -93,6 +93,17 @@ SPLICES: dict[str, dict[str, str]] = {
         "OWNER_TABLE": "the constant 'knoblab_owner'",
         "table.replace('`', '``')": "table names read from information_schema, quoted",
     },
+    "knoblab/server/dumping.py": {
+        "marks": "the text '%s, %s, ...': the names and grantees are bound parameters",
+        "db_marks": "the text '%s, %s, ...': the database names are bound parameters",
+    },
+    "knoblab/server/slow_log.py": {
+        "name": "a slow-log setting's name: one of the module's own constants that the "
+                "server's catalog has (_known)",
+        "knob.name": "a setting's name: the catalog's own (catalog.knobs[name].name), for a "
+                     "name among the module's constants",
+        "marks": "the text '%s, %s, ...': the thread ids are bound parameters",
+    },
     "knoblab/server/guard.py": {
         "name": "a global's name as SHOW GLOBAL VARIABLES gave it, matched against [a-z0-9_]+ "
                 "(_NAME) before it is used",
