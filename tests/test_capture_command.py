@@ -218,6 +218,22 @@ def test_a_window_captures_the_clients_statements_and_puts_everything_back(
     spec = tomllib.loads((out / "spec.toml").read_text())
     assert spec["workload"] == {"kind": "replay", "log": "statements.log", "speed": "max"}
     assert spec["dataset"] == {"dump": "data.sql.zst"} and spec["tune"] == {"knobs": "auto"}
+
+    # What was captured replays on sandboxes over what was dumped: every statement class of
+    # the mix runs there without an error (the same log and dump the written spec names).
+    replay = tmp_path / "replay.toml"
+    replay.write_text('name = "replayed"\n[dataset]\ndump = "prod-capture/data.sql.zst"\n'
+                      '[workload]\nkind = "replay"\nlog = "prod-capture/statements.log"\n'
+                      'repetitions = 2\n[sweep]\nsort_buffer_size = ["256K", "1M"]\n')
+    replayed = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(replay), "--json",
+                        str(tmp_path / "replayed.json"))
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads((tmp_path / "replayed.json").read_text())
+    prints = {c["fingerprint"] for c in result["workload"]["classes"]}
+    assert {f"select v from {DB}.t_inno where id = ?", "select ? + ?"} <= prints, prints
+    rows = result["statement_classes"]["rows"]
+    assert rows and all(row["errors"] == 0 for row in rows)
+    assert all(p["n"] == 2 and p["failed"] == 0 for p in result["points"])
     summary = json.loads((out / "capture.json").read_text())
     assert summary["log"]["statements"] == len(events)
     assert summary["log"]["connections"] == len({e.thread for e in events})
