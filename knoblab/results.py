@@ -132,7 +132,7 @@ def build_results(store: Store, run_id: str) -> Results:
         explained_by=_explanations(by_point, point_list, slices, steps, kind),
         tied=info.tied,
         warnings=info.warnings + _warnings(points) + _different_work(points, by_point, slices)
-        + _speed_levels(samples),
+        + _speed_levels(samples) + _busy_client(by_point),
         steps=tables,
         servers_compared=_servers_compared(points, samples, objective, statistics, levels,
                                            blocks)
@@ -387,6 +387,25 @@ def _warnings(points: list[Point]) -> list[str]:
             warnings.append(f"the server applied the same {name} ({applied.pop()}) for every "
                             "value: this sweep measures noise")
     return warnings
+
+
+# The client's CPU at half the server's or more: on a machine of few cores they compete for it.
+BUSY_CLIENT = 0.5
+
+
+def _busy_client(by_point: dict[int, list[Trial]]) -> list[str]:
+    """A warning when knoblab's own client (a script's or a replay's) used half as much CPU as
+    the server or more: on this machine they compete, and the client may set the pace."""
+    shares = [client / server for trials in by_point.values() for t in trials
+              if t.status == TrialState.DONE
+              and (client := t.details.get("client_cpu_seconds")) is not None
+              and (server := t.details.get("cpu_seconds"))]
+    if not shares or float(np.median(shares)) < BUSY_CLIENT:
+        return []
+    return [f"knoblab's client used {float(np.median(shares)):.0%} as much CPU as the server "
+            "(median over the measurements): on a machine of few cores they compete for it, "
+            "and the client may set the pace; a difference the server makes is then measured "
+            "smaller than it is"]
 
 
 def _speed_levels(samples: dict[int, list[float]]) -> list[str]:

@@ -372,3 +372,19 @@ def test_a_bad_log_is_one_line_and_leaves_no_plan(tmp_path: Path, content: bytes
         assert not list((tmp_path / "home" / "replays").iterdir())
     else:  # a log cut short after a whole entry is a log: what it holds is replayed
         assert said == "line" and plan.statements > 0
+
+
+def test_a_client_busy_as_the_server_is_said():
+    from types import SimpleNamespace
+
+    from knoblab.results import _busy_client
+    from knoblab.store import TrialState
+
+    def trial(client: float, server: float) -> SimpleNamespace:
+        return SimpleNamespace(status=TrialState.DONE,
+                               details={"client_cpu_seconds": client, "cpu_seconds": server})
+
+    assert _busy_client({0: [trial(0.1, 1.0), trial(0.2, 1.0)]}) == []
+    (said,) = _busy_client({0: [trial(0.7, 1.0)], 1: [trial(0.6, 1.0), trial(0.1, 1.0)]})
+    assert said.startswith("knoblab's client used 60% as much CPU as the server")
+    assert _busy_client({0: [SimpleNamespace(status=TrialState.DONE, details={})]}) == []
