@@ -1,6 +1,11 @@
 """knoblab tune refuses through the real CLI, before its first trial and before its study is
 opened, everything a trial would refuse: exit code 2, one line, no traceback, nothing stored
-and no study written. Real sandbox catalog; no server is started for a measurement."""
+and no study written. Real sandbox catalog; no server is started for a measurement.
+
+The refusals are checks of the spec: the command runs in this process
+(tests.test_bad_input.knoblab_in_process, output captured at the file descriptors). Storages
+that cannot be opened are tried by a real `python -m knoblab.cli` process, as a user's would:
+its imports (Optuna, SQLAlchemy, the PostgreSQL driver) and their logging are its own."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.test_bad_input import knoblab_in_process
 
 pytestmark = pytest.mark.server
 
@@ -45,28 +52,48 @@ def env(knoblab_home: Path, catalog) -> dict[str, str]:
     return environ
 
 
-def _refused(tmp_path: Path, env: dict[str, str], *, knobs: str = SAFE_KNOBS, tune: str = "",
-             tie: str = "", server: str = "", args: tuple[str, ...] = ()) -> str:
-    """The one line `knoblab tune` refuses the spec with; nothing measured, no study made."""
-    spec = tmp_path / "search.toml"
-    spec.write_text(SPEC.format(knobs=knobs, tune=tune, tie=tie, server=server))
-    store = tmp_path / "s.sqlite"
-    result = subprocess.run(
-        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", "tune",
-         str(spec), *args], capture_output=True, text=True, env=env, cwd=tmp_path,
-        timeout=240, check=False)
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("knoblab: "), result.stderr
-    with sqlite3.connect(store) as db:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-        runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables \
-            else 0
-    assert runs == 0, "nothing is measured"
-    assert "studies" not in tables, "no Optuna table in knoblab's store"
-    assert not (tmp_path / "s-tune.sqlite").exists(), "no study is opened"
-    return lines[0]
+class Refusal:
+    """`knoblab tune` of a spec in a test's folder: in this process, or as a real one."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                 capfd: pytest.CaptureFixture[str]) -> None:
+        self.tmp_path, self.env = tmp_path, env
+        self.monkeypatch, self.capfd = monkeypatch, capfd
+
+    def __call__(self, *, knobs: str = SAFE_KNOBS, tune: str = "", tie: str = "",
+                 server: str = "", args: tuple[str, ...] = (), process: bool = False) -> str:
+        """The one line `knoblab tune` refuses the spec with; nothing measured, no study
+        made."""
+        spec = self.tmp_path / "search.toml"
+        spec.write_text(SPEC.format(knobs=knobs, tune=tune, tie=tie, server=server))
+        store = self.tmp_path / "s.sqlite"
+        command = ["--store", f"sqlite:///{store}", "tune", str(spec), *args]
+        if process:
+            result = subprocess.run([sys.executable, "-m", "knoblab.cli", *command],
+                                    capture_output=True, text=True, env=self.env,
+                                    cwd=self.tmp_path, timeout=240, check=False)
+        else:
+            result = knoblab_in_process(command, {"KNOBLAB_HOME": self.env["KNOBLAB_HOME"]},
+                                        self.tmp_path, self.monkeypatch, self.capfd,
+                                        store=False)
+        assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+        assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("knoblab: "), result.stderr
+        with sqlite3.connect(store) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            runs = db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] if "runs" in tables \
+                else 0
+        assert runs == 0, "nothing is measured"
+        assert "studies" not in tables, "no Optuna table in knoblab's store"
+        assert not (self.tmp_path / "s-tune.sqlite").exists(), "no study is opened"
+        return lines[0]
+
+
+@pytest.fixture
+def refused(tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+            capfd: pytest.CaptureFixture[str]) -> Refusal:
+    return Refusal(tmp_path, env, monkeypatch, capfd)
 
 
 @pytest.mark.parametrize("tune, args, words", [
@@ -76,8 +103,8 @@ def _refused(tmp_path: Path, env: dict[str, str], *, knobs: str = SAFE_KNOBS, tu
     ("", ("--budget", "99999999999999h"), ["--budget", "longer than knoblab takes"]),
 ])
 def test_a_budget_that_is_not_finite_is_one_line_before_anything_runs(
-        tmp_path, env, tune, args, words):
-    line = _refused(tmp_path, env, tune=tune, args=args)
+        refused, tune, args, words):
+    line = refused(tune=tune, args=args)
     for word in words:
         assert word in line
 
@@ -86,8 +113,8 @@ def test_a_budget_that_is_not_finite_is_one_line_before_anything_runs(
     "innodb_flush_log_at_trx_commit = [0, 2]",
     'innodb_flush_log_at_trx_commit = { low = 0, high = 2, scale = "linear" }',
 ])
-def test_unsafe_values_are_refused_before_the_search_and_before_the_scale(tmp_path, env, knobs):
-    line = _refused(tmp_path, env, knobs=knobs)
+def test_unsafe_values_are_refused_before_the_search_and_before_the_scale(refused, knobs):
+    line = refused(knobs=knobs)
     assert "[tune.knobs] innodb_flush_log_at_trx_commit: 0 and 2 give up durability" in line
     assert "allow_durability_tradeoff = true" in line and "log scale" not in line
 
@@ -95,24 +122,24 @@ def test_unsafe_values_are_refused_before_the_search_and_before_the_scale(tmp_pa
 @pytest.mark.parametrize("storage", ["sqlite:///s.sqlite", "sqlite:///{tmp}/s.sqlite",
                                      "sqlite:///{tmp}/../{name}/s.sqlite"])
 def test_a_study_storage_that_is_the_results_store_is_refused_before_opening_it(
-        tmp_path, env, storage):
+        tmp_path, refused, storage):
     url = storage.format(tmp=tmp_path, name=tmp_path.name)
-    line = _refused(tmp_path, env, tune=f'storage = "{url}"')
+    line = refused(tune=f'storage = "{url}"')
     assert "[tune] storage" in line and "knoblab's own results store" in line
 
 
 @pytest.mark.parametrize("storage", ["postgresql://nobody@127.0.0.1:1/x",
                                      "sqlite:///{tmp}/no/such/folder/study.sqlite"])
-def test_a_study_storage_that_cannot_be_opened_is_one_line(tmp_path, env, storage):
-    line = _refused(tmp_path, env, tune=f'storage = "{storage.format(tmp=tmp_path)}"')
+def test_a_study_storage_that_cannot_be_opened_is_one_line(tmp_path, refused, storage):
+    line = refused(tune=f'storage = "{storage.format(tmp=tmp_path)}"', process=True)
     assert "cannot open the tuning study's storage" in line and "[tune] storage" in line
 
 
 @pytest.mark.parametrize("storage", ["postgresql://tuner:hunter2@127.0.0.1/tune",
                                      "postgresql://tuner@127.0.0.1/tune?password=hunter2",
                                      "mysql+pymysql://root:p@ss:w/rd@127.0.0.1/tune"])
-def test_a_password_in_the_study_storage_is_refused_and_never_shown(tmp_path, env, storage):
-    line = _refused(tmp_path, env, tune=f'storage = "{storage}"')
+def test_a_password_in_the_study_storage_is_refused_and_never_shown(refused, storage):
+    line = refused(tune=f'storage = "{storage}"')
     assert "[tune] storage" in line and "hunter2" not in line and "w/rd" not in line, line
 
 
@@ -133,8 +160,8 @@ def test_a_password_in_the_study_storage_is_refused_and_never_shown(tmp_path, en
     ("", 'port = [3307, 3400]\nread_buffer_size = ["64K", "2M"]',
      ["[tune.knobs] port = ", "set by knoblab itself"]),
 ])
-def test_what_a_trial_would_refuse_is_refused_before_the_first(tmp_path, env, tie, knobs, words):
-    line = _refused(tmp_path, env, tie=tie, knobs=knobs)
+def test_what_a_trial_would_refuse_is_refused_before_the_first(refused, tie, knobs, words):
+    line = refused(tie=tie, knobs=knobs)
     for word in words:
         assert word in line
 
@@ -159,17 +186,16 @@ def _another_homes_store(path: Path) -> Path:
     (_another_homes_store, "a knoblab results store"),
 ])
 def test_a_study_storage_that_is_not_empty_nor_optuna_is_refused_before_opening_it(
-        tmp_path, env, make, said):
+        tmp_path, refused, make, said):
     """Optuna would write its tables into it (and fail on a knoblab store's own `trials`)."""
     other = make(tmp_path / "other.sqlite")
     before = other.read_bytes()
-    line = _refused(tmp_path, env, tune=f'storage = "sqlite:///{other}"')
+    line = refused(tune=f'storage = "sqlite:///{other}"')
     assert "[tune] storage" in line and said in line and "not" in line, line
     assert other.read_bytes() == before, "nothing is written into it"
 
 
-def test_a_postgresql_study_storage_with_other_tables_is_refused_before_opening_it(
-        tmp_path, env):
+def test_a_postgresql_study_storage_with_other_tables_is_refused_before_opening_it(refused):
     import uuid
 
     import psycopg
@@ -182,8 +208,8 @@ def test_a_postgresql_study_storage_with_other_tables_is_refused_before_opening_
         with psycopg.connect(f"host=127.0.0.1 port=5432 user=postgres dbname={name}",
                              autocommit=True) as conn:
             conn.execute("CREATE TABLE invoices (id integer)")
-        line = _refused(tmp_path, env,
-                        tune=f'storage = "postgresql://postgres@127.0.0.1:5432/{name}"')
+        line = refused(tune=f'storage = "postgresql://postgres@127.0.0.1:5432/{name}"',
+                       process=True)
         assert "another program's database (its tables: invoices)" in line, line
         with psycopg.connect(f"host=127.0.0.1 port=5432 user=postgres dbname={name}") as conn:
             tables = {r[0] for r in conn.execute(
