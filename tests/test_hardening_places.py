@@ -8,14 +8,15 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from knoblab import cli
 from knoblab.store import Store
+from tests.test_bad_input import knoblab_in_process
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 SPEC = """name = "places"
@@ -29,14 +30,21 @@ read_buffer_size = ["128K", "256K"]
 """
 
 
-def _knoblab(tmp_path: Path, home: str | Path, *args: str,
-             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
-    env["KNOBLAB_HOME"] = str(home)
-    env["TMPDIR"] = str(tmp_path / "tmp")  # a crash log must not hide in the temp folder
+@pytest.fixture
+def knoblab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            capfd: pytest.CaptureFixture[str]) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The command, called in this process (tests.test_bad_input.knoblab_in_process) with
+    KNOBLAB_HOME `home`, in `cwd` (default: the test's folder); all it checks is where it
+    may write, which is the same in a process of its own."""
     (tmp_path / "tmp").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "knoblab.cli", *args], env=env,
-                          cwd=cwd or tmp_path, capture_output=True, text=True, timeout=300)
+    # a crash log must not hide in the temp folder (tempfile reads TMPDIR only once)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+
+    def run(home: str | Path, *args: str,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return knoblab_in_process(list(args), {"KNOBLAB_HOME": str(home)}, cwd or tmp_path,
+                                  monkeypatch, capfd, store=False)
+    return run
 
 
 def _refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
@@ -75,93 +83,94 @@ def _golden_store(tmp_path: Path) -> tuple[str, str]:
     return url, Store(url).list_runs(limit=1)[0]["id"]
 
 
-def test_a_home_that_is_a_file_is_named(tmp_path):
+def test_a_home_that_is_a_file_is_named(tmp_path, knoblab):
     home = tmp_path / "home"
     home.write_text("not a folder")
-    _refused(_knoblab(tmp_path, home, "runs"), f"KNOBLAB_HOME={home}", "is a file")
+    _refused(knoblab(home, "runs"), f"KNOBLAB_HOME={home}", "is a file")
     assert list((tmp_path / "tmp").iterdir()) == []  # no crash log in the temp folder
 
 
-def test_a_home_whose_parent_is_missing_is_named(tmp_path):
+def test_a_home_whose_parent_is_missing_is_named(tmp_path, knoblab):
     home = tmp_path / "typo" / "home"
-    _refused(_knoblab(tmp_path, home, "runs"), "parent folder", "does not exist")
+    _refused(knoblab(home, "runs"), "parent folder", "does not exist")
     assert not (tmp_path / "typo").exists()
 
 
 @pytest.mark.parametrize("name", ["a b", "victim#x", "it's", "$HOME", "tab\there"])
-def test_a_home_the_servers_scripts_cannot_use_is_refused_before_it_is_used(tmp_path, name):
+def test_a_home_the_servers_scripts_cannot_use_is_refused_before_it_is_used(tmp_path, knoblab,
+                                                                           name):
     (tmp_path / "victim").mkdir()
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
-    _refused(_knoblab(tmp_path, tmp_path / name, "run", str(spec)), "KNOBLAB_HOME",
+    _refused(knoblab(tmp_path / name, "run", str(spec)), "KNOBLAB_HOME",
              "cannot use a path holding")
     # nothing written anywhere: neither the home nor a folder its path was cut to
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["victim", "spec.toml", "tmp"])
     assert list((tmp_path / "victim").iterdir()) == []
 
 
-def test_a_read_only_home_is_named(tmp_path):
+def test_a_read_only_home_is_named(tmp_path, knoblab):
     with _mounted(tmp_path / "ro", "ro") as ro:
-        _refused(_knoblab(tmp_path, ro, "knobs", "buffer"), "read-only")
+        _refused(knoblab(ro, "knobs", "buffer"), "read-only")
 
 
-def test_a_home_on_a_full_file_system_is_named(tmp_path):
+def test_a_home_on_a_full_file_system_is_named(tmp_path, knoblab):
     with _mounted(tmp_path / "small", "rw") as small:
-        _refused(_knoblab(tmp_path, small, "knobs", "buffer"), "file system is full")
+        _refused(knoblab(small, "knobs", "buffer"), "file system is full")
 
 
 @pytest.mark.server
-def test_a_relative_home_is_made_absolute(tmp_path):
+def test_a_relative_home_is_made_absolute(tmp_path, knoblab):
     # The server resolves a relative datadir against its own folder (/usr): knoblab must not.
-    done = _knoblab(tmp_path, "rel", "knobs", "read_buffer")
+    done = knoblab("rel", "knobs", "read_buffer")
     assert done.returncode == 0, done.stderr
     assert "read_buffer_size" in done.stdout
     assert (tmp_path / "rel").is_dir()
 
 
-def test_out_and_json_are_checked_before_anything_runs(tmp_path):
+def test_out_and_json_are_checked_before_anything_runs(tmp_path, knoblab):
     home = tmp_path / "home"
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(a_file)),
+    _refused(knoblab(home, "run", str(spec), "--out", str(a_file)),
              f"--out {a_file} is a file")
-    _refused(_knoblab(tmp_path, home, "run", str(spec), "--json", str(tmp_path)),
+    _refused(knoblab(home, "run", str(spec), "--json", str(tmp_path)),
              f"--json {tmp_path} is a folder")
-    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(a_file / "below")),
+    _refused(knoblab(home, "run", str(spec), "--out", str(a_file / "below")),
              "is a file, so no folder can be made below it")
     # nothing started: no template was built, no run stored
     assert not (home / "templates").exists() or not any((home / "templates").iterdir())
     assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []
 
 
-def test_tune_checks_out_before_the_search(tmp_path):
+def test_tune_checks_out_before_the_search(tmp_path, knoblab):
     home = tmp_path / "home"
     a_file = tmp_path / "file"
     a_file.write_text("x")
     examples = Path(__file__).parents[1] / "examples"
-    _refused(_knoblab(tmp_path, home, "tune", str(examples / "tune-query-mix.toml"),
+    _refused(knoblab(home, "tune", str(examples / "tune-query-mix.toml"),
                       "--out", str(a_file)), f"--out {a_file} is a file")
     assert not (home / "store-tune.sqlite").exists()
     assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []
 
 
-def test_a_json_that_cannot_be_written_is_named_and_leaves_no_folder(tmp_path):
+def test_a_json_that_cannot_be_written_is_named_and_leaves_no_folder(tmp_path, knoblab):
     url, run_id = _golden_store(tmp_path)
     out = tmp_path / "out"
-    done = _knoblab(tmp_path, tmp_path / "home", "--store", url, "report", run_id,
+    done = knoblab(tmp_path / "home", "--store", url, "report", run_id,
                     "--json", "/dev/full", "--out", str(out))
     err = _refused(done, "--json /dev/full", f"knoblab report {run_id}")
     assert str(out) not in err
     assert not out.exists()
 
 
-def test_a_read_only_json_is_refused_before_the_folder_is_written(tmp_path):
+def test_a_read_only_json_is_refused_before_the_folder_is_written(tmp_path, knoblab):
     url, run_id = _golden_store(tmp_path)
     out = tmp_path / "out"
     with _mounted(tmp_path / "ro", "ro", {"result.json": "{}"}) as ro:
-        _refused(_knoblab(tmp_path, tmp_path / "home", "--store", url, "report", run_id,
+        _refused(knoblab(tmp_path / "home", "--store", url, "report", run_id,
                           "--json", str(ro / "result.json"), "--out", str(out)),
                  f"--json {ro / 'result.json'}", "cannot be written")
     assert not out.exists()
@@ -188,7 +197,7 @@ def test_the_crash_line_says_what_is_true_for_the_command(tmp_path, monkeypatch,
     assert str(tmp_path / "home" / "logs") in err
 
 
-def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path):
+def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path, knoblab):
     home = tmp_path / "home"
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
@@ -196,7 +205,7 @@ def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path)
     with _mounted(tmp_path / "ro", "ro",
                   {"s.sqlite": (tmp_path / "made.sqlite").read_bytes()}) as ro:
         for name in ("s.sqlite", "new.sqlite"):  # a store there already, and a new one
-            _refused(_knoblab(tmp_path, home, "--store", f"sqlite:///{ro / name}", "run",
+            _refused(knoblab(home, "--store", f"sqlite:///{ro / name}", "run",
                               str(spec)), f"results store {ro / name}", "read-only")
     assert not (home / "templates").exists() or not any((home / "templates").iterdir())
 
@@ -214,21 +223,21 @@ def test_a_datadir_is_initialised_without_the_shared_temp_folder(tmp_path, monke
     assert (base / ".ready").exists() and not (base / "tmp").exists()
 
 
-def test_commands_that_only_read_need_no_writable_home(tmp_path):
+def test_commands_that_only_read_need_no_writable_home(tmp_path, knoblab):
     # Another user's home, or a read-only copy: runs and report read it; run refuses it.
     store = (GOLDEN / "store.sqlite").read_bytes()
     with _mounted(tmp_path / "ro", "ro", {"knoblab.sqlite": store}) as ro:
-        listed = _knoblab(tmp_path, ro, "runs")
+        listed = knoblab(ro, "runs")
         assert listed.returncode == 0, listed.stderr
         assert "golden" in listed.stdout or len(listed.stdout.splitlines()) > 3, listed.stdout
-        reported = _knoblab(tmp_path, ro, "report", "latest", "--out", str(tmp_path / "r"))
+        reported = knoblab(ro, "report", "latest", "--out", str(tmp_path / "r"))
         assert reported.returncode == 0, reported.stderr
         spec = tmp_path / "spec.toml"
         spec.write_text(SPEC)
-        _refused(_knoblab(tmp_path, ro, "run", str(spec)), "read-only")
+        _refused(knoblab(ro, "run", str(spec)), "read-only")
 
 
-def test_no_output_overwrites_what_knoblab_relies_on(tmp_path):
+def test_no_output_overwrites_what_knoblab_relies_on(tmp_path, knoblab):
     url, run_id = _golden_store(tmp_path)
     store_file = tmp_path / "store.sqlite"
     before = store_file.read_bytes()
@@ -249,18 +258,18 @@ def test_no_output_overwrites_what_knoblab_relies_on(tmp_path):
          "is the --out folder"),
     ]
     for args, words in cases:
-        _refused(_knoblab(tmp_path, home, "--store", url, *args), words)
+        _refused(knoblab(home, "--store", url, *args), words)
     assert store_file.read_bytes() == before
     assert spec.read_text() == SPEC
 
 
-def test_an_out_folder_holding_other_files_is_refused_before_measuring(tmp_path):
+def test_an_out_folder_holding_other_files_is_refused_before_measuring(tmp_path, knoblab):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "notes.txt").write_text("mine")
     home = tmp_path / "home"
-    _refused(_knoblab(tmp_path, home, "run", str(spec), "--out", str(busy)),
+    _refused(knoblab(home, "run", str(spec), "--out", str(busy)),
              "holds files knoblab did not write")
     assert Store(f"sqlite:///{home / 'knoblab.sqlite'}").list_runs() == []
