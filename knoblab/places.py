@@ -113,6 +113,23 @@ def write_file(path: Path, text: str, flag: str) -> None:
         raise UserError(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
 
+def data_folder(path: Path, shown: str) -> None:
+    """A folder sandboxes keep their data in ([machine] datadir): it exists, its path is safe
+    for the server, and it can be written (tried: a read-only or full file system is said)."""
+    if bad := _UNSAFE_IN_SERVER_PATHS.search(str(path)):
+        raise UserError(f"{shown} = {str(path)!r}: the server cannot use a path holding "
+                        f"{bad.group()!r}; choose a folder whose path has no spaces, quotes or "
+                        "any of # $ ; & | < > * ? [ ] { } ( ) !")
+    if not path.is_dir():
+        raise UserError(f"{shown} = {str(path)!r}: no such folder; create it on the file "
+                        "system to test, or fix the path")
+    _writable(path, f"{shown} = {str(path)!r}")
+    free = shutil.disk_usage(path).free
+    if free < _MIN_FREE:
+        raise UserError(f"{shown} = {str(path)!r}: its file system is full ({free // 2**20} MB "
+                        "free); free some space or choose another folder")
+
+
 def _folder(path: Path, shown: str, fix: str, *, create: bool = False,
             parents: bool = True) -> None:
     """`path` is a folder or can be made one (with its missing parents, when `parents`);

@@ -137,7 +137,7 @@ OpenTargets = Callable[[Spec, Path, Callable[[str], None]],
 def open_servers(spec: Spec, home: Path, message: Callable[[str], None]
                  ) -> tuple[dict[str, Target], dict[str, str]]:
     """The spec's servers: sandboxes of its binaries, or the running server it names."""
-    return open_targets(spec.binary, spec.servers, spec.external, home, message)
+    return open_targets(spec.binary, spec.servers, spec.external, home, message, spec.machine)
 
 
 def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
@@ -293,7 +293,8 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
                  connections=spec.workload.connections_for,
                  allow_durability_tradeoff=spec.allow_durability_tradeoff,
                  memory_budget=spec.memory_budget,
-                 check_memory=check_memory and (target.local or spec.memory_budget is not None))
+                 check_memory=check_memory and (target.local or spec.memory_budget is not None),
+                 machine_memory=spec.machine.memory if spec.machine else None)
 
 
 def _prepare_data(prepared: Prepared, label: str, target: Target, listener: Listener) -> None:
@@ -461,7 +462,11 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
                     "why": prepared.design_why},
             spec_dir=str(spec.base_dir) if spec.base_dir else None,
             owner=_owner(),
-            machine=describe_machine(home),
+            # The machine as the sandboxes had it: [machine]'s shape, and the disk its datadir
+            # is on.
+            machine={**describe_machine(spec.machine.datadir if spec.machine and
+                                        spec.machine.datadir else home),
+                     **({"shape": spec.machine.describe()} if spec.machine else {})},
             knoblab_version=__version__,
         ),
         point_list=prepared.points,

@@ -162,10 +162,19 @@ def memory_budget_of(memory_budget: int | None) -> int:
 def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, str],
           catalog: Catalog, *, connections: Callable[[dict[str, str]], int],
           allow_durability_tradeoff: bool, memory_budget: int | None,
-          check_memory: bool = True) -> None:
-    """UserError for the first point that gives up durability without consent or won't fit."""
-    budget = memory_budget_of(memory_budget)
-    where = "[server] memory_budget" if memory_budget else "80% of this machine's memory"
+          check_memory: bool = True, machine_memory: int | None = None) -> None:
+    """UserError for the first point that gives up durability without consent or won't fit
+    ([server] memory_budget, else the sandbox's [machine] memory, else 80% of this
+    machine's)."""
+    budget = memory_budget_of(memory_budget or machine_memory)
+    where = "[server] memory_budget" if memory_budget else \
+        "[machine] memory" if machine_memory else "80% of this machine's memory"
+    fix = "lower the values or set [server] memory_budget" if not machine_memory or \
+        memory_budget else ("lower the values in [server.config] (the defaults too: "
+                            "key_buffer_size, aria_pagecache_buffer_size, "
+                            "innodb_buffer_pool_size), give the machine more memory, or set "
+                            "[server] memory_budget, knowing the estimate counts every buffer "
+                            "full")
     for requested, config in points:
         settings = {**base, **config}
         label = ", ".join(f"{k}={v}" for k, v in requested.items()) or "the base configuration"
@@ -182,7 +191,7 @@ def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, s
             raise UserError(
                 f"{label}: estimated memory {format_size_rounded(estimate.total)} is over the "
                 f"budget of {format_size_rounded(budget)} ({where}): {estimate.describe()}; "
-                "lower the values or set [server] memory_budget")
+                f"{fix}")
 
 
 def format_size_rounded(n: int) -> str:

@@ -16,12 +16,13 @@ from knoblab import section, workloads
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint
 from knoblab.errors import UserError
+from knoblab.server.shape import Shape
 from knoblab.stats import Statistics, Test
 from knoblab.units import parse_size
 from knoblab.workloads import Workload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
-            "statistics", "tune"}
+            "statistics", "tune", "machine"}
 SECTION_KEYS = {
     "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
                "host", "port", "socket", "user", "password", "password_env", "option_file",
@@ -65,6 +66,7 @@ class Spec:
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
+    machine: Shape | None = None  # [machine]: every sandbox's memory, CPUs, disk, datadir
     tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by knoblab.search)
     source: str = field(default="", repr=False)
 
@@ -256,6 +258,15 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
                 raise UserError(f"[sweep] {name}: {value!r} is not a single value")
 
     external = _external(server)
+    machine = None
+    if "machine" in data:
+        if not isinstance(data["machine"], dict):
+            raise UserError("[machine] must be a table, e.g. [machine] with memory = \"2G\" "
+                            "beneath it")
+        if external is not None:
+            raise UserError("[machine]: a running server runs on its own machine; [machine] "
+                            "shapes the sandboxes knoblab starts; remove it, or [server] kind")
+        machine = Shape.from_spec(data["machine"], base_dir)
     binary, servers = _binaries(server.get("binary"))
     config = server.get("config", {})
     if not isinstance(config, dict):
@@ -313,6 +324,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         allow_durability_tradeoff=section.flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
+        machine=machine,
         tune=search,
         source=source,
     )

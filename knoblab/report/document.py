@@ -219,6 +219,8 @@ def question_text(results: Results) -> str:
     sliced = [k for k in results.slices if k not in knobs]
     if sliced:
         question += f" Answered separately for each value of {' and '.join(sliced)}."
+    if results.machine.get("shape"):
+        question += f" On sandboxes given {results.machine['shape']}."
     return f"{described.rstrip('.')}. {question}" if described else question
 
 
@@ -276,6 +278,8 @@ def _reproduce(results: Results) -> list[tuple[str, str]]:
             rows.append(("took", format_duration(results.finished_at - results.started_at)))
     for name in ("cpu", "cores", "caches", "memory", "disk", "kernel", "virtualisation"):
         rows.append((name, results.machine.get(name, "not recorded")))
+    if results.machine.get("shape"):  # [machine]: what every sandbox was given
+        rows.append(("sandbox shape", results.machine["shape"]))
     for server in results.servers:
         label = f"server {server.label}" if server.label else "server"
         rows.append((label, " · ".join(part for part in (

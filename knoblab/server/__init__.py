@@ -10,13 +10,14 @@ from knoblab.errors import UserError
 from knoblab.server.binary import find_binary
 from knoblab.server.external import RunningTarget
 from knoblab.server.sandbox import SandboxTarget
+from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
 
 __all__ = ["Data", "NoSpace", "ServerRefused", "Tampered", "Target", "open_targets"]
 
 
 def open_targets(binary: str | None, servers: dict[str, str], external: Endpoint | None,
-                 home: Path, message: Callable[[str], None]
+                 home: Path, message: Callable[[str], None], shape: Shape | None = None
                  ) -> tuple[dict[str, Target], dict[str, str]]:
     """The servers to measure, by label, and those left out with their reason. With several
     binaries, one that cannot be used is left out and the others still run; with one, its
@@ -24,12 +25,12 @@ def open_targets(binary: str | None, servers: dict[str, str], external: Endpoint
     if external is not None:
         return {"": RunningTarget(external)}, {}
     if not servers:
-        return {"": SandboxTarget("", find_binary(binary), home)}, {}
+        return {"": SandboxTarget("", find_binary(binary), home, shape)}, {}
     targets: dict[str, Target] = {}
     left_out: dict[str, str] = {}
     for label, name in servers.items():
         try:
-            targets[label] = SandboxTarget(label, find_binary(name), home)
+            targets[label] = SandboxTarget(label, find_binary(name), home, shape)
         except UserError as exc:
             left_out[label] = str(exc)
     if not targets:

@@ -33,15 +33,19 @@ from typing import Any
 import psutil
 import pymysql
 
-from knoblab import safety
+from knoblab import places, safety
 from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import ACCESS_DENIED, Server
 from knoblab.errors import UserError
 from knoblab.places import knoblab_home
 from knoblab.server.binary import ServerBinary, compile_info
+from knoblab.server.cgroups import Group, Hierarchy
+from knoblab.server.cgroups import reap as reap_groups
 from knoblab.server.guard import watching
 from knoblab.server.settings import read_globals, set_globals
+from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered
+from knoblab.units import format_size
 
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 120.0
@@ -56,6 +60,11 @@ _LIVE: set[Sandbox] = set()
 _HURRY = False  # set by hurry(): stop() kills at once
 
 
+class OutOfMemory(ServerRefused):
+    """The kernel killed the server for want of memory ([machine] memory): the configuration
+    does not fit the machine, and will not on another try."""
+
+
 class ServerStartError(ServerRefused):
     """The server refused to start with a configuration; the message has the error log's tail."""
 
@@ -64,7 +73,8 @@ class Sandbox:
     """One server start. Use as a context manager, or call start() and stop()."""
 
     def __init__(self, binary: ServerBinary, datadir_source: Path, settings: Mapping[str, str],
-                 *, home: Path | None = None, copy: bool = True) -> None:
+                 *, home: Path | None = None, copy: bool = True,
+                 shape: Shape | None = None) -> None:
         self.binary = binary
         self.settings = dict(settings)
         self.home = home or knoblab_home()
@@ -72,6 +82,14 @@ class Sandbox:
         # its killed owner left it in (even before owner.json was written).
         self.dir = self.home / "sandboxes" / f"{uuid.uuid4().hex[:12]}-{os.getpid()}"
         self.datadir = self.dir / "data" if copy else datadir_source
+        # [machine] datadir: the data (and the on-disk temporary tables) on the file system
+        # under test, in a folder named after the sandbox's, so that the reaper finds it.
+        self.shape = shape
+        self.group: Group | None = None  # its control group, while it runs ([machine] limits)
+        self.data_root: Path | None = None
+        if copy and shape is not None and shape.datadir is not None:
+            self.data_root = shape.datadir / f"knoblab-{self.dir.name}"
+            self.datadir = self.data_root / "data"
         self._source = datadir_source if copy else None
         self.socket_dir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -96,6 +114,11 @@ class Sandbox:
         return self.dir / "files"
 
     @property
+    def tmpdir(self) -> Path:
+        """Where the server writes its on-disk temporary tables: beside its data."""
+        return (self.data_root or self.dir) / "tmp"
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
@@ -110,7 +133,8 @@ class Sandbox:
         """Copy, configure and start; on any failure nothing is left behind (server, folder,
         socket), and a full disk says so (NoSpace) instead of failing somewhere inside."""
         if self._source is not None:
-            need_space(self.home, folder_bytes(self._source) + SANDBOX_MARGIN,
+            need_space(self.data_root.parent if self.data_root else self.home,
+                       folder_bytes(self._source) + SANDBOX_MARGIN,
                        "a sandbox (a copy of its data directory)")
         try:
             self._start(timeout)
@@ -124,9 +148,13 @@ class Sandbox:
                           f"{exc.strerror}; free space there, or set KNOBLAB_HOME to a larger "
                           "disk") from None
         except ServerRefused:
+            starved = self.starved()
             self.stop()
             if self.full:
                 raise NoSpace(self.full) from None
+            if starved:
+                raise OutOfMemory(f"the kernel killed the server for want of memory while it "
+                                  f"started: {starved}") from None
             raise
         except BaseException:
             self.stop()
@@ -134,25 +162,36 @@ class Sandbox:
 
     def _start(self, timeout: float) -> None:
         self.dir.mkdir(parents=True, mode=0o700)
-        (self.dir / "tmp").mkdir(mode=0o700)
-        self.files.mkdir(mode=0o700)
         self._write_owner()  # before anything slow: an interrupted copy is still cleaned up
+        if self.data_root is not None:
+            self.data_root.mkdir(mode=0o700)
+        self.tmpdir.mkdir(mode=0o700)
+        self.files.mkdir(mode=0o700)
         if self._source is not None:
             began = time.perf_counter()
             copy_datadir(self._source, self.datadir)
+            if self.shape is not None and self.shape.limited:
+                # The copy's pages are cached on knoblab's account, outside the sandbox's
+                # group: the server would read them at memory speed whatever its limits.
+                uncache(self.datadir)
             self.copy_seconds = time.perf_counter() - began
         # A short, private socket path: unix socket paths are limited to ~107 bytes.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="knoblab-"))
         os.chmod(self.socket_dir, 0o700)
         cnf = self.dir / "my.cnf"
         cnf.write_text(self._config_text())
+        if self.shape is not None and self.shape.limited:
+            # Made before the server starts, joined by it before it runs: everything it
+            # allocates, reads and writes counts against the shape.
+            self.group = hierarchy().create(self.dir.name.split("-")[0],
+                                            self.shape.limits(hierarchy(), self.home))
         began = time.perf_counter()
         _LIVE.add(self)
         self.process = subprocess.Popen(
             [str(self.binary.path), f"--defaults-file={cnf}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C reaches knoblab, which shuts the server down itself
-            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            preexec_fn=functools.partial(_start_child, os.getpid(), self.group),
         )
         self._write_owner()
         self._watch_disk = threading.Event()
@@ -184,6 +223,7 @@ class Sandbox:
         staged.write_text(json.dumps({
             "owner_pid": os.getpid(), "server_pid": self.pid,
             "socket_dir": str(self.socket_dir or ""), "defaults_file": str(self.dir / "my.cnf"),
+            "data_root": str(self.data_root or ""),
         }))
         staged.replace(self.dir / "owner.json")
 
@@ -206,6 +246,9 @@ class Sandbox:
             with watching(self, expected=expected, everything=True):
                 yield
         except Exception:
+            if starved := self.starved():
+                raise OutOfMemory(f"the kernel killed the server for want of memory during "
+                                  f"the measurement: {starved}") from None
             if self.full:
                 raise NoSpace(self.full) from None
             if self._shut_down():
@@ -297,7 +340,22 @@ class Sandbox:
         _LIVE.discard(self)
         if self.socket_dir is not None:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.group is not None:
+            self.group.remove()
+            self.group = None
+        if self.data_root is not None:
+            shutil.rmtree(self.data_root, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def starved(self) -> str | None:
+        """Why the kernel killed a process of the sandbox for memory, when it did: what the
+        shape gave and what to do about it."""
+        if self.group is None or self.shape is None or not self.group.oom_killed():
+            return None
+        given = format_size(self.shape.memory) if self.shape.memory else "its memory"
+        return (f"[machine] memory = {given} is less than the server needs with these "
+                "settings (its buffer pool and other buffers, and the page cache it reads "
+                "through); give the machine more memory, or the server smaller buffers")
 
     def error_log_tail(self, lines: int = 6) -> str:
         try:
@@ -315,7 +373,7 @@ class Sandbox:
             f"pid-file = {self.dir / 'mysqld.pid'}",
             f"log-error = {self.error_log}",
             # A private tmpdir: on-disk temporary tables must not collide with other programs.
-            f"tmpdir = {self.dir / 'tmp'}",
+            f"tmpdir = {self.tmpdir}",
             # Files the server writes or reads as root (INTO OUTFILE, LOAD DATA): here only.
             f"secure-file-priv = {self.files}",
             "skip-networking",
@@ -381,6 +439,20 @@ def copy_datadir(source: Path, target: Path) -> None:
     (target / "ib_buffer_pool").unlink(missing_ok=True)
 
 
+def uncache(folder: Path) -> None:
+    """Every file under `folder` written to disk and dropped from the page cache, so that
+    whoever reads it next reads it from the disk (and its cache is charged to them)."""
+    for path in folder.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 def hurry() -> None:
     """From now on servers are killed instead of shut down (a second Ctrl-C): their data is
     thrown away anyway."""
@@ -399,6 +471,20 @@ def stop_all() -> None:
 
 
 atexit.register(stop_all)
+
+
+def _start_child(parent: int, group: Group | None) -> None:
+    """In the server's process, before it runs: into its control group, and dying with
+    knoblab."""
+    if group is not None:
+        group.join()
+    _die_with_parent(parent)
+
+
+@functools.cache
+def hierarchy() -> Hierarchy:
+    """This machine's control groups, found once."""
+    return Hierarchy.find()
 
 
 def _die_with_parent(parent: int) -> None:
@@ -432,7 +518,12 @@ def reap_orphans(home: Path | None = None) -> int:
             reaped += 1
         if owner.get("socket_dir"):
             shutil.rmtree(owner["socket_dir"], ignore_errors=True)
+        data_root = Path(owner.get("data_root") or "")
+        if data_root.name == f"knoblab-{folder.name}":  # its data on another file system
+            shutil.rmtree(data_root, ignore_errors=True)
         shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(UserError):  # no control groups here: none to reap
+        reap_groups(hierarchy(), alive)
     return reaped
 
 
@@ -631,10 +722,16 @@ class SandboxTarget:
     """Sandboxes of one binary: every measurement on a server started for it, from a copy of
     a template holding its data, stopped after."""
 
-    def __init__(self, label: str, binary: ServerBinary, home: Path) -> None:
+    def __init__(self, label: str, binary: ServerBinary, home: Path,
+                 shape: Shape | None = None) -> None:
         self.label = label
         self.binary = binary
         self.home = home
+        self.shape = shape
+        if shape is not None and shape.datadir is not None:
+            places.data_folder(shape.datadir, "[machine] datadir")
+        if shape is not None and shape.limited:  # said now, not by every start failing
+            hierarchy().check(shape.limits(hierarchy(), home))
         self.catalog = catalog_for(binary, home)
         self.templates: dict[str, Path] = {}  # datadir template by data key
         self.run_id = ""  # the run being measured (set by session): named in messages
@@ -649,7 +746,8 @@ class SandboxTarget:
 
     def describe(self) -> dict[str, object]:
         return {"label": self.label, "binary": str(self.binary.path), "version": self.version,
-                "version_line": self.binary.version, "compile": compile_info(self.binary)}
+                "version_line": self.binary.version, "compile": compile_info(self.binary),
+                **({"machine": self.shape.to_json()} if self.shape else {})}
 
     def check(self, names: list[str], store: object, resuming: str | None) -> None:
         safety.check_sandbox_owned(names, self.catalog)
@@ -695,7 +793,7 @@ class SandboxTarget:
         after_start = {k: v for k, v in settings.items() if k not in at_start}
         template = self.templates[data.key]
         try:
-            sandbox = Sandbox(self.binary, template, at_start, home=self.home)
+            sandbox = Sandbox(self.binary, template, at_start, home=self.home, shape=self.shape)
             sandbox.start()
         except OSError:
             if (template.parent / ".ready").exists():

@@ -1,0 +1,208 @@
+"""[machine]: the sandbox's shape read from a spec, and its data directory on the file system
+under test."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from knoblab.errors import UserError
+from knoblab.server.sandbox import Sandbox, base_template, reap_orphans
+from knoblab.server.shape import Shape
+from knoblab.spec import parse_spec
+
+MINIMAL = {"dataset": {"rows": 1000}, "workload": {"sql": "SELECT COUNT(*) FROM dt2"},
+           "sweep": {"read_buffer_size": ["64K", "128K"]}}
+
+
+def test_a_shape_is_read_and_said_in_words(tmp_path: Path, catalog):
+    shape = Shape.from_spec({"memory": "2G", "cpus": 1, "disk_read": "100MB/s",
+                             "disk_write": "1.5GB/s", "iops": 500, "datadir": "data"}, tmp_path)
+    assert (shape.memory, shape.cpus, shape.disk_read, shape.disk_write, shape.iops) == (
+        2 << 30, 1, 100_000_000, 1_500_000_000, 500)
+    assert shape.datadir == tmp_path / "data" and shape.limited
+    assert shape.describe() == ("2G of memory, 1 CPU, reads at 100 MB/s, writes at 1.5 GB/s, "
+                                f"500 I/O per second, data in {tmp_path / 'data'}")
+    assert json.dumps(shape.to_json())
+    assert not Shape.from_spec({"datadir": "/tmp"}, None).limited
+    # The machine's memory is the memory budget unless [server] gives one.
+    from knoblab import safety
+
+    spec = parse_spec({**MINIMAL, "machine": {"memory": "256M"}})
+    assert spec.machine is not None and spec.machine.memory == 256 << 20
+    points = [({}, {})]
+    with pytest.raises(UserError, match=r"over the budget of 256M \(\[machine\] memory\)"):
+        safety.check(points, {}, catalog, connections=lambda _: 2,
+                     allow_durability_tradeoff=False, memory_budget=None,
+                     machine_memory=spec.machine.memory)
+    safety.check(points, {}, catalog, connections=lambda _: 2, allow_durability_tradeoff=False,
+                 memory_budget=4 << 30, machine_memory=spec.machine.memory)
+
+
+@pytest.mark.parametrize("machine, said", [
+    ({"memory": "64M"}, "below 160M, the least a MariaDB server starts in"),
+    ({"memory": "lots"}, "[machine] memory"),
+    ({"cpus": 4096}, "a sandbox cannot have more CPUs than the machine it runs on"),
+    ({"cpus": 0}, "[machine] cpus = 0: must be a whole number of at least 1"),
+    ({"cpu": 0.5, "cpus": 1}, "give cpus (how many CPUs) or cpu (a share of CPU time)"),
+    ({"cpu": "half"}, "[machine] cpu = 'half': a share of CPU time"),
+    ({"disk_read": "fast"}, "[machine] disk_read = 'fast': give a rate"),
+    ({"disk_write": "10KB/s"}, "below 1 MB/s"),
+    ({"ram": "2G"}, "ram"),
+    ({"datadir": ""}, "[machine] datadir: give a folder"),
+])
+def test_a_bad_shape_is_one_line(machine: dict, said: str):
+    with pytest.raises(UserError) as caught:
+        parse_spec({**MINIMAL, "machine": machine})
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_running_server_has_no_shape():
+    with pytest.raises(UserError, match="a running server runs on its own machine"):
+        parse_spec({**MINIMAL, "server": {"kind": "external", "host": "127.0.0.1"},
+                    "machine": {"memory": "1G"}})
+
+
+@pytest.mark.server
+def test_the_data_lives_in_the_datadir_and_nothing_is_left(binary, knoblab_home: Path,
+                                                          tmp_path: Path):
+    fs = tmp_path / "fs under test".replace(" ", "-")
+    fs.mkdir()
+    shape = Shape.from_spec({"datadir": str(fs)}, None)
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {}, home=knoblab_home,
+                 shape=shape) as server:
+        (root,) = fs.iterdir()
+        assert root.name == f"knoblab-{server.dir.name}"
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@datadir, @@tmpdir")
+            datadir, tmpdir = cur.fetchone()
+        assert Path(datadir).resolve() == (root / "data").resolve()
+        assert Path(tmpdir).resolve() == (root / "tmp").resolve()
+    assert not list(fs.iterdir())
+
+
+@pytest.mark.server
+def test_a_killed_owner_leaves_no_data_in_the_datadir(binary, knoblab_home: Path,
+                                                     tmp_path: Path):
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    template = base_template(binary, knoblab_home) / "data"
+    code = (f"import sys, time\nfrom pathlib import Path\n"
+            f"from knoblab.server.binary import find_binary\n"
+            f"from knoblab.server.sandbox import Sandbox\n"
+            f"from knoblab.server.shape import Shape\n"
+            f"s = Sandbox(find_binary(), Path({str(template)!r}), {{}}, "
+            f"home=Path({str(knoblab_home)!r}), shape=Shape(datadir=Path({str(fs)!r})))\n"
+            f"s.start(); print('up', flush=True); time.sleep(60)\n")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "KNOBLAB_HOME": str(knoblab_home)})
+    try:
+        assert owner.stdout is not None and owner.stdout.readline().strip() == "up"
+        assert len(list(fs.iterdir())) == 1
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # its server dies with it (PR_SET_PDEATHSIG)
+        reap_orphans(knoblab_home)
+        if not list(fs.iterdir()):
+            break
+        time.sleep(0.2)
+    assert not list(fs.iterdir())
+
+
+@pytest.mark.parametrize("problem", ["missing", "file", "read-only", "unsafe"])
+def test_a_datadir_that_cannot_be_used_is_one_line(tmp_path: Path, knoblab_home: Path,
+                                                   binary, problem: str):
+    from knoblab.server.sandbox import SandboxTarget
+
+    path = {"missing": tmp_path / "nowhere", "file": tmp_path / "a-file",
+            "read-only": tmp_path / "ro", "unsafe": tmp_path / "a b"}[problem]
+    if problem == "file":
+        path.write_text("x")
+    elif problem in ("read-only", "unsafe"):
+        path.mkdir()
+    # A read-only bind mount of a folder: what a read-only file system looks like.
+    if problem == "read-only" and (os.geteuid() != 0 or subprocess.run(
+            ["mount", "--bind", "-o", "ro", str(path), str(path)],
+            capture_output=True, check=False).returncode != 0):
+        pytest.skip("needs root to make a read-only mount")
+    try:
+        with pytest.raises(UserError) as caught:
+            SandboxTarget("", binary, knoblab_home, Shape(datadir=path))
+        said = str(caught.value)
+        assert "[machine] datadir" in said and "\n" not in said
+        assert {"missing": "no such folder", "file": "no such folder",
+                "read-only": "read-only", "unsafe": "cannot use a path holding"}[problem] in said
+    finally:
+        if problem == "read-only":
+            subprocess.run(["umount", str(path)], check=False)
+
+
+def _groups_left() -> list[Path]:
+    return [p for p in Path("/sys/fs/cgroup").glob("*/**/knoblab-*") if p.is_dir()]
+
+
+@pytest.mark.server
+def test_a_shaped_sandbox_runs_in_its_group_and_leaves_none(binary, knoblab_home: Path):
+    from knoblab.server.sandbox import hierarchy
+
+    try:
+        hierarchy()
+    except UserError as exc:
+        pytest.skip(f"no control groups here: {exc}")
+    shape = Shape.from_spec({"memory": "512M", "cpus": 1, "disk_read": "200MB/s"}, None)
+    before = _groups_left()
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {}, home=knoblab_home,
+                 shape=shape) as server:
+        assert server.group is not None and server.pid is not None
+        membership = Path(f"/proc/{server.pid}/cgroup").read_text()
+        assert server.group.name in membership
+        limits = {p.name: p for p in server.group.paths}
+        memory = next(p for p in server.group.paths if "memory" in str(p))
+        assert int((memory / "memory.limit_in_bytes").read_text()) == 512 << 20
+        assert len(limits) == 1  # one name, in each controller
+        cpuset = next(p for p in server.group.paths if "cpuset" in str(p))
+        assert (cpuset / "cpuset.cpus").read_text().strip() == "0"
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT 1")
+        # The copy of its data is not in the page cache on knoblab's account: the server
+        # reads it from the disk, through its own limits, into its own memory.
+        from knoblab.workloads.query import cached_fraction
+
+        unread = server.datadir / "mysql" / "help_topic.MAD"
+        assert unread.stat().st_size > 0 and cached_fraction([unread]) == 0.0
+    assert _groups_left() == before
+
+
+@pytest.mark.server
+def test_a_buffer_pool_larger_than_the_machine_is_said_not_hung(binary, knoblab_home: Path):
+    from knoblab.server.sandbox import OutOfMemory, hierarchy
+
+    try:
+        hierarchy()
+    except UserError as exc:
+        pytest.skip(f"no control groups here: {exc}")
+    shape = Shape.from_spec({"memory": "160M"}, None)
+    before = _groups_left()
+    sandbox = Sandbox(binary, base_template(binary, knoblab_home) / "data",
+                      {"innodb_buffer_pool_size": "1G"}, home=knoblab_home, shape=shape)
+    with pytest.raises(OutOfMemory) as caught:
+        sandbox.start()
+        # The pool is allocated as it is used: fill it until the kernel steps in.
+        with sandbox.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE DATABASE big")
+            cur.execute("CREATE TABLE big.t (a INT PRIMARY KEY, b CHAR(255)) ENGINE=InnoDB")
+            cur.execute("USE big")
+            with sandbox.watch():
+                cur.execute("INSERT INTO big.t SELECT seq, REPEAT('x', 255) FROM seq_1_to_2000000")
+    sandbox.stop()
+    assert "[machine] memory = 160M is less than the server needs" in str(caught.value)
+    assert _groups_left() == before
