@@ -3,6 +3,7 @@ under test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -118,17 +119,26 @@ def test_a_killed_owner_leaves_no_data_in_the_datadir(binary, knoblab_home: Path
     assert not list(fs.iterdir())
 
 
-@pytest.mark.parametrize("problem", ["missing", "file", "read-only", "unsafe"])
+@pytest.mark.parametrize("problem", ["missing", "file", "read-only", "unsafe", "full"])
 def test_a_datadir_that_cannot_be_used_is_one_line(tmp_path: Path, knoblab_home: Path,
                                                    binary, problem: str):
     from knoblab.server.sandbox import SandboxTarget
 
     path = {"missing": tmp_path / "nowhere", "file": tmp_path / "a-file",
-            "read-only": tmp_path / "ro", "unsafe": tmp_path / "a b"}[problem]
+            "read-only": tmp_path / "ro", "unsafe": tmp_path / "a b",
+            "full": tmp_path / "full"}[problem]
     if problem == "file":
         path.write_text("x")
-    elif problem in ("read-only", "unsafe"):
+    elif problem in ("read-only", "unsafe", "full"):
         path.mkdir()
+    # A small file system, filled: what a full disk looks like.
+    if problem == "full" and (os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(path)],
+            capture_output=True, check=False).returncode != 0):
+        pytest.skip("needs root to mount a small file system")
+    if problem == "full":
+        with contextlib.suppress(OSError), (path / "filler").open("wb") as filler:
+            filler.write(b"x" * (2 << 20))
     # A read-only bind mount of a folder: what a read-only file system looks like.
     if problem == "read-only" and (os.geteuid() != 0 or subprocess.run(
             ["mount", "--bind", "-o", "ro", str(path), str(path)],
@@ -140,9 +150,10 @@ def test_a_datadir_that_cannot_be_used_is_one_line(tmp_path: Path, knoblab_home:
         said = str(caught.value)
         assert "[machine] datadir" in said and "\n" not in said
         assert {"missing": "no such folder", "file": "no such folder",
-                "read-only": "read-only", "unsafe": "cannot use a path holding"}[problem] in said
+                "read-only": "read-only", "unsafe": "cannot use a path holding",
+                "full": "full"}[problem] in said
     finally:
-        if problem == "read-only":
+        if problem in ("read-only", "full"):
             subprocess.run(["umount", str(path)], check=False)
 
 
