@@ -84,7 +84,11 @@ def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
     out, err = capfd.readouterr()
-    return subprocess.CompletedProcess(args, code if isinstance(code, int) else 1, out, err)
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("text"): Python prints it, exit code 1
+        err, code = err + f"{code}\n", 1
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 def _servers_of(home: Path) -> list[str]:
