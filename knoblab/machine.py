@@ -15,7 +15,8 @@ from pathlib import Path
 
 import psutil
 
-FIELDS = ("cpu", "cores", "memory", "disk", "kernel", "server")
+# "shape": what [machine] gave the sandboxes, when it gave anything.
+FIELDS = ("cpu", "cores", "memory", "disk", "kernel", "server", "shape")
 
 
 def fingerprint(home: Path, server: str) -> dict[str, str]:
@@ -41,7 +42,10 @@ def describe(home: Path) -> dict[str, str]:
 
 def differences(here: dict[str, str], there: dict[str, str]) -> list[str]:
     """What differs, as "cores: 2 here, 4 there"; empty when the machines are alike."""
-    return [f"{name}: {here.get(name, '?')} here, {there.get(name, '?')} there"
+    def said(machine: dict[str, str], name: str) -> str:
+        return machine.get(name, "no limits" if name == "shape" else "?")
+
+    return [f"{name}: {said(here, name)} here, {said(there, name)} there"
             for name in FIELDS if here.get(name) != there.get(name)]
 
 

@@ -217,3 +217,14 @@ def test_a_buffer_pool_larger_than_the_machine_is_said_not_hung(binary, knoblab_
     sandbox.stop()
     assert "[machine] memory = 160M is less than the server needs" in str(caught.value)
     assert _groups_left() == before
+
+
+def test_a_study_measured_on_one_shape_is_not_continued_on_another():
+    from knoblab.machine import differences
+
+    plain = {"cpu": "x", "cores": "2"}
+    assert differences(plain, dict(plain)) == []
+    assert differences({**plain, "shape": "2G of memory"}, {**plain, "shape": "8G of memory"}) \
+        == ["shape: 2G of memory here, 8G of memory there"]
+    assert differences({**plain, "shape": "2G of memory"}, plain) == [
+        "shape: 2G of memory here, no limits there"]

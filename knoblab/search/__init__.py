@@ -92,7 +92,12 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         driver_url(beside(store))
     turn = Turn(url)
     with turn():  # workers starting together: one makes the study (and its tables)
-        study = open_study(options, spec, space, url, fingerprint(home, target.version))
+        # The sandboxes' machine: its [machine] shape, and the disk their data is on.
+        shape = spec.machine
+        machine = {**fingerprint(shape.datadir if shape and shape.datadir else home,
+                                 target.version),
+                   **({"shape": shape.describe()} if shape else {})}
+        study = open_study(options, spec, space, url, machine)
         if not study.trials:
             params = params_for(space, baseline)
             if params is not None:
