@@ -60,6 +60,8 @@ def build_results(store: Store, run_id: str) -> Results:
     # Several servers: each is judged on its own (a setting may suit one build and not
     # another); the servers are then compared with each other configuration by configuration.
     slices = [k for k in ("binary", *kind.parameters) if point_list and k in point_list[0][0]]
+    # The sandbox's machine, when swept: each shape is a machine of its own, judged apart.
+    slices += [k for k in (point_list[0][0] if point_list else {}) if k.startswith("machine.")]
     steps = [None if s is None else Step.from_json(s)
              for s in info.steps or [None] * len(point_list)]
     unavailable = {int(i): why for i, why in info.unavailable.items()}

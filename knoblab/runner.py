@@ -41,7 +41,7 @@ from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import SettingRefused, set_globals
-from knoblab.spec import Point, Spec, parse_spec
+from knoblab.spec import MACHINE, Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
 from knoblab.workloads import Workload, WorkloadError
@@ -198,6 +198,13 @@ def _design(prepared: Prepared) -> tuple[bool, str]:
                     if not target.catalog.knobs[name].dynamic]
     if asked == "restarts":
         return False, "a server start per measurement, as the spec asks (design = \"restarts\")"
+    machine = [name for name in spec.sweep if name.startswith(MACHINE)]
+    if machine:
+        why = f"{machine[0]} is the sandbox's machine, given when it starts"
+        if asked == "blocked":
+            raise UserError(f"[workload] design = \"blocked\": {why}; use design = "
+                            "\"restarts\" (or \"auto\") for it")
+        return False, f"a server start per measurement: {why}"
     if restart_only:
         why = (f"{restart_only[0]} takes effect only at a server start"
                + (f" (so do {', '.join(restart_only[1:])})" if restart_only[1:] else ""))
@@ -288,13 +295,24 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
     target.check_workload(spec.workload.check_running_server,
                           {spec.workload.data_key(r) for r, _ in prepared.points})
     spec.workload.check(target.catalog, plan.base)
-    # The memory budget is this machine's: it says nothing about a server elsewhere.
-    safety.check(mine, plan.base, target.catalog,
-                 connections=spec.workload.connections_for,
-                 allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                 memory_budget=spec.memory_budget,
-                 check_memory=check_memory and (target.local or spec.memory_budget is not None),
-                 machine_memory=spec.machine.memory if spec.machine else None)
+    # Each machine the points give their sandboxes ([machine], swept or not), checked once;
+    # the memory budget is the sandbox's, or this machine's: it says nothing about a server
+    # elsewhere.
+    by_memory: dict[int | None, list[tuple[Settings, Settings]]] = {}
+    for shape in {spec.shape(r) for r, _ in mine} - {None}:
+        assert shape is not None
+        target.check_shape(shape)
+    for point in mine:
+        shape = spec.shape(point[0])
+        by_memory.setdefault(shape.memory if shape else None, []).append(point)
+    for memory, points in by_memory.items():
+        safety.check(points, plan.base, target.catalog,
+                     connections=spec.workload.connections_for,
+                     allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                     memory_budget=spec.memory_budget,
+                     check_memory=check_memory and (target.local or
+                                                    spec.memory_budget is not None),
+                     machine_memory=memory)
 
 
 def _prepare_data(prepared: Prepared, label: str, target: Target, listener: Listener) -> None:
@@ -797,7 +815,8 @@ def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener
         block = f"round {pending[0][2]} start {start}"
         start += 1
         try:
-            with target.configured(base, prepared.data(requested)) as (server, costs):
+            with target.configured(base, prepared.data(requested),
+                                   prepared.spec.shape(requested)) as (server, costs):
                 pending = _Block(run_id, prepared, store, listener, server, block,
                                  costs).measure(pending)
         except SettingRefused as exc:
@@ -953,7 +972,8 @@ def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder
     settings = {**prepared.plans[prepared.label(requested)].base, **config}
     knobs = target.catalog.knobs
     try:
-        with target.configured(settings, prepared.data(requested)) as (server, costs):
+        with target.configured(settings, prepared.data(requested),
+                               prepared.spec.shape(requested)) as (server, costs):
             effective = server.global_values(list(settings))
             session_knobs = [k for k in settings if knobs[k].scope == "SESSION"]
             # The point's settings as read back are checked right before the measurement,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from knoblab import section, workloads
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint
 from knoblab.errors import UserError
+from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
 from knoblab.stats import Statistics, Test
 from knoblab.units import parse_size
@@ -31,6 +33,7 @@ SECTION_KEYS = {
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
 }
+MACHINE = "machine."  # a swept name of the sandbox's machine: [sweep] "machine.memory"
 TESTS: dict[str, Test] = {"welch-log": "welch-log", "welch": "welch",
                           "mann-whitney": "mann-whitney"}
 
@@ -67,6 +70,7 @@ class Spec:
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
     machine: Shape | None = None  # [machine]: every sandbox's memory, CPUs, disk, datadir
+    machine_section: dict[str, Any] = field(default_factory=dict)  # as written, for sweeps
     tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by knoblab.search)
     source: str = field(default="", repr=False)
 
@@ -86,8 +90,18 @@ class Spec:
         return list(dict.fromkeys(names))
 
     def swept_settings(self) -> list[str]:
-        """The swept names that are server settings (not the workload's own parameters)."""
-        return [n for n in self.sweep if n not in self.workload.parameters]
+        """The swept names that are server settings (not the workload's own parameters, nor
+        the machine's)."""
+        return [n for n in self.sweep if n not in self.workload.parameters
+                and not n.startswith(MACHINE)]
+
+    def shape(self, requested: Mapping[str, str]) -> Shape | None:
+        """The machine a point's sandbox is given: [machine], with the point's swept
+        "machine.*" values."""
+        swept = {k[len(MACHINE):]: v for k, v in requested.items() if k.startswith(MACHINE)}
+        if not swept:
+            return self.machine
+        return Shape.from_spec({**self.machine_section, **swept}, self.base_dir)
 
     def base_settings(self, catalog: Catalog, lacking: frozenset[str] = frozenset()
                       ) -> dict[str, str]:
@@ -113,6 +127,9 @@ class Spec:
             if name in self.workload.parameters:
                 axes.append([(name, v, v) for v in self.workload.parameter_axis(name, values)])
                 continue
+            if name.startswith(MACHINE):  # checked when the spec was read
+                axes.append([(name, section.as_text(v), section.as_text(v)) for v in values])
+                continue
             knob = catalog.knob(name)
             if knob.name in base:
                 raise UserError(f"{knob.name} is both in [server.config] and [sweep]; keep one")
@@ -128,7 +145,8 @@ class Spec:
             axes.append(axis)
         points = []
         for combo in itertools.product(*axes):
-            config = {n: v for n, _, v in combo if n not in self.workload.parameters}
+            config = {n: v for n, _, v in combo if n not in self.workload.parameters
+                      and not n.startswith(MACHINE)}
             points.append(Point({n: r for n, r, _ in combo}, config))
         for follower, leader in self.tied.items():
             self._tie(catalog, follower, leader, base, points)
@@ -267,6 +285,21 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
             raise UserError("[machine]: a running server runs on its own machine; [machine] "
                             "shapes the sandboxes knoblab starts; remove it, or [server] kind")
         machine = Shape.from_spec(data["machine"], base_dir)
+    machine_section = dict(data.get("machine") or {})
+    for name, values in sweep.items():
+        if not name.startswith(MACHINE):
+            continue
+        if external is not None:
+            raise UserError(f"[sweep] {name}: a running server runs on its own machine; "
+                            "the machine is swept for sandboxes only")
+        key = name[len(MACHINE):]
+        if key not in SHAPE_KEYS:
+            raise UserError(f"[sweep] {name}: [machine] has no {key!r}; sweep one of "
+                            f"{', '.join(MACHINE + k for k in sorted(SHAPE_KEYS))}")
+        if key in machine_section:
+            raise UserError(f"{name} is both in [machine] and [sweep]; keep one")
+        for value in values:  # each one a machine of its own: checked like [machine]
+            Shape.from_spec({**machine_section, key: value}, base_dir)
     binary, servers = _binaries(server.get("binary"))
     config = server.get("config", {})
     if not isinstance(config, dict):
@@ -325,6 +358,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
         machine=machine,
+        machine_section=machine_section,
         tune=search,
         source=source,
     )

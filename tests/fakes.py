@@ -262,8 +262,11 @@ class FakeTarget:
         finally:
             SCRIPT.sessions.append("closed")
 
+    def check_shape(self, shape: Any) -> None:
+        """A fake server has no machine to shape."""
+
     @contextmanager
-    def configured(self, settings: Mapping[str, str], data: Data
+    def configured(self, settings: Mapping[str, str], data: Data, shape: Any = None
                    ) -> Iterator[tuple[Server, dict[str, Any]]]:
         SCRIPT.started.append(dict(settings))
         time.sleep(SCRIPT.start_sleep)

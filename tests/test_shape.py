@@ -228,3 +228,69 @@ def test_a_study_measured_on_one_shape_is_not_continued_on_another():
         == ["shape: 2G of memory here, 8G of memory there"]
     assert differences({**plain, "shape": "2G of memory"}, plain) == [
         "shape: 2G of memory here, no limits there"]
+
+
+@pytest.mark.parametrize("sweep, machine, said", [
+    ({"machine.ram": ["1G", "2G"]}, {}, "[machine] has no 'ram'"),
+    ({"machine.memory": ["1G", "2G"]}, {"memory": "1G"},
+     "machine.memory is both in [machine] and [sweep]"),
+    ({"machine.memory": ["1G", "64M"]}, {}, "below 160M"),
+    ({"machine.cpus": [1, 4096]}, {}, "more CPUs than the machine"),
+])
+def test_a_bad_machine_sweep_is_one_line(sweep: dict, machine: dict, said: str):
+    spec = {**MINIMAL, "sweep": {**MINIMAL["sweep"], **sweep}}
+    if machine:
+        spec["machine"] = machine
+    with pytest.raises(UserError) as caught:
+        parse_spec(spec)
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_swept_machine_gives_each_point_its_shape(catalog):
+    spec = parse_spec({**MINIMAL, "machine": {"cpus": 1},
+                       "sweep": {**MINIMAL["sweep"], "machine.memory": ["512M", "2G"]}})
+    assert spec.swept_settings() == ["read_buffer_size"]
+    _, points, _ = spec.points(catalog)
+    assert len(points) == 4 and all("machine.memory" not in p.config for p in points)
+    shapes = {p.requested["machine.memory"]: spec.shape(p.requested) for p in points}
+    assert shapes["512M"] == Shape(memory=512 << 20, cpus=1)
+    assert shapes["2G"] == Shape(memory=2 << 30, cpus=1)
+    with pytest.raises(UserError, match="the machine is swept for sandboxes only"):
+        parse_spec({**MINIMAL, "server": {"kind": "external", "host": "127.0.0.1"},
+                    "sweep": {**MINIMAL["sweep"], "machine.memory": ["512M", "2G"]}})
+
+
+@pytest.mark.server
+def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Path,
+                                                             tmp_path: Path):
+    from knoblab.server.sandbox import hierarchy
+
+    try:
+        hierarchy()
+    except UserError as exc:
+        pytest.skip(f"no control groups here: {exc}")
+    spec = tmp_path / "shapes.toml"
+    spec.write_text('name = "shapes"\n[server.config]\ninnodb_buffer_pool_size = "16M"\n'
+                    'key_buffer_size = "8M"\naria_pagecache_buffer_size = "8M"\n'
+                    '[dataset]\nrows = 2000\n[workload]\nsql = "SELECT COUNT(*) FROM dt2"\n'
+                    'repetitions = 2\n[sweep]\nread_buffer_size = ["64K", "1M"]\n'
+                    '"machine.memory" = ["256M", "1G"]\n')
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(knoblab_home)
+    out = subprocess.run(
+        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+         "run", str(spec), "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o")],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert "machine.memory" in result["slices"]
+    assert "machine.memory is the sandbox's machine, given when it starts" in out.stdout
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        given = [(json.loads(r)["machine.memory"], json.loads(d)["machine"]["memory"])
+                 for r, d in db.execute("SELECT p.requested, t.details FROM trials t JOIN "
+                                        "points p ON p.run_id = t.run_id AND "
+                                        "p.idx = t.point_idx WHERE t.status = 'done'")]
+    assert len(given) == 8
+    assert all(memory == {"256M": 256 << 20, "1G": 1 << 30}[asked] for asked, memory in given)

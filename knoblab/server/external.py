@@ -26,6 +26,7 @@ from knoblab.connection import DATABASE, Endpoint, Server, one
 from knoblab.errors import UserError
 from knoblab.server.guard import data_tables, watching
 from knoblab.server.settings import read_globals, set_global
+from knoblab.server.shape import Shape
 from knoblab.server.target import Data, ServerRefused
 
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
@@ -522,10 +523,15 @@ class RunningTarget:
         finally:
             self.settings = None
 
+    def check_shape(self, shape: Shape) -> None:
+        raise UserError(f"{self.where}: a running server runs on its own machine; [machine] "
+                        "shapes the sandboxes knoblab starts")
+
     @contextmanager
-    def configured(self, settings: Mapping[str, str], data: Data
+    def configured(self, settings: Mapping[str, str], data: Data, shape: Shape | None = None
                    ) -> Iterator[tuple[Server, dict[str, object]]]:
         assert self.settings is not None, "configured() runs inside session()"
+        assert shape is None, "the spec refuses [machine] for a running server"
         # Every measurement of a workload that writes starts from freshly built data; so
         # does the one after a measurement that dropped some of it (it failed, saying so).
         if data.changed_by_measuring or not self.tables.get(data.key, frozenset()) <= (

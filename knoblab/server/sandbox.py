@@ -728,10 +728,8 @@ class SandboxTarget:
         self.binary = binary
         self.home = home
         self.shape = shape
-        if shape is not None and shape.datadir is not None:
-            places.data_folder(shape.datadir, "[machine] datadir")
-        if shape is not None and shape.limited:  # said now, not by every start failing
-            hierarchy().check(shape.limits(hierarchy(), home))
+        if shape is not None:  # said now, not by every start failing
+            self.check_shape(shape)
         self.catalog = catalog_for(binary, home)
         self.templates: dict[str, Path] = {}  # datadir template by data key
         self.run_id = ""  # the run being measured (set by session): named in messages
@@ -783,8 +781,16 @@ class SandboxTarget:
         self.run_id = run_id
         return contextlib.nullcontext()  # every sandbox is stopped after its measurement
 
+    def check_shape(self, shape: Shape) -> None:
+        """A point's machine ([sweep] "machine.memory" ...): one line before anything runs
+        when this machine cannot give it."""
+        if shape.datadir is not None:
+            places.data_folder(shape.datadir, "[machine] datadir")
+        if shape.limited:
+            hierarchy().check(shape.limits(hierarchy(), self.home))
+
     @contextmanager
-    def configured(self, settings: Mapping[str, str], data: Data
+    def configured(self, settings: Mapping[str, str], data: Data, shape: Shape | None = None
                    ) -> Iterator[tuple[Server, dict[str, object]]]:
         """A server started with the settings that have a start-up option; the others set
         globally before the workload connects."""
@@ -793,7 +799,8 @@ class SandboxTarget:
         after_start = {k: v for k, v in settings.items() if k not in at_start}
         template = self.templates[data.key]
         try:
-            sandbox = Sandbox(self.binary, template, at_start, home=self.home, shape=self.shape)
+            sandbox = Sandbox(self.binary, template, at_start, home=self.home,
+                              shape=shape or self.shape)
             sandbox.start()
         except OSError:
             if (template.parent / ".ready").exists():
@@ -805,7 +812,10 @@ class SandboxTarget:
                             "measures the rest") from None
         try:
             set_globals(sandbox.connect, self.catalog, after_start)
+            given = shape or self.shape
             yield sandbox, {"copy_seconds": round(sandbox.copy_seconds, 3),
-                            "start_seconds": round(sandbox.start_seconds, 3)}
+                            "start_seconds": round(sandbox.start_seconds, 3),
+                            # the machine it was given, kept with every measurement
+                            **({"machine": given.to_json()} if given else {})}
         finally:
             sandbox.stop()

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from knoblab.catalog import Catalog
 from knoblab.connection import Server
 from knoblab.errors import UserError
+from knoblab.server.shape import Shape
 
 
 class ServerRefused(UserError):
@@ -83,7 +84,11 @@ class Target(Protocol):
                 touched: list[str]) -> AbstractContextManager[None]:
         """Around a whole run: whatever it changes is put back on the way out."""
 
-    def configured(self, settings: Mapping[str, str], data: Data
+    def check_shape(self, shape: Shape) -> None:
+        """One line when this server cannot be given the machine `shape` ([machine])."""
+
+    def configured(self, settings: Mapping[str, str], data: Data, shape: Shape | None = None
                    ) -> AbstractContextManager[tuple[Server, dict[str, Any]]]:
         """A server running with `settings` (and the data `data`), for one measurement, with
-        what configuring it cost (stored beside the measurement)."""
+        what configuring it cost (stored beside the measurement); `shape`, the machine the
+        point gives its sandbox ([machine], swept or not; a running server takes none)."""
