@@ -230,7 +230,7 @@ CASES = [
           ["[workload]: unknown key 'connection'", "did you mean 'connections'"],
           id="unknown-script-key"),
     _case(_spec(workload='kind = "junk"\nsql = "SELECT 1"'), ["run", "{spec}"],
-          ["[workload] kind = 'junk'", '"query", "sysbench" or "script"'],
+          ["[workload] kind = 'junk'", '"query", "sysbench", "script" or "replay"'],
           id="unknown-workload-kind"),
     _case(_spec(server='kind = "cloud"'), ["run", "{spec}"],
           ["[server] kind = 'cloud'", '"sandbox"', '"external"'], id="unknown-server-kind"),
