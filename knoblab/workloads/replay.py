@@ -22,7 +22,7 @@ of their order): `knoblab.evidence`'s comparison of classes between configuratio
 these. Statement texts never leave the plan's folder: details name classes by fingerprint.
 
 The client is mysqlclient, the C client library with a thin Python layer: its CPU per
-statement is about a third of PyMySQL's (docs/benchmarks.md). `client_cpu_seconds` against the
+statement is about half of PyMySQL's (docs/benchmarks.md). `client_cpu_seconds` against the
 server's `cpu_seconds` says how much of the machine the client took.
 """
 
