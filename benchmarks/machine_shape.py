@@ -48,6 +48,9 @@ SCAN_BOX = '[machine]\nmemory = "256M"\ndisk_read = "100MB/s"'
 BUFFER_POOL = """\
 name = "buffer-pool-{label}"
 {machine}
+[server.config]
+key_buffer_size = "8M"
+aria_pagecache_buffer_size = "8M"
 [workload]
 kind = "sysbench"
 test = "oltp_read_only"
