@@ -49,6 +49,10 @@ class Server(Protocol):
     def socket(self) -> Path | None:
         """Its unix socket, when it has one here (for clients that are separate programs)."""
 
+    def drop_cache(self) -> bool:
+        """Empty the page cache the server holds in a control group of its own ([machine]),
+        touching nothing else; False where it has none."""
+
 
 def one(cursor: Any) -> tuple[Any, ...]:
     """The one row a query that always returns one row returned."""

@@ -193,6 +193,9 @@ class FakeServer:
     def watch(self, expected: Any = None) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()  # nothing a fake workload could change
 
+    def drop_cache(self) -> bool:
+        return False
+
 
 class FakeConnection:
     """Takes SET GLOBAL name = value (and nothing else); refuses the values a test says the

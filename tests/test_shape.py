@@ -294,3 +294,27 @@ def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Pat
                                         "p.idx = t.point_idx WHERE t.status = 'done'")]
     assert len(given) == 8
     assert all(memory == {"256M": 256 << 20, "1G": 1 << 30}[asked] for asked, memory in given)
+
+
+@pytest.mark.server
+def test_a_cold_measurement_empties_only_the_sandboxs_own_cache(binary, knoblab_home: Path):
+    from knoblab.server.sandbox import hierarchy
+    from knoblab.workloads.query import cached_fraction
+
+    try:
+        hierarchy()
+    except UserError as exc:
+        pytest.skip(f"no control groups here: {exc}")
+    shape = Shape.from_spec({"memory": "512M"}, None)
+    outside = knoblab_home / "outside-the-sandbox"
+    outside.write_bytes(os.urandom(4 << 20))  # read by knoblab: cached on its own account
+    outside.read_bytes()
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {}, home=knoblab_home,
+                 shape=shape) as server:
+        with server.connect() as conn, conn.cursor() as cur:  # the server reads a table in
+            cur.execute("SELECT SUM(LENGTH(description)) FROM mysql.help_topic")
+        table = server.datadir / "mysql" / "help_topic.MAD"
+        assert cached_fraction([table]) > 0.5
+        assert server.drop_cache()
+        assert cached_fraction([table]) < 0.05
+    assert cached_fraction([outside]) > 0.9  # the machine's cache is left as it was

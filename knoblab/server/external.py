@@ -127,6 +127,9 @@ class ExternalServer:
         found = Path(self.endpoint.socket) if self.endpoint.socket else None
         return found if found is not None and found.is_socket() else None
 
+    def drop_cache(self) -> bool:
+        return False  # its page cache is the machine's, and the machine is not knoblab's
+
     def global_values(self, names: list[str]) -> dict[str, str]:
         return read_globals(self.connect, names)
 

@@ -233,6 +233,9 @@ class Sandbox:
         return pymysql.connect(unix_socket=str(self.socket), user="root", password="",
                                database=database, autocommit=True, ssl_disabled=True, **kwargs)
 
+    def drop_cache(self) -> bool:
+        return self.group.drop_cache() if self.group is not None else False
+
     def global_values(self, names: list[str]) -> dict[str, str]:
         """The values the server really applied (it rounds and sometimes ignores settings)."""
         return read_globals(self.connect, names)
