@@ -7,9 +7,12 @@ OS figures every second of a long one. What the article read from vmstat and SHO
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -141,3 +144,15 @@ class SecondSampler:
             now = OsCounters(self._pid)
             self._samples.append((round(now.when - self._began.when, 3), now.since(self._last)))
             self._last = now
+
+
+def drop_from_page_cache(files: Iterable[Path]) -> None:
+    """The files written to disk and dropped from the OS page cache: whoever reads them next
+    reads them from the disk (and its cache is charged to that reader)."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages cannot be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)

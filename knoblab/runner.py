@@ -41,6 +41,7 @@ from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import SettingRefused, set_globals
+from knoblab.server.shape import Shape
 from knoblab.spec import MACHINE, Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
 from knoblab.units import format_duration
@@ -298,14 +299,13 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
     # Each machine the points give their sandboxes ([machine], swept or not), checked once;
     # the memory budget is the sandbox's, or this machine's: it says nothing about a server
     # elsewhere.
-    by_memory: dict[int | None, list[tuple[Settings, Settings]]] = {}
-    for shape in {spec.shape(r) for r, _ in mine} - {None}:
-        assert shape is not None
-        target.check_shape(shape)
+    by_shape: dict[Shape | None, list[tuple[Settings, Settings]]] = {}
     for point in mine:
-        shape = spec.shape(point[0])
-        by_memory.setdefault(shape.memory if shape else None, []).append(point)
-    for memory, points in by_memory.items():
+        by_shape.setdefault(spec.shape(point[0]), []).append(point)
+    for shape, points in by_shape.items():
+        if shape is not None:
+            target.check_shape(shape)
+        memory = shape.memory if shape is not None else None
         safety.check(points, plan.base, target.catalog,
                      connections=spec.workload.connections_for,
                      allow_durability_tradeoff=spec.allow_durability_tradeoff,

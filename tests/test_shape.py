@@ -157,18 +157,24 @@ def test_a_datadir_that_cannot_be_used_is_one_line(tmp_path: Path, knoblab_home:
             subprocess.run(["umount", str(path)], check=False)
 
 
-def _groups_left() -> list[Path]:
-    return [p for p in Path("/sys/fs/cgroup").glob("*/**/knoblab-*") if p.is_dir()]
-
-
-@pytest.mark.server
-def test_a_shaped_sandbox_runs_in_its_group_and_leaves_none(binary, knoblab_home: Path):
+@pytest.fixture
+def control_groups() -> None:
+    """The machine's control groups, or the test is skipped saying why they are not here."""
     from knoblab.server.sandbox import hierarchy
 
     try:
         hierarchy()
     except UserError as exc:
         pytest.skip(f"no control groups here: {exc}")
+
+
+def _groups_left() -> list[Path]:
+    return [p for p in Path("/sys/fs/cgroup").glob("*/**/knoblab-*") if p.is_dir()]
+
+
+@pytest.mark.server
+def test_a_shaped_sandbox_runs_in_its_group_and_leaves_none(binary, knoblab_home: Path,
+        control_groups: None):
     shape = Shape.from_spec({"memory": "512M", "cpus": 1, "disk_read": "200MB/s"}, None)
     before = _groups_left()
     with Sandbox(binary, base_template(binary, knoblab_home) / "data", {}, home=knoblab_home,
@@ -194,13 +200,10 @@ def test_a_shaped_sandbox_runs_in_its_group_and_leaves_none(binary, knoblab_home
 
 
 @pytest.mark.server
-def test_a_buffer_pool_larger_than_the_machine_is_said_not_hung(binary, knoblab_home: Path):
-    from knoblab.server.sandbox import OutOfMemory, hierarchy
+def test_a_buffer_pool_larger_than_the_machine_is_said_not_hung(binary, knoblab_home: Path,
+        control_groups: None):
+    from knoblab.server.sandbox import OutOfMemory
 
-    try:
-        hierarchy()
-    except UserError as exc:
-        pytest.skip(f"no control groups here: {exc}")
     shape = Shape.from_spec({"memory": "160M"}, None)
     before = _groups_left()
     sandbox = Sandbox(binary, base_template(binary, knoblab_home) / "data",
@@ -262,13 +265,8 @@ def test_a_swept_machine_gives_each_point_its_shape(catalog):
 
 @pytest.mark.server
 def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Path,
-                                                             tmp_path: Path):
-    from knoblab.server.sandbox import hierarchy
-
-    try:
-        hierarchy()
-    except UserError as exc:
-        pytest.skip(f"no control groups here: {exc}")
+                                                             tmp_path: Path,
+                                                             control_groups: None):
     spec = tmp_path / "shapes.toml"
     spec.write_text('name = "shapes"\n[server.config]\ninnodb_buffer_pool_size = "16M"\n'
                     'key_buffer_size = "8M"\naria_pagecache_buffer_size = "8M"\n'
@@ -297,14 +295,10 @@ def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Pat
 
 
 @pytest.mark.server
-def test_a_cold_measurement_empties_only_the_sandboxs_own_cache(binary, knoblab_home: Path):
-    from knoblab.server.sandbox import hierarchy
+def test_a_cold_measurement_empties_only_the_sandboxs_own_cache(binary, knoblab_home: Path,
+        control_groups: None):
     from knoblab.workloads.query import cached_fraction
 
-    try:
-        hierarchy()
-    except UserError as exc:
-        pytest.skip(f"no control groups here: {exc}")
     shape = Shape.from_spec({"memory": "512M"}, None)
     outside = knoblab_home / "outside-the-sandbox"
     outside.write_bytes(os.urandom(4 << 20))  # read by knoblab: cached on its own account

@@ -37,6 +37,7 @@ from knoblab import places, safety
 from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import ACCESS_DENIED, Server
 from knoblab.errors import UserError
+from knoblab.observe import drop_from_page_cache
 from knoblab.places import knoblab_home
 from knoblab.server.binary import ServerBinary, compile_info
 from knoblab.server.cgroups import Group, Hierarchy
@@ -445,15 +446,7 @@ def copy_datadir(source: Path, target: Path) -> None:
 def uncache(folder: Path) -> None:
     """Every file under `folder` written to disk and dropped from the page cache, so that
     whoever reads it next reads it from the disk (and its cache is charged to them)."""
-    for path in folder.rglob("*"):
-        if not path.is_file() or path.is_symlink():
-            continue
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages cannot be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    drop_from_page_cache(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def hurry() -> None:

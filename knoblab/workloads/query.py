@@ -29,7 +29,7 @@ from knoblab.admin import refuse_admin
 from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
-from knoblab.observe import Observation, SecondSampler
+from knoblab.observe import Observation, SecondSampler, drop_from_page_cache
 from knoblab.stats import Summary
 from knoblab.units import parse_size
 from knoblab.workloads.base import (
@@ -445,13 +445,7 @@ _PAGE = mmap.PAGESIZE
 
 def evict(files: list[Path]) -> float:
     """Drop the files' pages from the OS page cache; return the fraction still cached after."""
-    for path in files:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # dirty pages cannot be dropped
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+    drop_from_page_cache(files)
     return cached_fraction(files)
 
 
