@@ -32,7 +32,7 @@ class ClassChange:
     """One class under one configuration against the reference."""
 
     point: int  # index of the configuration
-    ratio: float | None  # its median time / the reference's; None: not measured twice
+    ratio: float | None  # its geometric mean time / the reference's; None: not measured twice
     ci_low: float | None
     ci_high: float | None
     p_adjusted: float | None  # Bonferroni, over every class and configuration shown
