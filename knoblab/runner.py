@@ -118,13 +118,19 @@ def _no_progress(done: int, total: int) -> None:
 
 
 def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, int]]:
-    """(point, repetition) pairs: every round visits each point once, in a shuffled order."""
+    """(point, repetition) pairs: every round visits each point once, in an order that is
+    shuffled and counterbalanced: each run of `n_points` rounds is a shuffled Latin square, so
+    that in it every point takes every place once (first on a start, second, …, last) — a
+    place that is slower or faster than the others (the first after a start) reaches the
+    points alike, and with two points the first alternates round by round."""
     rng = random.Random(seed)
-    order = []
-    for repetition in range(repetitions):
-        round_points = list(range(n_points))
-        rng.shuffle(round_points)
-        order += [(p, repetition) for p in round_points]
+    order: list[tuple[int, int]] = []
+    for first in range(0, repetitions, max(1, n_points)):
+        points = rng.sample(range(n_points), n_points)
+        places = rng.sample(range(n_points), n_points)
+        turns = rng.sample(range(n_points), n_points)
+        for repetition, turn in zip(range(first, repetitions), turns, strict=False):
+            order += [(points[(place + turn) % n_points], repetition) for place in places]
     return order
 
 
@@ -919,10 +925,15 @@ class _Block:
             if first:
                 effective[item] = self.server.global_values(list(settings))
             session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
+            workload = self.prepared.spec.workload
             # Checked against what was set and read back, right before the timed part.
             with self.server.watch(effective.get(item)):
-                parts.append(self.prepared.spec.workload.measure_part(
-                    self.server, requested, session_knobs, recorder))
+                # Never the first load after the start, nor the first after a change of
+                # settings (which may have emptied a cache), against warm ones: every part
+                # follows an untimed pass under its own settings.
+                workload.warm_up(self.server, requested, session_knobs)
+                parts.append(workload.measure_part(self.server, requested, session_knobs,
+                                                   recorder))
         except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
             error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
             return error, isinstance(exc, Tampered)

@@ -73,6 +73,10 @@ class Script:
     model: Callable[[dict[str, str]], float] | None = None
     # a second figure of each measurement ("memory", in the details), from the same settings
     memory: Callable[[dict[str, str]], float] | None = None
+    # the first load after each server start (measured or a warm-up) takes this many times
+    # as long: a cold buffer pool
+    cold_first: float = 1.0
+    warmed: list[dict[str, str]] = field(default_factory=list)  # warm-up passes, in order
 
 
 SCRIPT = Script()
@@ -138,6 +142,9 @@ class FakeWorkload(Timed):
             raise WorkloadError(SCRIPT.fails[value])
         # Deterministic, with a small spread so that the statistics have something to do.
         spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
+        if not server.loads:
+            spread *= SCRIPT.cold_first
+        server.loads += 1
         time.sleep(SCRIPT.sleep)
         both = server.global_values(list(fake_catalog().knobs))  # every setting it has
         seconds = SCRIPT.seconds.get(value, 1.0) if SCRIPT.model is None else SCRIPT.model(both)
@@ -158,6 +165,11 @@ class FakeWorkload(Timed):
         fastest = min(parts, key=lambda m: m.value)
         return Measured(fastest.value, {**fastest.details, "runs": [m.value for m in parts]})
 
+    def warm_up(self, server: Server, requested: Mapping[str, str],
+                session_knobs: list[str]) -> None:
+        SCRIPT.warmed.append(server.global_values(["sort_buffer_size"]))
+        server.loads += 1
+
     def describe(self) -> dict[str, object]:
         return {}
 
@@ -177,6 +189,7 @@ class FakeServer:
 
     def __init__(self, settings: Mapping[str, str]) -> None:
         self.settings = dict(settings)
+        self.loads = 0  # measurements and warm-ups since it started
         self.pid: int | None = None
         self.datadir: Path | None = None
         self.socket: Path | None = None

@@ -76,3 +76,21 @@ def test_edge_cases():
     assert plan_order(0, 5, 1) == []
     assert plan_order(3, 0, 1) == []
     assert plan_order(1, 3, 1) == [(0, 0), (0, 1), (0, 2)]
+
+
+@given(st.integers(min_value=1, max_value=12), st.integers(min_value=1, max_value=30),
+       st.integers(min_value=0, max_value=2**63 - 1))
+def test_every_point_takes_every_place_once_in_each_run_of_n_rounds(n_points, repetitions, seed):
+    # The first measurement after a start may be slower or faster than the others: over
+    # every n rounds, each point is first (and second, …) exactly once.
+    rounds = _rounds(plan_order(n_points, repetitions, seed), n_points)
+    for first in range(0, repetitions - n_points + 1, n_points):
+        block = rounds[first:first + n_points]
+        for place in range(n_points):
+            assert sorted(round_[place][0] for round_ in block) == list(range(n_points))
+
+
+def test_with_two_points_the_first_alternates_round_by_round():
+    for seed in range(20):
+        firsts = [round_[0][0] for round_ in _rounds(plan_order(2, 8, seed), 2)]
+        assert all(firsts[i] != firsts[i + 1] for i in range(0, 8, 2)), (seed, firsts)

@@ -417,3 +417,30 @@ def test_a_trial_taken_by_a_worker_killed_at_once_does_not_hold_the_study(
     assert trials[orphan.number].state == optuna.trial.TrialState.FAIL
     assert any(t.number > orphan.number and t.config == result.space.config(orphan.params)
                for t in result.trials)
+
+
+def test_a_placebo_under_a_load_slow_after_each_start_scores_zero_and_is_not_recommended(
+        store, tmp_path, monkeypatch):
+    # Neither setting does anything, but the first load after each server start takes three
+    # times as long (a cold buffer pool). Each trial's two points share a start (blocked):
+    # were the first of them timed cold, every trial would score ±log 3 as its order fell.
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=lambda s: 1.0, cold_first=3.0))
+    result = _tune(store, tmp_path, _spec(trials=6))
+    scored = [t for t in result.trials if t.state == "scored"]
+    assert len(scored) >= 4
+    for t in scored:
+        # Each round's ratio, not only their mean (an order turned round by round would
+        # cancel ±log 3 in the mean and leave the spread).
+        assert all(abs(r) < 0.03 for r in t.ratios), (t.changes, t.ratios)
+    # Every timed part followed an untimed pass under its own settings.
+    assert len(fakes.SCRIPT.warmed) == len(fakes.SCRIPT.measured)
+    assert result.recommended is None and result.settings == {}
+
+
+def test_the_trials_of_a_search_do_not_all_measure_in_one_order():
+    # The order of each trial's points comes from the trial: not the spec's seed for all.
+    spec = _spec()
+    orders = {tuple(runner.plan_order(2, 2, _trial_spec(spec, {"sort_buffer_size": "8M"}, 2,
+                                                        number).statistics.seed))
+              for number in range(1, 9)}
+    assert len(orders) > 1

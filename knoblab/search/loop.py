@@ -9,6 +9,7 @@ infeasible, so it stops proposing their region. A promising trial gets more roun
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import statistics
 import time
@@ -185,7 +186,8 @@ class Search:
             per_round = (time.monotonic() - began) / len(ratios)
             if left is not None and per_round * (len(ratios) + more) > left:
                 break
-            extra = self.run(_trial_spec(spec, changes, max(2, more), trial.number))
+            extra = self.run(_trial_spec(spec, changes, max(2, more), trial.number,
+                                         len(runs)))
             runs.append(extra)
             added, _ = self.ratios(extra)
             if not added:
@@ -228,14 +230,21 @@ def metric_value(metric: Metric, trial: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def _trial_spec(spec: Spec, changes: dict[str, str], rounds: int, number: int) -> Spec:
+def _trial_spec(spec: Spec, changes: dict[str, str], rounds: int, number: int,
+                more: int = 0) -> Spec:
     """A run of two points: the baseline, and the baseline with the candidate's changes (a
-    one-step run), `rounds` rounds on the design the settings allow."""
+    one-step run), `rounds` rounds on the design the settings allow. Each run of each trial
+    (`more`: the how-manieth extra run) has an order of its own: with one seed for all, every
+    trial would measure its candidate in the same places of its starts."""
     workload = dataclasses.replace(cast(Any, spec.workload),
                                    rounds=Rounds(fixed=rounds, design="auto"))
+    digest = hashlib.sha256(f"{spec.statistics.seed}/trial {number}/{more}".encode()).digest()
+    statistics = dataclasses.replace(spec.statistics,
+                                     seed=int.from_bytes(digest[:8], "big") >> 1)
     return dataclasses.replace(spec, name=f"{spec.name}: trial {number}", sweep={},
                                steps=[dict(changes)], one_at_a_time=False, workload=workload,
-                               tune=None, tied=ties(spec, spec.base_config, [changes]))
+                               tune=None, tied=ties(spec, spec.base_config, [changes]),
+                               statistics=statistics)
 
 
 def _promising(ratios: list[float], earlier: list[TrialOutcome], min_effect: float) -> bool:

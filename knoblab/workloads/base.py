@@ -186,6 +186,25 @@ class OnePiece:
         (whole,) = parts
         return whole
 
+    def warm_up(self, server: Server, requested: Mapping[str, str],
+                session_knobs: list[str]) -> None:
+        """One whole measurement, not kept."""
+        self.measure(server, requested, session_knobs, NOT_KEPT)
+
+
+class _NotKept:
+    """The recorder of a pass that is not a measurement (a warm-up): what it reports is
+    dropped."""
+
+    def second(self, second: Second) -> None:
+        pass
+
+    def os_seconds(self, samples: list[tuple[float, dict[str, float]]]) -> None:
+        pass
+
+
+NOT_KEPT = _NotKept()
+
 
 class Recorder(Protocol):
     """Stores what a running measurement reports, as it arrives."""
@@ -312,6 +331,14 @@ class Workload(Protocol):
 
     def join(self, parts: list[Measured]) -> Measured:
         """The measurement made of its parts, as `measure` would have made it."""
+
+    def warm_up(self, server: Server, requested: Mapping[str, str],
+                session_knobs: list[str]) -> None:
+        """An untimed pass of the load under a point's settings, right before each of its
+        timed parts on a start shared with other points (the blocked design): the part then
+        finds the caches as this configuration keeps them, not as the start (empty) or the
+        previous point (another size, just emptied by the change) left them. Nothing of it is
+        kept; WorkloadError when it fails (the point's measurement would fail alike)."""
 
     def describe(self) -> dict[str, object]:
         """What the run's description keeps of it (the results' "workload", with kind)."""
