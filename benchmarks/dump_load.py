@@ -8,10 +8,10 @@ mariadb-dump --databases would (extended INSERTs of about 1 MB, keys disabled, u
 foreign-key checks off), compressed as --compression says. Each repetition loads it twice into
 fresh sandboxes copied from the same empty template, alternating which goes first: once by
 knoblab (`Dump.load`: the file read and decompressed in Python, fed to the mariadb client in
-1 MiB chunks, then the DEFINER check) and once by the client alone reading the file on its
-stdin (through `gzip -dc` or `zstd -dc` for a compressed file). Only the load is timed (the
-sandbox is started before the clock). It prints each time, the medians, knoblab's rate in MB/s
-of dump text, and knoblab's time over the client's.
+1 MiB chunks, its DEFINERs and databases seen to on the way) and once by the client alone
+reading the file on its stdin (through `gzip -dc` or `zstd -dc` for a compressed file). Only
+the load is timed (the sandbox is started before the clock). It prints each time, the
+medians, knoblab's rate in MB/s of dump text, and knoblab's time over the client's.
 """
 
 from __future__ import annotations

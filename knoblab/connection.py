@@ -19,8 +19,8 @@ DATABASE = "knoblab"  # the benchmark data's database, on every server
 # The server's own databases: never the data measured.
 SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 # The server's answers that refuse a login (access denied to a database, to the user, to a
-# socket-authenticated one).
-ACCESS_DENIED = (1044, 1045, 1698)
+# socket-authenticated one, to a locked account).
+ACCESS_DENIED = (1044, 1045, 1698, 4151)
 Progress = Callable[[int, int], None]  # (done, total) while data is built
 
 

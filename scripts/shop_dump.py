@@ -5,7 +5,7 @@ examples/dump-script.toml, made here so that no third-party data is needed.
 
 Tables customers, products and orders (InnoDB, with keys), a view, a trigger and a stored
 procedure whose DEFINER is an account the dump does not create (as in a dump taken from a
-production server), and one user of its own. The rows are drawn from a fixed seed: the same
+production server). The rows are drawn from a fixed seed: the same
 file every time. `.gz` or `.zst` at the end of the name compresses it (zstd needs the zstd
 command).
 """
@@ -93,9 +93,6 @@ DELIMITER ;
 sum(`o`.`quantity` * `p`.`price`) AS `revenue` from ((`orders` `o` join `customers` `c` \
 on(`c`.`id` = `o`.`customer`)) join `products` `p` on(`p`.`id` = `o`.`product`)) \
 group by `c`.`country` */;
-
-CREATE USER IF NOT EXISTS `shop_reader`@`localhost` ACCOUNT LOCK;
-GRANT SELECT ON `shop`.* TO `shop_reader`@`localhost`;
 
 /*!40014 SET FOREIGN_KEY_CHECKS=@OLD_FOREIGN_KEY_CHECKS */;
 /*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */;

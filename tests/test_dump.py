@@ -1,26 +1,32 @@
 """[dataset] dump: a mariadb-dump file loaded once into a template, on real servers.
 
 The dump is written here in mariadb-dump's own shapes (executable comments, DELIMITER ;;,
-views made in two steps), with a view, a trigger and a procedure whose DEFINERs do not
-exist on the sandbox, and one of the dump's own users.
+views made in two steps), with a view, a trigger, a procedure, a function and an event whose
+DEFINERs do not exist on the sandbox. A dump is untrusted: what it may not do (client commands,
+server settings, files, plugins, accounts, the server's own databases) is refused in one line
+naming its line, and nothing of it happens.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import os
+import random
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pymysql
 import pytest
 import zstandard
 
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary
-from knoblab.server.sandbox import Sandbox, derived_template
+from knoblab.server.sandbox import Sandbox, base_template, derived_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
 from knoblab.workloads import dump as dump_module
@@ -96,8 +102,17 @@ DELIMITER ;
 /*!50001 VIEW `expensive` AS select `items`.`id` AS `id` from `items` \
 where `items`.`price` > 15 */;
 
-CREATE USER IF NOT EXISTS `app`@`localhost`;
-GRANT SELECT ON `shop`.* TO `app`@`localhost`;
+DELIMITER ;;
+CREATE DEFINER=`reporter`@`localhost` FUNCTION `doubled`(x INT) RETURNS int(11)
+    DETERMINISTIC
+RETURN x * 2 ;;
+DELIMITER ;
+
+DELIMITER ;;
+/*!50106 CREATE*/ /*!50117 DEFINER=`scheduler`@`localhost`*/ /*!50106 EVENT `nightly` ON \
+SCHEDULE EVERY 1 DAY STARTS '2025-01-01 00:00:00' ON COMPLETION NOT PRESERVE DISABLE DO \
+UPDATE items SET price = price */ ;;
+DELIMITER ;
 
 /*!40014 SET UNIQUE_CHECKS=@OLD_UNIQUE_CHECKS */;
 -- Dump completed
@@ -161,7 +176,7 @@ def _build(binary: ServerBinary, home: Path, work: ScriptWorkload,
 
 
 @pytest.mark.parametrize("name", ["shop.sql", "shop.sql.gz", "shop.sql.zst"])
-def test_a_dump_loads_with_its_users_routines_triggers_and_views(
+def test_a_dump_loads_with_its_routines_triggers_views_and_events(
         binary: ServerBinary, knoblab_home: Path, tmp_path: Path, name: str):
     dump = _write(tmp_path, name, WITH_DATABASE)
     work = _workload(dump)
@@ -172,19 +187,29 @@ def test_a_dump_loads_with_its_users_routines_triggers_and_views(
     assert progress and progress[-1] == (dump.stat().st_size, dump.stat().st_size)
     label = work.data_label({})
     assert "'shopkeeper'@'%'" in label and "'reporter'@'localhost'" in label, label
+    assert "made knoblab's data account (knoblab_data, all privileges on shop)" in label, label
     with Sandbox(binary, template, {}, home=knoblab_home) as server:
-        # The procedure and the trigger run as shopkeeper, the view as reporter: each
-        # needs its account to exist with privileges on shop.
+        # The foreign DEFINERs became the data account, which holds all privileges on shop:
+        # the procedure and the trigger, the view and the function run as it.
         _rows(server, "CALL raise_prices(10)")
         assert _rows(server, "SELECT price FROM items ORDER BY id") == [(11,), (22,), (33,),
                                                                        (44,)]
         assert _rows(server, "SELECT COUNT(*) FROM audit") == [(4,)]
         assert _rows(server, "SELECT id FROM expensive ORDER BY id") == [(2,), (3,), (4,)]
-        users = _rows(server, "SELECT User, Host, JSON_VALUE(Priv, '$.account_locked') "
-                              "FROM mysql.global_priv WHERE User IN ('app', 'shopkeeper', "
-                              "'reporter') ORDER BY User")
-        assert users == [("app", "localhost", None), ("reporter", "localhost", "1"),
-                         ("shopkeeper", "%", "1")]
+        assert _rows(server, "SELECT doubled(21)") == [(42,)]
+        definers = _rows(server, "SELECT DEFINER FROM information_schema.VIEWS WHERE "
+                                 "TABLE_SCHEMA = 'shop' UNION SELECT DEFINER FROM "
+                                 "information_schema.ROUTINES WHERE ROUTINE_SCHEMA = 'shop' "
+                                 "UNION SELECT DEFINER FROM information_schema.TRIGGERS UNION "
+                                 "SELECT DEFINER FROM information_schema.EVENTS")
+        assert definers == [("knoblab_data@localhost",)]
+        assert _rows(server, "SELECT COUNT(*) FROM information_schema.EVENTS") == [(1,)]
+        # No account was made for them; the data account holds nothing beyond shop.
+        assert _rows(server, "SELECT User FROM mysql.global_priv WHERE User IN "
+                             "('shopkeeper', 'reporter', 'scheduler')") == []
+        assert _rows(server, "SHOW GRANTS FOR knoblab_data@localhost") == [
+            ("GRANT USAGE ON *.* TO `knoblab_data`@`localhost`",),
+            ("GRANT ALL PRIVILEGES ON `shop`.* TO `knoblab_data`@`localhost`",)]
 
 
 def test_a_dump_without_set_names_is_read_as_utf8(binary: ServerBinary, knoblab_home: Path,
@@ -204,7 +229,7 @@ def test_a_dump_without_set_names_is_read_as_utf8(binary: ServerBinary, knoblab_
 
 def test_a_dump_without_a_database_loads_into_the_one_named(
         binary: ServerBinary, knoblab_home: Path, tmp_path: Path):
-    dump = _write(tmp_path, "plain.sql", WITHOUT_DATABASE.replace("`shop`.*", "`store`.*"))
+    dump = _write(tmp_path, "plain.sql", WITHOUT_DATABASE)
     with pytest.raises(UserError, match=r"names no database.*database = "):
         _workload(dump)
     work = _workload(dump, database="store")
@@ -224,19 +249,25 @@ def test_a_failing_statement_names_the_dump_line_and_leaves_no_template(
     with pytest.raises(UserError) as caught:
         _build(binary, knoblab_home, work, [])
     said = str(caught.value)
-    assert f"the dump {dump} failed at line {bad + 1}: ERROR 1064 (42000)" in said, said
+    assert f"the dump {dump} failed at line {bad + 1} (INSERT INTO `items` VALUES (5,50),(6 " \
+        "60)): ERROR 1064 (42000)" in said, said
     assert "\n" not in said
     root = knoblab_home / "templates" / binary.slug
     assert not list(root.glob(f"{work.prepare_key()}*"))
 
 
-def test_a_dump_that_changes_root_says_so(binary: ServerBinary, knoblab_home: Path,
-                                           tmp_path: Path):
+def test_a_dump_that_changes_root_is_refused_at_its_line(binary: ServerBinary,
+                                                          knoblab_home: Path, tmp_path: Path):
     # As a dump of the mysql database (--all-databases) does: root gets the source's password.
-    dump = _write(tmp_path, "root.sql", WITH_DATABASE.replace(
-        "-- Dump completed", "ALTER USER root@localhost IDENTIFIED BY 'elsewhere';"))
+    text = WITH_DATABASE.replace("-- Dump completed",
+                                 "ALTER USER root@localhost IDENTIFIED BY 'elsewhere';")
+    dump = _write(tmp_path, "root.sql", text)
     work = _workload(dump)
-    with pytest.raises(UserError, match=r"changed root@localhost.*--all-databases"):
+    line = text.splitlines().index("ALTER USER root@localhost IDENTIFIED BY 'elsewhere';") + 1
+    with pytest.raises(UserError, match=rf"failed at line {line} \(ALTER USER root@localhost "
+                                        r"IDENTIFIED BY 'elsewhere'\): ERROR 1227 .*CREATE "
+                                        r"USER.*no server settings, files, plugins or "
+                                        "accounts"):
         _build(binary, knoblab_home, work, [])
     assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
 
@@ -254,12 +285,13 @@ def test_a_truncated_compressed_dump_is_one_line(binary: ServerBinary, knoblab_h
                                                  monkeypatch: pytest.MonkeyPatch):
     whole = _write(tmp_path, "cut.sql.gz", WITH_DATABASE)
     whole.write_bytes(whole.read_bytes()[:-40])  # its end (and the gzip trailer) lost
-    with pytest.raises(UserError, match=r"cannot read it as a gzip dump: Compressed file"):
+    with pytest.raises(UserError, match=r"cannot be read to its end: truncated \(Compressed "
+                                        "file ended"):
         _workload(whole)  # its head reaches the cut
     # A head that ends before the cut: found while it loads.
     monkeypatch.setattr(dump_module, "HEAD_BYTES", 1000)
     work = _workload(whole)
-    with pytest.raises(UserError, match=r"cannot be read to its end"):
+    with pytest.raises(UserError, match=r"cannot be read to its end: truncated"):
         _build(binary, knoblab_home, work, [])
     assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
 
@@ -377,7 +409,8 @@ def test_a_script_runs_over_a_dump_end_to_end_and_the_dump_loads_once(
     spec.write_text(SPEC.format(dump=dump.name, database=""))
     first = _knoblab(knoblab_home, tmp_path, spec)
     assert first.returncode == 0, first.stderr
-    assert "created 'reporter'@'localhost', 'shopkeeper'@'%'" in first.stdout + first.stderr
+    assert "('reporter'@'localhost', 'scheduler'@'localhost', 'shopkeeper'@'%') were made " \
+        "knoblab's data account" in " ".join((first.stdout + first.stderr).split())
     key = _workload(dump).prepare_key()
     templates = list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
     assert len(templates) == 1
@@ -389,7 +422,7 @@ def test_a_script_runs_over_a_dump_end_to_end_and_the_dump_loads_once(
     assert second.returncode == 0, second.stderr
     assert list((knoblab_home / "templates" / binary.slug).glob(f"{key}*")) == templates
     assert (templates[0] / ".ready").stat().st_mtime_ns == ready
-    assert "created" not in second.stdout + second.stderr
+    assert "data account" not in second.stdout + second.stderr
 
     result = json.loads((tmp_path / "out-dump" / "result.json").read_text())
     assert result["dataset"]["kind"] == "dump"
@@ -426,7 +459,8 @@ def test_a_syntax_error_is_one_line_with_exit_2_and_no_template(
     spec = tmp_path / "bad.toml"
     spec.write_text(SPEC.format(dump=dump.name, database=""))
     said = _error(_knoblab(knoblab_home, tmp_path, spec))
-    assert f"the dump {dump} failed at line {bad + 1}: ERROR 1064 (42000)" in said, said
+    assert f"the dump {dump} failed at line {bad + 1} (INSERT INTO `items` VALUES (5,50),(6 " \
+        "60)): ERROR 1064 (42000)" in said, said
     key = _workload(dump).prepare_key()
     assert not list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
     assert not list(knoblab_home.glob("sandboxes/*"))
@@ -458,3 +492,234 @@ def test_a_disk_filling_during_the_load_is_said_as_the_cause(small_disk,  # noqa
     said = _error(_knoblab(home, tmp_path, spec))
     assert "filled up while the data dump-" in said, said
     assert not list(home.glob("templates/*/dump-*")) and not list(home.glob("sandboxes/*"))
+
+
+# --------------------------------------------------------------------------- untrusted dumps
+
+
+@pytest.fixture(scope="module")
+def loader(binary: ServerBinary, knoblab_home: Path):
+    """One sandbox that the dumps below are loaded into, each failing at its own line."""
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        yield server
+
+
+@pytest.fixture
+def outside():
+    """A table on the MariaDB at 127.0.0.1:3306, the server a dump must never reach: its
+    (database, table), dropped after."""
+    conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="",
+                           autocommit=True)
+    database = f"knoblab_outside_{os.getpid()}"
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+            cur.execute(f"CREATE TABLE IF NOT EXISTS `{database}`.seen (a TEXT)")
+            yield database
+            cur.execute(f"SELECT COUNT(*) FROM `{database}`.seen")
+            assert cur.fetchone() == (0,), "a dump reached the server on 127.0.0.1:3306"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        conn.close()
+
+
+# (what the dump says after `USE shop;` and a table t of its own, the line that must be
+# refused, and what the refusal says after "failed at line N"). {marker}, {outside} and
+# {elsewhere} are filled in by the test.
+HOSTILE = {
+    "shell": ("\\! touch {marker}", r": Unknown command '\\!'; a command of the mariadb client"),
+    "system": ("system touch {marker}", r" \(system touch .*\): ERROR 1064 .*; a command of "
+                                        "the mariadb client"),
+    "reconnect": ("\\r {outside} 127.0.0.1", r": Unknown command '\\r'; a command of the "),
+    "connect": ("connect {outside} 127.0.0.1", r" \(connect .*\): ERROR 1064 .*; a command of "),
+    "source": ("source /etc/passwd", r" \(source /etc/passwd .*\): ERROR 1064 .*; a command "),
+    "dot-source": ("\\. /etc/passwd", r": Unknown command '\\.'; a command of the mariadb "),
+    "general-log": ("SET GLOBAL general_log_file = '{elsewhere}/general.log';\n"
+                    "SET GLOBAL general_log = 1;",
+                    r" \(SET GLOBAL general_log_file = .*\): ERROR 1227 .*SUPER"),
+    "plugin": ("INSTALL SONAME 'ha_federatedx';", r" \(INSTALL SONAME 'ha_federatedx'\): "
+                                                  r"ERROR 1142 .*mysql`\.`plugin`"),
+    "federated": ("CREATE TABLE fed (a TEXT) ENGINE=FEDERATED "
+                  "CONNECTION='mysql://root@127.0.0.1:3306/{outside}/seen';",
+                  r" \(CREATE TABLE fed .*\): ERROR 1286 .*Unknown storage engine"),
+    "local-infile": ("LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE t;",
+                     r" \(LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE t\): ERROR 4166 "),
+    "server-file": ("LOAD DATA INFILE '/etc/passwd' INTO TABLE t;",
+                    r" \(LOAD DATA INFILE '/etc/passwd' INTO TABLE t\): ERROR 1045 .*no "
+                    "server settings, files, plugins or accounts"),
+    "outfile": ("SELECT 'x' INTO OUTFILE '{elsewhere}/out.txt';",
+                r" \(SELECT 'x' INTO OUTFILE .*\): ERROR 1227 .*FILE"),
+    "lock-root": ("ALTER USER root@localhost ACCOUNT LOCK;",
+                  r" \(ALTER USER root@localhost ACCOUNT LOCK\): ERROR 1227 .*CREATE USER"),
+    "user": ("CREATE USER app@localhost;", r" \(CREATE USER app@localhost\): ERROR 1227 "),
+    "grant": ("GRANT ALL PRIVILEGES ON *.* TO knoblab_data@localhost;",
+              r" \(GRANT ALL PRIVILEGES .*\): ERROR 104[45] "),
+    "system-table": ("INSERT INTO mysql.plugin VALUES ('federatedx', 'ha_federatedx.so');",
+                     r" \(INSERT INTO mysql.plugin .*\): ERROR 1142 "),
+    "hidden-definer": ("CREATE /* kept */ DEFINER=`root`@`localhost` PROCEDURE p() SELECT 1;",
+                       # the client leaves the comment out of what it sends and shows
+                       r" \(CREATE DEFINER=`root`.*\): ERROR 1227 .*SET USER"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_what_a_dump_may_not_do_is_refused_at_its_line_and_does_not_happen(
+        loader: Sandbox, outside: str, tmp_path: Path, case: str):
+    marker, elsewhere = tmp_path / "marker", tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o777)
+    elsewhere.chmod(0o777)  # the server could write here, were it let
+    statement, said = HOSTILE[case]
+    statement = statement.format(marker=marker, outside=outside, elsewhere=elsewhere)
+    head = HEAD + DATABASES + "DROP TABLE IF EXISTS t;\nCREATE TABLE t (a TEXT);\n"
+    # What follows runs only if the line above it was let through: on 127.0.0.1:3306 after
+    # a reconnection there, in the sandbox otherwise.
+    tail = f"INSERT INTO `{outside}`.seen VALUES ('reached');\nINSERT INTO t VALUES ('on');\n"
+    dump = _write(tmp_path, f"{case}.sql", head + statement + "\n" + tail)
+    work = _workload(dump)
+    assert work.dump is not None
+    with pytest.raises(UserError) as caught:
+        work.dump.load(loader)
+    message = str(caught.value)
+    line = head.count("\n") + 1
+    assert "\n" not in message
+    assert re.match(rf"the dump {re.escape(str(dump))} failed at line {line}{said}", message), \
+        message
+    assert not marker.exists() and not list(elsewhere.iterdir())
+    conn = loader.connect("shop")  # root still logs in
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t")
+            assert cur.fetchone() == (0,)
+            cur.execute("SELECT @@general_log, LOCATE(%s, @@general_log_file)",
+                        (str(elsewhere),))
+            assert cur.fetchone() == (0, 0)
+            cur.execute("SELECT COUNT(*) FROM mysql.plugin")
+            assert cur.fetchone() == (0,)
+            cur.execute("SELECT COUNT(*) FROM mysql.global_priv WHERE User IN ('app', 'root') "
+                        "AND JSON_VALUE(Priv, '$.account_locked') = 1")
+            assert cur.fetchone() == (0,)
+            cur.execute("SHOW GRANTS FOR knoblab_data@localhost")
+            assert all("*.*" not in grant or "USAGE" in grant for (grant,) in cur.fetchall())
+    finally:
+        conn.close()
+
+
+def test_a_dump_naming_the_servers_own_database_is_refused_at_its_line(loader: Sandbox,
+                                                                       tmp_path: Path):
+    head = HEAD + DATABASES + "CREATE TABLE IF NOT EXISTS t (a TEXT);\n"
+    dump = _write(tmp_path, "system.sql", head + "USE `mysql`;\nDELETE FROM user;\n")
+    work = _workload(dump)
+    assert work.dump is not None
+    with pytest.raises(UserError, match=rf"names the server's own database mysql at line "
+                                        rf"{head.count(chr(10)) + 1} \(USE `mysql`;\), which "
+                                        "knoblab does not load"):
+        work.dump.load(loader)
+    # One that holds it from its head (--all-databases) is refused before anything loads.
+    whole = _write(tmp_path, "all.sql", HEAD + "CREATE DATABASE `mysql`;\nUSE `mysql`;\n")
+    with pytest.raises(UserError, match="holds the server's own database mysql"):
+        _workload(whole)
+
+
+def test_table_files_stay_in_the_sandbox_and_its_data_account_keeps_no_password(
+        loader: Sandbox, tmp_path: Path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    body = (f"CREATE TABLE far_i (a INT) ENGINE=InnoDB DATA DIRECTORY='{elsewhere}';\n"
+            f"CREATE TABLE far_m (a INT) ENGINE=MyISAM DATA DIRECTORY='{elsewhere}' "
+            f"INDEX DIRECTORY='{elsewhere}';\n"
+            "INSERT INTO far_i VALUES (1);\nINSERT INTO far_m VALUES (2);\n"
+            # The one thing an account may change about itself: put back after the load.
+            "SET PASSWORD = PASSWORD('elsewhere');\n")
+    dump = _write(tmp_path, "far.sql", HEAD + DATABASES + body)
+    work = _workload(dump)
+    assert work.dump is not None
+    work.dump.load(loader)
+    assert not list(elsewhere.iterdir())
+    assert (loader.datadir / "shop" / "far_i.ibd").is_file()
+    assert (loader.datadir / "shop" / "far_m.MYD").is_file()
+    assert not (loader.datadir / "shop" / "far_m.MYD").is_symlink()
+    conn = pymysql.connect(unix_socket=str(loader.socket), user="knoblab_data", password="",
+                           database="shop")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT (SELECT a FROM far_i), (SELECT a FROM far_m)")
+            assert cur.fetchone() == (1, 2)
+    finally:
+        conn.close()
+
+
+def _frames(*texts: bytes, checksum: bool = False) -> bytes:
+    return b"".join(zstandard.ZstdCompressor(write_checksum=checksum).compress(t)
+                    for t in texts)
+
+
+TRUNCATED = _frames(WITH_DATABASE.encode() * 40)[:-100]
+NOT_DUMPS = {
+    "empty": (b"", "the file is empty; give a dump"),
+    "empty-gzip": (gzip.compress(b""), r"the file is empty once decompressed \(gzip\)"),
+    "random": (random.Random(7).randbytes(4096), r"the file is not SQL text \(it holds NUL "),
+    "csv": (b"id,name,price\n1,apple,3\n", "the file is not an SQL dump: it begins with "
+                                          "'id,name,price'"),
+    "xz": (lzma.compress(WITH_DATABASE.encode()), "the file is xz-compressed, which knoblab "
+                                                  "does not read"),
+    "cut-zstd": (TRUNCATED, r"the file cannot be read to its end: truncated; make the dump "),
+    "cut-zstd-head": (TRUNCATED[:40], "the file cannot be read to its end: truncated"),
+    "zstd-and-junk": (_frames(WITH_DATABASE.encode()) + b"junk",
+                      "the file cannot be read to its end: damaged: byte .* does not begin"),
+    "cut-gzip": (gzip.compress(WITH_DATABASE.encode())[:-40],
+                 r"the file cannot be read to its end: truncated \(Compressed file ended"),
+}
+
+
+@pytest.mark.parametrize("database", [None, "shop"], ids=["alone", "with-database"])
+@pytest.mark.parametrize("case", NOT_DUMPS, ids=list(NOT_DUMPS))
+def test_a_file_that_is_not_a_whole_dump_says_what_it_is(tmp_path: Path, case: str,
+                                                         database: str | None):
+    content, said = NOT_DUMPS[case]
+    dump = tmp_path / f"{case}.sql"
+    dump.write_bytes(content)
+    with pytest.raises(UserError, match=said) as caught:
+        _workload(dump, **({"database": database} if database else {}))
+    assert "names no database" not in str(caught.value)
+
+
+def test_whole_zstd_files_of_every_shape_are_read(tmp_path: Path):
+    text = WITH_DATABASE.encode()
+    skippable = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"12345"
+    streamed = tmp_path / "streamed.sql.zst"  # no content size in its header
+    with open(streamed, "wb") as out, zstandard.ZstdCompressor(write_checksum=True) \
+            .stream_writer(out) as writer:
+        writer.write(text * 200)
+    shapes = {"frames": _frames(text[:500], text[500:], checksum=True),
+              "skippable": skippable + _frames(text), "streamed": streamed.read_bytes()}
+    if shutil.which("zstd"):
+        made = subprocess.run(["zstd", "-q", "-T2", "-c"], input=text * 2000,
+                              capture_output=True, check=True)
+        shapes["zstd-command"] = made.stdout
+    for name, content in shapes.items():
+        dump = tmp_path / f"{name}.sql.zst"
+        dump.write_bytes(content)
+        work = _workload(dump)
+        assert work.dump is not None and work.dump.named == "shop", name
+
+
+def test_a_dump_edited_in_place_with_its_size_and_time_kept_is_a_new_template(tmp_path):
+    # Its middle changed, outside the first and last MiB the key hashes; the size and the
+    # modification time put back as they were: only the change time tells.
+    path = tmp_path / "edited.sql"
+    filler = "".join(f"-- line {i:07d}\n" for i in range(300_000))  # about 5 MB
+    path.write_text("CREATE DATABASE shop;\nUSE shop;\n" + filler
+                    + "CREATE TABLE t (i INT);\n")
+    before = dump_module.Dump.from_spec({"dump": str(path)}, None)
+    stat = path.stat()
+    with open(path, "r+b") as raw:
+        raw.seek(stat.st_size // 2)
+        raw.write(b"9")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = dump_module.Dump.from_spec({"dump": str(path)}, None)
+    assert (after.size, after.mtime_ns, after.edges) == (before.size, before.mtime_ns,
+                                                           before.edges)
+    assert after.key != before.key

@@ -115,6 +115,12 @@ class Sandbox:
         return self.dir / "files"
 
     @property
+    def plugins(self) -> Path:
+        """The server's plugin folder: empty, so that no statement (INSTALL SONAME, a dump's
+        or a log's) loads server code the sandbox was not started with."""
+        return self.dir / "plugins"
+
+    @property
     def tmpdir(self) -> Path:
         """Where the server writes its on-disk temporary tables: beside its data."""
         return (self.data_root or self.dir) / "tmp"
@@ -168,6 +174,7 @@ class Sandbox:
             self.data_root.mkdir(mode=0o700)
         self.tmpdir.mkdir(mode=0o700)
         self.files.mkdir(mode=0o700)
+        self.plugins.mkdir(mode=0o700)
         if self._source is not None:
             began = time.perf_counter()
             copy_datadir(self._source, self.datadir)
@@ -381,6 +388,12 @@ class Sandbox:
             # Files the server writes or reads as root (INTO OUTFILE, LOAD DATA): here only.
             f"secure-file-priv = {self.files}",
             "skip-networking",
+            # Data loaded or replayed is untrusted: no table files outside the datadir (DATA
+            # / INDEX DIRECTORY), no client files read by the server (LOAD DATA LOCAL), no
+            # plugins but those built in.
+            "skip-symbolic-links",
+            "local-infile = 0",
+            f"plugin-dir = {self.plugins}",
         ]
         if os.geteuid() == 0:
             lines.append("user = root")
@@ -401,8 +414,8 @@ class Sandbox:
                     self.connect(connect_timeout=2).close()
                     return
                 except pymysql.MySQLError as exc:
-                    if exc.args and exc.args[0] in (1044, 1045, 1698):
-                        # Not a slow start: waiting cannot help.
+                    if exc.args and exc.args[0] in ACCESS_DENIED:
+                        # Not a slow start (root refused, or locked): waiting cannot help.
                         raise ServerStartError(
                             f"{self.binary.path.name} refuses knoblab's login as root "
                             f"({exc.args[-1]}): the data's setup or a workload dropped or "
@@ -634,7 +647,7 @@ def _check_login(server: Sandbox, key: str) -> None:
     try:
         server.connect(connect_timeout=10).close()
     except pymysql.MySQLError as exc:
-        if exc.args and exc.args[0] in (1044, 1045, 1698):
+        if exc.args and exc.args[0] in ACCESS_DENIED:
             raise UserError(f"building the data {key}: the server refuses knoblab's login as "
                             f"root afterwards ({exc.args[-1]}): the setup dropped or changed "
                             "root@localhost, which knoblab logs in as; leave root alone") \

@@ -3,9 +3,18 @@
 `[dataset] dump = "FILE"` (plain SQL, .gz or .zst, told apart by their first bytes). The
 decompressed dump is fed in chunks to the `mariadb` command-line client (the C client: far
 faster than running its statements one by one from Python) over the build sandbox's private
-socket, as root; the progress bar counts bytes of the dump file. The client stops at the
-first failing statement and names its line: that line, the file and the server's message
+socket; the progress bar counts bytes of the dump file. The client stops at the first failing
+statement and names its line: that line, the statement, the file and the server's message
 become one UserError, and the half-built template is removed by its builder.
+
+A dump is untrusted text. The client reads it as SQL only (binary mode: no client commands
+such as system or source; sandboxed; no LOAD DATA LOCAL), and it runs as knoblab's data account
+(DATA_USER), which holds all privileges on the dump's own databases and nothing else: no
+server settings, files, plugins or accounts. Those databases are granted as the text streams
+to the client, before the CREATE DATABASE or USE that names them arrives; the server's own
+databases are refused. The DEFINER of each view, routine, trigger and event is made
+CURRENT_USER (the data account) on its way, so that they load and run. A replay connects as
+the same account.
 
 A dump made with --databases says which database it creates (CREATE DATABASE / USE at its
 head); one made without loads into `[dataset] database`. The data's key is the dump's identity
@@ -23,7 +32,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -31,13 +40,21 @@ from typing import IO, Any
 import pymysql
 
 from knoblab import section
-from knoblab.connection import ACCESS_DENIED, SYSTEM_DATABASES, Progress, Server
+from knoblab.connection import SYSTEM_DATABASES, Progress, Server
 from knoblab.errors import UserError
 from knoblab.units import format_size
 
 KEYS = frozenset({"dump", "database"})
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# Compressions knoblab does not read, known by their first bytes: said as such, not as SQL
+# that names no database.
+OTHER_MAGIC = ((b"\xfd7zXZ\x00", "xz"), (b"BZh", "bzip2"), (b"PK\x03\x04", "zip"),
+               (b"\x04\x22\x4d\x18", "lz4"), (b"7z\xbc\xaf\x27\x1c", "7z"))
+# The account a dump is loaded and a log replayed as: all privileges on the dump's databases,
+# nothing else. No password: a sandbox listens only on its private socket.
+DATA_USER = "knoblab_data"
+DATA_HOST = "localhost"
 CHUNK = 1 << 20  # bytes fed to the client at a time: one progress step
 EDGE = 1 << 20  # the first and last MiB go into the dump's identity
 HEAD_BYTES = 16 << 20  # how far into the (decompressed) dump its database is looked for
@@ -49,6 +66,9 @@ DISK_FACTOR = 2.5
 # compress this well — a dump's repetitive INSERTs do better than most text.
 ASSUMED_RATIO = 8
 MAX_PACKET = 1 << 30  # a dump's longest statement (a row of big BLOBs) must fit in a packet
+# A line longer than this is passed to the client in parts, without waiting for its end.
+HOLD = 16 << 20
+STATEMENT_SHOWN = 60  # characters of a failing statement in its message
 
 _NAME = r"(`(?:[^`]|``)+`|[\w$]+)"
 _DATABASE = re.compile(
@@ -62,11 +82,50 @@ _NEEDS_DATABASE = re.compile(
     re.IGNORECASE)
 # Files of a database folder that are not its data (definitions, triggers): never evicted.
 _NOT_DATA = frozenset({".frm", ".opt", ".trg", ".trn", ".par"})
-# What loading a dump did beyond loading it (DEFINER accounts made), by dump key: said once,
+# What loading a dump did beyond loading it (the DEFINERs it named), by dump key: said once,
 # with the data's line, by the run that built the template.
 _NOTES: dict[str, str] = {}
 _CLIENT_ERROR = re.compile(r"ERROR (\d+)(?: \((\w+)\))? at line (\d+)(?: in file: '.*?')?: "
                            r"(.*)")
+# The client's own refusal (a client command such as \! or \r in binary mode).
+_CLIENT_REFUSAL = re.compile(r"ERROR at line (\d+)(?: in file: '.*?')?: (.*)")
+# The server's refusals of what the data account may not do (a database, a file, a table or
+# a privilege it lacks; LOAD DATA LOCAL).
+_NOT_ALLOWED = frozenset({"1044", "1045", "1142", "1143", "1227", "1370", "1410", "4166"})
+# The first line of a dump: a comment or an SQL statement's first word.
+_SQL_START = re.compile(
+    r"(?:--|#|/\*|(?:ALTER|ANALYZE|BEGIN|CALL|CHANGE|COMMIT|CREATE|DELETE|DELIMITER|DO|DROP|"
+    r"FLUSH|GRANT|INSERT|LOCK|RENAME|REPLACE|REVOKE|ROLLBACK|SAVEPOINT|SELECT|SET|START|"
+    r"TRUNCATE|UNLOCK|UPDATE|USE|WITH|XA)\b)", re.IGNORECASE)
+_NOT_RUN = ("a command of the mariadb client, which knoblab does not run in a dump (it loads "
+            "its text as SQL only); remove the line from the dump")
+# The mariadb client's own commands, by name: in binary mode they reach the server as SQL,
+# which refuses them as a syntax error.
+_CLIENT_COMMAND = re.compile(
+    r"(?:system|source|connect|tee|notee|pager|nopager|edit|ego|print|prompt|rehash|status|"
+    r"charset|warnings|nowarning|clear|exit|quit|go)\b", re.IGNORECASE)
+_SNIFF = 1 << 16  # bytes of the text looked at for NUL bytes (SQL text has none)
+
+# One part of an account in a DEFINER clause: quoted any way, or bare.
+_ACCOUNT_PART = (rb"(?:`(?:[^`\n]|``)*`|'(?:[^'\\\n]|\\.|'')*'|\"(?:[^\"\\\n]|\\.|\"\")*\"|"
+                 rb"[\w$.%-]+)")
+# A DEFINER clause in the shapes dumps write it: after CREATE, OR REPLACE, ALTER or
+# ALGORITHM=..., or at the head of an executable comment (/*!50013 DEFINER=... */).
+_DEFINER = re.compile(
+    rb"(?P<lead>(?:\bCREATE|\bREPLACE|\bALTER|\bALGORITHM\s*=\s*\w+|/\*M?!\d*)\s*)"
+    rb"DEFINER\s*=\s*(?P<user>" + _ACCOUNT_PART + rb")\s*@\s*(?P<host>" + _ACCOUNT_PART + rb")",
+    re.IGNORECASE)
+# A line of rows (INSERT, REPLACE, or a value list's continuation): its text is data, never
+# rewritten.
+_ROW_LINE = re.compile(rb"[ \t]*(?:(?:INSERT|REPLACE)\b|\()", re.IGNORECASE)
+# A statement that names a database to create, drop, alter or use, at the head of a line;
+# looked for after each newline (a literal the regex engine skips to quickly).
+_DATABASE_STATEMENT = (
+    rb"[ \t]*(?:/\*!\d+\s*)?(?:(?:CREATE(?:\s+OR\s+REPLACE)?|DROP|ALTER)\s+(?:DATABASE|SCHEMA)"
+    rb"\s+(?:/\*!\d+\s*)?(?:IF\s+(?:NOT\s+)?EXISTS\s*)?(?:\*/\s*)?|USE\s+)"
+    rb"(?P<name>`(?:[^`\n]|``)+`|[\w$]+)")
+_DATABASE_AT = re.compile(_DATABASE_STATEMENT, re.IGNORECASE)
+_DATABASE_AFTER = re.compile(rb"\n" + _DATABASE_STATEMENT, re.IGNORECASE)
 
 
 def _unquoted(name: str) -> str:
@@ -82,13 +141,68 @@ def quoted(name: str) -> str:
 
 
 def _compression(path: Path) -> str:
+    """"gzip", "zstd" or "none" (text); the name of another compression, which is refused."""
     with open(path, "rb") as raw:
-        magic = raw.read(4)
+        magic = raw.read(8)
     if magic.startswith(GZIP_MAGIC):
         return "gzip"
-    if magic == ZSTD_MAGIC:
+    if magic.startswith(ZSTD_MAGIC) or _skippable(magic):
         return "zstd"
-    return "none"
+    return next((name for start, name in OTHER_MAGIC if magic.startswith(start)), "none")
+
+
+def _skippable(magic: bytes) -> bool:
+    """A zstd skippable frame (pzstd begins its files with one)."""
+    return len(magic) >= 4 and 0x184D2A50 <= int.from_bytes(magic[:4], "little") <= 0x184D2A5F
+
+
+def _zstd_frames(path: Path) -> tuple[str | None, int | None]:
+    """What is wrong with a .zst's frames, found by walking their block headers (a truncated
+    frame decompresses without complaint, to its cut), or None; and the size of its text
+    when every frame says its own."""
+    import zstandard
+
+    size = path.stat().st_size
+    at = 0
+    text: int | None = 0
+    with open(path, "rb") as raw:
+        while at < size:
+            raw.seek(at)
+            head = raw.read(18)  # a frame header is at most 18 bytes
+            if _skippable(head):  # its length follows its magic
+                at += 8 + int.from_bytes(head[4:8], "little")
+                continue
+            if head[:4] != ZSTD_MAGIC:
+                return f"damaged: byte {at} does not begin a zstd frame", None
+            try:
+                header = zstandard.frame_header_size(head)
+                checksum = zstandard.get_frame_parameters(head).has_checksum
+                found = zstandard.frame_content_size(head)
+            except zstandard.ZstdError:
+                return ("truncated" if at + len(head) >= size else
+                        f"damaged: the zstd frame at byte {at} has no valid header"), None
+            text = text + found if text is not None and found >= 0 else None
+            at += header
+            last = False
+            while not last:
+                raw.seek(at)
+                block = raw.read(3)
+                if len(block) < 3:
+                    return "truncated", None
+                value = int.from_bytes(block, "little")
+                last, kind, length = bool(value & 1), (value >> 1) & 3, value >> 3
+                if kind == 3:
+                    return f"damaged: a zstd block at byte {at} has a reserved type", None
+                at += 3 + (1 if kind == 1 else length)  # an RLE block holds one byte
+            at += 4 if checksum else 0
+    return ("truncated", None) if at > size else (None, text)
+
+
+def _unreadable(exc: BaseException) -> str:
+    """Why decompressing a dump failed part way, in words."""
+    if isinstance(exc, EOFError):  # gzip's: the stream ends before its end-of-stream marker
+        return f"truncated ({exc})"
+    return f"damaged ({exc})"
 
 
 @contextlib.contextmanager
@@ -122,32 +236,48 @@ def _text_bytes(path: Path, compression: str, size: int) -> int:
         # A file so large that its text may pass 4 GiB: the field may have wrapped round.
         return max(lifted, size * ASSUMED_RATIO) if size * 16 >= 1 << 32 else lifted
     if compression == "zstd":
-        import zstandard
-
-        with open(path, "rb") as raw:
-            header = raw.read(18)  # a frame header is at most 18 bytes
-        with contextlib.suppress(zstandard.ZstdError):
-            found = zstandard.frame_content_size(header)
-            if found >= 0:
-                return max(int(found), size)
-        return size * ASSUMED_RATIO
+        found = _zstd_frames(path)[1]  # every frame's own size, summed
+        return max(found, size) if found is not None else size * ASSUMED_RATIO
     return size
 
 
 def _head_database(path: Path, compression: str) -> str | None:
     """The database the dump's head creates or uses (CREATE DATABASE / USE, as --databases
-    writes them) before any table; None when a table or rows come first, or none is named."""
+    writes them) before any table; None when a table or rows come first, or none is named.
+    UserError, saying what is wrong, for a file that is not a whole SQL dump."""
+    what = f"[dataset] dump = {str(path)!r}"
+    if compression not in ("none", "gzip", "zstd"):
+        raise UserError(f"{what}: the file is {compression}-compressed, which knoblab does not "
+                        "read; decompress it, or compress it with gzip or zstd")
+    damage = _zstd_frames(path)[0] if compression == "zstd" else None
+    if damage:
+        raise UserError(f"{what}: the file cannot be read to its end: {damage}; make the dump "
+                        "again, or copy it whole")
     try:
         with _text_of(path, compression) as (text, _):
             head = text.read(HEAD_BYTES)
     except (OSError, EOFError, ValueError) as exc:
-        raise UserError(f"[dataset] dump = {str(path)!r}: cannot read it as a "
-                        f"{'SQL' if compression == 'none' else compression} dump: {exc}") \
+        raise UserError(f"{what}: the file cannot be read to its end: {_unreadable(exc)}; "
+                        "make the dump again, or copy it whole") from None
+    except Exception as exc:  # zstandard.ZstdError: a damaged .zst
+        raise UserError(f"{what}: the file cannot be read to its end: {_unreadable(exc)}") \
             from None
-    except Exception as exc:  # zstandard.ZstdError: a damaged or truncated .zst
-        raise UserError(f"[dataset] dump = {str(path)!r}: cannot read it as a zstd dump: "
-                        f"{exc}") from None
-    for line in head.decode("utf-8", errors="replace").splitlines():
+    if not head.strip():
+        raise UserError(f"{what}: the file is empty" + ("" if compression == "none" else
+                        f" once decompressed ({compression})") + "; give a dump that holds "
+                        "the data (mariadb-dump or mysqldump output)")
+    lines = head.removeprefix(b"\xef\xbb\xbf").decode("utf-8", errors="replace").splitlines()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if not _SQL_START.match(first) and b"\0" in head[:_SNIFF]:
+        # SQL text has no NUL byte (mariadb-dump writes \0 for one): binary data.
+        raise UserError(f"{what}: the file is not SQL text (it holds NUL bytes: binary data, "
+                        "or a compression knoblab does not read); give mariadb-dump or "
+                        "mysqldump output: .sql, .sql.gz or .sql.zst")
+    if not _SQL_START.match(first):
+        shown = first if len(first) <= 40 else first[:37] + "..."
+        raise UserError(f"{what}: the file is not an SQL dump: it begins with {shown!r}; give "
+                        "mariadb-dump or mysqldump output: .sql, .sql.gz or .sql.zst")
+    for line in lines:
         line = line.strip()
         if not line or line.startswith(("--", "#")):
             continue
@@ -183,6 +313,9 @@ class Dump:
     size: int
     mtime_ns: int
     edges: str  # a hash of the first and last MiB
+    # The file itself, and when it last changed: its change time moves with every write
+    # (an edit in place that keeps the size and sets the modification time back included).
+    identity: tuple[int, int, int] = (0, 0, 0)  # device, inode, change time (ns)
 
     @classmethod
     def from_spec(cls, dataset: dict[str, Any], base_dir: Path | None) -> Dump:
@@ -206,11 +339,16 @@ class Dump:
         if database is not None:
             _check_name(database)
         named = _head_database(path, compression)
+        if named is not None and named.lower() in SYSTEM_DATABASES:
+            raise UserError(f"[dataset] dump = {name!r}: the dump holds the server's own "
+                            f"database {named} (as --all-databases takes it), which knoblab "
+                            "does not load; dump your own databases with --databases")
         if named is None and database is None:
             raise UserError(f"[dataset] dump = {name!r}: the dump names no database (it was "
                             "made without --databases); give the one to load it into, e.g. "
                             "[dataset] database = \"shop\"")
-        return cls(path, database, named, compression, stat.st_size, stat.st_mtime_ns, edges)
+        return cls(path, database, named, compression, stat.st_size, stat.st_mtime_ns, edges,
+                   (stat.st_dev, stat.st_ino, stat.st_ctime_ns))
 
     @property
     def workload_database(self) -> str:
@@ -221,8 +359,10 @@ class Dump:
 
     @property
     def key(self) -> str:
-        text = json.dumps({"v": 1, "path": str(self.path), "size": self.size,
+        # v2: loaded as the data account (a template loaded as root may hold anything).
+        text = json.dumps({"v": 2, "path": str(self.path), "size": self.size,
                            "mtime_ns": self.mtime_ns, "edges": self.edges,
+                           "identity": list(self.identity),
                            "database": self.database}, sort_keys=True)
         return "dump-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -273,26 +413,28 @@ class Dump:
             _NOTES[self.key] = note
 
     def load(self, server: Server, progress: Progress | None = None) -> str | None:
-        """Load the dump into the server; what was done for its DEFINERs (one line), if
-        anything. UserError naming the dump's line when a statement fails."""
+        """Load the dump into the server as the data account; what became of its DEFINERs
+        (one line), if it named any. UserError naming the dump's line and statement when one
+        fails, or names a database of the server's own."""
         client = _client()
         if server.socket is None:
             raise UserError("a dump is loaded into sandbox servers only")
-        conn = server.connect()
+        conn = server.connect()  # root: the account, its grants, and the checks after
         try:
             with conn.cursor() as cur:
                 before = _databases(cur)
                 # The server's default (16M) refuses a dump's longer rows; this server
                 # is the template's build server alone, and the setting is not kept.
                 cur.execute("SET GLOBAL max_allowed_packet = %s", (MAX_PACKET,))
+                _create_data_account(cur)
                 if self.named is None:
                     cur.execute(f"CREATE DATABASE IF NOT EXISTS {quoted(self.workload_database)}")
-        finally:
-            conn.close()
-        self._feed(client, server.socket, progress)
-        conn = self._root_after(server)
-        try:
-            with conn.cursor() as cur:
+                grants = _Grants(cur, self.path)
+                grants.grant(self.workload_database)
+                definers = self._feed(client, server.socket, progress, grants)
+                # The one thing an account may change about itself is its password: put
+                # back, so that a replay logs in.
+                cur.execute("SET PASSWORD FOR %s@%s = ''", (DATA_USER, DATA_HOST))
                 made = _databases(cur) - before
                 if self.database is not None and self.named is None:
                     made.add(self.database)
@@ -300,31 +442,30 @@ class Dump:
                     raise UserError(f"[dataset] database = {self.workload_database!r}: the dump "
                                     f"{self.path} does not create it; it creates "
                                     f"{', '.join(sorted(made)) or 'no database'}")
-                return _create_definers(cur, sorted(made))
         finally:
             conn.close()
+        if not definers:
+            return None
+        on = ", ".join(sorted(grants.granted))
+        return (f"the DEFINERs it names ({', '.join(sorted(definers))}) were made knoblab's "
+                f"data account ({DATA_USER}, all privileges on {on}), so that its views, "
+                "routines, triggers and events run")
 
-    def _root_after(self, server: Server) -> Any:
-        """A connection as root once the dump is in; UserError when the dump changed root (a
-        dump of the mysql database itself, as --all-databases takes it)."""
-        try:
-            return server.connect(connect_timeout=10)
-        except pymysql.MySQLError as exc:
-            if exc.args and exc.args[0] in ACCESS_DENIED:
-                raise UserError(f"the dump {self.path} changed root@localhost, which knoblab "
-                                f"logs in as ({exc.args[-1]}): it holds the server's own mysql "
-                                "database (--all-databases takes it); dump your databases "
-                                "with --databases, and users with --system=users") from None
-            raise
-
-    def _feed(self, client: str, socket: Path, progress: Progress | None) -> None:
+    def _feed(self, client: str, socket: Path, progress: Progress | None,
+              grants: Callable[[bytes, int, bytes], None]) -> set[str]:
+        """The dump's text through the client, as the data account; the DEFINERs it named."""
         # No option files (a user's [client] host or password must not redirect the load);
         # a dump's own SET NAMES decides its character set, and text without one is taken
         # as UTF-8 (what Debian's client configuration, skipped here, would have said).
-        argv = [client, "--no-defaults", f"--socket={socket}", "--user=root",
+        # Binary mode reads the text as SQL only (no client commands: system, source,
+        # connect); the sandbox refuses what would reach the file system anyway; a lost
+        # connection ends the load instead of going on in another session.
+        argv = [client, "--no-defaults", f"--socket={socket}", f"--user={DATA_USER}",
+                "--binary-mode", "--sandbox", "--local-infile=0", "--skip-reconnect",
                 f"--max-allowed-packet={MAX_PACKET}", "--default-character-set=utf8mb4"]
         if self.named is None:
             argv.append(f"--database={self.workload_database}")
+        stream = _Stream(grants)
         with tempfile.TemporaryFile() as errors:
             process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                        stderr=errors)
@@ -332,35 +473,145 @@ class Dump:
             try:
                 with _text_of(self.path, self.compression) as (text, raw):
                     while chunk := text.read(CHUNK):
-                        try:
-                            process.stdin.write(chunk)
-                        except BrokenPipeError:
+                        if not _send(process.stdin, stream.feed(chunk)):
                             break  # the client stopped at an error: it says which below
                         if progress:
                             progress(raw.tell(), self.size)
+                    else:
+                        _send(process.stdin, stream.end())
                 with contextlib.suppress(BrokenPipeError):
                     process.stdin.close()
                 code = process.wait()
+            except UserError:  # a database of the server's own, named on its way
+                _end(process)
+                raise
             except Exception as exc:  # a damaged .gz or .zst, found part way through
                 _end(process)
-                raise UserError(f"the dump {self.path} cannot be read to its end: {exc}") \
-                    from None
+                raise UserError(f"the dump {self.path} cannot be read to its end: "
+                                f"{_unreadable(exc)}; nothing of it was kept") from None
             except BaseException:  # Ctrl-C: the client goes with the half-built template
                 _end(process)
                 raise
             if code != 0:
                 errors.seek(0)
                 raise UserError(self._failure(errors.read().decode("utf-8", errors="replace")))
+        return stream.definers
 
     def _failure(self, said: str) -> str:
         lines = [line.strip() for line in said.splitlines() if line.strip()]
+        statement = _statement(said)
+        shown = f" ({statement})" if statement else ""
         for line in lines:
             found = _CLIENT_ERROR.search(line)
             if found:
                 code, state, number, message = found.groups()
-                return (f"the dump {self.path} failed at line {number}: ERROR {code}"
-                        f"{f' ({state})' if state else ''}: {message}")
+                why = ""
+                if code in _NOT_ALLOWED:
+                    why = ("; knoblab loads a dump as an account that holds all privileges on "
+                           "the dump's own databases (those it creates or uses) and nothing "
+                           "else: no server settings, files, plugins or accounts; remove the "
+                           "statement from the dump")
+                elif code == "1064" and statement and _CLIENT_COMMAND.match(statement):
+                    why = f"; {_NOT_RUN}"
+                return (f"the dump {self.path} failed at line {number}{shown}: ERROR {code}"
+                        f"{f' ({state})' if state else ''}: {message}{why}")
+        for line in lines:
+            found = _CLIENT_REFUSAL.search(line)
+            if found:
+                number, message = found.groups()
+                return f"the dump {self.path} failed at line {number}: " \
+                    f"{message.rstrip('.')}; {_NOT_RUN}"
         return f"loading the dump {self.path} failed: {' | '.join(lines[-3:]) or 'no message'}"
+
+
+class _Grants:
+    """Grants the data account all privileges on each database the dump names, as its text
+    streams to the client (before the statement naming it arrives); refuses the server's
+    own databases, naming the line."""
+
+    def __init__(self, cur: Any, path: Path) -> None:
+        self.cur = cur
+        self.path = path
+        self.granted: set[str] = set()
+
+    def __call__(self, name: bytes, line: int, statement: bytes) -> None:
+        database = _unquoted(name.decode("utf-8", errors="replace"))
+        if database.lower() in SYSTEM_DATABASES:
+            shown = _shown(statement.decode("utf-8", errors="replace"))
+            raise UserError(f"the dump {self.path} names the server's own database {database} "
+                            f"at line {line} ({shown}), which knoblab does not load; dump your "
+                            "own databases with --databases")
+        self.grant(database)
+
+    def grant(self, database: str) -> None:
+        if database in self.granted:
+            return
+        # The name is a pattern in GRANT: its wildcards (_ %) and escape (\) taken literally.
+        pattern = re.sub(r"([\\_%])", r"\\\1", database)
+        try:
+            self.cur.execute(f"GRANT ALL PRIVILEGES ON {quoted(pattern)}.* TO %s@%s",
+                             (DATA_USER, DATA_HOST))
+        except pymysql.MySQLError:
+            return  # a name the server refuses: so will the statement, naming its line
+        self.granted.add(database)
+
+
+class _Stream:
+    """The dump's text on its way to the client, in whole lines: each DEFINER clause of a
+    definition made CURRENT_USER (rows are left as they are), and each database named at the
+    head of a line granted before the line is passed on."""
+
+    def __init__(self, grants: Callable[[bytes, int, bytes], None]) -> None:
+        self.grants = grants
+        self.pending = b""  # the last line, not yet whole
+        self.line = 1  # the number of the line the next block begins in
+        self.inside: bool | None = None  # the next block begins inside a line: a row's?
+        self.definers: set[str] = set()
+
+    def feed(self, chunk: bytes) -> bytes:
+        text = self.pending + chunk
+        cut = text.rfind(b"\n") + 1
+        if cut == 0 and len(text) < HOLD:
+            self.pending = text
+            return b""
+        cut = cut or len(text)  # a line longer than HOLD goes on in parts
+        self.pending = text[cut:]
+        return self._block(text[:cut])
+
+    def end(self) -> bytes:
+        text, self.pending = self.pending, b""
+        return self._block(text)
+
+    def _block(self, block: bytes) -> bytes:
+        first = _DATABASE_AT.match(block) if self.inside is None else None
+        for found in ([first] if first else []) + list(_DATABASE_AFTER.finditer(block)):
+            begins = found.start() + (found.group().startswith(b"\n"))
+            ends = block.find(b"\n", begins)
+            self.grants(found.group("name"), self.line + block.count(b"\n", 0, begins),
+                        block[begins:ends if ends >= 0 else len(block)])
+        out = block
+        if b"definer" in block.lower():  # rare outside definitions: the regex only then
+            parts, done = [], 0
+            for found in _DEFINER.finditer(block):
+                begins = block.rfind(b"\n", 0, found.start()) + 1
+                row = self.inside if begins == 0 and self.inside is not None else \
+                    bool(_ROW_LINE.match(block, begins))
+                if row:
+                    continue
+                self.definers.add(f"'{_account_part(found.group('user'))}'@"
+                                  f"'{_account_part(found.group('host'))}'")
+                parts += [block[done:found.start()], found.group("lead"),
+                          b"DEFINER=CURRENT_USER"]
+                done = found.end()
+            out = b"".join([*parts, block[done:]])
+        self.line += block.count(b"\n")
+        if block.endswith(b"\n") or not block:
+            self.inside = None
+        else:
+            begins = block.rfind(b"\n") + 1
+            if begins or self.inside is None:
+                self.inside = bool(_ROW_LINE.match(block, begins))
+        return out
 
 
 def _check_name(database: object) -> None:
@@ -386,36 +637,48 @@ def _databases(cur: Any) -> set[str]:
     return {str(row[0]) for row in cur.fetchall()} - SYSTEM_DATABASES
 
 
-def _create_definers(cur: Any, databases: list[str]) -> str | None:
-    """Accounts named as DEFINER of the dump's views, routines, triggers and events that the
-    server lacks, created locked (no login, no password) with all privileges on the dump's
-    databases, so that those objects run; the sentence saying so, or None."""
-    cur.execute(
-        "SELECT DEFINER FROM information_schema.VIEWS UNION "
-        "SELECT DEFINER FROM information_schema.ROUTINES UNION "
-        "SELECT DEFINER FROM information_schema.TRIGGERS UNION "
-        "SELECT DEFINER FROM information_schema.EVENTS")
-    definers = sorted({str(row[0]) for row in cur.fetchall() if "@" in str(row[0] or "")})
-    cur.execute("SELECT User, Host FROM mysql.user")
-    existing = {(str(user), str(host).lower()) for user, host in cur.fetchall()}
-    missing = []
-    for definer in definers:
-        user, host = definer.rsplit("@", 1)
-        if (user, host.lower()) in existing:
-            continue
-        # Harmless: a sandbox listens only on its private socket, and the account is
-        # locked with no password; nobody logs in as it, the server only runs as it.
-        cur.execute("CREATE USER %s@%s ACCOUNT LOCK", (user, host))
-        for database in databases:
-            cur.execute(f"GRANT ALL PRIVILEGES ON {quoted(database)}.* TO %s@%s",
-                        (user, host))
-        missing.append(f"'{user}'@'{host}'")
-    if not missing:
-        return None
-    on = ", ".join(databases) or "no database"
-    return (f"the dump names DEFINER accounts the server lacked: knoblab created "
-            f"{', '.join(missing)} (locked, no password) with all privileges on {on}, so "
-            "that its views, routines and triggers run")
+def _create_data_account(cur: Any) -> None:
+    cur.execute("CREATE USER IF NOT EXISTS %s@%s", (DATA_USER, DATA_HOST))
+
+
+def data_account(server: Server) -> str:
+    """The data account's name, made on the server when it lacks it (a server without a dump
+    has it with no privileges at all): what a replay connects as."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            _create_data_account(cur)
+    finally:
+        conn.close()
+    return DATA_USER
+
+
+def _account_part(part: bytes) -> str:
+    text = part.decode("utf-8", errors="replace")
+    if text[:1] in ("`", "'", '"') and len(text) >= 2:
+        quote = text[0]
+        text = text[1:-1].replace(quote * 2, quote)
+    return text
+
+
+def _statement(said: str) -> str | None:
+    """The failing statement the client echoes between dashed lines, shortened."""
+    found = re.search(r"^-{10,}\n(.*?)\n-{10,}$", said, re.MULTILINE | re.DOTALL)
+    return _shown(found.group(1)) if found else None
+
+
+def _shown(statement: str) -> str:
+    text = " ".join(statement.split())
+    return text if len(text) <= STATEMENT_SHOWN else text[:STATEMENT_SHOWN - 3] + "..."
+
+
+def _send(pipe: IO[bytes], text: bytes) -> bool:
+    """Whether the client took the text (False: it stopped, at an error)."""
+    try:
+        pipe.write(text)
+    except BrokenPipeError:
+        return False
+    return True
 
 
 def _end(process: subprocess.Popen[bytes]) -> None:
