@@ -135,12 +135,13 @@ def test_a_statement_that_may_hold_anything_gets_fresh_data_each_time():
 def test_a_setting_changed_within_a_blocked_start_is_named_and_every_point_fails(
         knoblab_home, tmp_path):
     # The run: without the check every measurement after the first ran at 1M while
-    # the table said 64K and 128K, with verdicts. A function reads as a SELECT (so the
-    # points share a start) and changes the setting.
+    # the table said 64K and 128K, with verdicts. A view reads as a SELECT (so the points
+    # share a start), and the function it calls changes the setting.
     spec = parse_spec({"workload": {
         "kind": "script", "setup": "CREATE FUNCTION f() RETURNS INT BEGIN "
-                                   "SET GLOBAL read_buffer_size = 1048576; RETURN 1; END",
-        "body": "SELECT f()", "iterations": 1, "repetitions": 2},
+                                   "SET GLOBAL read_buffer_size = 1048576; RETURN 1; END; "
+                                   "CREATE VIEW v AS SELECT f() AS one",
+        "body": "SELECT one FROM v", "iterations": 1, "repetitions": 2},
         "sweep": {"read_buffer_size": ["64K", "128K"]}}, default_name="blocked")
     store, run_id = _run(spec, knoblab_home, tmp_path)
     assert RunInfo.from_json(store.run(run_id)["info"]).design["name"] == "blocked"
@@ -365,3 +366,23 @@ sort_buffer_size = ["1M", "2M"]
             proc.kill()
             proc.wait()
     # as_found: tmp_table_size is the user's again
+
+
+@pytest.mark.parametrize(("workload", "sweep", "said"), [
+    # sysbench's threads over the sandbox's default of 151: every run failed with 1040.
+    ({"kind": "sysbench", "threads": 200, "duration": 5}, {},
+     "opens 202 connections at once"),
+    # A swept max_connections too low for a script's connections.
+    ({"kind": "script", "setup": "CREATE TABLE t (i INT)", "body": "SELECT COUNT(*) FROM t",
+      "connections": 20}, {"max_connections": [10, 100]}, "max_connections = 10 lets in 10"),
+])
+def test_more_connections_than_max_connections_are_refused_before_anything_runs(
+        knoblab_home, tmp_path, workload, sweep, said):
+    spec = parse_spec({"workload": workload,
+                       "sweep": sweep or {"sort_buffer_size": ["1M", "2M"]}},
+                      default_name="too-many")
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    with pytest.raises(UserError, match=said) as caught:
+        start_run(spec, store, knoblab_home, Quiet())
+    assert "give max_connections = " in str(caught.value)
+    assert all(not store.trials(r["id"]) for r in store.list_runs(None))

@@ -171,6 +171,9 @@ def test_a_log_replays_and_a_setting_that_changes_rows_is_flagged(knoblab_home: 
     division = rows["select a / ? from t where id = ?"]["changes"][0]
     plain = rows["select a from t where id = ?"]["changes"][0]
     assert division["rows_differ"] and not plain["rows_differ"]
+    # Each configuration is named by its settings, beside its position among the points.
+    assert classes["reference_settings"] == {"div_precision_increment": "4"}
+    assert division["settings"] == {"div_precision_increment": "9"} and division["point"] == 1
     assert rows["select a from t where id = ?"]["count"] == 120
     assert "Rows differ" in out.stdout + out.stderr
     # The report names classes by fingerprint, never by a literal.
@@ -193,7 +196,14 @@ def test_statements_that_fail_in_the_sandbox_refuse_the_run_naming_their_class(
     statements = [(3, f"SELECT a FROM t WHERE id = {i}") for i in range(1, 30)] + \
         [(4, f"SELECT b FROM missing WHERE id = {i}") for i in range(1, 5)]
     spec = _case(tmp_path, statements)
-    # A third connection works in a database the dump does not hold.
+    out = _knoblab(knoblab_home, tmp_path, spec)
+    assert out.returncode == 2, out.stderr
+    said = [line for line in out.stderr.splitlines() if line.startswith("knoblab: ")]
+    assert len(said) == 1, out.stderr
+    assert "100% of 'select b from missing where id = ?' (error 1146 x4)" in said[0]
+    assert "max_failing" in said[0] and "Traceback" not in out.stderr
+    # A third connection works in a database the dump does not hold: refused before any
+    # statement runs, naming it.
     log = tmp_path / "slow.log"
     log.write_text(log.read_text() + _slow_log([(5, "SELECT 1 FROM other_t")]).split(
         "# Time: 261125  5:00:00\n")[1].replace("Schema: shop", "Schema: elsewhere"))
@@ -201,9 +211,9 @@ def test_statements_that_fail_in_the_sandbox_refuse_the_run_naming_their_class(
     assert out.returncode == 2, out.stderr
     said = [line for line in out.stderr.splitlines() if line.startswith("knoblab: ")]
     assert len(said) == 1, out.stderr
-    assert "USE `elsewhere` failed (error 1049: the data lacks that database)" in said[0]
-    assert "100% of 'select b from missing where id = ?' (error 1146 x4)" in said[0]
-    assert "max_failing" in said[0] and "Traceback" not in out.stderr
+    assert "the data lacks databases the log's statements run in: `elsewhere` (1 statement)" \
+        in said[0]
+    assert "max_failing = 1 to replay without them" in said[0]
     # Raised, the same log replays, its failures counted.
     spec.write_text(SPEC.format(extra="max_failing = 1.0"))
     again = _knoblab(knoblab_home, tmp_path, spec)
@@ -388,3 +398,106 @@ def test_a_client_busy_as_the_server_is_said():
     (said,) = _busy_client({0: [trial(0.7, 1.0)], 1: [trial(0.6, 1.0), trial(0.1, 1.0)]})
     assert said.startswith("knoblab's client used 60% as much CPU as the server")
     assert _busy_client({0: [SimpleNamespace(status=TrialState.DONE, details={})]}) == []
+
+
+# --- a log is untrusted ------------------------------------------------------------------------
+
+ACCOUNT_DUMP = DUMP + """\
+CREATE TABLE `audit` (`id` int NOT NULL);
+DELIMITER ;;
+/*!50003 CREATE*/ /*!50017 DEFINER=`app`@`%`*/ /*!50003 TRIGGER `t_audit` AFTER UPDATE ON `t` \
+FOR EACH ROW INSERT INTO audit VALUES (NEW.id) */;;
+CREATE DEFINER=`app`@`%` PROCEDURE `bump`(IN which INT)
+    SQL SECURITY DEFINER
+UPDATE t SET a = a + 1 WHERE id = which ;;
+DELIMITER ;
+/*!50001 CREATE ALGORITHM=UNDEFINED */
+/*!50013 DEFINER=`reports`@`localhost` SQL SECURITY DEFINER */
+/*!50001 VIEW `big` AS select `t`.`id` AS `id` from `t` where `t`.`a` > 1000 */;
+"""
+
+
+@pytest.mark.server
+def test_a_log_runs_as_the_data_account_and_reaches_nothing_outside_its_data(
+        binary, knoblab_home: Path, tmp_path: Path):
+    from knoblab.server.sandbox import Sandbox, base_template, derived_template
+    from knoblab.workloads.replay import ReplayWorkload
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    hostile = [  # hidden from the plan's look at each statement in EXECUTE IMMEDIATE
+        f"EXECUTE IMMEDIATE 'SET GLOBAL general_log_file = ''{elsewhere}/general.log'''",
+        "EXECUTE IMMEDIATE 'SET GLOBAL general_log = 1'",
+        "EXECUTE IMMEDIATE 'INSTALL SONAME ''ha_federatedx'''",
+        "EXECUTE IMMEDIATE 'ALTER USER root@localhost ACCOUNT LOCK'",
+        "EXECUTE IMMEDIATE 'CREATE USER intruder@localhost'",
+        "LOAD DATA LOCAL INFILE '/etc/passwd' INTO TABLE t",
+        "LOAD DATA INFILE '/etc/passwd' INTO TABLE t",
+        "EXECUTE IMMEDIATE 'CREATE DATABASE elsewhere'",
+    ]
+    fine = ["SELECT a FROM t WHERE id = 1", "CALL bump(2)", "SELECT COUNT(*) FROM big",
+            f"CREATE TABLE far (a INT) DATA DIRECTORY = '{elsewhere}'"]
+    rows = ",".join(f"({i},{i * 7})" for i in range(1, 201))
+    (tmp_path / "shop.sql").write_text(ACCOUNT_DUMP.format(rows=rows))
+    log = tmp_path / "hostile.log"
+    log.write_text(GENERAL.split("261125")[0] + "261125  5:00:00\t    10 Connect\troot@localhost "
+                   "on shop using Socket\n" + "".join(f"\t\t    10 Query\t{statement}\n"
+                                                      for statement in fine + hostile))
+    spec = {"log": str(log)}
+    strict = ReplayWorkload.from_spec(spec, {"dump": str(tmp_path / "shop.sql")}, {}, None)
+    lenient = ReplayWorkload.from_spec({**spec, "max_failing": 1.0},
+                                       {"dump": str(tmp_path / "shop.sql")}, {}, None)
+    template = derived_template(binary, strict.data_key({}),
+                                lambda server: strict.build_data(server, {}, lambda d, t: None),
+                                knoblab_home, strict.data_bytes({}))
+    with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        classes = lenient.replay(server).details["classes"]
+        by_text = {c.fingerprint: classes[c.id] for c in lenient.plan.classes}
+        # The view, the procedure and its trigger (foreign DEFINERs, now the data account's)
+        # ran; the table's DATA DIRECTORY was ignored.
+        assert [by_text[f]["errors"] for f in ("select a from t where id = ?", "call bump(?)",
+                                               "select count(*) from big")] == [{}, {}, {}]
+        assert not [f for f, c in by_text.items() if f.startswith("create table far")
+                    and c["errors"]]
+        # Every hostile statement failed, each as an error of its class: settings and accounts
+        # (1227), the plugin table (1142), a database not the data's (1044), the server's
+        # files (1045), the client's (4166).
+        failed = {f: c["errors"] for f, c in by_text.items() if c["errors"]}
+        assert failed == {"execute immediate ?": {"1227": 4, "1142": 1, "1044": 1},
+                          "load data local infile ? into table t": {"4166": 1},
+                          "load data infile ? into table t": {"1045": 1}}, failed
+        with pytest.raises(UserError) as caught:
+            strict.replay(server)
+        said = str(caught.value)
+        assert "\n" not in said and "statements fail in the sandbox" in said, said
+        assert "execute immediate ?" in said and "error 1227" in said, said
+        conn = server.connect("shop")  # root still logs in
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT @@general_log, LOCATE(%s, @@general_log_file), "
+                            "(SELECT COUNT(*) FROM mysql.plugin), (SELECT COUNT(*) FROM "
+                            "mysql.global_priv WHERE User = 'intruder'), (SELECT COUNT(*) FROM "
+                            "t), (SELECT COUNT(*) FROM audit)",
+                            (str(elsewhere),))
+                assert cur.fetchone() == (0, 0, 0, 0, 200, 2)
+        finally:
+            conn.close()
+        assert (server.datadir / "shop" / "far.ibd").is_file()
+    assert not list(elsewhere.iterdir())
+
+    # Without a dump, the account exists with no privileges on anything.
+    empty = ReplayWorkload.from_spec({"log": str(log), "max_failing": 1.0}, {}, {}, None)
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        classes = empty.replay(server).details["classes"]
+        by_text = {c.fingerprint: classes[c.id] for c in empty.plan.classes}
+        assert all(c["errors"] for c in by_text.values())
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SHOW GRANTS FOR knoblab_data@localhost")
+                assert cur.fetchall() == (("GRANT USAGE ON *.* TO `knoblab_data`@`localhost`",),)
+        finally:
+            conn.close()
+    assert not list(elsewhere.iterdir())

@@ -2,8 +2,12 @@
 own, each statement tagged with its class (fingerprint), and what the log holds summarised.
 
 Reading a log and fingerprinting its statements costs far more than replaying them, and a
-replay runs many times: the plan is made once per log (its path, size and modification time)
-and kept under the knoblab home (0700: the statements hold the user's data). The log is
+replay runs many times: the plan is made once per log and kept under the knoblab home (0700:
+the statements hold the user's data). A log is known by its path, size, inode, modification
+and change times (the change time moves with every write, and no tool sets it back) and a hash
+of its first and last MiB: an edit in place is a new plan, and knowing the log costs a few
+milliseconds whatever its size (a hash of a whole 1 GB log takes 0.8 s from the page cache,
+1.5 s from disk: paid by every run). A log that changes while it is read is refused. The log is
 streamed and the sessions' records are written out in batches, so memory stays bounded
 whatever the log's size; a replay streams each session's file in turn.
 
@@ -14,6 +18,13 @@ admin`) — are left out and counted, as are the commands that are not statement
 Close stmt: an Execute's text is the statement with its values). A database change becomes a
 `USE` record, and a statement that reads the clock (NOW(), CURDATE(), ...) is preceded by the
 captured `SET timestamp`, so that it sees the time it saw when captured.
+
+Whether a class only reads is decided conservatively, from its text: every statement in it
+begins as a read does (SELECT, SHOW, SET of a variable, ...), names no writing word (INTO,
+FOR UPDATE, CALL, ...) and calls no function but the server's own that change nothing. A call
+of any other name (a stored function, which may write: an unqualified name is the server's own
+function when it has one, so a stored one of that name is called as db.name; a UDF) counts
+as writing, as does a text the fingerprint could not read.
 """
 
 from __future__ import annotations
@@ -38,22 +49,72 @@ from knoblab.capture.fingerprint import fingerprint, fingerprint_id
 from knoblab.capture.logs import read_log
 from knoblab.errors import UserError
 
-FORMAT = 1  # of the plan's files: a plan made by another format is made again
+FORMAT = 2  # of the plan's files: a plan made by another format is made again
 USE, TIMESTAMP = -1, -2  # record kinds that are not a statement class
 _RECORD = struct.Struct("<iId")  # class (or USE, TIMESTAMP), text length, captured offset
 _FLUSH_BYTES = 16 << 20  # the sessions' buffered records written out above this
+_EDGE = 1 << 20  # the first and last MiB of the log go into its identity
 # Reads the clock: such a statement gets the captured time first.
 _CLOCK = re.compile(r"\b(NOW|CURDATE|CURTIME|CURRENT_(DATE|TIME|TIMESTAMP)|SYSDATE|"
                     r"UNIX_TIMESTAMP|UTC_(DATE|TIME|TIMESTAMP)|LOCALTIME(STAMP)?)\b",
                     re.IGNORECASE)
-# A class that only reads: its data is the same after it ran. Session bookkeeping (SET of a
-# session variable, transaction bounds, USE) changes no data either.
-_READS = re.compile(r"\s*(\(\s*)*(select|with|show|explain|desc|describe|use|do|set|begin|"
-                    r"start transaction|commit|rollback|savepoint|release savepoint)\b")
+# A statement that reads, by how it begins. Session bookkeeping (SET of a session variable,
+# transaction bounds, USE) changes no data either; a function it calls is checked apart.
+_READS = re.compile(r"\s*(\(\s*)*(select|with|values|table|show|explain|desc|describe|use|do|"
+                    r"set|begin|start transaction|commit|rollback|savepoint|release savepoint)\b")
+# Anywhere in a statement, these make it write (or lock, or write a file or a variable).
 _WRITES = re.compile(r"\b(insert|update|delete|replace|truncate|alter|drop|create|load|"
-                     r"rename|optimize|repair|analyze|call|handler|lock|into\s+(outfile|"
-                     r"dumpfile)|for\s+update|lock\s+in\s+share\s+mode|sequence|nextval|"
-                     r"setval|get_lock)\b")
+                     r"rename|optimize|repair|analyze|call|handler|lock|into|for\s+update|"
+                     r"for\s+share|sequence|nextval|setval|next\s+value\s+for|get_lock)\b")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_NAME = r"(?:`(?:[^`]|``)+`|[\w$]+)"
+# A name followed by "(": a function called, a type's length or a keyword's parenthesis.
+_CALL = re.compile(rf"({_NAME}(?:\s*\.\s*{_NAME})*)\s*\(")
+# A common table expression's name with its columns, `name(a, b) as (`: not a call.
+_CTE = re.compile(r"(?:\bwith(?:\s+recursive)?|,)\s*([\w$]+)\s*\([^()]*\)\s*as\s*\(")
+_HINT = re.compile(r"/\*\+.*?\*/", re.DOTALL)  # optimizer hints: no calls in them
+_UNREADABLE = "/* unreadable */"  # what the fingerprint makes of a text it cannot read
+# Words a "(" follows that are no call: syntax, and the types of CAST and CONVERT.
+_SYNTAX = _words("""
+    all and any as by case columns distinct else exists force from group having ignore in
+    index interval is join key like not on or over partition path regexp rlike row rows
+    select some then union using values when where window with xor
+    binary char date datetime dec decimal double float int integer json nchar numeric signed
+    time timestamp unsigned varchar year
+""")
+# The server's own functions that change no data (MariaDB's and MySQL's alike): a lock, a
+# sequence, a file or a replication wait is left out, as writing.
+_PURE_FUNCTIONS = _words("""
+    abs acos adddate addtime ascii asin atan atan2 avg benchmark bin bit_and bit_count
+    bit_length bit_or bit_xor cast ceil ceiling char_length character_length charset
+    coalesce coercibility collation compress concat concat_ws connection_id conv convert
+    convert_tz cos cot count crc32 cume_dist curdate current_date current_role current_time
+    current_timestamp current_user curtime database date_add date_format date_sub datediff
+    day dayname dayofmonth dayofweek dayofyear default degrees dense_rank elt exp export_set
+    extract field find_in_set first_value floor format found_rows from_base64 from_days
+    from_unixtime greatest group_concat hex hour if ifnull inet6_aton inet6_ntoa inet_aton
+    inet_ntoa instr is_ipv4 is_ipv6 isnull json_array json_arrayagg json_contains
+    json_contains_path json_depth json_extract json_keys json_length json_merge_patch
+    json_merge_preserve json_object json_objectagg json_overlaps json_quote json_search
+    json_table json_type json_unquote json_valid json_value lag last_day last_insert_id
+    last_value lcase lead least left length ln localtime localtimestamp locate log log10
+    log2 lower lpad ltrim makedate maketime make_set match against max md5 microsecond mid
+    min minute mod month monthname now nth_value ntile nullif oct octet_length ord
+    percent_rank percentile_cont percentile_disc period_add period_diff pi position pow
+    power quarter quote radians rand rank regexp_instr regexp_replace regexp_substr repeat
+    reverse right round row_count row_number rpad rtrim schema sec_to_time second
+    session_user sha sha1 sha2 sign sin sleep soundex space sqrt std stddev stddev_pop
+    stddev_samp str_to_date strcmp subdate substr substring substring_index subtime sum
+    sysdate system_user tan time_format time_to_sec timediff timestampadd timestampdiff
+    to_base64 to_days to_seconds trim ucase uncompress uncompressed_length unhex
+    unix_timestamp upper user utc_date utc_time utc_timestamp uuid uuid_short var_pop
+    var_samp variance version week weekday weekofyear weight_string yearweek
+""")
 Progress = Callable[[int, int], None]  # (bytes read, bytes in all)
 
 
@@ -65,6 +126,7 @@ class StatementClass:
     fingerprint: str  # literals replaced by ?: what reports show, never a literal value
     count: int
     reads: bool  # changes no data
+    databases: dict[str, int]  # its statements by the database they ran in, where known
 
     @property
     def reads_clock(self) -> bool:
@@ -144,8 +206,7 @@ def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
     if not log.is_file():
         raise UserError(f"[workload] log = {str(log)!r}: not a file; give a slow query log or "
                         "a general query log")
-    key = hashlib.sha256(f"{FORMAT}\0{log.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
-                         .encode()).hexdigest()[:20]
+    key = _identity(log, stat)
     root = home / "replays"
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder = root / key
@@ -156,6 +217,10 @@ def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
     work.mkdir(mode=0o700)
     try:
         _Builder(log, work, stat.st_size, progress).build()
+        if _identity(log, log.stat()) != key:
+            raise UserError(f"[workload] log = {str(log)!r}: it changed while it was read (a "
+                            "server still writing it?); replay a copy of it, or a log the "
+                            "server no longer writes")
         try:
             work.rename(folder)
         except OSError:  # another process made it first: theirs is the same
@@ -164,6 +229,28 @@ def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return _load(folder)
+
+
+def _identity(log: Path, stat: os.stat_result) -> str:
+    """The plan's key: the log's path, size, inode, times and a hash of its first and last
+    MiB. The change time (ctime) moves with every write and no tool sets it back, so that a
+    log edited in place, its size and modification time kept, is another log."""
+    digest = hashlib.sha256(f"{FORMAT}\0{log.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+                            f"\0{stat.st_ctime_ns}\0{stat.st_dev}\0{stat.st_ino}\0".encode())
+    try:
+        with log.open("rb") as handle:
+            ends = [(0, _EDGE)]
+            if stat.st_size > _EDGE:
+                ends.append((max(stat.st_size - _EDGE, _EDGE), _EDGE))
+            for start, length in ends:
+                handle.seek(start)
+                while length > 0 and (piece := handle.read(min(length, 64 << 10))):
+                    digest.update(piece)  # in pieces: planning keeps its memory small
+                    length -= len(piece)
+    except OSError as exc:
+        raise UserError(f"[workload] log = {str(log)!r}: cannot read it: "
+                        f"{exc.strerror or exc}") from None
+    return digest.hexdigest()[:20]
 
 
 def _load(folder: Path) -> Plan:
@@ -199,6 +286,7 @@ class _Builder:
         self.open: dict[int, _Open] = {}
         self.classes: dict[str, int] = {}  # fingerprint -> index
         self.counts: list[int] = []
+        self.class_databases: list[dict[str, int]] = []
         self.fingerprints: list[str] = []
         self.skipped: dict[str, int] = {}
         self.databases: set[str] = set()
@@ -281,6 +369,7 @@ class _Builder:
             index = self.classes[print_] = len(self.fingerprints)
             self.fingerprints.append(print_)
             self.counts.append(0)
+            self.class_databases.append({})
         self.counts[index] += 1
         if when is not None and self.origin is None:
             self.origin = when
@@ -293,6 +382,9 @@ class _Builder:
             session.database = database
         if database:
             self.databases.add(database)
+        if session.database:  # in effect on the replaying connection, given here or earlier
+            where = self.class_databases[index]
+            where[session.database] = where.get(session.database, 0) + 1
         if when is not None and _CLOCK.search(print_):
             self._record(session, TIMESTAMP, offset, f"{when:.6f}".encode())
         self._record(session, index, offset, text.encode("utf-8", "surrogateescape"))
@@ -337,8 +429,9 @@ class _Builder:
         index = index[order]
         np.save(self.folder / "sessions.npy", index)
         (self.folder / "index.bin").unlink()
-        classes = [StatementClass(fingerprint_id(text), text, count, _reads(text))
-                   for text, count in zip(self.fingerprints, self.counts, strict=True)]
+        classes = [StatementClass(fingerprint_id(text), text, count, _reads(text), databases)
+                   for text, count, databases in zip(self.fingerprints, self.counts,
+                                                     self.class_databases, strict=True)]
         timed = index[~np.isnan(index["first"])]
         plan = {
             "format": FORMAT, "log": str(self.log),
@@ -361,8 +454,23 @@ def _append(path: Path) -> Iterator[BinaryIO]:
         yield handle
 
 
+def changes_no_data(statement: str) -> bool:
+    """Whether a statement, as written, surely changes no data (see the module's docstring):
+    a stored function it calls may write, so it does not."""
+    return _reads(fingerprint(statement))
+
+
 def _reads(print_: str) -> bool:
-    return bool(_READS.match(print_)) and not _WRITES.search(print_)
+    """Whether a class surely changes no data; anything not known to be read-only writes."""
+    if _UNREADABLE in print_:
+        return False
+    text = _HINT.sub(" ", print_)
+    # The fingerprint turned every literal into ?: a ";" left separates statements.
+    if not all(_READS.match(part) for part in text.split(";")) or _WRITES.search(text):
+        return False
+    tables = {name.lower() for name in _CTE.findall(text)}
+    return all(name.lower() in _PURE_FUNCTIONS or name.lower() in _SYNTAX
+               or name.lower() in tables for name in _CALL.findall(text))
 
 
 def _peak(timed: np.ndarray) -> int:

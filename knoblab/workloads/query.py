@@ -26,6 +26,7 @@ import pymysql
 
 from knoblab import section
 from knoblab.admin import refuse_admin
+from knoblab.capture.plan import changes_no_data
 from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.errors import UserError
@@ -143,7 +144,8 @@ class QueryWorkload(Timed):
         timed_runs = section.number(workload, "timed_runs", "workload", 1, int, 1, 1000)
         # A statement that writes: on a running server its data is rebuilt before every
         # measurement; within one server start, later runs see what earlier ones left.
-        writes = not READS_DATA.match(LEADING_COMMENTS.sub("", sql))
+        writes = not READS_DATA.match(LEADING_COMMENTS.sub("", sql)) or \
+            not changes_no_data(sql)
         notes: tuple[str, ...] = ()
         if writes and (cache == "warm" or timed_runs > 1):
             notes = ("the statement changes the data it runs on: within a server start each "

@@ -11,10 +11,22 @@ measures the time the statements took (the latency at the real rate), saying how
 the schedule the replay fell.
 
 A log that only reads shares server starts (the blocked design); one that writes starts each
-measurement from the loaded data. Statements that fail in the sandbox (a missing grant, a
-temporary table created before the capture began) are counted per statement class; when more
-than `max_failing` of a class's statements fail on the first measurement, the run stops
-before measuring more, naming the classes.
+measurement from the loaded data. Whether it writes is decided from its text, conservatively
+(`knoblab.capture.plan`), and checked by the server: a replay taken to only read that changes
+rows (a view or a trigger calling a stored function that writes) stops the run. Statements that
+fail in the sandbox (a missing grant, a temporary table created before the capture began) are
+counted per statement class; when more than `max_failing` of a class's statements fail on the
+first measurement, the run stops before measuring more, naming the classes.
+
+What the sandbox cannot take is refused before any statement runs, in one line: more sessions
+at once than its max_connections leaves besides knoblab's own connections (rather than raising
+max_connections: it is a setting the user may be measuring, and sizes the server's memory),
+and databases the log's statements run in that the data lacks, when more than `max_failing` of
+a class's statements run in them (a dump made without --databases holds one database: known
+from the spec; otherwise the loaded data is asked). A statement never runs in another database
+than its own: after a `USE` that failed, a session's statements fail, unsent, until one
+succeeds. At `speed = "original"` a measurement lasts the log's span, said before the run, and
+a span beyond the timeout (or the budget) is refused.
 
 Every measurement keeps, per statement class (its fingerprint), the count, the total time,
 p50/p95/p99, rows returned, errors by code and a checksum of the rows returned (independent
@@ -47,12 +59,13 @@ from MySQLdb.constants import CLIENT
 from knoblab import section
 from knoblab.capture.plan import TIMESTAMP, USE, Plan, Session, plan_for
 from knoblab.catalog import Catalog
-from knoblab.connection import Progress, Server
+from knoblab.connection import SYSTEM_DATABASES, Progress, Server
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
+from knoblab.units import format_duration
 from knoblab.workloads.base import Measured, Recorder, Rounds, Steady, WorkloadError
-from knoblab.workloads.dump import Dump, quoted
+from knoblab.workloads.dump import DATA_USER, Dump, data_account, quoted
 from knoblab.workloads.query import Timed, regime
 
 SPEEDS = ("max", "original")
@@ -60,6 +73,10 @@ STOP_GRACE = 10.0  # seconds workers get to stop once their connections are kill
 # The connection itself is gone: the server died or killed it; the measurement cannot go on.
 _LOST = frozenset({2006, 2013, 2055, 1927})
 _SHOWN_CLASSES = 3  # classes named in a refusal
+_SHOWN_DATABASES = 5  # databases named in a refusal
+# Connections knoblab opens on the sandbox besides the sessions' (counters, settings, the KILL
+# that stops a replay): a replay needs this many more than its sessions under max_connections.
+OWN_CONNECTIONS = 2
 _FINGERPRINT_SHOWN = 100  # characters of a fingerprint in a message
 
 
@@ -83,12 +100,24 @@ class ReplayWorkload(Timed):
     rounds: Rounds = Rounds()
     dump: Dump | None = None
     warnings: tuple[str, ...] = ()
+    swept_connections: tuple[Any, ...] = ()  # [sweep] max_connections, checked with the catalog
+    sessions_given: bool = False  # [workload] sessions set, rather than the capture's peak
     # Whether the first measurement (whose failures refuse the run) is still to come.
     _first: list[bool] = field(default_factory=lambda: [True], compare=False, repr=False)
 
     @property
     def writes_data(self) -> bool:
         return self.plan.writes
+
+    @property
+    def least_seconds(self) -> float:
+        """At speed original a measurement keeps the log's pace: it lasts the log's span."""
+        return float(self.plan.span or 0.0) if self.speed == "original" else 0.0
+
+    @property
+    def workers(self) -> int:
+        """Sessions replayed at once: no more than the log holds."""
+        return min(self.sessions, self.plan.sessions)
 
     # -- the spec -----------------------------------------------------------------------------
 
@@ -117,7 +146,26 @@ class ReplayWorkload(Timed):
         if speed == "original" and plan.span is None:
             raise UserError(f"[workload] speed = \"original\": {log} holds no times to keep; "
                             "use speed = \"max\"")
+        max_failing = section.number(workload, "max_failing", "workload", 0.05, float, 0.0, 1.0)
+        timeout = section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
+                                 7 * 86400.0)
         notes = []
+        if speed == "original" and plan.span is not None:
+            span = format_duration(plan.span)
+            if plan.span >= timeout:
+                raise UserError(
+                    f"[workload] speed = \"original\": a measurement keeps the log's pace and "
+                    f"lasts its span, {span}, beyond [workload] timeout = {timeout:g} s; raise "
+                    f"the timeout (e.g. timeout = {math.ceil(plan.span * 1.2 + 60)}), replay a "
+                    "shorter log, or use speed = \"max\"")
+            notes.append(f"speed = \"original\": each measurement keeps the log's pace and lasts "
+                         f"its span, {span}")
+        if dump is not None and dump.named is None:
+            # Made without --databases, the dump loads into its one database: what else the
+            # log's statements use is known to be missing now, before anything is loaded.
+            lacking = _Lacking(plan, {dump.workload_database})
+            if lacking.statements:
+                notes.append(lacking.said(max_failing, dump))
         if dump is None:
             notes.append("no [dataset] dump: the statements run on an empty server, where "
                          "most will fail; give the data they ran on with [dataset] dump")
@@ -128,18 +176,46 @@ class ReplayWorkload(Timed):
             notes.append(f"the capture had {plan.peak} sessions open at once; {sessions} are "
                          "replayed at once (set [workload] sessions to change it)")
         return cls(
-            log=log, plan=plan, speed=speed, sessions=sessions,
-            max_failing=section.number(workload, "max_failing", "workload", 0.05, float, 0.0,
-                                       1.0),
-            timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
-                                   7 * 86400.0),
-            rounds=Rounds.from_spec(workload), dump=dump, warnings=tuple(notes))
+            log=log, plan=plan, speed=speed, sessions=sessions, max_failing=max_failing,
+            timeout=timeout, rounds=Rounds.from_spec(workload), dump=dump, warnings=tuple(notes),
+            swept_connections=tuple(sweep.get("max_connections", ())),
+            sessions_given="sessions" in workload)
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise UserError(f"[sweep] {name}: a replay sweeps server settings only")
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
-        """Nothing the server's settings could make impossible."""
+        """The sessions fit under max_connections: the base's (or the server's default) and
+        every swept value. A value set otherwise (a [[step]], a search) is checked by the
+        measurement, before any statement runs."""
+        knob = catalog.knobs.get("max_connections")
+        if knob is None:
+            return
+        given = settings.get(knob.name)
+        # Swept, every point has a value of its own: the base's is never used.
+        values = [] if self.swept_connections else [
+            (given, "[server.config]") if given else (knob.default_value(), "the server's default")]
+        for raw in self.swept_connections:
+            with contextlib.suppress(UserError):  # an invalid value is the sweep's to refuse
+                values.append((knob.normalize(raw), "[sweep]"))
+        for value, where in values:
+            with contextlib.suppress(TypeError, ValueError):
+                self._check_connections(int(str(value)), where, first=True)
+
+    def _check_connections(self, max_connections: int, where: str, first: bool) -> None:
+        need = self.workers + OWN_CONNECTIONS
+        if need <= max_connections:
+            return
+        given = "[workload] sessions" if self.sessions_given else \
+            "the most the capture had open at once; [workload] sessions"
+        message = (f"{self.workers} sessions replayed at once ({given}) and knoblab's own "
+                   f"{OWN_CONNECTIONS} connections need max_connections = {need}, and the "
+                   f"sandbox takes {max_connections} ({where})")
+        if first:
+            raise UserError(f"{message}: lower [workload] sessions to "
+                            f"{max(max_connections - OWN_CONNECTIONS, 1)}, or give "
+                            f"max_connections = {need} or more ([server.config] or [sweep])")
+        raise WorkloadError(message)
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
         raise UserError(f"{where}: a replay runs a captured log's statements, writes among "
@@ -167,7 +243,7 @@ class ReplayWorkload(Timed):
         return self.dump.describe(datadir) if self.dump else None
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
-        return self.sessions + 2  # the sessions, and knoblab's for counters and settings
+        return self.workers + OWN_CONNECTIONS
 
     # -- the measurement ----------------------------------------------------------------------
 
@@ -183,6 +259,17 @@ class ReplayWorkload(Timed):
         passes, UserError when the first measurement's statements fail beyond max_failing."""
         if server.socket is None:
             raise WorkloadError("a replay needs the server's local socket")
+        first = self._first[0]
+        present, max_connections = _sandbox(server)
+        # What the sandbox cannot take is refused before any statement runs.
+        self._check_connections(max_connections, "this configuration's max_connections",
+                                first)
+        lacking = _Lacking(self.plan, present)
+        if lacking.statements:
+            lacking.said(self.max_failing, self.dump)
+        # The sessions log in as the data account: a log's statements get the privileges of
+        # the data and nothing else (no server settings, files, plugins or accounts).
+        data_account(server)
         run = _Replay(self, str(server.socket), server)
         try:
             with Observation(server) as seen:
@@ -191,7 +278,9 @@ class ReplayWorkload(Timed):
             run.shut_down()
         classes = run.classes()
         databases = {name: code for w in run.workers for name, code in w.databases.items()}
-        self._refuse_failing(classes, databases)
+        self._first[0] = False
+        self._refuse_failing(classes, databases, first)
+        self._refuse_changed_rows(seen.result["status"], first)
         statements = sum(c["n"] for c in classes.values())
         seconds = run.seconds if self.speed == "max" else \
             sum(c["seconds"] for c in classes.values())
@@ -215,6 +304,7 @@ class ReplayWorkload(Timed):
                              figures["server_read_bytes"] + figures["server_write_bytes"]),
             "classes": classes,
             **({"use_errors": databases} if databases else {}),
+            **({"missing_databases": lacking.statements} if lacking.statements else {}),
             "os": figures,
             "status": seen.result["status"],
             "levels": seen.result["levels"],
@@ -228,8 +318,7 @@ class ReplayWorkload(Timed):
         return Measured(seconds, details)
 
     def _refuse_failing(self, classes: dict[str, dict[str, Any]],
-                        databases: Mapping[str, str]) -> None:
-        first, self._first[0] = self._first[0], False
+                        databases: Mapping[str, str], first: bool) -> None:
         failing = sorted(((sum(c["errors"].values()) / c["n"], cid) for cid, c in classes.items()
                           if c["n"] and sum(c["errors"].values()) / c["n"] > self.max_failing),
                          reverse=True)
@@ -250,6 +339,22 @@ class ReplayWorkload(Timed):
             raise UserError(f"{message}. Give the data they need ([dataset] dump) and check "
                             "the log; or raise [workload] max_failing to replay anyway")
         raise WorkloadError(f"{message} under this configuration")
+
+    def _refuse_changed_rows(self, status: Mapping[str, float], first: bool) -> None:
+        """A log taken to only read shares server starts: rows it changed after all would
+        reach the measurements after it."""
+        if self.plan.writes or self.rounds.design == "restarts":
+            return
+        changed = _rows_changed(status)
+        if not changed:
+            return
+        message = (f"the log was taken to only read, but its replay changed {changed:,} rows (a "
+                   "stored function, trigger or view that writes?), and measurements sharing a "
+                   "server start would not see the same data")
+        if not first:
+            raise WorkloadError(message)
+        raise UserError(f"{message}: set [workload] design = \"restarts\", so that each "
+                        "measurement starts from the loaded data")
 
     def describe(self) -> dict[str, object]:
         """A plain dict for the results JSON: the log's summary and its classes, by
@@ -308,19 +413,87 @@ def _codes(errors: Mapping[str, int]) -> str:
                      sorted(errors.items(), key=lambda item: -item[1]))
 
 
+def _sandbox(server: Server) -> tuple[set[str], int]:
+    """The databases the sandbox holds, and its max_connections."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+            present = {str(name) for (name,) in cur.fetchall()}
+            cur.execute("SELECT @@max_connections")
+            (row,) = cur.fetchall()
+            return present, int(row[0])
+    finally:
+        conn.close()
+
+
+class _Lacking:
+    """The log's databases that the data lacks: how many statements run in each, and the
+    share of its statements each class would lose."""
+
+    def __init__(self, plan: Plan, present: set[str]) -> None:
+        self.statements: dict[str, int] = {}
+        self.worst, self.worst_class = 0.0, ""
+        for kind in plan.classes:
+            lost = 0
+            for name, count in kind.databases.items():
+                if name not in present and name.lower() not in SYSTEM_DATABASES:
+                    self.statements[name] = self.statements.get(name, 0) + count
+                    lost += count
+            if kind.count and lost / kind.count > self.worst:
+                self.worst, self.worst_class = lost / kind.count, kind.fingerprint
+        self.used = frozenset(name for kind in plan.classes for name in kind.databases)
+
+    def said(self, max_failing: float, dump: Dump | None) -> str:
+        """The sentence saying them, when their statements stay within max_failing (they
+        fail, unsent); else UserError, with the fix."""
+        ranked = sorted(self.statements.items(), key=lambda item: (-item[1], item[0]))
+        names = ", ".join(f"`{name}` ({count:,} statement{'s' if count != 1 else ''})"
+                          for name, count in ranked[:_SHOWN_DATABASES])
+        if len(ranked) > _SHOWN_DATABASES:
+            names += f" and {len(ranked) - _SHOWN_DATABASES} more"
+        what = f"the data lacks databases the log's statements run in: {names}"
+        if self.worst <= max_failing:
+            return (f"{what}; their statements fail in the replay, unsent ({self.worst:.0%} "
+                    f"of a class at most, within max_failing = {max_failing:g})")
+        if dump is None:
+            fix = "give the data they ran on with [dataset] dump"
+        elif dump.named is None and len(ranked) == 1 and dump.workload_database not in self.used:
+            fix = (f"load the dump into the log's database: [dataset] database = "
+                   f"\"{ranked[0][0]}\"")
+        else:
+            fix = ("give a dump that holds them too (mariadb-dump --databases "
+                   + " ".join([dump.workload_database, *(name for name, _ in ranked)]) + ")")
+        raise UserError(f"{what}; {self.worst:.0%} of '{_short(self.worst_class)}' would fail "
+                        f"there, above max_failing = {max_failing:g}: {fix}, or set [workload] "
+                        f"max_failing = {math.ceil(self.worst * 100) / 100:g} to replay "
+                        "without them")
+
+
+def _rows_changed(status: Mapping[str, float]) -> int:
+    """Rows of tables written during a measurement, from the server's counters: MariaDB's
+    Handler_* leave out its internal temporary tables (counted in Handler_tmp_*); MySQL's do
+    not, so InnoDB's row counters are taken there."""
+    names = ("handler_write", "handler_update", "handler_delete") \
+        if "handler_tmp_write" in status else \
+        ("innodb_rows_inserted", "innodb_rows_updated", "innodb_rows_deleted")
+    return int(sum(max(status.get(name, 0.0), 0.0) for name in names))
+
+
 # --- the replay -----------------------------------------------------------------------------
 
 
 class _Class:
     """One worker's figures for one statement class."""
 
-    __slots__ = ("checksum", "errors", "rows", "times")
+    __slots__ = ("checksum", "errors", "rows", "times", "unsent")
 
     def __init__(self) -> None:
         self.times = array("d")
         self.rows = 0
         self.errors: dict[str, int] = {}
         self.checksum = 0
+        self.unsent = 0  # failed without being sent: its database could not be used
 
 
 @dataclass
@@ -413,7 +586,7 @@ class _Replay:
         if original and session.first is not None:
             self._wait(self.began + session.first)
         try:
-            conn = _mysql.connect(unix_socket=self.socket, user="root", password="",
+            conn = _mysql.connect(unix_socket=self.socket, user=DATA_USER, password="",
                                   client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.MULTI_RESULTS,
                                   **({"database": self.database} if self.database else {}))
         except _mysql.MySQLError as exc:
@@ -421,6 +594,9 @@ class _Replay:
             return
         worker.thread_id = conn.thread_id()
         classes, perf = worker.classes, time.perf_counter_ns
+        # The error of the last USE, when it failed: the connection is not in the
+        # statements' database, and they must not run in another one.
+        unusable: str | None = None
         try:
             for kind, offset, text in self.plan.records(session):
                 if self.stop.is_set():
@@ -436,10 +612,16 @@ class _Replay:
                 figures = classes.get(kind)
                 if figures is None:
                     figures = classes[kind] = _Class()
+                if unusable is not None and kind != USE:
+                    figures.errors[unusable] = figures.errors.get(unusable, 0) + 1
+                    figures.unsent += 1
+                    continue
                 began = perf()
                 try:
                     conn.query(text)
                     rows, checksum = _results(conn)
+                    if kind == USE:
+                        unusable = None
                 except _mysql.MySQLError as exc:
                     code = exc.args[0] if exc.args else 0
                     if code in _LOST:
@@ -448,6 +630,7 @@ class _Replay:
                     figures.errors[str(code)] = figures.errors.get(str(code), 0) + 1
                     if kind == USE:
                         worker.databases[text[5:-1].decode("utf-8", "replace")] = str(code)
+                        unusable = str(code)
                     rows, checksum = 0, 0
                 figures.times.append((perf() - began) / 1e9)
                 figures.rows += rows
@@ -479,9 +662,11 @@ class _Replay:
             for part in parts:
                 for code, n in part.errors.items():
                     errors[code] = errors.get(code, 0) + n
-            p50, p95, p99 = (float(v) for v in np.quantile(times, [0.5, 0.95, 0.99]))
+            p50, p95, p99 = (float(v) for v in np.quantile(times, [0.5, 0.95, 0.99])) \
+                if times.size else (0.0, 0.0, 0.0)
             out[self.plan.classes[kind].id] = {
-                "n": int(times.size), "seconds": round(float(times.sum()), 6),
+                "n": int(times.size) + sum(p.unsent for p in parts),
+                "seconds": round(float(times.sum()), 6),
                 "p50": round(p50, 7), "p95": round(p95, 7), "p99": round(p99, 7),
                 "rows": sum(p.rows for p in parts), "errors": errors,
                 "checksum": f"{sum(p.checksum for p in parts) & 0xFFFFFFFFFFFFFFFF:016x}",

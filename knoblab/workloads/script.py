@@ -31,6 +31,7 @@ from pymysql.constants import CLIENT
 
 from knoblab import section
 from knoblab.admin import refuse_admin
+from knoblab.capture.plan import changes_no_data
 from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server
 from knoblab.errors import UserError
@@ -80,12 +81,14 @@ class BodyTemplate:
 
 
 def reads_only(body: str) -> bool:
-    """Every statement of the body only reads (SELECT, WITH, SHOW, EXPLAIN), and none names a
+    """Every statement of the body only reads (SELECT, WITH, SHOW, EXPLAIN), none names a
     writing word anywhere (a CTE can end in a DELETE; a word in a string literal errs on the
-    safe side); anything else (a CALL, a SET) counts as writing."""
-    statements = [LEADING_COMMENTS.sub("", s) for s in split_statements(body)]
+    safe side), and none calls a function that is not the server's own and known to change
+    nothing (a stored function may write); anything else (a CALL, a SET) counts as writing."""
+    statements = [LEADING_COMMENTS.sub("", _PLACEHOLDER.sub("1", s))
+                  for s in split_statements(body)]
     return bool(statements) and all(
-        READING.match(s) and not WRITING.search(s) for s in statements)
+        READING.match(s) and not WRITING.search(s) and changes_no_data(s) for s in statements)
 
 
 def split_statements(sql: str) -> list[str]:
