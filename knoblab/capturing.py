@@ -8,6 +8,12 @@ journalled and changed (`knoblab.server.slow_log`), the window runs, the setting
 back — at its end, on a signal, on an error; after a kill -9 `knoblab restore` does it —
 and only then is the data dumped (`knoblab.server.dumping`), so the dump's own reads are not
 captured. The folder is 0700 and its files 0600: the log's literals are the user's data.
+
+One capture at a time per server: the capture holds the server's capture lock
+(`knoblab.server.slow_log.hold_lock`) from before it reads anything until it ends, whatever
+KNOBLAB_HOME it runs from, and finds what a capture killed in its window left on the server
+(`killed_capture`). `knoblab restore` leaves a capture still under way alone (`under_way`) and
+removes what a killed one left once its settings are back (`after_restore`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import pymysql
 from rich.filesize import decimal as format_size
 
 from knoblab import __version__, places
@@ -34,19 +41,27 @@ from knoblab.server.dumping import (
     DumpPlan,
     disk_check,
     dump_program,
+    missing_on,
     missing_privileges,
+    partial_name,
     plan_dump,
     run_dump,
 )
 from knoblab.server.external import ExternalServer
-from knoblab.server.slow_log import SlowLog
+from knoblab.server.slow_log import (
+    SlowLog,
+    hold_lock,
+    killed_capture,
+    lock_connection,
+    put_aside_back,
+)
 from knoblab.store import CAPTURE as KIND
 from knoblab.store import RunInfo, Store
 from knoblab.units import format_duration
 
 MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
 LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
-_OURS = frozenset({MARK, LOG, DUMP, SPEC, SUMMARY})
+_OURS = frozenset({MARK, LOG, DUMP, SPEC, SUMMARY, partial_name(DUMP)})
 
 
 class CaptureView(Protocol):
@@ -112,7 +127,7 @@ def _claim(out: Path) -> None:
         out.mkdir(mode=0o700, parents=True, exist_ok=True)
         out.chmod(0o700)  # the statements' literals are the user's data
         _write(out / MARK, "Written by knoblab capture: it may overwrite this folder.\n")
-        for stale in (LOG, DUMP, SPEC, SUMMARY):  # a previous capture's
+        for stale in (LOG, DUMP, SPEC, SUMMARY, partial_name(DUMP)):  # a previous capture's
             with contextlib.suppress(FileNotFoundError):
                 (out / stale).unlink()
     except OSError as exc:
@@ -120,9 +135,14 @@ def _claim(out: Path) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as exc:  # a full disk
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
@@ -147,12 +167,36 @@ def capture(request: Request, store: Store, view: CaptureView,
     check_out(request.out)
     server = ExternalServer(endpoint)
     version_line, _, _ = server.probe()
+    lock = hold_lock(server)  # before anything is read: what it reads is not changing
+    try:
+        with lock.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            lock_id = int(one(cur)[0])
+        return _capture(request, store, view, rearm, (name, source, version_line), server,
+                        lock_id)
+    finally:
+        with contextlib.suppress(Exception):  # the server frees the lock with its connection
+            lock.close()
+
+
+def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[[], None],
+             spec: tuple[str, str, str], server: ExternalServer, lock_id: int) -> int:
+    """The capture, with the server's capture lock held; `spec`: its name, its text and the
+    server's version line."""
+    name, source, version_line = spec
+    endpoint = server.endpoint
     catalog = server.catalog()
     where = endpoint.describe()
     for row in store.pending_restores():
         if server.is_same_as(row["server"]):
             raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
                             f"it back first with: knoblab restore {row['run_id']}")
+    killed = killed_capture(server, catalog)
+    if killed is not None and not _restored_here(store, killed):
+        raise UserError(f"a knoblab capture (run {killed}) was killed on {where} before its "
+                        "end and left the slow log's settings changed: put them back with: "
+                        f"knoblab restore {killed} (with the store it ran with), then capture "
+                        "again")
     log = SlowLog.plan(server, catalog, store, run_id="")
     mode, rows = request.data
     conn = server.connect()
@@ -167,6 +211,11 @@ def capture(request: Request, store: Store, view: CaptureView,
                     cur.execute("SELECT 1 FROM mysql.slow_log LIMIT 0")
                 except Exception:
                     missing.append("SELECT on mysql.slow_log (to read the log)")
+            if log.aside:
+                missing += missing_on(
+                    cur, "mysql", ("SELECT", "CREATE", "DROP", "ALTER", "INSERT"),
+                    "to set the server's mysql.slow_log aside for the window and put it back "
+                    "after it")
             plan = plan_dump(cur, mode, rows)
             missing += missing_privileges(cur, plan.databases)
     finally:
@@ -199,25 +248,35 @@ def capture(request: Request, store: Store, view: CaptureView,
         name=f"{name}-capture", kind=KIND, spec_source=source, server_binary=where,
         server_version=catalog.server_version,
         info=RunInfo(workload={"kind": KIND}, dataset={"folder": str(request.out.resolve())},
-                     owner={"pid": os.getpid(),
-                                                     "host": socket.gethostname()},
+                     owner={"pid": os.getpid(), "host": socket.gethostname(),
+                            "lock": lock_id},
                      spec_dir=str(request.spec.parent.resolve()), knoblab_version=__version__),
         point_list=[])
     log.bind(run_id)
-    for stale in log.left_by_killed(store):
-        view.message(f"removed {stale}, the log a capture killed before its end left on the "
-                     "server (its settings were put back by knoblab restore)")
     try:
+        for removed in log.left_by_killed():
+            view.message(removed)
         summary = _window(request, server, log, view, rearm)
+        if not summary["log"]["statements"]:
+            raise UserError(
+                f"nothing was captured: no statement ran on {where} during the window on a "
+                "connection the slow log followed (one opened before the window logs only "
+                "its statements slower than its long_query_time); every setting is back; "
+                "capture again while the application runs, or for longer")
         summary.update(server={k: v for k, v in server.stored().items()
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
                        run=run_id)
-        code = _dump(request, endpoint, plan, summary, view)
-        summary["knoblab_version"] = __version__
-        _write(request.out / SUMMARY, json.dumps(summary, indent=2) + "\n")
-        if code == 0:
-            _write(request.out / SPEC, _spec_text(name, summary, bool(plan.databases)))
+        try:
+            code = _dump(request, endpoint, plan, summary, view)
+            summary["knoblab_version"] = __version__
+            _write(request.out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+            if code == 0:
+                _write(request.out / SPEC, _spec_text(name, summary, bool(plan.databases)))
+        except UserError as exc:
+            raise UserError(f"{exc}; the statements captured are in {request.out / LOG} and "
+                            "every setting is back; capture again with --out on a disk with "
+                            "room, or with less --data") from None
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the store may be what failed
             store.set_status(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt)
@@ -238,6 +297,8 @@ def _window(request: Request, server: ExternalServer, log: SlowLog, view: Captur
     ended_early = False
     began = ended = dt.datetime.now(dt.UTC)
     dest = request.out / LOG
+    written = cleaned = False
+    left: str | None = None
     try:
         try:
             conn = server.connect()
@@ -282,9 +343,16 @@ def _window(request: Request, server: ExternalServer, log: SlowLog, view: Captur
                          "(Ctrl-C again stops it)")
         with _shielded():
             log.write_out(dest)
-    finally:
+        written = True
+    except UserError as exc:  # what the window logged stays on the server, said where
         with _shielded():
-            left = log.clean_up()
+            cleaned, left = True, log.clean_up(keep=True)
+        raise UserError(f"{exc}; every setting is back" + (f"; {left}" if left else "")
+                        ) from None
+    finally:
+        if not cleaned:
+            with _shielded():
+                left = log.clean_up(keep=not written)
     if left:
         view.message(f"note: {left}")
     rearm()
@@ -349,3 +417,71 @@ def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
         lines += ["[dataset]", f'dump = "{DUMP}"', ""]
     lines += ["[tune]", 'knobs = "auto"', ""]
     return "\n".join(lines)
+
+
+def _restored_here(store: Store, run_id: str) -> bool:
+    """Whether `run_id` is a capture of this store whose settings are back."""
+    try:
+        run = store.run(run_id)
+    except UserError:
+        return False
+    return run["kind"] == KIND and not store.pending_restores(run["id"])
+
+
+def under_way(store: Store, pending: list[dict[str, Any]]) -> dict[str, str]:
+    """The runs of these journal rows still going, which put their settings back themselves
+    when they end: run -> why it is known. A run of this machine whose process lives; a
+    capture whose connection holds its server's capture lock, from any machine."""
+    from knoblab.runner import run_state
+
+    found: dict[str, str] = {}
+    servers = {row["run_id"]: row["server"] for row in pending}
+    for run_id, stored in servers.items():
+        try:
+            run = store.run(run_id)
+        except UserError:  # journal rows without their run: nothing runs them
+            continue
+        owner = run["info"].get("owner") or {}
+        if owner.get("host") == socket.gethostname() and run_state(run) == "running":
+            found[run_id] = f"still running (process {owner.get('pid')})"
+        elif run["kind"] == KIND and run["status"] == "running" and owner.get("lock"):
+            with contextlib.suppress(Exception):  # a server gone: not under way there
+                conn = ExternalServer(Endpoint.from_dict(stored)).connect()
+                try:
+                    with conn.cursor() as cur:
+                        if lock_connection(cur) == owner["lock"]:
+                            found[run_id] = (f"a capture still under way (its connection "
+                                             f"{owner['lock']} holds the server's capture "
+                                             "lock)")
+                finally:
+                    conn.close()
+    return found
+
+
+def after_restore(store: Store, run_id: str, stored: dict[str, Any]) -> list[str]:
+    """Once `knoblab restore` put back the settings of a capture killed in its window: its
+    log removed from the server's data directory and the server's own mysql.slow_log put back
+    in place; what was done or is left, as sentences (nothing for other runs)."""
+    try:
+        if store.run(run_id)["kind"] != KIND:
+            return []
+    except UserError:  # journal rows without their run
+        return []
+    server = ExternalServer(Endpoint.from_dict(stored))
+    said: list[str] = []
+    try:
+        _, _, datadir = server.probe()
+        said += put_aside_back(server, run_id)
+    except (UserError, pymysql.MySQLError) as exc:
+        return [f"its server's mysql.slow_log could not be checked ({exc}): the next capture "
+                "puts it back"]
+    log = datadir / f"knoblab-capture-{run_id}.log" if datadir is not None else None
+    if log is not None and log.exists():
+        try:
+            log.unlink()
+            said.append(f"removed {log}, the log it left in the server's data directory")
+        except OSError as exc:
+            said.append(f"its log {log} is left in the server's data directory ("
+                        f"{exc.strerror}), with the statements' literals: remove it as the "
+                        "server's account or root")
+    return said

@@ -402,7 +402,8 @@ def _write_crash_log(exc: Exception) -> Path:
     for folder in (Path(home).expanduser() / "logs", Path.cwd(), Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
+            # undecodable bytes of a log or a name, as escapes: the details are never lost
+            (folder / name).write_text(text, encoding="utf-8", errors="backslashreplace")
             return (folder / name).absolute()
         except OSError:
             continue
@@ -519,9 +520,14 @@ def _measure(action, args: argparse.Namespace, store: Store) -> int:
 
 def _warn_pending(store: Store) -> None:
     """A run killed while it had a running server's settings changed: say so at every start."""
+    from knoblab.capturing import under_way
+
     by_run: dict[str, list[dict]] = {}
-    for row in store.pending_restores():
-        by_run.setdefault(row["run_id"], []).append(row)
+    pending = store.pending_restores()
+    live = under_way(store, pending) if pending else {}  # they put their own back
+    for row in pending:
+        if row["run_id"] not in live:
+            by_run.setdefault(row["run_id"], []).append(row)
     for run_id, rows in by_run.items():
         where = Endpoint.from_dict(rows[0]["server"]).describe()
         names = ", ".join(r["name"] for r in rows)
@@ -544,11 +550,27 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
         # the original values exist nowhere else now: not seeing them is an error
         out.check("they are no longer tracked")
         return 0
-    restored, problems = restore_pending(store, run_id)
-    if not restored and not problems:
+    from knoblab.capturing import after_restore, under_way
+
+    pending = store.pending_restores(run_id)
+    servers = {row["run_id"]: row["server"] for row in pending}
+    live = under_way(store, pending)
+    for run, why in live.items():  # putting its settings back from under it would break it
+        out.print(literal(f"run {run}: left alone, {why}: it puts its settings back itself "
+                          "when it ends"))
+    restored: list[tuple[str, str, list[str]]] = []
+    problems: list[str] = []
+    for run in servers:
+        if run not in live:
+            done, failed = restore_pending(store, run)
+            restored += done
+            problems += failed
+    if not restored and not problems and not live:
         out.print("nothing to restore: no run left a setting changed")
     for run, where, names in restored:
         out.print(literal(f"run {run}: put back {', '.join(names)} on {where}"))
+        for said in after_restore(store, run, servers[run]):
+            out.print(literal(f"run {run}: {said}"))
     if problems:
         raise UserError("; ".join(problems))
     out.check("they were put back")
@@ -562,7 +584,7 @@ class CaptureConsole:
         self.progress: Progress | None = None
 
     def message(self, text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        console.print(literal(text), markup=False, highlight=False, soft_wrap=True)
 
     def window(self, seconds: float) -> Callable[[float, int], None]:
         progress = self._start(TextColumn("{task.description}", markup=False), BarColumn(),
@@ -761,11 +783,18 @@ RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
+    from knoblab.server.cgroups import reap_left_behind
     from knoblab.store import CAPTURE, study_of
     from knoblab.studies import PREFIX, describe
 
     if args.limit < 0:
         raise UserError(f"--limit {args.limit}: give a number of runs, or 0 for all")
+    # The control groups of a knoblab killed with -9 (its servers died with it) go here too,
+    # as at a run's start, since runs lists that run as killed; the home is not touched.
+    removed = reap_left_behind(sandbox.alive)
+    if removed:
+        terminal.stderr().print(f"removed {removed} control group{'s' if removed > 1 else ''} "
+                                "left by a killed knoblab")
     out = _stdout()
     table = Table("run", "name", "kind", "status", "server", "machine", "started", "took",
                   "result")
@@ -807,7 +836,9 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
             state if state != "killed" else "killed (knoblab restore)"
             if run["kind"] == CAPTURE else "killed (knoblab resume)",
             literal(run["server_version"] or ""), _machine_text(run["host"], info),
-            _when(run["created_at"]), took, ""]))
+            _when(run["created_at"]), took,
+            literal(_answer(store, run["id"])) if state == "done" and run["kind"] != CAPTURE
+            else ""]))
         shown += 1
         if args.limit and shown == args.limit:
             break
@@ -830,6 +861,18 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
                       f"report {PREFIX}NAME")
     out.check()
     return 0
+
+
+def _answer(store: Store, run_id: str) -> str:
+    """A finished run's answer for its row: its best value, or that the values do not
+    differ (knoblab.report.text.answer_text), judged from the store as its report is."""
+    from knoblab.report.text import answer_text
+    from knoblab.results import build_results
+
+    try:
+        return answer_text(build_results(store, run_id))
+    except Exception:  # noqa: BLE001 - one run's unreadable rows must not hide the others
+        return "—"
 
 
 def _study_state(study: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from knoblab import stats
 from knoblab.errors import UserError
 from knoblab.records import Point, Results
 from knoblab.results import build_results, point_samples
-from knoblab.store import Store
+from knoblab.store import CAPTURE, Store
 from knoblab.workloads.base import Rounds
 
 # How a run was planned (rounds, budget, design) may differ between two runs of one study;
@@ -55,7 +55,14 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
     """Every run after the first against the first."""
     if len(run_ids) < 2:
         raise UserError("compare needs two runs or more: knoblab compare RUN_A RUN_B")
-    runs = [build_results(store, store.run(run_id)["id"]) for run_id in run_ids]
+    found = [store.run(run_id) for run_id in run_ids]
+    for run in found:
+        if run["kind"] == CAPTURE:  # it measured nothing: no results to build
+            folder = (run["info"].get("dataset") or {}).get("folder") or "its folder"
+            raise UserError(f"run {run['id']} is a capture (knoblab capture), not a study: it "
+                            "measured nothing to compare; tune what it captured with knoblab "
+                            f"tune {folder}/spec.toml and compare those runs")
+    runs = [build_results(store, run["id"]) for run in found]
     if len({r.run_id for r in runs}) < len(runs):
         raise UserError("the same run is named twice: compare different runs")
     samples = {r.run_id: point_samples(store, r.run_id) for r in runs}

@@ -484,6 +484,14 @@ _PERCENT_HINT = ("percent-encode the user name and password (@ as %40, : as %3A,
                  "or ~/.pgpass")
 
 
+def storable(text: str | None) -> str | None:
+    """A message as the store can keep it: bytes of a log or a name that were not UTF-8 (kept
+    as lone surrogates) written as escapes, which no database encoding refuses."""
+    if text is None or text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def hide_passwords(text: str) -> str:
     """`text` (a command line, a traceback) with the password of every URL in it masked."""
     return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1:***@", text))
@@ -588,6 +596,10 @@ def _check_kind(url: sa.URL, shown: str) -> None:
         raise UserError(f"cannot open the results store {shown}: knoblab keeps its results "
                         f"in {KINDS}, not in {backend}")
     database = url.database or ""
+    if backend == "postgresql" and not database and not url.query.get("dbname"):
+        # Without one, the server's default database for the user would take the tables.
+        raise UserError(f"the results store {shown} names no database; name one of its own: "
+                        "postgresql://USER@HOST/DATABASE")
     if backend == "sqlite" and (database in ("", ":memory:") or ":memory:" in database or
                                 url.query.get("mode") == "memory" or "mode=memory" in database):
         raise UserError(f"the results store {shown} is in memory: every measurement would be "
@@ -989,7 +1001,7 @@ class Store:
         self._tx(lambda conn: conn.execute(trials.update().where(trials.c.id == trial_id).values(
             status=status, finished_at=time.time(), value=value,
             effective=json.dumps(effective or {}), details=json.dumps(details or {}),
-            error=error,
+            error=storable(error),
         )))
 
     def discard_unfinished(self, run_id: str) -> int:
@@ -1002,7 +1014,7 @@ class Store:
     def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
         finished = time.time() if status != "running" else None
         self._tx(lambda conn: conn.execute(runs.update().where(runs.c.id == run_id).values(
-            status=status, finished_at=finished, error=error)))
+            status=status, finished_at=finished, error=storable(error))))
 
     def update_info(self, run_id: str, **items: Any) -> None:
         info = self.run(run_id)["info"]

@@ -388,7 +388,8 @@ def test_a_10_mb_statement_is_one_event(tmp_path):
     (b"# User@Host: root[root] @ localhost []  Id: 3\n"
      b"# Query_time: 1.0  Lock_time: 0  Rows_sent: 0  Rows_examined: 0\n"
      b"SET timestamp=1;\nSELECT 1;\n/usr/sbin/mysqld, Version: 8.0 (x). started with:\n"
-     b"stray\n", "line 6: a line outside any entry; expected '# Time:' or '# User@Host:'"),
+     b"Tcp port: 3306  Unix socket: /x.sock\nstray\n",
+     "line 7: a line outside any entry; expected '# Time:' or '# User@Host:'"),
 ], ids=["empty", "elf", "no-newline", "not-utf8", "sql", "truncated", "no-figures",
         "bad-figures", "no-thread", "other-time", "stray"])
 def test_bad_logs_are_one_line(tmp_path, content, said):

@@ -103,6 +103,10 @@ SPLICES: dict[str, dict[str, str]] = {
         "knob.name": "a setting's name: the catalog's own (catalog.knobs[name].name), for a "
                      "name among the module's constants",
         "marks": "the text '%s, %s, ...': the thread ids are bound parameters",
+        "window": "a table name of the module's own prefix and the run's id, matched against "
+                  "[0-9a-z]+ (tables) before it is used",
+        "kept": "a table name of the module's own prefix and the run's id, matched against "
+                "[0-9a-z]+ (tables) before it is used",
     },
     "knoblab/server/guard.py": {
         "name": "a global's name as SHOW GLOBAL VARIABLES gave it, matched against [a-z0-9_]+ "
@@ -123,8 +127,8 @@ SPLICES: dict[str, dict[str, str]] = {
     "knoblab/workloads/dump.py": {
         "quoted(self.workload_database)": "a database name in backticks, its backticks "
                                           "doubled (dump.quoted)",
-        "quoted(database)": "a database name the server listed, in backticks, its backticks "
-                            "doubled (dump.quoted)",
+        "quoted(pattern)": "a database name the dump names, its GRANT wildcards escaped, in "
+                           "backticks, its backticks doubled (dump.quoted)",
     },
     "knoblab/workloads/script.py": {
         "DATABASE": "the constant 'knoblab'",
@@ -332,6 +336,83 @@ def test_sandbox_is_private(binary, knoblab_home):
         sandbox_dir = server.dir
     assert not socket_dir.exists()
     assert not sandbox_dir.exists()
+
+
+@pytest.mark.server
+def test_a_sandbox_keeps_table_files_client_files_and_plugins_to_itself(binary, knoblab_home,
+                                                                         tmp_path):
+    """Even as root: no table file outside the datadir (DATA / INDEX DIRECTORY), no client
+    file read by the server (LOAD DATA LOCAL), no plugin but those built in."""
+    import pymysql
+
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o777)
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        assert server.global_values(["have_symlink", "local_infile", "plugin_dir"]) == {
+            "have_symlink": "DISABLED", "local_infile": "OFF",
+            "plugin_dir": f"{server.plugins}/"}
+        assert server.plugins.parent == server.dir and not list(server.plugins.iterdir())
+        conn = server.connect(local_infile=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("CREATE DATABASE far")
+                cur.execute(f"CREATE TABLE far.i (a INT) ENGINE=InnoDB "
+                            f"DATA DIRECTORY='{elsewhere}'")
+                cur.execute(f"CREATE TABLE far.m (a INT) ENGINE=MyISAM "
+                            f"DATA DIRECTORY='{elsewhere}' INDEX DIRECTORY='{elsewhere}'")
+                cur.execute("INSERT INTO far.m VALUES (1)")
+                with pytest.raises(pymysql.MySQLError, match="ha_federatedx"):
+                    cur.execute("INSTALL SONAME 'ha_federatedx'")
+                with pytest.raises(pymysql.MySQLError) as refused:
+                    cur.execute("LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE far.m")
+                assert refused.value.args[0] in (1148, 4166), refused.value.args
+                cur.execute("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE "
+                            "PLUGIN_LIBRARY IS NOT NULL")
+                assert cur.fetchone() == (0,)
+        finally:
+            conn.close()
+        assert not list(elsewhere.iterdir())
+        assert (server.datadir / "far" / "i.ibd").is_file()
+        assert (server.datadir / "far" / "m.MYD").is_file()
+        assert not (server.datadir / "far" / "m.MYD").is_symlink()
+
+
+@pytest.mark.server
+def test_a_locked_root_is_said_at_once_not_after_the_start_timeout(binary, knoblab_home,
+                                                                   tmp_path):
+    import time
+
+    from knoblab.server.sandbox import (
+        Sandbox,
+        ServerStartError,
+        base_template,
+        copy_datadir,
+        derived_template,
+    )
+
+    def lock_root(server: Sandbox) -> None:
+        conn = server.connect()
+        try:
+            conn.query("ALTER USER root@localhost ACCOUNT LOCK")  # no FLUSH needed
+        finally:
+            conn.close()
+
+    began = time.monotonic()
+    with pytest.raises(UserError, match=r"refuses knoblab's login as root afterwards \(Access "
+                                        r"denied, this account is locked\)"):
+        derived_template(binary, "locked-root", lock_root, knoblab_home)
+    data = tmp_path / "data"
+    copy_datadir(base_template(binary, knoblab_home) / "data", data)
+    with Sandbox(binary, data, {}, home=knoblab_home, copy=False) as server:
+        lock_root(server)
+    with pytest.raises(ServerStartError, match=r"refuses knoblab's login as root \(Access "
+                                               r"denied, this account is locked\)"):
+        Sandbox(binary, data, {}, home=knoblab_home).start()
+    assert time.monotonic() - began < 60  # not the start's timeout of 120 s
 
 
 @pytest.mark.server

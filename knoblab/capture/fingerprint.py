@@ -27,7 +27,9 @@ fools it, as it can a chain of regular expressions. The rules:
   fixed in number, so the classes are the same).
 
 A statement the tokenizer cannot read (an unterminated string: a log cut inside it) is its
-first word and `/* unreadable */`. An 11 MB multi-row INSERT takes seconds (docs/benchmarks.md).
+first word and `/* unreadable */`. A name with bytes that are not UTF-8 (read from the log as
+lone surrogates) has them as escapes (`t\\udcff`): a fingerprint is text any store, file or
+terminal takes. An 11 MB multi-row INSERT takes seconds (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ def fingerprint(sql: str) -> str:
         return "use ?"
     while words and words[-1].text == ";":
         words.pop()
-    return _join(_repeated_union(words))
+    text = _join(_repeated_union(words))
+    return text if text.isascii() else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def fingerprint_id(fingerprint_text: str) -> str:

@@ -7,6 +7,11 @@ whatever the log's size. Which log it is comes from its first line (the server's
 entry cut short or a header this reader does not know stops it with one UserError naming the
 file, the line and what was expected there.
 
+A slow log writes a statement as it came, so a statement may hold a line that looks like an
+entry's start (`# Time: …` inside a string) or a start banner: inside a statement such a line
+starts a new entry only when a whole header follows it (`slow_entries`), and a banner only
+with its `Tcp port:` line.
+
 Texts are decoded as UTF-8 with undecodable bytes kept as surrogates
 (`text.encode("utf-8", "surrogateescape")` gives back the server's bytes). They are the
 user's data: nothing here logs or prints them.
@@ -14,8 +19,10 @@ user's data: nothing here logs or prints them.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +51,12 @@ _SET_TIMESTAMP = re.compile(r"SET (?:\w+=\d+,)*timestamp=(\d+(?:\.\d+)?)(?:,\w+=
 _ADMIN = re.compile(r"# administrator command: ([A-Za-z][A-Za-z_ ]*);\Z")
 _CONNECT_DB = re.compile(r".* on (\S*)(?: using .*)?\Z", re.DOTALL)
 _USE_STATEMENT = re.compile(r"\s*use\s+(`(?:[^`]|``)+`|[^\s;]+)\s*;?\s*\Z", re.IGNORECASE)
+# The figures line that ends an entry's header, as the server writes it.
+_FIGURES = re.compile(r"# Query_time: \d+(?:\.\d+)?\s+Lock_time: \d+(?:\.\d+)?\s+"
+                      r"Rows_sent: \d+\s+Rows_examined: \d+(?:\s|\Z)")
+_TCP_PORT = re.compile(r"Tcp port: \d+")
+_TIME_LINE = re.compile(rf"# Time:\s+(?:{_OLD_TIME}|{_ISO_TIME})\s*")
+_HEADER_MOST = 32  # lines a header may have (MariaDB's explain lines and all)
 _QUERY_FIELDS = "'# Query_time: SECONDS  Lock_time: SECONDS  Rows_sent: N  Rows_examined: N'"
 _TIME_FORMATS = "'# Time: YYMMDD H:MM:SS' or '# Time: YYYY-MM-DDTHH:MM:SS.ffffffZ'"
 
@@ -162,14 +175,85 @@ def _first(path: Path, lines: Iterator[tuple[int, str]]) -> tuple[int, str] | No
 def _parse_time(text: str) -> float | None:
     """Seconds since the epoch from either log's time format; None when it is neither."""
     text = text.strip()
-    if re.fullmatch(_ISO_TIME, text):
-        return datetime.fromisoformat(text).timestamp()
-    if re.fullmatch(_OLD_TIME, text):
-        day, clock = text.split()
-        hours, minutes, seconds = (int(part) for part in clock.split(":"))
-        return datetime(2000 + int(day[:2]), int(day[2:4]), int(day[4:]), hours, minutes,
-                        seconds).timestamp()
+    try:
+        if re.fullmatch(_ISO_TIME, text):
+            return datetime.fromisoformat(text).timestamp()
+        if re.fullmatch(_OLD_TIME, text):
+            day, clock = text.split()
+            hours, minutes, seconds = (int(part) for part in clock.split(":"))
+            return datetime(2000 + int(day[:2]), int(day[2:4]), int(day[4:]), hours, minutes,
+                            seconds).timestamp()
+    except (ValueError, OverflowError, OSError):  # a 13th month, a 25th hour
+        return None
     return None
+
+
+def slow_entries(lines: Iterable[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    """A slow log's (number, line)s grouped: an entry's lines (its header, then its
+    statement), or one line outside any entry (a start banner, a blank line) alone. A line
+    may keep its line break. Inside a statement, a line that looks like an entry's start
+    starts one only when the rest of a header follows it (`# User@Host:`, `#` lines, the
+    figures), and a start banner ends it only when its `Tcp port:` line follows: else they
+    are the statement's own lines."""
+    source = iter(lines)
+    back: deque[tuple[int, str]] = deque()  # lines read ahead and given back
+
+    def take() -> tuple[int, str] | None:
+        return back.popleft() if back else next(source, None)
+
+    entry: list[tuple[int, str]] | None = None
+    in_body = False
+    while (line := take()) is not None:
+        text = _chomp(line[1])
+        if entry is None:
+            if text.startswith(_SLOW_START):
+                entry, in_body = [line], False
+            else:
+                yield [line]
+            continue
+        if _BANNER.match(text):
+            after = take()
+            if after is not None:
+                back.appendleft(after)
+            if after is not None and _TCP_PORT.match(_chomp(after[1])):
+                yield entry
+                entry = None
+                yield [line]
+                continue
+        elif in_body and text.startswith(_SLOW_START):
+            header = _header(line, take)
+            if header[-1] is not None:
+                yield entry
+                entry, in_body = [h for h in header if h is not None], False
+                continue
+            back.extendleft(reversed([h for h in header[1:] if h is not None]))
+        in_body = in_body or not text.startswith("#")
+        entry.append(line)
+    if entry is not None:
+        yield entry
+
+
+def _header(first: tuple[int, str], take: Callable[[], tuple[int, str] | None]
+            ) -> list[tuple[int, str] | None]:
+    """The lines read from `first` on while they make an entry's header: the whole header
+    when it ends with its figures, else the lines read, the one that broke it included, and
+    None last."""
+    read: list[tuple[int, str] | None] = [first]
+    opening = _chomp(first[1])
+    has_user = opening.startswith("# User@Host:")
+    # A statement's last line ends with the `;` the server adds: never a time alone.
+    if not has_user and not _TIME_LINE.fullmatch(opening):
+        return [*read, None]
+    while len(read) < _HEADER_MOST and (line := take()) is not None:
+        read.append(line)
+        text = _chomp(line[1])
+        if has_user and _FIGURES.match(text):
+            return read
+        if text.startswith("# User@Host:") and not has_user and len(read) == 2:
+            has_user = True
+        elif not (has_user and text.startswith("#") and not text.startswith(_SLOW_START)):
+            break
+    return [*read, None]
 
 
 class _SlowLog:
@@ -182,24 +266,20 @@ class _SlowLog:
         self.time: float | None = None
 
     def read(self, lines: Iterator[tuple[int, str]]) -> Iterator[Event]:
-        entry: _SlowEntry | None = None
-        for number, text in lines:
-            if _BANNER.match(text):  # the server started again: the entry before it ends
-                if entry is not None:
-                    yield from self._finish(entry, number)
+        entry: _SlowEntry | None = None  # read, finished when the next group begins
+        for group in slow_entries(lines):
+            number, text = group[0]
+            if entry is not None:
+                yield from self._finish(entry, number)
                 entry = None
-                continue
-            if entry is None:
-                if not text.strip() or _BANNER_REST.match(text):
-                    continue
-                if not text.startswith(_SLOW_START):
+            if not text.startswith(_SLOW_START):
+                if text.strip() and not _BANNER.match(text) and not _BANNER_REST.match(text):
                     raise _bad(self.path, number, "a line outside any entry",
                                "'# Time:' or '# User@Host:'")
-                entry = _SlowEntry(number)
-            elif entry.body is not None and text.startswith(_SLOW_START):
-                yield from self._finish(entry, number)
-                entry = _SlowEntry(number)
-            self._add(entry, number, text)
+                continue
+            entry = _SlowEntry(number)
+            for number, text in group:
+                self._add(entry, number, text)
         if entry is not None:
             yield from self._finish(entry, None)
 
@@ -210,7 +290,7 @@ class _SlowLog:
             entry.header.append((number, text))
         elif (use := _USE.match(text)) and entry.timestamp is None:
             self.database = _unquote(use.group(1))
-        elif stamp := _SET_TIMESTAMP.match(text):
+        elif (stamp := _SET_TIMESTAMP.match(text)) and math.isfinite(float(stamp.group(1))):
             entry.timestamp = float(stamp.group(1))
             entry.body = []
         else:
@@ -257,8 +337,10 @@ class _SlowLog:
             figures = (float(found["Query_time"]), float(found["Lock_time"]),
                        int(found["Rows_sent"]), int(found["Rows_examined"]))
         except (KeyError, ValueError):
+            figures = (-1.0, 0.0, 0, 0)
+        if not all(math.isfinite(f) and f >= 0 for f in figures):  # nan, inf, -1
             raise _bad(self.path, figures_line, "figures this reader does not know",
-                       _QUERY_FIELDS) from None
+                       _QUERY_FIELDS)
         return figures, found.get("Schema")
 
     def _thread(self, entry: _SlowEntry) -> int:
@@ -336,6 +418,9 @@ class _GeneralLog:
     def _event(self, number: int, found: re.Match[str], argument: list[str]) -> Event:
         if found.group("time"):
             self.time = _parse_time(found.group("time"))
+            if self.time is None:  # its format, with a day or an hour that does not exist
+                raise _bad(self.path, number, "a time this reader does not know",
+                           "'YYMMDD H:MM:SS' or 'YYYY-MM-DDTHH:MM:SS.ffffffZ'")
         thread = int(found.group("id"))
         command = found.group("command")
         text = "\n".join(argument)

@@ -12,9 +12,11 @@ writes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -33,6 +35,7 @@ TRANSACTIONAL = frozenset({"INNODB", "XTRADB", "ROCKSDB", "TOKUDB", "NDBCLUSTER"
 MODES = ("schema", "all", "sample=N")
 _SCHEMA_BYTES = 4096  # a table's CREATE statement and its comments, generously
 _CHUNK = 1 << 20
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def parse_data(text: str) -> tuple[str, int | None]:
@@ -102,13 +105,17 @@ def plan_dump(cur: Any, mode: str, rows: int | None) -> DumpPlan:
     return plan
 
 
-def missing_privileges(cur: Any, databases: list[str]) -> list[str]:
-    """What this user lacks for the dump, as "PRIVILEGE on db, db" phrases (empty: none):
-    SELECT on every database, SHOW VIEW where it has views, TRIGGER and EVENT (the only way
-    to see a database's triggers and events is to hold them), and for stored routines the
-    right to read mysql.proc (MariaDB) unless the user defined them all."""
-    if not databases:
-        return []
+def missing_on(cur: Any, database: str, privileges: tuple[str, ...], why: str) -> list[str]:
+    """The `privileges` this user lacks on `database`, as one "A, B on db (why)" phrase
+    (empty: none)."""
+    holds, _ = _grants(cur)
+    lacking = [p for p in privileges if not holds(p, database)]
+    return [f"{', '.join(lacking)} on {database} ({why})"] if lacking else []
+
+
+def _grants(cur: Any) -> tuple[Callable[[str, str], bool], list[str]]:
+    """Whether this user (or a role it has enabled) holds a privilege on a database, and
+    the grantees it is known by."""
     cur.execute("SELECT CURRENT_USER()")
     user, _, host = str(cur.fetchone()[0]).rpartition("@")
     grantees = [f"'{user}'@'{host}'"]
@@ -123,6 +130,22 @@ def missing_privileges(cur: Any, databases: list[str]) -> list[str]:
     cur.execute("SELECT TABLE_SCHEMA, PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES "
                 f"WHERE GRANTEE IN ({marks})", grantees)
     by_pattern = [(_grant_pattern(str(s)), str(p).upper()) for s, p in cur.fetchall()]
+
+    def holds(privilege: str, database: str) -> bool:
+        return privilege in everywhere or any(
+            p == privilege and pattern.fullmatch(database) for pattern, p in by_pattern)
+    return holds, grantees
+
+
+def missing_privileges(cur: Any, databases: list[str]) -> list[str]:
+    """What this user lacks for the dump, as "PRIVILEGE on db, db" phrases (empty: none):
+    SELECT on every database, SHOW VIEW where it has views, TRIGGER and EVENT (the only way
+    to see a database's triggers and events is to hold them), and for stored routines the
+    right to read mysql.proc (MariaDB) unless the user defined them all."""
+    if not databases:
+        return []
+    holds, grantees = _grants(cur)
+    marks = ", ".join(["%s"] * len(grantees))
     db_marks = ", ".join(["%s"] * len(databases))
     cur.execute("SELECT DISTINCT TABLE_SCHEMA FROM information_schema.VIEWS "
                 f"WHERE TABLE_SCHEMA IN ({db_marks})", databases)
@@ -134,11 +157,6 @@ def missing_privileges(cur: Any, databases: list[str]) -> list[str]:
                 f"GRANTEE IN ({marks}) AND TABLE_SCHEMA = 'mysql' AND TABLE_NAME = 'proc'",
                 grantees)
     proc_readable = "SELECT" in {str(r[0]).upper() for r in cur.fetchall()}
-
-    def holds(privilege: str, database: str) -> bool:
-        return privilege in everywhere or any(
-            p == privilege and pattern.fullmatch(database) for pattern, p in by_pattern)
-
     lacking: dict[str, list[str]] = {}
     for database in databases:
         needed = ["SELECT", "TRIGGER", "EVENT"] + (["SHOW VIEW"] if database in with_views
@@ -196,49 +214,113 @@ def dump_command(program: str, endpoint: Endpoint, plan: DumpPlan
         argv.append("--no-data")
     elif plan.mode == "sample":
         argv.append(f"--where=1 LIMIT {plan.rows}")
-    argv += ["--databases", *plan.databases]
+    # After "--" every word is a database's name, never an option, whatever it is called
+    # (a database named "--result-file=x" is a name).
+    argv += ["--databases", "--", *plan.databases]
     env = {k: v for k, v in os.environ.items() if k != "MYSQL_PWD"}
     if endpoint.password_env:
         env["MYSQL_PWD"] = os.environ.get(endpoint.password_env, "")
     return argv, env
 
 
+def partial_name(name: str) -> str:
+    """The name a dump has while it is written, where the file system cannot keep it
+    nameless."""
+    return f".{name}.partial"
+
+
 def run_dump(endpoint: Endpoint, plan: DumpPlan, dest: Path,
              progress: Callable[[int], None]) -> int:
-    """The dump into `dest` (zstd, made 0600); its size in bytes. A failed or stopped dump
-    leaves no file."""
+    """The dump into `dest` (zstd, made 0600); its size in bytes. `dest` appears only once
+    the dump is whole: a failed or stopped dump, or a knoblab killed during it, leaves no
+    file, and the dump program ends with knoblab. A file that cannot be written (a full
+    disk) is a UserError."""
     import zstandard
 
     argv, env = dump_command(dump_program(), endpoint, plan)
     done = 0
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=env,
-                                   stdin=subprocess.DEVNULL)
+                                   stdin=subprocess.DEVNULL, preexec_fn=_ends_with_parent())
+        fd, partial = -1, None
         try:
             assert process.stdout is not None
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "wb") as raw, \
-                    zstandard.ZstdCompressor(level=3).stream_writer(raw) as packed:
+            fd, partial = _nameless(dest)
+            with os.fdopen(fd, "wb", closefd=False) as raw, \
+                    zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False) \
+                    as packed:
                 while chunk := process.stdout.read(_CHUNK):
                     packed.write(chunk)
                     done += len(chunk)
                     progress(done)
             code = process.wait()
-        except BaseException:
+            if code == 0:
+                _name(fd, partial, dest)
+        except BaseException as exc:
             process.kill()
             process.wait()
-            with contextlib.suppress(FileNotFoundError):
-                dest.unlink()
+            if partial is not None:
+                with contextlib.suppress(OSError):
+                    partial.unlink()
+            if isinstance(exc, OSError):
+                raise UserError(f"cannot write the dump to {dest}: {exc.strerror or exc}; "
+                                "no dump was kept") from None
             raise
+        finally:
+            if fd >= 0:
+                os.close(fd)
         if code != 0:
-            with contextlib.suppress(FileNotFoundError):
-                dest.unlink()
+            if partial is not None:
+                with contextlib.suppress(OSError):
+                    partial.unlink()
             errors.seek(0)
             said = [line for line in errors.read().decode("utf-8", "replace").splitlines()
                     if line.strip()]
             raise UserError(f"{Path(argv[0]).name} failed (exit code {code}): "
                             f"{said[-1] if said else 'no message'}; no dump was kept")
     return dest.stat().st_size
+
+
+def _ends_with_parent() -> Callable[[], None] | None:
+    """For the child, before it runs: killed when knoblab dies (Linux's parent-death signal),
+    so a kill -9 of knoblab never leaves the dump running. None where there is no prctl."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # knoblab died before the signal was asked for
+            os._exit(1)
+    return arm
+
+
+def _nameless(dest: Path) -> tuple[int, Path | None]:
+    """A file for `dest` that has no name until `_name` gives it one (O_TMPFILE), so that a
+    knoblab killed while it is written leaves nothing; on a file system without that, a
+    hidden partial name (the next capture in the folder removes it)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return os.open(dest.parent, os.O_TMPFILE | os.O_WRONLY, 0o600), None
+    partial = dest.with_name(partial_name(dest.name))
+    return os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), partial
+
+
+def _name(fd: int, partial: Path | None, dest: Path) -> None:
+    os.fsync(fd)
+    if partial is not None:
+        partial.replace(dest)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        dest.unlink()
+    # linkat(AT_SYMLINK_FOLLOW), which os.link uses only when given a folder's descriptor
+    folder = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fd}", dest.name, dst_dir_fd=folder, follow_symlinks=True)
+    finally:
+        os.close(folder)
 
 
 def disk_check(plan: DumpPlan, out: Path) -> str:

@@ -461,6 +461,17 @@ class RunningTarget:
     def check(self, names: list[str], store: Any, resuming: str | None) -> None:
         """Nothing left changed by another run; restart-only settings only with a way to
         restart it."""
+        from knoblab.server.slow_log import lock_holder
+
+        conn = self.server.connect()
+        try:
+            with conn.cursor() as cur:
+                capturing = lock_holder(cur)
+        finally:
+            conn.close()
+        if capturing is not None:  # its window's settings would be taken for the originals
+            raise UserError(f"a knoblab capture is capturing {self.where} now ({capturing}): "
+                            "measure on it once the capture has ended")
         for row in store.pending_restores():
             # Another run's changes would be taken for this server's originals; a resumed run
             # takes its own originals from the store.

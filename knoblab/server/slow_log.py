@@ -17,6 +17,18 @@ Where the log goes:
 * TABLE: elsewhere, `log_output` gains TABLE and the window's rows of `mysql.slow_log` are
   read over SQL and written out in the slow log's text format.
 
+Whenever the window logs to a table (TABLE, or FILE on a server that also logs to its table),
+the server's own `mysql.slow_log` is set aside for it (renamed `mysql.knoblab_kept_RUN`, an
+empty copy in its place) and put back after it, so the window's statements and their literals
+never stay in the server's table; the rows the server's own settings log during the window are
+copied back into it.
+
+One capture at a time per server, known on the server itself: a capture holds the named lock
+`LOCK` on a connection of its own for its whole length, and the server frees it when that
+connection ends, a kill -9 included. A capture killed in its window leaves marks on the server
+that the next one finds (`killed_capture`): the slow log's file named after it, or the table
+set aside.
+
 Connections keep the long_query_time they opened with: only statements of connections
 opened during the window are all logged (the server's rule, for the slow log of any tool).
 knoblab's own connections switch their own logging off, and their thread ids are left out
@@ -35,6 +47,7 @@ from typing import Any, BinaryIO
 
 import pymysql
 
+from knoblab.capture.logs import slow_entries
 from knoblab.catalog import Catalog
 from knoblab.connection import one
 from knoblab.errors import UserError
@@ -56,8 +69,13 @@ _WANTED: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 _SWITCH = ("slow_query_log", "log_slow_query")
 _FILE = ("slow_query_log_file", "log_slow_query_file")
-_THREAD = re.compile(rb"^# (?:User@Host:.*\bId:\s*(\d+)|Thread_id: (\d+))")
-_ENTRY_START = (b"# Time:", b"# User@Host:")
+_LONG = ("long_query_time", "log_slow_query_time")
+_THREAD = re.compile(r"# (?:User@Host:.*\bId:\s*(\d+)|Thread_id: (\d+))")
+LOCK = "knoblab.capture"  # the server's named lock a capture holds
+# What a capture's window leaves on the server while it runs, named after its run.
+_LOG_NAME = re.compile(r"knoblab-capture-([0-9a-z]+)\.log")
+_KEPT, _WINDOW = "knoblab_kept_", "knoblab_window_"  # tables of the mysql database
+_TABLE_NAME = re.compile(rf"({_KEPT}|{_WINDOW})([0-9a-z]+)")
 
 
 def _known(catalog: Catalog, names: tuple[str, ...]) -> str | None:
@@ -76,7 +94,9 @@ class SlowLog:
     file: Path | None = None  # FILE: the log the server writes
     own_threads: set[int] = field(default_factory=set)
     started_at: dt.datetime | None = None  # TABLE: the window's start, in UTC
-    table_was_empty: bool = False
+    outputs: frozenset[str] = frozenset()  # the server's own log_output
+    aside: bool = False  # the window logs to a table: mysql.slow_log is set aside for it
+    set_aside: bool = False  # and it is, now
     changes: dict[str, str] = field(default_factory=dict)  # name -> value in the window
     originals: dict[str, str | None] = field(default_factory=dict)
 
@@ -95,6 +115,7 @@ class SlowLog:
         current = server.global_values(["log_output"])
         outputs = {o.strip().upper() for o in current.get("log_output", "FILE").split(",")}
         wanted = (outputs - {"NONE"}) | {"FILE" if local else "TABLE"}
+        log.outputs, log.aside = frozenset(outputs), "TABLE" in wanted
         if wanted != outputs:
             log.changes["log_output"] = ",".join(sorted(wanted))
         if local:
@@ -121,19 +142,25 @@ class SlowLog:
             assert name is not None
             self.changes[name] = str(self.file)
 
-    def left_by_killed(self, store: Any) -> list[Path]:
-        """Remove the log files of captures of this store that were killed (the settings
-        are back: a capture is refused until they are); the files removed."""
-        if self.file is None:
-            return []
+    def left_by_killed(self) -> list[str]:
+        """Remove what captures that did not end left on the server once their settings were
+        back: their logs in the data directory, their tables of the window. Called with the
+        capture lock held and `killed_capture` clear, so none of it is a live capture's or
+        one still in use; what was removed, as sentences."""
         removed = []
-        for found in sorted(self.file.parent.glob("knoblab-capture-*.log")):
-            run_id = found.stem.removeprefix("knoblab-capture-")
-            with contextlib.suppress(UserError):
-                if found != self.file and store.run(run_id)["status"] != "done" and \
-                        not store.pending_restores(run_id):
-                    found.unlink(missing_ok=True)
-                    removed.append(found)
+        if self.file is not None:
+            for found in sorted(self.file.parent.glob("knoblab-capture-*.log")):
+                if found != self.file and _LOG_NAME.fullmatch(found.name):
+                    with contextlib.suppress(OSError):
+                        found.unlink()
+                        removed.append(f"removed {found}, the log a capture that did not end "
+                                       "left on the server")
+        try:
+            removed += put_aside_back(self.server)
+        except pymysql.MySQLError as exc:  # this user may see the tables, not rename them
+            removed.append(f"mysql.slow_log is still set aside by a capture that did not end "
+                           f"({refusal(exc)}): a capture by a user with ALTER, CREATE, DROP "
+                           "and INSERT on mysql puts it back")
         return removed
 
     @property
@@ -145,7 +172,8 @@ class SlowLog:
             assert self.file is not None
             return (f"a new file in the server's data directory ({self.file.parent}), removed "
                     "once copied")
-        return "the server's mysql.slow_log table (log_output = TABLE), read over SQL"
+        return ("the server's mysql.slow_log table (log_output = TABLE), read over SQL; "
+                "its own rows are set aside for the window and put back after it")
 
     def may_change(self, cur: Any) -> bool:
         """Each setting set to its own value (nothing changes): False when this user lacks
@@ -172,10 +200,20 @@ class SlowLog:
         with conn.cursor() as cur:
             if self.mode == "table":
                 cur.execute("SET SESSION time_zone = '+00:00'")
-                cur.execute("SELECT COUNT(*) FROM mysql.slow_log")
-                self.table_was_empty = not one(cur)[0]
             if self.file is not None and self.file.exists():
                 raise UserError(f"{self.file} exists already; remove it or capture later")
+            if self.aside:
+                kept, window = self.tables
+                try:
+                    cur.execute(f"CREATE TABLE mysql.{window} LIKE mysql.slow_log")
+                    # One statement: the server logs to its table throughout.
+                    cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{kept}, "
+                                f"mysql.{window} TO mysql.slow_log")
+                    self.set_aside = True
+                except pymysql.MySQLError as exc:
+                    raise UserError(f"cannot set mysql.slow_log aside for the window on "
+                                    f"{self.server.endpoint.describe()}: {refusal(exc)}"
+                                    ) from None
             for name in (n for n in self.changes if n != self.switch):
                 set_global(cur, self.catalog, name, self.changes[name])
             if self.mode == "table":
@@ -185,6 +223,13 @@ class SlowLog:
         if self.file is not None and not os.access(self.file, os.R_OK):
             raise UserError(f"the server's slow log {self.file} cannot be read by this user; "
                             "run knoblab capture as the server's account or as root")
+
+    @property
+    def tables(self) -> tuple[str, str]:
+        """The names (in the mysql database) of the server's own table while it is set
+        aside, and of the window's."""
+        assert re.fullmatch(r"[0-9a-z]+", self.run_id), self.run_id  # spliced into SQL
+        return f"{_KEPT}{self.run_id}", f"{_WINDOW}{self.run_id}"
 
     def silence(self, conn: pymysql.Connection) -> None:
         """knoblab's own connection: not logged (MariaDB's session switch, MySQL's session
@@ -212,21 +257,31 @@ class SlowLog:
         return int(row[1]) if row else 0
 
     def write_out(self, dest: Path) -> None:
-        """The window's log into `dest` (made 0600), without knoblab's own connections."""
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            if self.mode == "file":
-                assert self.file is not None
-                try:
-                    with self.file.open("rb") as source:
-                        _copy_entries(source, out, self.own_threads)
-                except FileNotFoundError:
-                    pass  # nothing was logged
-                except OSError as exc:
-                    raise UserError(f"cannot read the server's slow log {self.file}: "
-                                    f"{exc.strerror}") from None
-            else:
-                self._write_table(out)
+        """The window's log into `dest` (made 0600), without knoblab's own connections; a
+        UserError when it cannot be read or written (a full disk), with what it left in
+        `dest` removed."""
+        try:
+            source = self.file.open("rb") if self.file is not None else None
+        except FileNotFoundError:
+            source = None  # nothing was logged
+        except OSError as exc:
+            raise UserError(f"cannot read the server's slow log {self.file}: "
+                            f"{exc.strerror}") from None
+        try:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                if source is not None:
+                    _copy_entries(source, out, self.own_threads)
+                elif self.mode == "table":
+                    self._write_table(out)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                dest.unlink()
+            raise UserError(f"cannot write the statements to {exc.filename or dest}: "
+                            f"{exc.strerror or exc}") from None
+        finally:
+            if source is not None:
+                source.close()
 
     def _write_table(self, out: BinaryIO) -> None:
         conn = self.server.connect()
@@ -245,27 +300,151 @@ class SlowLog:
         finally:
             conn.close()
 
-    def clean_up(self) -> str | None:
-        """Remove what the window left on the server's side once it is written out: the log
-        file, or the table's rows when the table held none before. A sentence when
-        something is left (the table's rows beside older ones)."""
-        if self.mode == "file":
-            if self.file is not None:
+    def clean_up(self, keep: bool = False) -> str | None:
+        """Remove what the window left on the server once it is written out: the log file,
+        the window's table (the server's own put back in its place, with the rows its own
+        settings logged during the window). `keep`: the window's log was not written out, so
+        the server keeps it. A sentence when something is left."""
+        left = []
+        if self.file is not None and self.file.exists():
+            if keep:
+                left.append(f"the statements are kept in {self.file} on the server (copy it "
+                            "now: the next capture removes it)")
+            else:
                 with contextlib.suppress(FileNotFoundError):
                     self.file.unlink()
-            return None
-        if not self.table_was_empty:
-            return ("mysql.slow_log held rows before the window, so the window's rows are "
-                    "left beside them (TRUNCATE mysql.slow_log removes them all)")
-        conn = self.server.connect()
-        try:
-            with conn.cursor() as cur:
-                cur.execute("TRUNCATE TABLE mysql.slow_log")
-        except pymysql.MySQLError as exc:
-            return f"the window's rows are left in mysql.slow_log ({refusal(exc)})"
-        finally:
-            conn.close()
+        if self.set_aside:
+            keep_window = keep and self.mode == "table"
+            conn = self.server.connect()
+            try:
+                with conn.cursor() as cur:
+                    own_session(cur)
+                    self._put_table_back(cur, keep_window)
+                self.set_aside = False
+                if keep_window:
+                    left.append(f"the statements are kept in mysql.{self.tables[1]} on the "
+                                "server (copy them now: the next capture drops it)")
+            except pymysql.MySQLError as exc:
+                left.append(f"mysql.slow_log is still the window's and the server's own is "
+                            f"mysql.{self.tables[0]} ({refusal(exc)}); the next capture "
+                            "puts it back")
+            finally:
+                conn.close()
+        return "; ".join(left) or None
+
+    def _put_table_back(self, cur: Any, keep_window: bool) -> None:
+        """The server's own table in its place again, with the window's rows its own settings
+        would have logged (the slow log on, to its table, over its long_query_time and
+        min_examined_row_limit) copied into it first."""
+        kept, window = self.tables
+        switch = self.originals.get(self.switch) or "OFF"
+        if switch.upper() in ("ON", "1") and "TABLE" in self.outputs:
+            long = _known(self.catalog, _LONG)
+            slower = float(self.originals.get(long or "") or 0)
+            least = int(float(self.originals.get("min_examined_row_limit") or 0))
+            cur.execute(f"INSERT INTO mysql.{kept} SELECT * FROM mysql.slow_log WHERE "
+                        "query_time > SEC_TO_TIME(%s) AND rows_examined >= %s",
+                        (slower, least))
+        cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{window}, mysql.{kept} TO "
+                    "mysql.slow_log")
+        if not keep_window:
+            cur.execute(f"DROP TABLE mysql.{window}")
+
+
+def hold_lock(server: ExternalServer) -> pymysql.Connection:
+    """A connection holding the server's capture lock (`LOCK`) for as long as it is open:
+    the server frees it when the connection ends, also when knoblab is killed. A UserError
+    naming the connection that holds it already."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            own_session(cur)
+            with contextlib.suppress(pymysql.MySQLError):  # idle for the whole window
+                cur.execute("SET SESSION wait_timeout = 31536000")
+            cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK,))
+            if one(cur)[0] != 1:
+                raise UserError(f"another knoblab capture is capturing "
+                                f"{server.endpoint.describe()} now ({lock_holder(cur)}): one "
+                                "capture at a time per server; capture again once it has "
+                                "ended")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def lock_holder(cur: Any) -> str | None:
+    """The connection holding the server's capture lock, described; None when it is free."""
+    cur.execute("SELECT IS_USED_LOCK(%s)", (LOCK,))
+    holder = one(cur)[0]
+    if holder is None:
         return None
+    cur.execute("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = %s",
+                (holder,))
+    found = cur.fetchone()  # another user's connection is seen with PROCESS only
+    return f"connection {holder}" + (f" of {found[0]}@{found[1]}" if found else "")
+
+
+def lock_connection(cur: Any) -> int | None:
+    """The id of the connection holding the server's capture lock, if any."""
+    cur.execute("SELECT IS_USED_LOCK(%s)", (LOCK,))
+    holder = one(cur)[0]
+    return None if holder is None else int(holder)
+
+
+def killed_capture(server: ExternalServer, catalog: Catalog) -> str | None:
+    """The run of a capture killed in its window whose changes are still on the server: its
+    log is the server's slow log file, or the server's own table is set aside for it."""
+    name = _known(catalog, _FILE)
+    if name is not None:
+        current = server.global_values([name]).get(name) or ""
+        if found := _LOG_NAME.fullmatch(Path(current).name):
+            return found.group(1)
+    return next((run for kind, run in _capture_tables(server) if kind == _KEPT), None)
+
+
+def _capture_tables(server: ExternalServer) -> list[tuple[str, str]]:
+    """(prefix, run) of the tables captures made in the mysql database."""
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            own_session(cur)
+            cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA "
+                        "= 'mysql' AND TABLE_NAME LIKE 'knoblab\\_%' ORDER BY 1")
+            names = [str(row[0]) for row in cur.fetchall()]
+    finally:
+        conn.close()
+    return [(found.group(1), found.group(2)) for n in names
+            if (found := _TABLE_NAME.fullmatch(n))]
+
+
+def put_aside_back(server: ExternalServer, run_id: str | None = None) -> list[str]:
+    """The server's own mysql.slow_log put back in place where a capture (`run_id`'s, or any)
+    that did not end left it set aside, and the windows' tables dropped; what was done, as
+    sentences. Only for captures whose settings are back and that no longer run."""
+    done = []
+    tables = [(kind, run) for kind, run in _capture_tables(server)
+              if run_id is None or run == run_id]
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            own_session(cur)
+            for kind, run in tables:
+                kept, window = f"{_KEPT}{run}", f"{_WINDOW}{run}"
+                if kind == _KEPT:
+                    if (_WINDOW, run) in tables:  # killed between the two statements
+                        cur.execute(f"DROP TABLE mysql.{window}")
+                    cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{window}, "
+                                f"mysql.{kept} TO mysql.slow_log")
+                    done.append(f"put back mysql.slow_log as it was before capture {run} "
+                                "(the rows of its window removed)")
+                elif (_KEPT, run) not in tables:
+                    done.append(f"dropped mysql.{window}, the statements of capture {run}'s "
+                                "window")
+                cur.execute(f"DROP TABLE IF EXISTS mysql.{window}")
+    finally:
+        conn.close()
+    return done
 
 
 class _Quiet(ExternalServer):
@@ -284,41 +463,35 @@ class _Quiet(ExternalServer):
 
 
 def _copy_entries(source: BinaryIO, out: BinaryIO, skipped: set[int]) -> None:
-    """The log's lines, less the entries of connections in `skipped` (an entry runs from its
-    `# Time:` or `# User@Host:` line to the next). A skipped entry's `# Time:` line dates the
-    entries after it: it is kept for the next entry written that has none of its own."""
-    entry: list[bytes] = []
-    thread: int | None = None
-    in_body = False
-    dated: bytes | None = None  # a skipped entry's `# Time:` line
-
-    def flush() -> None:
-        nonlocal dated
-        if not entry:
-            return
-        if thread is None or thread not in skipped:
-            if dated is not None and not entry[0].startswith(b"# Time:"):
-                out.write(dated)
-            out.writelines(entry)
-            dated = None
-        elif entry[0].startswith(b"# Time:"):
-            dated = entry[0]
-
-    for line in source:
-        starts = line.startswith(_ENTRY_START)
-        if starts and (in_body or (line.startswith(b"# Time:") and entry)):
-            flush()
-            entry, thread, in_body = [], None, False
-        if not entry and not starts:
-            out.write(line)  # the server's banner
+    """The log's lines, less the entries of connections in `skipped` (entries as
+    `knoblab.capture.logs.slow_entries` tells them apart, byte for byte). A skipped entry's
+    `# Time:` line dates the entries after it: it is kept for the next entry written that
+    has none of its own."""
+    lines = ((number, raw.decode("utf-8", "surrogateescape"))
+             for number, raw in enumerate(source, start=1))
+    dated: str | None = None  # a skipped entry's `# Time:` line
+    for group in slow_entries(lines):
+        first = group[0][1]
+        thread = _thread(group)
+        if thread is not None and thread in skipped:
+            if first.startswith("# Time:"):
+                dated = first
             continue
-        entry.append(line)
-        if line.startswith(b"#"):
-            if thread is None and (found := _THREAD.match(line)):
-                thread = int(found.group(1) or found.group(2))
-        else:
-            in_body = True
-    flush()
+        if dated is not None and first.startswith("# User@Host:"):
+            out.write(dated.encode("utf-8", "surrogateescape"))
+        if first.startswith(("# Time:", "# User@Host:")):
+            dated = None
+        out.writelines(text.encode("utf-8", "surrogateescape") for _, text in group)
+
+
+def _thread(group: list[tuple[int, str]]) -> int | None:
+    """The connection of an entry, from its header (None: a line outside any entry)."""
+    for _, text in group:
+        if not text.startswith("#"):
+            return None
+        if found := _THREAD.match(text):
+            return int(found.group(1) or found.group(2))
+    return None
 
 
 def _entry(start: dt.datetime, user_host: str, query_time: dt.timedelta,

@@ -1,0 +1,474 @@
+"""`knoblab capture` when its input is hostile and its server shared: database names that
+look like options, two captures of one server, `knoblab restore` during a live capture, a
+server logging to its table, kill -9 in the window and during the dump, statements whose text
+holds a line like a log's header, a full disk under --out, bytes that are not UTF-8, and what
+`compare` and a window with nothing in it say. Against the MariaDB on 127.0.0.1:3306, left as
+it was found (the `slow_log_as_it_was` fixture of test_capture_command checks it)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+import zstandard
+
+from knoblab.capture import fingerprint, read_log
+from knoblab.errors import UserError
+from knoblab.store import CAPTURE, RunInfo, Store
+from tests.test_capture_command import (  # noqa: F401  (fixtures)
+    DATADIR,
+    DB,
+    PASSWORD,
+    _capture,
+    _connect,
+    _globals,
+    _one_line,
+    _spec,
+    _start,
+    _window_open,
+    capturer,
+    slow_log_as_it_was,
+)
+from tests.test_external import _command, _env, _knoblab
+
+pytestmark = pytest.mark.server
+
+# A statement whose string holds lines like a slow log's entry header and start banner.
+LOOKALIKE = ("SELECT 'note\n# Time: 251126  8:38:01\n# User@Host: x[x] @ localhost []\n"
+             "/usr/sbin/mariadbd, Version: 10.11 (x). started with:\nend' AS v")
+
+
+class Statements(threading.Thread):
+    """A connection opened during the window running `statements` again and again."""
+
+    def __init__(self, *statements: str) -> None:
+        super().__init__(daemon=True)
+        self.statements = statements or ("SELECT 1",)
+        self.stop = threading.Event()
+        self.ran = 0
+
+    def run(self) -> None:
+        conn = _connect()
+        try:
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    for sql in self.statements:
+                        cur.execute(sql)
+                    self.ran += 1
+                    time.sleep(0.01)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> Statements:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(timeout=10)
+
+
+def _run(home: Path, tmp_path: Path, spec: Path, *args: str,
+         statements: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+    """A capture to its end, a client running `statements` in its window."""
+    proc = _start(home, tmp_path, spec, *args)
+    _window_open(proc)
+    with Statements(*statements):
+        _, stderr = proc.communicate(timeout=120)
+    return proc, stderr
+
+
+def _sql(*statements: str) -> list[tuple]:
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+def _ending(code: int, stderr: str) -> str:
+    """The one line a capture that got going ends with (exit code 2, no traceback)."""
+    assert code == 2, stderr
+    assert "Traceback" not in stderr
+    line = stderr.strip().splitlines()[-1]
+    assert line.startswith("knoblab: "), stderr
+    return line
+
+
+def _lock_holder() -> int | None:
+    return _sql("SELECT IS_USED_LOCK('knoblab.capture')")[0][0]
+
+
+def _capture_tables() -> list[tuple]:
+    return _sql("SHOW TABLES FROM mysql LIKE 'knoblab%'")
+
+
+@pytest.fixture
+def other_home(tmp_path: Path) -> Path:
+    home = tmp_path / "other-home"
+    home.mkdir()
+    return home
+
+
+# ---------------------------------------------------------------------- names are data
+
+OPTION_NAMES = ("--all-databases", "--result-file=hijacked.sql")
+
+
+@pytest.fixture
+def option_named(capturer: str) -> Iterator[tuple[str, ...]]:  # noqa: F811
+    """Databases named like mariadb-dump's options, which the capturer alone may dump."""
+    try:
+        for name in OPTION_NAMES:
+            _sql(f"CREATE DATABASE `{name}`", f"CREATE TABLE `{name}`.t (a INT)",
+                 f"GRANT ALL ON `{name}`.* TO '{capturer}'@'%'")
+        yield OPTION_NAMES
+    finally:
+        for name in OPTION_NAMES:
+            with contextlib.suppress(Exception):
+                _sql(f"REVOKE ALL ON `{name}`.* FROM '{capturer}'@'%'")
+            _sql(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def test_database_names_are_dumped_as_names_and_a_lookalike_header_is_a_statement(
+        knoblab_home, tmp_path, capturer, option_named, slow_log_as_it_was):  # noqa: F811
+    from knoblab.connection import Endpoint
+    from knoblab.server.dumping import DumpPlan, dump_command
+
+    argv, _ = dump_command("mariadb-dump", Endpoint(host="h"),
+                           DumpPlan("schema", None, databases=list(option_named)))
+    assert argv[-3:] == ["--", *option_named]
+
+    out = tmp_path / "out"
+    proc, stderr = _run(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "2s",
+                        "--out", str(out), "--data", "schema", statements=(LOOKALIKE,))
+    assert proc.returncode == 0, stderr
+    assert not (tmp_path / "hijacked.sql").exists()
+    with (out / "data.sql.zst").open("rb") as raw:
+        dump = zstandard.ZstdDecompressor().stream_reader(raw).read().decode()
+    for name in option_named:
+        assert f"CREATE DATABASE /*!32312 IF NOT EXISTS*/ `{name}`" in dump
+    assert "CREATE DATABASE /*!32312 IF NOT EXISTS*/ `mysql`" not in dump
+    # The statement holding a header's lines was captured whole, and reads back as one.
+    texts = [e.text for e in read_log(out / "statements.log") if e.is_statement]
+    assert texts.count(LOOKALIKE) >= 2
+
+
+# ------------------------------------------------------------ one capture per server
+
+
+def test_one_capture_per_server_and_restore_leaves_a_live_one_alone(
+        knoblab_home, other_home, tmp_path, capturer, slow_log_as_it_was):  # noqa: F811
+    spec = _spec(tmp_path, capturer)
+    first = _start(knoblab_home, tmp_path, spec, "--for", "10m", "--out", str(tmp_path / "a"))
+    other = tmp_path / "other.sqlite"
+    try:
+        _window_open(first)
+        window = _globals()
+        holder = _lock_holder()
+        assert holder is not None
+        # Another home, another store: refused on the server's word, nothing changed.
+        second = _knoblab(other_home, other, "capture", str(spec), "--for", "3s", "--out",
+                          str(tmp_path / "b"), KNOBLAB_TEST_PW=PASSWORD)
+        assert "another knoblab capture is capturing" in _one_line(second)
+        assert f"connection {holder}" in second.stderr
+        # knoblab restore in the capture's own home leaves it alone, and says why.
+        restored = _knoblab(knoblab_home, tmp_path / "s.sqlite", "restore",
+                            KNOBLAB_TEST_PW=PASSWORD)
+        assert restored.returncode == 0, restored.stderr
+        assert "left alone, still running" in restored.stdout
+        assert _globals() == window
+        # A run on the server meanwhile is refused, not told to restore the capture.
+        from knoblab.connection import Endpoint
+        from knoblab.server.external import RunningTarget
+
+        target = RunningTarget(Endpoint(host="127.0.0.1", port=3306))
+        with pytest.raises(UserError, match="a knoblab capture is capturing"):
+            target.check([], Store(f"sqlite:///{tmp_path / 's.sqlite'}"), None)
+        # kill -9: the server frees the lock with the capture's connection.
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _lock_holder() is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _lock_holder() is None
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    # The killed capture's settings are still there: another home is told whose they are.
+    run_id = Store(f"sqlite:///{tmp_path / 's.sqlite'}").list_runs(limit=1)[0]["id"]
+    again = _knoblab(other_home, other, "capture", str(spec), "--for", "3s", "--out",
+                     str(tmp_path / "b"), KNOBLAB_TEST_PW=PASSWORD)
+    line = _one_line(again)
+    assert f"a knoblab capture (run {run_id}) was killed" in line
+    assert f"knoblab restore {run_id}" in line
+    assert _globals() == window
+    restored = _knoblab(knoblab_home, tmp_path / "s.sqlite", "restore",
+                        KNOBLAB_TEST_PW=PASSWORD)
+    assert restored.returncode == 0, restored.stderr
+    assert _globals() == slow_log_as_it_was
+    log = DATADIR / f"knoblab-capture-{run_id}.log"
+    assert f"removed {log}" in restored.stdout and not log.exists()
+
+
+# ------------------------------------------------------------ a server logging to its table
+
+
+@pytest.fixture
+def logging_to_table(capturer: str) -> Iterator[None]:  # noqa: F811
+    """The server's own slow log goes to its table (off), and the capturer may set that
+    table aside."""
+    before = _globals()["log_output"]
+    _sql("SET GLOBAL log_output = 'TABLE'")
+    try:
+        yield
+    finally:
+        _sql(f"SET GLOBAL log_output = '{before}'")
+        with contextlib.suppress(Exception):
+            _sql(f"REVOKE SELECT, CREATE, DROP, ALTER, INSERT ON mysql.* FROM "
+                 f"'{capturer}'@'%'")
+
+
+def test_a_server_logging_to_its_table_keeps_none_of_the_window(
+        knoblab_home, tmp_path, capturer, logging_to_table):  # noqa: F811
+    spec = _spec(tmp_path, capturer)
+    refused = _capture(knoblab_home, tmp_path, spec, "--for", "2s", "--out",
+                       str(tmp_path / "none"))
+    assert "SELECT, CREATE, DROP, ALTER, INSERT on mysql (to set the server's mysql.slow_log " \
+        "aside" in _one_line(refused)
+    _sql(f"GRANT SELECT, CREATE, DROP, ALTER, INSERT ON mysql.* TO '{capturer}'@'%'")
+    rows = _sql("SELECT COUNT(*) FROM mysql.slow_log")[0][0]
+    marker = "SELECT 'only in the window' AS v"
+
+    proc, stderr = _run(knoblab_home, tmp_path, spec, "--for", "2s", "--out",
+                        str(tmp_path / "out"), statements=(marker,))
+    assert proc.returncode == 0, stderr
+    assert any(e.text == marker for e in read_log(tmp_path / "out" / "statements.log"))
+    assert _sql("SELECT COUNT(*) FROM mysql.slow_log")[0][0] == rows
+    assert not _capture_tables()
+
+    # Killed in its window: the server's table is set aside until knoblab restore.
+    killed = _start(knoblab_home, tmp_path, spec, "--for", "10m", "--out",
+                    str(tmp_path / "killed"))
+    try:
+        _window_open(killed)
+        with Statements(marker) as client:
+            while client.ran < 3:
+                time.sleep(0.05)
+        assert _capture_tables()
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(timeout=10)
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.wait()
+    restored = _knoblab(knoblab_home, tmp_path / "s.sqlite", "restore",
+                        KNOBLAB_TEST_PW=PASSWORD)
+    assert restored.returncode == 0, restored.stderr
+    assert "put back mysql.slow_log as it was before capture" in restored.stdout
+    assert not _capture_tables()
+    assert _sql(f"SELECT COUNT(*) FROM mysql.slow_log WHERE sql_text LIKE '%{marker[8:26]}%'"
+                ) == [(0,)]
+
+
+# ------------------------------------------------------------------ kill -9 during the dump
+
+
+def test_kill_9_during_the_dump_ends_the_dump_and_leaves_no_file(
+        knoblab_home, tmp_path, capturer, slow_log_as_it_was):  # noqa: F811
+    out = tmp_path / "out"
+    proc = _start(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "1s", "--out",
+                  str(out), "--data", "all")
+    blocker = _connect()
+    try:
+        _window_open(proc)
+        with Statements():
+            time.sleep(0.3)
+        with blocker.cursor() as cur:  # the dump waits for this table: it is still running
+            cur.execute(f"LOCK TABLES {DB}.t_inno WRITE")
+        deadline = time.monotonic() + 60
+        dumps: list[psutil.Process] = []
+        while not dumps and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()[1]
+            dumps = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                     if "dump" in c.name()]
+            time.sleep(0.05)
+        assert dumps
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        gone, alive = psutil.wait_procs(dumps, timeout=10)
+        assert not alive
+    finally:
+        blocker.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not [p.name for p in out.iterdir() if "data" in p.name]
+
+
+# --------------------------------------------------------------------- a full disk
+
+
+@contextlib.contextmanager
+def _nearly_full(where: Path, free_kb: int) -> Iterator[Path]:
+    """A 16 MB tmpfs of our own holding a file that leaves about `free_kb` KB free."""
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
+            capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        with (where / "filler").open("wb") as filler, contextlib.suppress(OSError):
+            filler.write(b"\0" * (16 * 1024 * 1024 - free_kb * 1024))  # or up to full
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_out_is_one_line_and_keeps_the_statements(
+        knoblab_home, tmp_path, capturer, slow_log_as_it_was):  # noqa: F811
+    with _nearly_full(tmp_path / "small", free_kb=12) as small:
+        proc, stderr = _run(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "1s",
+                            "--out", str(small / "out"), "--data", "schema")
+        line = _ending(proc.returncode, stderr)
+    assert "cannot write the statements to" in line and "No space left on device" in line
+    assert "every setting is back" in line
+    assert _globals() == slow_log_as_it_was
+    kept = [p for p in DATADIR.glob("knoblab-capture-*.log") if str(p) in line]
+    assert kept and kept[0].stat().st_size > 0  # what was captured is not lost
+    kept[0].unlink()
+
+
+def test_a_dump_onto_a_full_disk_is_one_line(tmp_path, capturer):  # noqa: F811
+    from knoblab.connection import Endpoint
+    from knoblab.server.dumping import DumpPlan, run_dump
+
+    plan = DumpPlan("all", None, databases=[DB], tables=2)
+    with _nearly_full(tmp_path / "small", free_kb=0) as small:
+        with pytest.raises(UserError, match="cannot write the dump to .*: No space left on "
+                                            "device; no dump was kept"):
+            run_dump(Endpoint(host="127.0.0.1", port=3306), plan, small / "data.sql.zst",
+                     lambda done: None)
+        assert not (small / "data.sql.zst").exists()
+
+
+# ------------------------------------------------------------------- a window with nothing
+
+
+def test_a_window_that_captured_nothing_says_so(tmp_path, knoblab_home, binary):
+    """On a sandbox of its own, reached as a running server: nobody else's statements."""
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        spec = tmp_path / "quiet.toml"
+        spec.write_text(f'[server]\nkind = "external"\nsocket = "{server.socket}"\n'
+                        'user = "root"\n')
+        done = subprocess.run(_command(tmp_path / "s.sqlite", "capture", str(spec), "--for",
+                                       "1s", "--out", str(tmp_path / "out")),
+                              env=_env(knoblab_home), cwd=tmp_path, capture_output=True,
+                              text=True, timeout=120)
+    line = _ending(done.returncode, done.stderr)
+    assert "nothing was captured" in line and "capture again while the application runs" \
+        in line
+    assert "ready" not in done.stdout + done.stderr
+    assert not (tmp_path / "out" / "spec.toml").exists()
+
+
+# ------------------------------------------------------------------------ logs read back
+
+
+def _entry(thread: int, sql: str, time_line: str | None = "261125  5:54:29") -> str:
+    return ((f"# Time: {time_line}\n" if time_line else "") +
+            f"# User@Host: app[app] @ localhost []\n# Thread_id: {thread}  Schema: db\n"
+            "# Query_time: 0.1  Lock_time: 0.0  Rows_sent: 1  Rows_examined: 0\n"
+            f"SET timestamp=1795586069;\n{sql};\n")
+
+
+def test_lines_like_a_header_or_a_banner_inside_a_statement_are_its_own(tmp_path):
+    from knoblab.server.slow_log import _copy_entries
+
+    cases = [
+        LOOKALIKE,
+        "SELECT 'a\n# Time: 251126  8:38:01'",  # at the end of the statement
+        "SELECT 'b\n# User@Host: x[x] @ localhost []\n# Thread_id: 9  Schema: \nc'",
+        "SELECT 'd\n# Time: 251126  8:38:01\n# User@Host: x[x] @ localhost []\n'",
+    ]
+    text = "".join(_entry(7, sql) + _entry(5, "SELECT 'own'", None) for sql in cases)
+    source = tmp_path / "server.log"
+    source.write_text(text)
+    assert [(e.thread, e.text) for e in read_log(source)] == \
+        [pair for sql in cases for pair in ((7, sql), (5, "SELECT 'own'"))]
+    written = tmp_path / "statements.log"
+    with source.open("rb") as raw, written.open("wb") as out:
+        _copy_entries(raw, out, {5})
+    assert [e.text for e in read_log(written)] == cases
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (_entry(3, "SELECT 1", "261345 25:61:61"), "line 1: a time this reader does not know"),
+    (_entry(3, "SELECT 1", "2026-02-30T10:00:00.000000Z"),
+     "line 1: a time this reader does not know"),
+    (_entry(3, "SELECT 1").replace("0.1", "nan"), "line 4: figures this reader does not know"),
+    (_entry(3, "SELECT 1").replace("0.1", "inf"), "line 4: figures this reader does not know"),
+    ("261345 25:61:61\t    8 Query\tSELECT 1\n", "line 1: a time this reader does not know"),
+], ids=["old-time", "iso-time", "nan", "inf", "general-time"])
+def test_impossible_times_and_figures_are_one_line(tmp_path, content, said):
+    path = tmp_path / "bad.log"
+    path.write_text(content)
+    with pytest.raises(UserError) as caught:
+        list(read_log(path))
+    assert str(caught.value).startswith(str(path)) and said in str(caught.value)
+
+
+# --------------------------------------------------------------- bytes that are not UTF-8
+
+
+def test_a_name_that_is_not_utf8_is_stored_and_written_as_escapes(tmp_path, monkeypatch):
+    from knoblab import cli
+
+    name = b"SELECT a FROM t\xff WHERE b = 1".decode("utf-8", "surrogateescape")
+    shown = fingerprint(name)
+    assert shown == "select a from t\\udcff where b = ?"
+    assert shown.encode("utf-8")  # any store, file or terminal takes it
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    run_id = store.create_run(name="t", kind="run", spec_source="", server_binary="",
+                              server_version="", info=RunInfo(), point_list=[])
+    store.set_status(run_id, "failed", f"statements fail: {name}")
+    assert store.run(run_id)["error"] == "statements fail: SELECT a FROM t\\udcff WHERE b = 1"
+    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path))
+    crash = cli._write_crash_log(ValueError(name))
+    assert "t\\udcff" in crash.read_text()
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_of_a_capture_says_it_is_not_a_study(tmp_path, knoblab_home):
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    runs = [store.create_run(name="prod-capture", kind=CAPTURE, spec_source="",
+                             server_binary="", server_version="",
+                             info=RunInfo(workload={"kind": CAPTURE},
+                                          dataset={"folder": "/tmp/prod-capture"}),
+                             point_list=[]) for _ in range(2)]
+    for run in runs:
+        store.set_status(run, "done")
+    done = _knoblab(knoblab_home, tmp_path / "s.sqlite", "compare", *runs)
+    line = _one_line(done)
+    assert f"run {runs[0]} is a capture (knoblab capture), not a study" in line
+    assert "knoblab tune /tmp/prod-capture/spec.toml" in line
+    assert json.dumps(line)  # one line, nothing else
