@@ -18,7 +18,7 @@ writes, RAND(), the clock) says nothing either way and is not flagged.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,9 @@ class ClassChange:
     p_adjusted: float | None  # Bonferroni, over every class and configuration shown
     verdict: str  # "faster", "slower", "no significant difference", "not measured"
     rows_differ: bool  # stable checksums that differ from the reference's
+    # The configuration by its settings, as the results name it everywhere else (`point` is
+    # its position among them); empty in results stored before it was kept.
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class ClassComparison:
     rows: list[ClassRow]
     hidden: int  # classes not shown
     unstable: int  # classes whose rows varied between measurements of one configuration
+    reference_settings: dict[str, str] = field(default_factory=dict)  # the reference's
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,14 +70,21 @@ class ClassComparison:
     def from_json(cls, data: Mapping[str, Any]) -> ClassComparison:
         return cls(data["reference"], [ClassRow(**{
             **row, "changes": [ClassChange(**c) for c in row["changes"]]})
-            for row in data["rows"]], data["hidden"], data["unstable"])
+            for row in data["rows"]], data["hidden"], data["unstable"],
+            dict(data.get("reference_settings") or {}))
 
 
 def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
                     fingerprints: Mapping[str, str], alpha: float = 0.05,
-                    shown: int = SHOWN) -> ClassComparison | None:
-    """`trials`: each configuration's finished measurements (objects with `.details`); None
-    when they hold no per-class figures or the reference has none."""
+                    shown: int = SHOWN,
+                    settings: Mapping[int, Mapping[str, str]] | None = None
+                    ) -> ClassComparison | None:
+    """`trials`: each configuration's finished measurements (objects with `.details`), and
+    `settings` what each one is; None when they hold no per-class figures or the reference
+    has none."""
+    def named(point: int) -> dict[str, str]:
+        return dict((settings or {}).get(point) or {})
+
     figures = {point: [t.details["classes"] for t in done if t.details.get("classes")]
                for point, done in trials.items()}
     base = figures.get(reference) or []
@@ -93,13 +104,14 @@ def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
         differ = _rows_differ(base, figures[point], cid)
         if len(a) < 2 or len(b) < 2 or min(a + b) <= 0:
             changes[cid].append(ClassChange(point, None, None, None, None, "not measured",
-                                            differ))
+                                            differ, named(point)))
             continue
         ratio, low, high, p = _welch_log(a, b, alpha / len(pairs))
         p = min(1.0, p * len(pairs))
         verdict = "faster" if high < 1 else "slower" if low > 1 else \
             "no significant difference"
-        changes[cid].append(ClassChange(point, ratio, low, high, p, verdict, differ))
+        changes[cid].append(ClassChange(point, ratio, low, high, p, verdict, differ,
+                                        named(point)))
     rows = [ClassRow(
         id=cid, fingerprint=fingerprints.get(cid, cid),
         count=int(np.median([m.get(cid, {}).get("n", 0) for m in base])),
@@ -109,7 +121,8 @@ def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
         changes=changes[cid]) for cid in chosen]
     unstable = sum(1 for cid in totals
                    if any(len(_checksums(figures[p], cid)) > 1 for p in figures))
-    return ClassComparison(reference, rows, len(ranked) - len(chosen), unstable)
+    return ClassComparison(reference, rows, len(ranked) - len(chosen), unstable,
+                           named(reference))
 
 
 def _welch_log(a: list[float], b: list[float], alpha: float

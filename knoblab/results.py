@@ -169,7 +169,8 @@ def _statement_classes(points: list[Point], by_point: dict[int, list[Trial]],
     done = {idx: [t for t in trials if t.status == TrialState.DONE]
             for idx, trials in by_point.items()}
     return compare_classes(done, reference,
-                           {c["id"]: c["fingerprint"] for c in workload["classes"]}, alpha)
+                           {c["id"]: c["fingerprint"] for c in workload["classes"]}, alpha,
+                           settings={i: p.settings for i, p in enumerate(points)})
 
 
 def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:

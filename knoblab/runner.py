@@ -253,12 +253,24 @@ def _check_budget(work: Workload, points: int) -> None:
 
 
 def _few_rounds(spec: Spec) -> list[str]:
-    """Fixed repetitions too few for the test to decide anything much: said before the run."""
+    """Fixed repetitions too few for the test to decide anything much: said before the run,
+    in one sentence and its fix (the reasons are the README's, "How sure, and why")."""
     fixed = spec.workload.rounds.fixed
     if fixed is None:
         return []
-    text = stats.few_rounds_text(fixed, spec.statistics.alpha, spec.statistics.test)
-    return [text] if text else []
+    alpha, test = spec.statistics.alpha, spec.statistics.test
+    reach = stats.reach(fixed, alpha, test)
+    if not reach.too_few:
+        return []
+    if fixed < 2:
+        why = "one server start per value cannot tell the setting from the start it ran on"
+    elif reach.bar is None or reach.enough_bar is None:
+        why = f"the {test} test cannot get below p = {reach.least_p:.2g} with them"
+    else:
+        why = (f"a difference is called only beyond {reach.bar:.1f} standard errors "
+               f"({reach.enough} rounds: {reach.enough_bar:.1f})")
+    return [f"repetitions = {fixed}: too few rounds, {why}; use repetitions = {reach.enough} "
+            "or more, or \"auto\" (rounds until decided)"]
 
 
 def _disturbances(home: Path, store: Store) -> list[str]:
@@ -302,6 +314,7 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
     target.check_workload(spec.workload.check_running_server,
                           {spec.workload.data_key(r) for r, _ in prepared.points})
     spec.workload.check(target.catalog, plan.base)
+    _check_connections(spec, target, plan.base, mine)
     # Each machine the points give their sandboxes ([machine], swept or not), checked once;
     # the memory budget is the sandbox's, or this machine's: it says nothing about a server
     # elsewhere.
@@ -319,6 +332,25 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
                      check_memory=check_memory and (target.local or
                                                     spec.memory_budget is not None),
                      machine_memory=memory)
+
+
+def _check_connections(spec: Spec, target: Target, base: Settings,
+                       points: list[tuple[Settings, Settings]]) -> None:
+    """A point whose workload opens more connections at once than its max_connections lets
+    in would fail every measurement (error 1040, too many connections): refused first."""
+    default = target.defaults(["max_connections"]).get("max_connections")
+    for requested, config in points:
+        try:
+            limit = int(str({**base, **config}.get("max_connections", default)))
+        except ValueError:
+            continue  # not known here
+        need = spec.workload.connections_for(requested)
+        if need > limit:
+            label = _point_text(requested) or "the base configuration"
+            raise UserError(f"{label}: the workload opens {need} connections at once "
+                            f"(knoblab's own included) and max_connections = {limit} lets "
+                            f"in {limit}; give max_connections = {need} or more "
+                            "([server.config] or [sweep]), or open fewer connections")
 
 
 def _prepare_data(prepared: Prepared, label: str, target: Target, listener: Listener) -> None:

@@ -494,33 +494,6 @@ def reach(repetitions: int, alpha: float, test: Test) -> Reach:
                  float(sps.t.ppf(1 - alpha, n - 1)), None, enough, enough_bar)
 
 
-def few_rounds_text(repetitions: int, alpha: float, test: Test) -> str | None:
-    """Before a run: a warning that `repetitions` rounds can hardly decide anything, with how
-    many can; None when they are enough."""
-    r = reach(repetitions, alpha, test)
-    if not r.too_few:
-        return None
-    use = f"use repetitions = {r.enough} or more, or \"auto\" (rounds until decided)"
-    if repetitions < 2:
-        return (f"repetitions = {repetitions}: one server start per value leaves no spread "
-                "between starts to judge a difference by, so a setting cannot be told from "
-                f"the start it ran on; {use}")
-    if r.bar is None:
-        return (f"repetitions = {repetitions}: the smallest p-value {repetitions} "
-                f"round{'s' if repetitions != 1 else ''} can give with the {test} test is "
-                f"{r.least_p:.2g}, not below α = {alpha:g}: no value can be shown better or "
-                f"the same as another; {use}")
-    df = repetitions - 1
-    likely = "only a difference far larger than the spread between starts can be decided" \
-        if r.hopeless else "only clear differences can be decided"
-    return (f"repetitions = {repetitions}: points are compared within rounds, so the spread "
-            f"between server starts rests on {df} degree{'s' if df != 1 else ''} of freedom "
-            f"and at α = {alpha:g} a difference is called only beyond {r.bar:.1f} standard "
-            f"errors ({r.enough} rounds: {r.enough_bar:.1f}), 'the same' only "
-            f"{r.equivalent_bar:.1f} inside the margin: {likely}; {use}. A run's seconds "
-            "cannot stand in for rounds: they share their server start's level")
-
-
 @dataclass(frozen=True)
 class Change:
     """`b` against `a`: the ratio of their centres, its interval, and the test's p-value."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import pymysql
 import pytest
 from hypothesis import settings
 
@@ -36,3 +38,33 @@ def catalog(binary: ServerBinary, knoblab_home: Path):
     from knoblab.server.sandbox import catalog_for
 
     return catalog_for(binary, knoblab_home)
+
+
+def drop_knoblabs_database_on_the_running_server() -> None:
+    """The database a run on the MariaDB at 127.0.0.1:3306 made for its data (`knoblab`,
+    marked as knoblab's), dropped; one of that name knoblab did not make is left alone."""
+    from knoblab.connection import DATABASE
+    from knoblab.server.external import OWNER_TABLE
+
+    try:
+        conn = pymysql.connect(host="127.0.0.1", port=3306, user="root", password="",
+                               connect_timeout=2, autocommit=True)
+    except pymysql.MySQLError:
+        return  # no running server here: no test made anything on it
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+                        "AND TABLE_NAME = %s", (DATABASE, OWNER_TABLE))
+            if cur.fetchone():
+                cur.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def running_server_left_clean() -> Iterator[None]:
+    """Runs on the running server (tests of external targets, faults, golden files, hostile
+    workloads) build their data in its database `knoblab`: gone when the session ends, after
+    failed tests too."""
+    yield
+    drop_knoblabs_database_on_the_running_server()

@@ -79,8 +79,10 @@ def test_a_change_not_shown_to_help_goes_back_to_its_default():
     assert _settings_of(cnf) == {"join_cache_level": "6"}
     lines = "\n".join(reduction_lines(result))
     assert "sort_buffer_size put back alone" in lines
-    assert "no measurable effect (under 5%): leave it as it is (2M)" in lines
-    assert "leave it as it is (16M)" in lines
+    # The words follow each interval: -4% to +8% reaches past ±5%, -5% to +3% does not.
+    assert "(95% CI -4.0% to +8.0%): not shown to matter: leave it as it is (2M)" in lines
+    assert "(95% CI -5.0% to +3.0%): shown within ±5%: leave it as it is (16M)" in lines
+    assert "no measurable effect" not in lines
     assert "only join_cache_level=6 is recommended" in lines
     assert "all of it is recommended" not in lines
     recommended = tune_json(result)["recommended"]

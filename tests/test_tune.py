@@ -444,3 +444,17 @@ def test_the_trials_of_a_search_do_not_all_measure_in_one_order():
                                                         number).statistics.seed))
               for number in range(1, 9)}
     assert len(orders) > 1
+
+
+def test_trials_are_held_to_the_memory_of_the_sandboxes_machine(store, tmp_path):
+    # [machine] memory, not 80% of this machine's: a trial whose buffers cannot fit in the
+    # sandboxes' machine is refused, never run.
+    spec = _spec(knobs='sort_buffer_size = ["1M", "64G"]\n')
+    source = spec.source.replace("[workload]", '[machine]\nmemory = "1500M"\n[workload]')
+    spec = parse_spec(tomllib.loads(source), source=source)
+    assert spec.machine is not None and spec.machine.memory == 1500 * MB
+    result = _tune(store, tmp_path, spec)
+    refused = [t for t in result.trials if t.state == "refused"]
+    assert refused and all("[machine] memory" in (t.error or "") for t in refused)
+    assert all(int(t.config["sort_buffer_size"]) < 1500 * MB
+               for t in result.trials if t.state == "scored")

@@ -128,11 +128,28 @@ def test_a_study_storage_that_is_the_results_store_is_refused_before_opening_it(
     assert "[tune] storage" in line and "knoblab's own results store" in line
 
 
-@pytest.mark.parametrize("storage", ["postgresql://nobody@127.0.0.1:1/x",
-                                     "sqlite:///{tmp}/no/such/folder/study.sqlite"])
+@pytest.mark.parametrize("storage", ["postgresql://nobody@127.0.0.1:1/x"])
 def test_a_study_storage_that_cannot_be_opened_is_one_line(tmp_path, refused, storage):
     line = refused(tune=f'storage = "{storage.format(tmp=tmp_path)}"', process=True)
     assert "cannot open the tuning study's storage" in line and "[tune] storage" in line
+
+
+@pytest.mark.parametrize("storage, said", [
+    ("postgresql://", "names no database"),
+    ("postgresql://tuner@127.0.0.1", "postgresql://USER@HOST/DATABASE"),
+    ("mysql://root@127.0.0.1/", "names no database"),
+    ("sqlite://", "names no file"),
+    ("sqlite:///{tmp}/a-folder", "is a folder; name a file in it"),
+    ("sqlite:///{tmp}/no/such/folder/study.sqlite", "does not exist"),
+])
+def test_a_study_storage_naming_no_database_is_one_line_leaving_nothing(tmp_path, refused,
+                                                                       storage, said):
+    # A URL without a database put the study in the server's default one; a folder was
+    # refused only after the workers' lock file was made beside it.
+    (tmp_path / "a-folder").mkdir()
+    line = refused(tune=f'storage = "{storage.format(tmp=tmp_path)}"')
+    assert "[tune] storage" in line and said in line, line
+    assert not list(tmp_path.rglob("*.lock"))
 
 
 @pytest.mark.parametrize("storage", ["postgresql://tuner:hunter2@127.0.0.1/tune",

@@ -205,6 +205,40 @@ def conclusion_text(results: Results) -> str:
     return " ".join(f"{name}: {_judge(results, points)}" for name, points in groups)
 
 
+def answer_text(results: Results) -> str:
+    """The run's answer in a few words, for its row in `knoblab runs`: "best: 16K (0.203 s)",
+    "no difference", "undecided", per slice ("threads=8: best: 512M; threads=32: no
+    difference"); a steps run's steps that gained; "" for a run not finished."""
+    if results.status != "done":
+        return ""
+    if results.steps is not None:
+        parts = []
+        for table in results.steps:
+            gained = [_step_name(r) for r in table.rows if r.step and r.verdict == "gain"]
+            said = f"gain: {', '.join(gained)}" if gained else "no step gained"
+            parts.append(f"{where(table.slice)}: {said}" if table.slice else said)
+        return "; ".join(parts)
+    parts = []
+    for name, points in slices(results):
+        said = _answer(results, points)
+        parts.append(f"{name}: {said}" if name else said)
+    return "; ".join(parts)
+
+
+def _answer(results: Results, points: list[Point]) -> str:
+    """One slice's answer: its best value, or that its values do not differ."""
+    measured = [p for p in points if p.verdict not in ("failed", "not run")]
+    best = next((p for p in measured if p.verdict == "best"), None)
+    if best is not None:
+        return (f"best: {point_label(results, best)} "
+                f"({num(best.centre(results.objective))} {results.objective.unit})")
+    if not measured:
+        return "every point failed"
+    if not any(p.verdict == "inconclusive" for p in measured):
+        return f"no difference (within ±{results.statistics.min_effect * 100:g}%)"
+    return "undecided"
+
+
 def stalls_text(results: Results) -> str:
     """One sentence on throughput stalls, or "" when no point stalled (or not a time series)."""
     if not any((p.time_series and p.time_series.stall_seconds or 0) > 0

@@ -173,8 +173,12 @@ def reduction_lines(result: TuneResult) -> list[str]:
                      "nothing; a larger budget (knoblab tune SPEC --budget ...) puts each back "
                      "alone")
     for e in reduction.effects if reduction is not None else []:
+        # The words follow the interval (given beside them): inside ±min_effect the setting
+        # is shown not to matter; one reaching past it has shown nothing either way.
+        within = -min_effect <= e.interval[0] and e.interval[1] <= min_effect
+        unshown = f"shown within ±{min_effect:.0%}" if within else "not shown to matter"
         what = "it matters" if e.measurable else \
-            f"no measurable effect (under {min_effect:.0%}): leave it as it is " \
+            f"{unshown}: leave it as it is " \
             f"({setting_text(e.name, result.baseline.get(e.name, 'the default'))})"
         followers = [f for f, leader in result.tied.items() if recommend.name(leader) == e.name]
         alone = f" (with {', '.join(followers)}, tied to it)" if followers else ""

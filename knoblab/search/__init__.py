@@ -25,7 +25,14 @@ from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
 from knoblab.search import proof, recommend
 from knoblab.search.importance import evaluator_for, importances
-from knoblab.search.loop import SEARCH_SHARE, Search, TuneListener, ask_and_tell, check_trials
+from knoblab.search.loop import (
+    SEARCH_SHARE,
+    Search,
+    TuneListener,
+    ask_and_tell,
+    check_trials,
+    machine_memory,
+)
 from knoblab.search.options import Constraint, Goal, TuneOptions
 from knoblab.search.space import auto_space, parse_space
 from knoblab.search.study import (
@@ -75,7 +82,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     target = next(iter(targets.values()))
     catalog = target.catalog
     if options.knobs == "auto":
-        space, left_out = auto_space(catalog, safety.memory_budget_of(spec.memory_budget),
+        space, left_out = auto_space(catalog, safety.memory_budget_of(
+                                         spec.memory_budget or machine_memory(spec)),
                                      spec.allow_durability_tradeoff)
         listener.message("knobs = \"auto\": searching " +
                          "; ".join(d.describe() for d in space.dimensions))

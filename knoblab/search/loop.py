@@ -160,7 +160,7 @@ class Search:
             safety.check([(changes, changes)], spec.base_settings(self.catalog), self.catalog,
                          connections=spec.workload.connections_for,
                          allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                         memory_budget=spec.memory_budget)
+                         memory_budget=spec.memory_budget, machine_memory=machine_memory(spec))
         except UserError as exc:
             return TrialOutcome(trial.number, config, changes, "refused", None, [], (),
                                 str(exc))
@@ -223,6 +223,12 @@ class Search:
                   if t.point_idx == 1 and t.status == TrialState.DONE
                   and (v := metric_value(self.goal.bounded, t)) is not None]
         return statistics.median(values) if values else None
+
+
+def machine_memory(spec: Spec) -> int | None:
+    """The memory of the sandboxes' [machine], which trials are held to (not this
+    machine's)."""
+    return spec.machine.memory if spec.machine is not None else None
 
 
 def metric_value(metric: Metric, trial: Any) -> float | None:
@@ -293,8 +299,9 @@ def check_trials(spec: Spec, options: TuneOptions, space: Space, baseline: dict[
     # The baseline alone: over the memory budget, every trial would be refused.
     safety.check([({}, {})], base, catalog, connections=spec.workload.connections_for,
                  allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                 memory_budget=spec.memory_budget,
-                 check_memory=target.local or spec.memory_budget is not None)
+                 memory_budget=spec.memory_budget, machine_memory=machine_memory(spec),
+                 check_memory=target.local or spec.memory_budget is not None
+                 or machine_memory(spec) is not None)
     for d in space.dimensions:
         assert d.choices or (d.low is not None and d.high is not None)
         values = d.choices or (d.value(d.low or 0), d.value(d.high or 0))

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from knoblab import section
 from knoblab.errors import UserError
 from knoblab.search import samplers
 from knoblab.search.study import no_password
+from knoblab.store import hide_passwords, parse_url
 from knoblab.units import parse_duration
 from knoblab.workloads.base import Metric
 
@@ -78,6 +80,7 @@ class TuneOptions:
             raise UserError(f"[tune] storage = {storage!r}: give a database URL in quotes")
         if storage is not None:
             no_password(storage)
+            _names_a_database(storage)
         return cls(
             knobs=raw.get("knobs") or {},
             budget=parse_duration(raw["budget"], "[tune] budget") if "budget" in raw else None,
@@ -93,6 +96,33 @@ class TuneOptions:
             constraint=None if "constraint" not in raw else
             Constraint.from_spec(raw["constraint"]),
         )
+
+
+def _names_a_database(storage: str) -> None:
+    """A storage URL must name where the study lives, checked before anything is made
+    beside it (the workers' lock file): a URL without a database would put Optuna's tables
+    in the server's default database, one without a file would keep the study in memory."""
+    url = parse_url(storage, "[tune] storage")
+    shown = hide_passwords(storage.strip())
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite":
+        if not database and not url.query.get("dbname"):
+            raise UserError(f"[tune] storage = {shown!r} names no database, so the study "
+                            "would go into the server's default one; name a database of its "
+                            f"own: {url.get_backend_name()}://USER@HOST/DATABASE")
+        return
+    if database in ("", ":memory:") or "mode=memory" in database or \
+            url.query.get("mode") == "memory":
+        raise UserError(f"[tune] storage = {shown!r} names no file, so the study would be "
+                        "lost when knoblab exits; give sqlite:///PATH, or leave storage out "
+                        "(a file beside the results store)")
+    path = Path(database.removeprefix("file:").partition("?")[0]).expanduser().absolute()
+    if path.is_dir():
+        raise UserError(f"[tune] storage = {shown!r}: {path} is a folder; name a file in it, "
+                        f"e.g. sqlite:///{path / 'tune.sqlite'}")
+    if not path.parent.is_dir():
+        raise UserError(f"[tune] storage = {shown!r}: the folder {path.parent} does not "
+                        "exist; make it first, or name a file in a folder that does")
 
 
 @dataclass(frozen=True)

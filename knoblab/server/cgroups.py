@@ -640,3 +640,14 @@ def reap(hierarchy: Hierarchy, alive: Callable[[int], bool]) -> int:
                 continue
             removed.add(path.name)
     return len(removed)
+
+
+def reap_left_behind(alive: Callable[[int], bool], root: Path = Path("/")) -> int:
+    """`reap` on this machine's hierarchy, for a command that starts no sandbox (`knoblab
+    runs`); 0 where there is none knoblab may use (no control groups, or no right to remove
+    its groups)."""
+    try:
+        hierarchy = Hierarchy.find(root)
+    except UserError:
+        return 0
+    return reap(hierarchy, alive)

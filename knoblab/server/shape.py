@@ -29,9 +29,14 @@ from knoblab.server.cgroups import Hierarchy, Limits, device_of
 from knoblab.units import format_size, parse_size
 
 KEYS = frozenset({"memory", "cpus", "cpu", "disk_read", "disk_write", "iops", "datadir"})
-# Below this a MariaDB server does not start and run: a 10.11 sandbox's resident set after
-# start-up is about 100 MB, with the default buffer pool or a 16M one (measured here).
+# The least a sandbox can be given and still start and run, measured on a 10.11 sandbox: its
+# resident set after start-up is about 80 MB, with the default buffer pool or a 16M one, and
+# what it then fills (buffers, the page cache it reads through) needs room beside it.
 LEAST_MEMORY = 160 << 20
+# A start reads about 40 MB (1 MB/s: 40 s) and makes about 300 I/Os (10 per second: 30 s);
+# below these a start takes minutes and runs into the start's timeout.
+LEAST_RATE = 1_000_000
+LEAST_IOPS = 10
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B/s\s*\Z", re.IGNORECASE)
 _RATE_EXAMPLE = "e.g. \"100MB/s\" or \"1.5GB/s\" (bytes per second; K, M, G are powers of 1000)"
 
@@ -64,7 +69,8 @@ class Shape:
             if memory < LEAST_MEMORY:
                 raise UserError(f"[machine] memory = {section['memory']!r}: below "
                                 f"{format_size(LEAST_MEMORY)}, the least a MariaDB server "
-                                "starts in with its default buffers; give at least "
+                                "starts and runs in (about 80M once started, and room for "
+                                "what it reads); give at least "
                                 f"{format_size(LEAST_MEMORY)}")
         cpus = _count(section, "cpus")
         if cpus is not None and cpus > (os.cpu_count() or 1):
@@ -73,11 +79,13 @@ class Shape:
         cpu = None
         if "cpu" in section:
             raw = section["cpu"]
-            if isinstance(raw, bool) or not isinstance(raw, int | float) or \
-                    not 0.01 <= raw <= (os.cpu_count() or 1):
+            share = _number(raw, float)
+            # 0.01 is the kernel's least quota (1 ms per 100 ms), and a server still starts
+            # on it (in about 9 s).
+            if share is None or not 0.01 <= share <= (os.cpu_count() or 1):
                 raise UserError(f"[machine] cpu = {raw!r}: a share of CPU time from 0.01 to "
                                 f"{os.cpu_count()} (this machine's CPUs), e.g. cpu = 0.5")
-            cpu = float(raw)
+            cpu = share
         if cpus is not None and cpu is not None:
             raise UserError("[machine] give cpus (how many CPUs) or cpu (a share of CPU time), "
                             "not both")
@@ -88,9 +96,14 @@ class Shape:
                 raise UserError("[machine] datadir: give a folder on the file system under "
                                 "test, e.g. datadir = \"/mnt/xfs/knoblab\"")
             datadir = ((base_dir or Path.cwd()) / Path(raw).expanduser()).absolute()
+        iops = _count(section, "iops")
+        if iops is not None and iops < LEAST_IOPS:
+            raise UserError(f"[machine] iops = {iops}: a server's start makes about 300 I/Os, "
+                            f"so below {LEAST_IOPS} per second it takes minutes and does not "
+                            f"start in time; give at least iops = {LEAST_IOPS}")
         return cls(memory=memory, cpus=cpus, cpu=cpu,
                    disk_read=_rate(section, "disk_read"), disk_write=_rate(section, "disk_write"),
-                   iops=_count(section, "iops"), datadir=datadir)
+                   iops=iops, datadir=datadir)
 
     def describe(self) -> str:
         """In words, for reports: "a 2G, 1-CPU box reading 100 MB/s"; "" when unshaped."""
@@ -131,13 +144,29 @@ class Shape:
                  ("iops", self.iops), ("datadir", self.datadir)) if v is not None}
 
 
+def _number(raw: Any, kind: type[int] | type[float]) -> int | float | None:
+    """A number of the spec, or None. A swept value ([sweep] "machine.cpus" = [1, 2]) comes as
+    the point's text ("1"), and is read back as the number it was."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, str):
+        try:
+            return kind(raw.strip())
+        except ValueError:
+            return None
+    if kind is float and isinstance(raw, int | float):
+        return float(raw)
+    return raw if isinstance(raw, int) else None
+
+
 def _count(section: Mapping[str, Any], key: str) -> int | None:
     if key not in section:
         return None
     raw = section[key]
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+    count = _number(raw, int)
+    if count is None or count < 1:
         raise UserError(f"[machine] {key} = {raw!r}: must be a whole number of at least 1")
-    return raw
+    return int(count)
 
 
 def _rate(section: Mapping[str, Any], key: str) -> int | None:
@@ -150,9 +179,10 @@ def _rate(section: Mapping[str, Any], key: str) -> int | None:
     number, unit, binary = found.groups()
     base = 1024 if binary else 1000
     value = int(float(number) * base ** " KMGT".index(unit.upper() or " "))
-    if value < 1 << 20:
-        raise UserError(f"[machine] {key} = {raw!r}: below 1 MB/s a server does not start "
-                        "in reasonable time; give at least \"1MB/s\"")
+    if value < LEAST_RATE:
+        raise UserError(f"[machine] {key} = {raw!r}: below {_rate_text(LEAST_RATE)} a server "
+                        "takes minutes to start and stop (a start alone reads about 40 MB); "
+                        f"give at least \"{_rate_text(LEAST_RATE).replace(' ', '')}\"")
     return value
 
 
