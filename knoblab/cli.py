@@ -51,7 +51,7 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from knoblab import places, terminal
@@ -796,8 +796,10 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
         terminal.stderr().print(f"removed {removed} control group{'s' if removed > 1 else ''} "
                                 "left by a killed knoblab")
     out = _stdout()
-    table = Table("run", "name", "kind", "status", "server", "machine", "started", "took",
-                  "result")
+    # A name and an answer are wrapped whole, never cut: they are what a row is read for.
+    table = Table("run", Column("name", no_wrap=True, overflow="fold"), "kind", "status",
+                  "server", "machine", "started", "took",
+                  Column("result", overflow="fold", max_width=40))
     # A tuning study is one row; its runs (trials, validations, reductions: some 4 a trial)
     # are listed only with --study.
     rows: list[tuple[float, list[str]]] = []

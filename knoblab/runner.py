@@ -338,6 +338,8 @@ def _check_connections(spec: Spec, target: Target, base: Settings,
                        points: list[tuple[Settings, Settings]]) -> None:
     """A point whose workload opens more connections at once than its max_connections lets
     in would fail every measurement (error 1040, too many connections): refused first."""
+    if "max_connections" not in target.catalog.knobs:
+        return
     default = target.defaults(["max_connections"]).get("max_connections")
     for requested, config in points:
         try:

@@ -116,7 +116,7 @@ def test_markup_in_names_is_shown_as_it_is(tmp_path: Path, capsys) -> None:
     # Every later command that lists or compares them goes on working.
     assert _main(db, "runs") == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in MARKUP)
+    assert all(name in out for name in MARKUP), out
     assert _main(db, "runs", "--name", "[") == 0 and "[/]" in capsys.readouterr().out
     assert _main(db, "compare", SWEEP, "c0ffee00") == 0
     assert "[/]: run c0ffee00 against run b96b0a30" in capsys.readouterr().out
