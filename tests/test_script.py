@@ -262,3 +262,20 @@ def test_setup_failure_names_the_statement(binary, knoblab_home):
     assert message.startswith("script setup failed at statement 3: (1146) ")
     assert "no_such_table" in message
     assert not (knoblab_home / "templates" / binary.slug / workload.prepare_key()).exists()
+
+
+@pytest.mark.server
+def test_a_warm_up_is_one_pass_of_a_body_that_repeats_and_all_of_one_that_varies(server):
+    # The same statement every iteration: one transaction's worth on each connection warms
+    # what all of it touches. Rows of their own per iteration: all of them.
+    def inserts() -> int:
+        return int(_query(server, "SHOW GLOBAL STATUS LIKE 'Com_insert'")[0][1])
+
+    before = inserts()
+    ScriptWorkload(setup=SETUP, body="INSERT INTO t (id, conn) VALUES (1000 + {connection}, "
+                   "{connection}) ON DUPLICATE KEY UPDATE conn = conn",
+                   connections=2, iterations=40).warm_up(server, {}, [])
+    once = inserts() - before
+    ScriptWorkload(setup=SETUP, body=INSERT, connections=2, iterations=40).warm_up(
+        server, {}, [])
+    assert (once, inserts() - before - once) == (2, 80)

@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -343,6 +343,16 @@ class ScriptWorkload(Timed):
             measurement = self.run_body(server)
         recorder.os_seconds(sampler.take())
         return Measured(measurement.seconds, {**measurement.details, "rows": measurement.rows})
+
+    def warm_up(self, server: Server, requested: Mapping[str, str],
+                session_knobs: list[str]) -> None:
+        """The body's work, not kept: when every iteration does the same work (no {iteration}
+        or {row} in it), one transaction's worth on each connection touches what all of them
+        touch; otherwise the whole of it."""
+        varies = {"iteration", "row"} & set(_PLACEHOLDER.findall(self.body))
+        once = self if varies else replace(
+            self, iterations=min(self.iterations, self.transaction))
+        once.run_body(server)
 
     def run_body(self, server: Server) -> Measurement:
         """Run the body on K connections at once; seconds from the common start to the last
