@@ -595,15 +595,28 @@ def _check_kind(url: sa.URL, shown: str) -> None:
     if backend not in ("sqlite", "postgresql"):
         raise UserError(f"cannot open the results store {shown}: knoblab keeps its results "
                         f"in {KINDS}, not in {backend}")
-    database = url.database or ""
-    if backend == "postgresql" and not database and not url.query.get("dbname"):
+    if names_no_database(url):
         # Without one, the server's default database for the user would take the tables.
         raise UserError(f"the results store {shown} names no database; name one of its own: "
                         "postgresql://USER@HOST/DATABASE")
-    if backend == "sqlite" and (database in ("", ":memory:") or ":memory:" in database or
-                                url.query.get("mode") == "memory" or "mode=memory" in database):
+    if in_memory(url):
         raise UserError(f"the results store {shown} is in memory: every measurement would be "
                         "lost when knoblab exits; give a file (sqlite:///PATH)")
+
+
+def names_no_database(url: sa.URL) -> bool:
+    """A server's URL (not SQLite's) that names no database: its tables would go into the
+    server's default database for the user."""
+    return url.get_backend_name() != "sqlite" and not url.database and \
+        not url.query.get("dbname")
+
+
+def in_memory(url: sa.URL) -> bool:
+    """A SQLite URL of a database in memory, which is gone when the process exits."""
+    database = url.database or ""
+    return url.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or ":memory:" in database or
+        url.query.get("mode") == "memory" or "mode=memory" in database)
 
 
 def _sqlite_file(url: sa.URL) -> Path | None:

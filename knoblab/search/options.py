@@ -13,7 +13,7 @@ from knoblab import section
 from knoblab.errors import UserError
 from knoblab.search import samplers
 from knoblab.search.study import no_password
-from knoblab.store import hide_passwords, parse_url
+from knoblab.store import hide_passwords, in_memory, names_no_database, parse_url
 from knoblab.units import parse_duration
 from knoblab.workloads.base import Metric
 
@@ -104,18 +104,17 @@ def _names_a_database(storage: str) -> None:
     in the server's default database, one without a file would keep the study in memory."""
     url = parse_url(storage, "[tune] storage")
     shown = hide_passwords(storage.strip())
-    database = url.database or ""
+    if names_no_database(url):
+        raise UserError(f"[tune] storage = {shown!r} names no database, so the study "
+                        "would go into the server's default one; name a database of its "
+                        f"own: {url.get_backend_name()}://USER@HOST/DATABASE")
     if url.get_backend_name() != "sqlite":
-        if not database and not url.query.get("dbname"):
-            raise UserError(f"[tune] storage = {shown!r} names no database, so the study "
-                            "would go into the server's default one; name a database of its "
-                            f"own: {url.get_backend_name()}://USER@HOST/DATABASE")
         return
-    if database in ("", ":memory:") or "mode=memory" in database or \
-            url.query.get("mode") == "memory":
+    if in_memory(url):
         raise UserError(f"[tune] storage = {shown!r} names no file, so the study would be "
                         "lost when knoblab exits; give sqlite:///PATH, or leave storage out "
                         "(a file beside the results store)")
+    database = url.database or ""
     path = Path(database.removeprefix("file:").partition("?")[0]).expanduser().absolute()
     if path.is_dir():
         raise UserError(f"[tune] storage = {shown!r}: {path} is a folder; name a file in it, "
