@@ -23,8 +23,8 @@ _TEXT = re.compile(r"""'(?:[^'\\]|\\.|'')*'?|"(?:[^"\\]|\\.|"")*"?|`(?:[^`]|``)*
                    r"""|/\*M?!\d*|/\*.*?(?:\*/|$)|\*/|(?:--(?=\s|$)|\#)[^\n]*""", re.DOTALL)
 
 _WHY_SETTINGS = ("it changes the server's global settings, which knoblab sets for each point "
-                 "and reads back; put server settings in [settings] or [sweep] (SET SESSION "
-                 "is fine)")
+                 "and reads back; put server settings in the spec: [server.config] (every "
+                 "point), [sweep], [[step]] or [tune.knobs] (SET SESSION is fine)")
 _WHY_ACCOUNTS = ("it changes accounts or privileges, and knoblab logs in as root for every "
                  "measurement (on a running server, these are its users' accounts)")
 _FORBIDDEN: tuple[tuple[re.Pattern[str], str], ...] = tuple(

@@ -183,8 +183,11 @@ def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, s
         costs = durability_costs(settings)
         if costs and not allow_durability_tradeoff:
             name, cost = next(iter(costs.items()))
+            # Named where it was written: a point's own value, or [server.config] (every
+            # point's), which no point's label describes.
+            where = f"{label}: {name}" if name in config else f"[server.config] {name}"
             raise UserError(
-                f"{label}: {name} = {settings[name]} gives up durability ({cost}); if that is "
+                f"{where} = {settings[name]} gives up durability ({cost}); if that is "
                 "a trade-off you accept, set allow_durability_tradeoff = true in [server]")
         if not check_memory:
             continue

@@ -72,6 +72,8 @@ class Spec:
     machine: Shape | None = None  # [machine]: every sandbox's memory, CPUs, disk, datadir
     machine_section: dict[str, Any] = field(default_factory=dict)  # as written, for sweeps
     tune: dict[str, Any] | None = None  # [tune], for knoblab tune (read by knoblab.search)
+    # swept settings given fewer than two values: said once the name is known to be real
+    too_few_values: dict[str, str] = field(default_factory=dict)
     source: str = field(default="", repr=False)
 
     @property
@@ -131,6 +133,8 @@ class Spec:
                 axes.append([(name, section.as_text(v), section.as_text(v)) for v in values])
                 continue
             knob = catalog.knob(name)
+            if name in self.too_few_values:
+                raise UserError(self.too_few_values[name])
             if knob.name in base:
                 raise UserError(f"{knob.name} is both in [server.config] and [sweep]; keep one")
             seen: dict[str, Any] = {}
@@ -245,6 +249,7 @@ def load_spec(path: Path) -> Spec:
 def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "experiment",
                base_dir: Path | None = None) -> Spec:
     """The spec from parsed TOML; `base_dir` is where files the spec names are looked for."""
+    _design_only_in_workload(data)
     section.check_keys("the spec", data, TOP_KEYS)
     server = _section(data, "server")
     dataset = _section(data, "dataset")
@@ -268,9 +273,19 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         raise UserError("[sweep]: give at least one setting with a list of values, "
                         "e.g. read_buffer_size = [\"64K\", \"128K\"]; or apply settings "
                         "one by one with [[step]] tables")
+    sweep = dict(sweep)
+    # A server setting's name is checked against the server's catalog, which parsing does not
+    # have: a misspelled one given a single value must hear about its name first (Spec.points).
+    too_few: dict[str, str] = {}
     for name, values in sweep.items():
+        if isinstance(values, str | int | float | bool):
+            sweep[name] = values = [values]
         if not isinstance(values, list) or len(values) < 2:
-            raise UserError(f"[sweep] {name}: give a list of at least two values to compare")
+            problem = f"[sweep] {name}: give a list of at least two values to compare"
+            if not isinstance(values, list) or name.startswith(MACHINE) \
+                    or name in kind.parameters:
+                raise UserError(problem)
+            too_few[name] = problem
         for value in values:
             if not isinstance(value, str | int | float | bool):
                 raise UserError(f"[sweep] {name}: {value!r} is not a single value")
@@ -360,8 +375,24 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         machine=machine,
         machine_section=machine_section,
         tune=search,
+        too_few_values=too_few,
         source=source,
     )
+
+
+def _design_only_in_workload(data: dict[str, Any]) -> None:
+    """`design` is a key of [workload] alone; written anywhere else it would be an unknown key
+    or a setting the server lacks, so it is named with where it goes."""
+    server = data.get("server")
+    config = server.get("config") if isinstance(server, dict) else None
+    steps = data.get("step")
+    tables = [("at the top of the spec", data), ("in [server.config]", config),
+              *((f"in [{name}]", data.get(name)) for name in sorted(TOP_KEYS - {"workload"})),
+              *(("in [[step]]", step) for step in (steps if isinstance(steps, list) else []))]
+    for where, table in tables:
+        if isinstance(table, dict) and "design" in table:
+            raise UserError(f"design is written {where}; it belongs under [workload] "
+                            "(design = \"auto\", \"blocked\" or \"restarts\"): move it there")
 
 
 def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -525,7 +525,9 @@ def parse_url(url: str | sa.URL, what: str = "the results store") -> sa.URL:
         if "?" in rest and not all("=" in o for o in options.split("&")):
             raise UserError(f"{what}: in {text}, a '?' in the path begins options; write a "
                             "'?' that is part of the path as %3F")
-        return sa.engine.make_url(text)
+        parsed_sqlite = sa.engine.make_url(text)
+        _not_a_mistaken_absolute_path(parsed_sqlite, text, what)
+        return parsed_sqlite
     user = password = None
     if "@" in rest:
         if rest.count("@") > 1:
@@ -551,6 +553,23 @@ def parse_url(url: str | sa.URL, what: str = "the results store") -> sa.URL:
         raise UserError(f"{what}: {shown!r} is not a database URL; give sqlite:///PATH or "
                         "postgresql://USER@HOST/DATABASE") from None
     return parsed.set(username=user, password=password) if user is not None else parsed
+
+
+def _not_a_mistaken_absolute_path(url: sa.URL, text: str, what: str) -> None:
+    """sqlite:///PATH names PATH relative to the current folder (SQLAlchemy's and Optuna's
+    convention; sqlite:////PATH is absolute). A relative path whose first folder is missing
+    here but exists under / (sqlite:///tmp/x) was meant absolute: said, before a store or a
+    study lands in a folder nobody looks in, or a missing one is blamed."""
+    database = url.database or ""
+    if in_memory(url) or database.startswith(("/", "file:")):
+        return
+    first, _, rest = database.partition("/")
+    if not rest or first in ("", ".", ".."):
+        return
+    if not os.path.lexists(first) and os.path.isdir(os.path.join("/", first)):
+        raise UserError(f"{what}: {_masked(text)} names {database} relative to the current "
+                        f"folder (three slashes: a relative path); for /{database} write "
+                        f"sqlite:////{database}")
 
 
 def _with_driver(url: sa.URL) -> sa.URL:

@@ -227,7 +227,9 @@ def _check(data: dict[str, Any]) -> None:
     assert rounds.most >= 1 and (rounds.fixed is not None or 2 <= rounds.floor <= rounds.ceiling)
     assert spec.workload.kind in ("query", "sysbench", "script")
     assert bool(spec.steps) != bool(spec.sweep), "either a sweep or steps"
-    assert all(isinstance(v, list) and len(v) >= 2 for v in spec.sweep.values())
+    # fewer than two values: refused by Spec.points, once the name is known to be a setting
+    assert all(isinstance(v, list) and (len(v) >= 2 or n in spec.too_few_values)
+               for n, v in spec.sweep.items())
     assert all(isinstance(step, dict) and step for step in spec.steps)
     assert spec.binary is None or (isinstance(spec.binary, str) and spec.binary.strip())
     assert not (spec.binary and spec.servers)
