@@ -49,7 +49,9 @@ class ClassRow:
     fingerprint: str
     count: int  # statements per measurement
     share: float  # of the reference's statement time
-    seconds: float  # median total per measurement, at the reference
+    # Median per measurement, at the reference, of its statements' times added up over every
+    # session (session-seconds): sessions replayed side by side can add up past the wall time.
+    seconds: float
     p95: float | None  # median of the measurements' p95, at the reference
     errors: float  # median per measurement, at the reference
     changes: list[ClassChange]

@@ -65,6 +65,7 @@ from knoblab.units import format_duration, parse_duration
 if TYPE_CHECKING:
     from knoblab.compare import Comparison
     from knoblab.records import TrialOutcome, TuneResult
+    from knoblab.stats import Direction
     from knoblab.workloads.base import Second
 
 # Progress and messages: every string shown literally, and a closed or full stderr drops
@@ -75,7 +76,7 @@ console = terminal.stderr()
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                    TimeRemainingColumn(),
+                    terminal.BudgetedTimeRemaining(),
                     console=console, transient=False)
 
 
@@ -155,17 +156,19 @@ class TuneConsole:
             self.progress.start()
             self.task = self.progress.add_task("searching", total=total, completed=done)
         left = "" if budget_left is None else f" ({format_duration(max(0.0, budget_left))} left)"
-        # A study that had more trials than `trials` now asks for: never "7/6".
+        # A study that had more trials than `trials` now asks for: never "7/6". The ETA never
+        # reaches past the budget left (the search ends by then).
         self.progress.update(self.task, completed=done, total=max(total, done),
-                             description=f"searching{left}")
+                             description=f"searching{left}",
+                             deadline=terminal.deadline(budget_left))
 
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
-               budget_left: float | None) -> None:
+               budget_left: float | None, direction: Direction) -> None:
         from knoblab.report.tuning import gain_text, trial_text
 
-        line = f"  trial {outcome.number:<4} {trial_text(outcome)}"
+        line = f"  trial {outcome.number:<4} {trial_text(outcome, direction)}"
         if best is not None:
-            line += f"   best so far: trial {best.number} {gain_text(best)}"
+            line += f"   best so far: trial {best.number} {gain_text(best, direction)}"
         console.print(literal(line), markup=False, highlight=False)
 
     def close(self) -> None:
@@ -190,13 +193,16 @@ _READS = {"starts_servers": False, "writes_store": False,
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="knoblab", description="Measure which MySQL/MariaDB settings are best "
                      "for your workload on your machine, and how sure that is.")
-    parser.add_argument("--store", help="results store: an SQLAlchemy URL "
-                        "(default: sqlite in $KNOBLAB_HOME, ~/.knoblab)")
+    parser.add_argument("--store", metavar="URL",
+                        help="the results store: sqlite:///PATH (three slashes: PATH relative "
+                             "to the current folder; sqlite:////tmp/k.sqlite is /tmp/k.sqlite) "
+                             "or postgresql://USER@HOST/DATABASE (default: $KNOBLAB_STORE, "
+                             "else knoblab.sqlite in $KNOBLAB_HOME, ~/.knoblab)")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="run the experiment a spec file describes")
     run.add_argument("spec", type=Path, help="experiment spec (TOML)")
-    _output_options(run)
+    _output_options(run, RUN_FOLDER)
     run.set_defaults(func=cmd_run, **_MEASURES)
 
     resume = sub.add_parser("resume", help="finish an interrupted run without repeating "
@@ -205,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--budget", metavar="TIME",
                         help="a new budget for adaptive repetitions (e.g. 30m), counting what "
                              "was measured already: extends a run its budget stopped")
-    _output_options(resume)
+    _output_options(resume, RUN_FOLDER)
     resume.set_defaults(func=cmd_resume, **_MEASURES)
 
     search = sub.add_parser("tune", help="search several settings at once for the best "
@@ -214,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--budget", metavar="TIME",
                         help="the study's time budget (e.g. 30m), counting earlier "
                              "invocations of the same study; overrides [tune] budget")
-    _output_options(search)
+    _output_options(search, STUDY_FOLDER, "tune.json")
     search.set_defaults(func=cmd_tune, starts_servers=True, writes_store=True,
                         after_crash="the study's finished trials are stored")
 
@@ -223,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a run (its id or a unique beginning of it), a tuning study "
                              "as study:NAME, or latest: the newest of them (a study's own "
                              "runs count as the study)")
-    _output_options(report)
+    _output_options(report, f"{RUN_FOLDER}, or {STUDY_FOLDER} for a study",
+                    "result.json; a study's: tune.json")
     report.set_defaults(func=cmd_report, **_READS)
 
     compare = sub.add_parser("compare", help="the same study in two runs (two machines, "
@@ -252,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument("--for", dest="window", required=True, metavar="TIME",
                          help="how long to capture (e.g. 10m); Ctrl-C ends it early")
     capture.add_argument("--out", dest="capture_out", type=Path, required=True, metavar="DIR",
-                         help="a new folder for the statements, the dump and the spec")
+                         help="where the statements, the dump and the spec go: a new or "
+                              "empty folder, or an earlier capture's (its files are replaced)")
     capture.add_argument("--data", default="schema", metavar="schema|all|sample=N",
                          help="what the dump takes: the tables' definitions (default), every "
                               "row, or at most N rows per table")
@@ -262,27 +270,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list recent runs and tuning studies, newest first "
                           "(a study is one row; its own runs with --study)")
-    runs.add_argument("--name", help="only runs whose name contains this")
+    runs.add_argument("--name", help="only runs and studies whose name contains this")
     runs.add_argument("--study", metavar="NAME",
                       help="the runs of this tuning study: its trials, validations and "
                            "reductions")
     runs.add_argument("--status", choices=RUN_STATES, help="only runs in this state")
     runs.add_argument("--limit", type=int, default=20, metavar="N",
-                      help="at most N runs (default 20; 0: all)")
+                      help="at most N rows, runs and studies together (default 20; 0: all)")
     runs.set_defaults(func=cmd_runs, **_READS)
 
-    knobs = sub.add_parser("knobs", help="list the server's settings: type, default, range")
+    knobs = sub.add_parser("knobs", help="list the server's settings: type, default, range, "
+                           "whether a change needs a restart, scope and safety class")
     knobs.add_argument("pattern", nargs="?", help="part of the name, e.g. buffer")
-    knobs.add_argument("--binary", help="server binary (default: mariadbd or mysqld on PATH)")
+    knobs.add_argument("--binary", help="server binary, a name on PATH or a path (default: "
+                       "mariadbd, else mysqld, on PATH or in the usual sbin folders)")
     knobs.set_defaults(func=cmd_knobs, starts_servers=True, writes_store=False,
                        after_crash="nothing was changed")
     return parser
 
 
-def _output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", type=Path, metavar="FILE", help="write the results JSON here")
+# Where a report folder goes without --out (the commands' own code: _show, studies.report_folder).
+RUN_FOLDER = "knoblab-results/NAME-RUN"
+STUDY_FOLDER = "knoblab-results/study-NAME"
+
+
+def _output_options(parser: argparse.ArgumentParser, folder: str,
+                    data: str = "result.json") -> None:
+    parser.add_argument("--json", type=Path, metavar="FILE",
+                        help=f"also write the results JSON (as in the folder's {data}) here")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="folder for the chart and results (default: knoblab-results/RUN)")
+                        help="the report folder: report.html, report.md, the charts and data "
+                             f"(default: {folder})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -503,7 +521,22 @@ def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import resume_run
 
     budget = None if args.budget is None else parse_duration(args.budget, "--budget")
-    _not_a_capture(store.run(args.run_id), "is not resumed (capture again)")
+    run = store.run(args.run_id)
+    _not_a_capture(run, "is not resumed (capture again)")
+    stopped = (run["info"].get("stopped") or {}).get("reason")
+    if run["status"] == "done" and (budget is None or stopped != "budget"):
+        # Finished: resume_run says so (or refuses), measures nothing, and the report is not
+        # printed again: where it is, in one line.
+        resume_run(run["id"], store, home, ConsoleListener(), budget=budget)
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", run["name"]).strip(".-")[:60] or "run"
+        folder = args.out or Path("knoblab-results") / f"{slug}-{run['id']}"  # as _show's
+        out = _stdout()
+        out.print(literal(f"its report is in {folder} (again: knoblab report {run['id']})"
+                          if folder.is_dir() else
+                          f"its report: knoblab report {run['id']} [--out DIR]"),
+                  markup=False, highlight=False)
+        out.check()
+        return 0
     return _measure(lambda listener: resume_run(args.run_id, store, home, listener,
                                                 budget=budget), args, store)
 
@@ -723,6 +756,8 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
         unit = c.first.objective.unit
         out.print(Text(literal(f"{c.first.name}: run {b} against run {a} "
                                f"({c.first.objective.centre} {unit})"), style="bold"))
+        for line in c.incomplete:  # compared as far as it was measured, and said first
+            out.print(Text(literal(f"warning: {line}"), style="yellow"))
         table = Table("configuration", f"in {a}", f"in {b}", "change [95% CI]", "p (Holm)",
                       "verdict")
         for row in c.rows:
@@ -757,7 +792,8 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                                [r.change.ci_low, r.change.ci_high],
                                "p_value": r.p_adjusted, "verdict": r.verdict}
                               for r in c.rows],
-                     "machine": c.machine, "spec": c.spec} for c in comparisons]
+                     "machine": c.machine, "spec": c.spec, "incomplete": c.incomplete}
+                    for c in comparisons]
         places.write_file(args.json, json.dumps(document, indent=2), "--json")
     out.check(f"the comparison is in {args.json}" if args.json else "")
     return 0

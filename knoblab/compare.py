@@ -1,7 +1,10 @@
 """The same study, run twice: on two machines, two server versions, two dates or two base
 configurations. Point by point, the ratio of the second run's level to the first's with its
 interval; whether the two agree on the best value; what differs between their machines and
-specs. Runs that did not measure the same work are refused with the reason.
+specs. Runs that did not measure the same work are refused with the reason. A run not finished
+is compared as far as it was measured, with a line saying which and how many of its
+measurements are missing (its configurations compared point by point are as valid as the
+finished run's, only fewer and not final); one that measured nothing is refused.
 
 Read side only: both runs come from the store, as stored.
 """
@@ -9,7 +12,7 @@ Read side only: both runs come from the store, as stored.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from knoblab import stats
 from knoblab.errors import UserError
@@ -49,6 +52,9 @@ class Comparison:
     spec: list[str]  # the lines of the specs that differ (a unified diff without headers)
     only_first: list[str]  # configurations one run measured and the other did not
     only_other: list[str]
+    # A run not finished (interrupted, killed, failed, still running), one line each: which,
+    # and how many of its measurements are missing. Its levels and its best are not final.
+    incomplete: list[str] = field(default_factory=list)
 
 
 def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
@@ -68,7 +74,34 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
     samples = {r.run_id: point_samples(store, r.run_id) for r in runs}
     for other in runs[1:]:
         _check_comparable(runs[0], other)
-    return [_compare(runs[0], other, samples) for other in runs[1:]]
+    from knoblab.runner import run_state  # here, not at the top: the runner is heavy
+
+    states = {run["id"]: run_state(run) for run in found}  # "killed": left running, now gone
+    for r in runs:
+        # Compared as far as it was measured, and said so; a run that measured nothing would
+        # only be compared in "unmeasured" rows and agree with anything: refused.
+        if r.status != "done" and not any(p.n for p in r.points):
+            raise UserError(f"run {r.run_id} is {states[r.run_id]} and measured nothing yet: "
+                            f"finish it first (knoblab resume {r.run_id}), then compare")
+    return [_compare(runs[0], other, samples, states) for other in runs[1:]]
+
+
+def incomplete_text(results: Results, state: str) -> str:
+    """"" for a finished run; else one line: which run is not finished and how many of its
+    measurements are missing (at least, for adaptive repetitions)."""
+    if results.status == "done":
+        return ""
+    measured = sum(p.n + p.failed for p in results.points)
+    planned = results.workload.get("repetitions") or 1
+    if planned == "auto":  # rounds go on until decided: the floor is what is known missing
+        least = int(results.workload.get("min_repetitions") or 1) * len(results.points)
+        missing = (f"at least {max(least - measured, 0):,} of its measurements are missing "
+                   f"({measured:,} of {least:,} or more done)")
+    else:
+        total = int(planned) * len(results.points)
+        missing = (f"{max(total - measured, 0):,} of its {total:,} measurements are missing")
+    return (f"run {results.run_id} is incomplete ({state}): {missing}; its figures "
+            f"and its best are not final (finish it: knoblab resume {results.run_id})")
 
 
 def _check_comparable(first: Results, other: Results) -> None:
@@ -109,8 +142,10 @@ def _label(point: Point) -> str:
     return ", ".join(f"{k}={v}" for k, v in point.settings.items())
 
 
-def _compare(first: Results, other: Results,
-             samples: dict[str, dict[int, list[float]]]) -> Comparison:
+def _compare(first: Results, other: Results, samples: dict[str, dict[int, list[float]]],
+             states: dict[str, str] | None = None) -> Comparison:
+    """`states`: each run's state as `knoblab runs` says it (default: as stored)."""
+    states = states or {first.run_id: first.status, other.run_id: other.status}
     index_other = {_label(p): i for i, p in enumerate(other.points)}
     index_first = {_label(p): i for i, p in enumerate(first.points)}
     objective = first.objective
@@ -143,7 +178,9 @@ def _compare(first: Results, other: Results,
         machine=_machine_differences(first, other),
         spec=_spec_differences(first.spec, other.spec),
         only_first=[label for label in index_first if label not in index_other],
-        only_other=[label for label in index_other if label not in index_first])
+        only_other=[label for label in index_other if label not in index_first],
+        incomplete=[line for line in (incomplete_text(first, states[first.run_id]),
+                                      incomplete_text(other, states[other.run_id])) if line])
 
 
 def _verdict(change: stats.Change, p: float, alpha: float, min_effect: float) -> str:

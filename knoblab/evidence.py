@@ -22,6 +22,15 @@ transaction id: a point on an ever-growing axis whose delta duplicates a counter
 innodb_os_log_written, and whose value means nothing). A level's delta divided by work is
 nonsense (it can be negative); a level is shown as the level it had, never per unit. Names
 decide first; behaviour second: a "counter" that went down during a measurement is a level.
+
+Capacities (`kind_of` "capacity"): a figure whose name says it is how much there is room for —
+a size, a total, a maximum, a limit, the cells of a hash table sized from the pool
+(innodb_buffer_pool_pages_total, innodb_page_size, innodb_checkpoint_max_age) — is set by the
+configuration. It restates the setting under test, so it never explains a difference. MariaDB's
+Innodb_ibuf_size and Innodb_ibuf_segment_size are of this kind twice over: the server reads
+two 32-bit fields of its change buffer as one 64-bit number, so the upper half holds the
+buffer's maximum size (a quarter of the pool's pages: 2028 x 2^32 + 1 = 8.7e12 at a 128M pool)
+and the figure is the pool's size, in disguise.
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ LEVELS = re.compile(
     r"^innodb_buffer_pool_pages_(data|dirty|free|misc|total|old|latched)$"
     r"|^innodb_buffer_pool_bytes_(data|dirty)$|^innodb_buffer_pool_(load|dump|resize)_"
     r"|^innodb_checkpoint_(age|max_age)$|^innodb_history_list_length$"
-    r"|^innodb_mem_|^innodb_ibuf_(size|free_list|segment_size)$|^innodb_num_open_files$"
+    r"|^innodb_mem_|^innodb_ibuf_free_list$|^innodb_num_open_files$"
     r"|^innodb_adaptive_hash_(cells|heap_buffers)$|^innodb_page_size$|^innodb_have_"
     r"|_pending($|_)|_current($|_)|^innodb_row_lock_time_(avg|max)$"
     r"|^threads_(connected|running|cached)$|^open_|^max_used_|^memory_used|_max_memory"
@@ -64,6 +73,11 @@ LEVELS = re.compile(
     r"|^prepared_stmt_count$|^slave_open_temp_tables$|^tc_log_(page_size|max_pages_used)$"
     r"|^last_query_cost$|^innodb_encryption_.*(pages|keys)$|^innodb_dict_tables$"
     r"|^rpl_semi_sync_.*_clients$|^feature_|^wsrep_"
+)
+# Capacities: how much there is room for, set by the configuration (see the docstring). Names,
+# not values: a capacity is as constant within a point as a real level can be.
+CAPACITIES = re.compile(
+    r"_size$|_total$|_max_age$|_limit$|^innodb_adaptive_hash_cells$"
 )
 # Positions: a point on an axis that only grows (log sequence numbers, transaction ids).
 POSITIONS = re.compile(r"^innodb_lsn_|^innodb_max_trx_id$|^innodb_purge_(trx_id|undo_no)$"
@@ -122,10 +136,13 @@ class CounterEvidence:
 
 
 def kind_of(name: str) -> str:
-    """"counter", "level" or "position", from the name (see the module's docstring)."""
+    """"counter", "level", "capacity" or "position", from the name (see the module's
+    docstring). Only counters and levels can explain a difference."""
     name = name.lower()
     if POSITIONS.search(name):
         return "position"
+    if CAPACITIES.search(name):
+        return "capacity"
     if LEVELS.search(name):
         return "level"
     return "counter"

@@ -356,3 +356,25 @@ def test_ranked_by_the_size_of_the_change_costs_weighted():
              for p, m, d in study]
     names = [e.name for e in explaining_counters(study)]
     assert names.index("qcache_inserts") < names.index("innodb_buffer_pool_reads")
+
+
+def test_a_capacity_restates_the_setting_and_never_explains():
+    """A buffer-pool sweep, its levels as MariaDB 10.11 reports them: pages_total is the pool's
+    size in pages, and Innodb_ibuf_size holds the change buffer's maximum (a quarter of the
+    pool's pages) in its upper 32 bits: 253 x 2^32 + 1 at 16M, 4056 x 2^32 + 1 at 256M. Both
+    follow the setting exactly; only the pages left free say what the workload did."""
+    for name in ("Innodb_buffer_pool_pages_total", "Innodb_ibuf_size",
+                 "Innodb_ibuf_segment_size", "Innodb_page_size", "Innodb_checkpoint_max_age"):
+        assert evidence_kind(name) == "capacity", name
+    assert evidence_kind("Innodb_buffer_pool_pages_free") == "level"
+    study = [(point, tps + run, {
+        "innodb_buffer_pool_pages_total": float(total),
+        "innodb_ibuf_size": float((total // 4) * 2**32 + 1),
+        "innodb_buffer_pool_pages_free": free + run * 10,
+    }) for point, tps, total, free in (("16M", 100.0, 1014, 0.0), ("256M", 300.0, 16224, 9000.0))
+        for run in (0.0, 1.0)]
+    found = explaining_counters(study, kind="level")
+    assert [e.name for e in found] == ["innodb_buffer_pool_pages_free"]
+    assert all("8710000000000" not in describe(e, str) and "e+12" not in describe(e, str)
+               for e in found)
+    assert explaining_counters(study) == []  # nor as counters

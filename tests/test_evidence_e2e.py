@@ -93,7 +93,9 @@ def test_temporary_table_on_disk_is_counted_and_explained(groupby_run):
         assert trial.details["os"]["seconds"] > 0
         # Levels are kept as they stood, not as deltas; counters and positions are not levels.
         levels = trial.details["levels"]
-        assert levels["innodb_buffer_pool_pages_total"] > 0
+        assert levels["innodb_buffer_pool_pages_data"] > 0
+        # A capacity restates the configuration: never kept as a level, never an explanation.
+        assert "innodb_buffer_pool_pages_total" not in levels and "innodb_ibuf_size" not in levels
         assert "created_tmp_disk_tables" not in levels and "innodb_lsn_current" not in levels
     assert sum(t.details["os"]["server_cpu_seconds"]
                for t in store.trials(result["run_id"])) > 0

@@ -49,7 +49,7 @@ from knoblab.capture.fingerprint import fingerprint, fingerprint_id
 from knoblab.capture.logs import read_log
 from knoblab.errors import UserError
 
-FORMAT = 2  # of the plan's files: a plan made by another format is made again
+FORMAT = 3  # of the plan's files: a plan made by another format is made again
 USE, TIMESTAMP = -1, -2  # record kinds that are not a statement class
 _RECORD = struct.Struct("<iId")  # class (or USE, TIMESTAMP), text length, captured offset
 _FLUSH_BYTES = 16 << 20  # the sessions' buffered records written out above this
@@ -78,6 +78,12 @@ _CALL = re.compile(rf"({_NAME}(?:\s*\.\s*{_NAME})*)\s*\(")
 # A common table expression's name with its columns, `name(a, b) as (`: not a call.
 _CTE = re.compile(r"(?:\bwith(?:\s+recursive)?|,)\s*([\w$]+)\s*\([^()]*\)\s*as\s*\(")
 _HINT = re.compile(r"/\*\+.*?\*/", re.DOTALL)  # optimizer hints: no calls in them
+# A connector's set-up of its connection (SET NAMES, SET autocommit = 1, a session variable):
+# a session of nothing else did no work of its client's (a driver's probe, a pool's check),
+# and is not one of the capture's sessions.
+_SET_UP = re.compile(r"\s*set\s+(?!global\b|@@global\.|password\b|role\b|default\s+role\b)",
+                     re.IGNORECASE)
+_SET_UP_ONLY = "connections that only set up their session (SET NAMES …)"
 _UNREADABLE = "/* unreadable */"  # what the fingerprint makes of a text it cannot read
 # Words a "(" follows that are no call: syntax, and the types of CAST and CONVERT.
 _SYNTAX = _words("""
@@ -265,10 +271,13 @@ def _load(folder: Path) -> Plan:
 class _Open:
     """A session being read: its records not yet written, and what is known of it so far."""
 
-    __slots__ = ("buffer", "database", "first", "last", "spilled", "statements")
+    __slots__ = ("buffer", "database", "first", "last", "set_up", "spilled", "statements")
 
     def __init__(self) -> None:
         self.buffer = bytearray()
+        # Its set-up statements, held until a statement of its client's work comes: then
+        # they are its first; a session that ends without one is left out.
+        self.set_up: list[tuple[str | None, float | None, str]] | None = []
         self.database: str | None = None  # in effect on the replaying connection
         self.first: float | None = None
         self.last: float | None = None
@@ -330,6 +339,13 @@ class _Builder:
             if why is not None:
                 self._skip(why)
                 continue
+            if session.set_up is not None:
+                if _SET_UP.match(text):
+                    session.set_up.append((event.database, event.time, text))
+                    continue
+                held, session.set_up = session.set_up, None
+                for database, when, statement in held:
+                    self._statement(session, database, when, statement)
             self._statement(session, event.database, event.time, text)
 
     def _told(self, done: int) -> None:
@@ -340,6 +356,8 @@ class _Builder:
         session = self.open.pop(thread, None)
         if session is None:
             return
+        if session.set_up:  # no work came: a connection that only set itself up
+            self._skip(_SET_UP_ONLY)
         self.buffered -= len(session.buffer)
         if not session.statements:
             return

@@ -63,8 +63,17 @@ from knoblab.connection import SYSTEM_DATABASES, Progress, Server
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
+from knoblab.stats import Summary
 from knoblab.units import format_duration
-from knoblab.workloads.base import Measured, Recorder, Rounds, Steady, WorkloadError
+from knoblab.workloads.base import (
+    Measured,
+    Recorder,
+    Rounds,
+    Steady,
+    StoredSeconds,
+    StoredTrial,
+    WorkloadError,
+)
 from knoblab.workloads.dump import DATA_USER, Dump, data_account, quoted
 from knoblab.workloads.query import Timed, regime
 
@@ -78,6 +87,9 @@ _SHOWN_DATABASES = 5  # databases named in a refusal
 # that stops a replay): a replay needs this many more than its sessions under max_connections.
 OWN_CONNECTIONS = 2
 _FINGERPRINT_SHOWN = 100  # characters of a fingerprint in a message
+# At speed original: a replay whose statements started this late (95th percentile) did not
+# keep the capture's pace; its times are those of a slower arrival than captured.
+BEHIND_LIMIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,7 @@ class ReplayWorkload(Timed):
             notes.append("no [dataset] dump: the statements run on an empty server, where "
                          "most will fail; give the data they ran on with [dataset] dump")
         if plan.skipped:
-            left = "; ".join(f"{n} {why}" for why, n in plan.skipped.items())
+            left = "; ".join(f"{why}: {n:,}" for why, n in plan.skipped.items())
             notes.append(f"left out of the replay: {left}")
         if sessions < min(plan.peak, 1000) and "sessions" not in workload:
             notes.append(f"the capture had {plan.peak} sessions open at once; {sessions} are "
@@ -183,6 +195,23 @@ class ReplayWorkload(Timed):
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise UserError(f"[sweep] {name}: a replay sweeps server settings only")
+
+    @classmethod
+    def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
+                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
+        """A timed point's figures and, at speed original, how far behind the capture's
+        schedule its statements started: the medians over its runs of each run's median
+        and 95th percentile lag (a run's own figures are in measurements.csv)."""
+        found = super().evidence(trials, summary, stored, statistics)
+        lags = [(_seconds(t.details.get("behind_median_seconds")), p95) for t in trials
+                if t.status == "done"
+                and (p95 := _seconds(t.details.get("behind_p95_seconds"))) is not None]
+        if lags:
+            # A run stored before its median lag was kept: its p95 stands in (a bound above).
+            found["behind"] = {
+                "median": float(np.median([p95 if m is None else m for m, p95 in lags])),
+                "p95": float(np.median([p95 for _, p95 in lags]))}
+        return found
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
         """The sessions fit under max_connections: the base's (or the server's default) and
@@ -312,6 +341,8 @@ class ReplayWorkload(Timed):
         if self.speed == "original":
             late = np.concatenate([np.frombuffer(w.late, dtype="d") for w in run.workers]) \
                 if run.workers else np.empty(0)
+            details["behind_median_seconds"] = round(float(np.median(late)), 6) \
+                if late.size else 0.0
             details["behind_p95_seconds"] = round(float(np.quantile(late, 0.95)), 6) \
                 if late.size else 0.0
             details["behind_max_seconds"] = round(float(late.max()), 6) if late.size else 0.0
@@ -376,6 +407,15 @@ class ReplayWorkload(Timed):
             **({"dump": {"file": str(self.dump.path), "database": self.dump.workload_database,
                          "key": self.dump.key}} if self.dump else {}),
         }
+
+
+def _seconds(value: object) -> float | None:
+    """A stored figure in seconds, or None when absent or not a finite number."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def _plan_progress(log: Path) -> Progress | None:

@@ -780,6 +780,14 @@ def _kill(process: subprocess.Popen[str]) -> None:
 
 # --- results ---------------------------------------------------------------------------------
 
+# What the report's "errors" column counts (sysbench's "err/s", summed over a point's runs): the
+# errors sysbench 1.0 ignores by default (--mysql-ignore-errors=1213,1020,1205) roll back the
+# transaction, which it runs again: no transaction failed for them, each cost a retry.
+ERRORS_MEANING = ("errors: transactions sysbench rolled back and ran again after an error it "
+                  "ignores (1213 deadlock, 1205 lock wait timeout, 1020 record changed), summed "
+                  "over the point's runs: none was lost, but each retry cost throughput "
+                  "(reconn.: connections sysbench opened again)")
+
 
 def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str, float]]],
                     os_seconds: dict[int, list[dict[str, float]]],
