@@ -23,6 +23,7 @@ from typing import Any
 from knoblab import __version__
 from knoblab.errors import UserError
 from knoblab.records import TrialOutcome, TuneResult
+from knoblab.stats import Direction
 from knoblab.store import Store
 
 PREFIX = "study:"  # `knoblab report study:NAME`: never a run's id, which is hexadecimal
@@ -56,15 +57,15 @@ class Recorder:
         self.listener.searching(total, done, budget_left)
 
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
-               budget_left: float | None) -> None:
+               budget_left: float | None, direction: Direction) -> None:
         from knoblab.report.tuning import gain_text
 
         # counted, not read off the trial's number: skipped repeats take numbers too
         self.info["trials"] = int(self.info.get("trials", 0)) + 1
         if best is not None:
-            self.info["best"] = f"trial {best.number} {gain_text(best)}"
+            self.info["best"] = f"trial {best.number} {gain_text(best, direction)}"
         self._save("running")
-        self.listener.scored(outcome, best, budget_left)
+        self.listener.scored(outcome, best, budget_left, direction)
 
     def finished(self, result: TuneResult) -> None:
         self.info.update(trials=len(result.trials), server=result.server,
@@ -91,8 +92,9 @@ def summary(result: TuneResult) -> str:
     chosen, own = result.recommended, claim(result)
     if chosen is not None:
         # The recommendation's own gain; a reduced one not measured as itself says so.
-        gain = gain_validated(own) if own is not None else \
-            f"its own gain not measured (trial {chosen.trial.number}'s: {gain_validated(chosen)})"
+        gain = gain_validated(own, result) if own is not None else \
+            (f"its own gain not measured (trial {chosen.trial.number}'s: "
+             f"{gain_validated(chosen, result)})")
         return f"recommended: {settings_text(result.settings)}, {gain}"
     if unsettled(result) is not None:
         return "nothing recommended yet: no candidate validated"

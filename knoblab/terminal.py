@@ -21,9 +21,11 @@ import errno
 import io
 import os
 import sys
+import time
 from typing import IO, Any, cast
 
 from rich.console import Console
+from rich.progress import Task, TimeRemainingColumn
 from rich.text import Text
 
 from knoblab.errors import UserError
@@ -115,6 +117,30 @@ class Terminal(Console):
         """See Stream.check."""
         if isinstance(self.file, Stream):
             self.file.check(kept)
+
+
+class BudgetedTimeRemaining(TimeRemainingColumn):
+    """A progress bar's ETA that never reaches past its budget: rich's estimate (from the
+    pace so far and what is left to do), at most the time until the task's `deadline` field
+    (a time.monotonic() instant, when its budget runs out), since the work ends by then
+    whatever is left of it. Without a deadline, rich's estimate as it is."""
+
+    def render(self, task: Task) -> Text:
+        deadline = task.fields.get("deadline")
+        if deadline is None or task.total is None or task.finished:
+            return super().render(task)
+        left = max(0.0, float(deadline) - time.monotonic())
+        estimate = task.time_remaining
+        seconds = int(left if estimate is None else min(float(estimate), left))
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        return Text(f"{hours:d}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
+
+
+def deadline(budget_left: float | None) -> float | None:
+    """The time.monotonic() instant a budget with `budget_left` seconds left runs out (for
+    BudgetedTimeRemaining); None without a budget."""
+    return None if budget_left is None else time.monotonic() + max(0.0, budget_left)
 
 
 def stdout() -> Terminal:

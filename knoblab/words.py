@@ -79,3 +79,41 @@ def _signed_percent(x: float) -> str:
     if float(text.rstrip("%")) == 0:
         return text
     return ("+" if x > 0 else _MINUS) + text
+
+
+def confidence_text(confidence: float) -> str:
+    """"95%", "98.3%", "99.96%": an interval's level, whole when it is, else to one decimal,
+    more only where that would round it up to "100%"."""
+    percent = confidence * 100
+    if abs(percent - round(percent)) < 1e-9 and round(percent) < 100:
+        return f"{round(percent)}%"
+    for decimals in range(1, 6):
+        text = f"{percent:.{decimals}f}"
+        if float(text) < 100.0:
+            return f"{text}%"
+    return f"{percent:g}%"
+
+
+def gain_interval_words(gain: float, interval: tuple[float, float] | None,
+                        direction: Literal["minimize", "maximize"], unit: str = "",
+                        confidence: float = 0.95) -> str:
+    """A gain and its interval in `gain_words`' terms: for a rate, "+5.0% tps (95% CI +2.0% to
+    +8.0%)"; for a time, the interval of the time's change beside it, "4.8× faster (time
+    −79.1%; 95% CI −81.0% to −77.0%)"."""
+    said = gain_words(gain, direction, unit)
+    if interval is None:
+        return said
+    low, high = interval
+    if direction == "maximize":
+        ci = f"{confidence_text(confidence)} CI {_signed_percent(low)} to {_signed_percent(high)}"
+        return f"{said} ({ci})"
+    # The time's change falls as the gain rises: the gain's upper end is the time's lower.
+    ends = [1.0 / (1.0 + g) - 1.0 if 1.0 + g > 0 else math.inf for g in (high, low)]
+    shown = ["more than doubled" if not math.isfinite(e) else _signed_percent(e) for e in ends]
+    ci = f"{confidence_text(confidence)} CI {shown[0]} to {shown[1]}"
+    return f"{said[:-1]}; {ci})" if said.endswith(")") else f"{said} ({ci})"
+
+
+def signed_percent(x: float) -> str:
+    """"+5.0%", "−4.1%" (a true minus), "0.0%": a change as `gain_words` writes it."""
+    return _signed_percent(x)

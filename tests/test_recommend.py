@@ -16,7 +16,14 @@ from knoblab.catalog import Catalog, Knob
 from knoblab.errors import BudgetTooShort
 from knoblab.records import Effect, Reduction, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import in_force_lines
-from knoblab.report.tuning import reduction_lines, tune_cnf, tune_json
+from knoblab.report.tuning import (
+    direction_of,
+    gain_validated,
+    percent,
+    reduction_lines,
+    tune_cnf,
+    tune_json,
+)
 from knoblab.search import proof, recommend, tune
 from knoblab.search.loop import _trial_spec
 from knoblab.search.space import Space
@@ -69,7 +76,7 @@ def test_a_change_not_shown_to_help_goes_back_to_its_default():
             "tmp_table_size": str(80 * MB)}
     effects = [Effect("join_cache_level", 4.46, (3.9, 5.0), True),
                Effect("sort_buffer_size", 0.02, (-0.04, 0.08), False),
-               Effect("tmp_table_size", -0.01, (-0.05, 0.03), False)]
+               Effect("tmp_table_size", -0.01, (-0.049, 0.03), False)]
     reduction = Reduction(effects, "r", {"join_cache_level": "6"}, "c", False)
     result = _result(full, reduction, baseline={"join_cache_level": "2",
                                                 "sort_buffer_size": str(2 * MB),
@@ -79,9 +86,11 @@ def test_a_change_not_shown_to_help_goes_back_to_its_default():
     assert _settings_of(cnf) == {"join_cache_level": "6"}
     lines = "\n".join(reduction_lines(result))
     assert "sort_buffer_size put back alone" in lines
-    # The words follow each interval: -4% to +8% reaches past ±5%, -5% to +3% does not.
-    assert "(95% CI -4.0% to +8.0%): not shown to matter: leave it as it is (2M)" in lines
-    assert "(95% CI -5.0% to +3.0%): shown within ±5%: leave it as it is (16M)" in lines
+    # The words follow each interval: -4% to +8% reaches past ±5%, -4.9% to +3% does not.
+    assert ("(95% CI −4.0% to +8.0%): not shown either way (a change must be shown to help): "
+            "leave it as it is (2M)") in lines
+    assert "(95% CI −4.9% to +3.0%): shown the same (within ±5%): leave it as it is (16M)" \
+        in lines
     assert "no measurable effect" not in lines
     assert "only join_cache_level=6 is recommended" in lines
     assert "all of it is recommended" not in lines
@@ -492,15 +501,16 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
     assert (claimed["gain"], claimed["ci95"]) == (own.gain, own.interval)
     assert claimed["verdict"] == "better" and claimed["run_id"] == own.run_id
     assert claimed["own_gain"] is True
-    own_gain = f"{own.gain:+.1%}"
-    full_gain = f"{chosen.gain:+.1%}"
+    own_gain = gain_validated(own, result)
+    full_gain = gain_validated(chosen, result)
     head = tune_cnf(result).splitlines()[0]
     assert own_gain in head and full_gain not in head and "measured as itself" in head
     assert f"Recommended: sort_buffer_size=16M, {own_gain}" in \
         tune_document(result, [], source, {}).conclusion
     assert own_gain in summary(result) and full_gain not in summary(result)
     lines = "\n".join(reduction_lines(result))
-    assert f"that is its gain, not trial {chosen.trial.number}'s {full_gain}" in lines
+    assert f"that is its gain, not trial {chosen.trial.number}'s " \
+        f"{percent(chosen.gain, direction_of(result))}" in lines
 
     # The study's stored result (knoblab report study:NAME) carries it too.
     stored = result_from_json(json.loads(json.dumps(result_to_json(result))))

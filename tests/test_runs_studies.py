@@ -141,8 +141,8 @@ def test_a_stopped_study_is_listed_as_stopped_and_has_no_report_yet(
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
     scored = cli.TuneConsole.scored
 
-    def stop_after_three(self, outcome, best, budget_left):
-        scored(self, outcome, best, budget_left)
+    def stop_after_three(self, outcome, best, budget_left, direction):
+        scored(self, outcome, best, budget_left, direction)
         if outcome.number == 2:
             raise KeyboardInterrupt
 

@@ -49,7 +49,7 @@ class Quiet:
         pass
 
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
-               budget_left: float | None) -> None:
+               budget_left: float | None, direction: str) -> None:
         self.scored_trials.append(outcome)
 
 

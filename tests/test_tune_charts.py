@@ -259,5 +259,5 @@ def test_a_search_that_found_nothing_says_keep_it(tmp_path):
     result = _result(trials, validations=[Validation(best, "run-v1", "same", 0.004,
                                                      (-0.01, 0.02), 12)])
     document = tune_document(result, [], "", {})
-    assert document.conclusion.startswith("No configuration was shown to beat the current one")
+    assert document.conclusion.startswith("No configuration was shown to help by 2% or more")
     assert tune_cnf(result).endswith("keep it.\n[mysqld]\n")

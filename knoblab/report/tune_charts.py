@@ -27,8 +27,9 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullForm
 from knoblab.records import TrialOutcome, TuneResult, Validation
 from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure, short_number
 from knoblab.report.format import as_number, signed, wrap_name
-from knoblab.report.tuning import STATES, gain_validated
+from knoblab.report.tuning import STATES, direction_of, gain_validated, percent
 from knoblab.units import format_size, is_size, settings_text
+from knoblab.words import FINDING_WORDS
 
 if TYPE_CHECKING:
     from knoblab.search.space import Dimension
@@ -40,11 +41,19 @@ _UNMEASURED = {  # a trial that was not measured → (its colour, its legend ent
     "failed": (VERDICT_COLOURS["failed"], STATES["failed"]),
 }
 _VALIDATED = {  # a validation's verdict → (colour, legend entry) for the candidates not chosen
-    "better": (VERDICT_COLOURS["best"], "validated again: better, not the best"),
-    "worse": (VERDICT_COLOURS["worse"], "validated again: worse"),
-    "same": (VERDICT_COLOURS["equivalent"], "validated again: no real difference"),
-    "undecided": (VERDICT_COLOURS["inconclusive"], "validated again: undecided"),
+    "better": (VERDICT_COLOURS["best"], f"validated again: {FINDING_WORDS['helps']}, not the "
+               "best"),
+    "worse": (VERDICT_COLOURS["worse"], f"validated again: {FINDING_WORDS['hurts']}"),
+    "same": (VERDICT_COLOURS["equivalent"], f"validated again: {FINDING_WORDS['same']}"),
+    "undecided": (VERDICT_COLOURS["inconclusive"],
+                  f"validated again: {FINDING_WORDS['unshown']}"),
+    "violates": (VERDICT_COLOURS["inconclusive"],
+                 f"validated again: {FINDING_WORDS['helps']}, outside the constraint"),
 }
+# The gain axis in words: for a time, what +100% means (the baseline's time over the trial's).
+_GAIN_AXIS = {"maximize": "gain against the baseline (+ is better)",
+              "minimize": "gain against the baseline (+ is better: +100% is 2× faster,\n"
+                          "the time halved; −50% is 2× slower)"}
 
 
 def write_tune_charts(result: TuneResult, folder: pathlib.Path) -> list[pathlib.Path]:
@@ -159,7 +168,7 @@ def _search_figure(result: TuneResult) -> Figure | None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _percent_axis(ax.yaxis)
     ax.set_xlabel("trial (in the order the search ran them)")
-    ax.set_ylabel("gain against the baseline (+ is better)")
+    ax.set_ylabel(_GAIN_AXIS[direction_of(result)])
     unmeasured = sum(t.state in _UNMEASURED for t in trials)
     detail = (f"{len(trials)} trial{'' if len(trials) == 1 else 's'}: {len(scored)} measured"
               + (f", {unmeasured} refused or failed" if unmeasured else "")
@@ -193,7 +202,8 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
             ax.errorbar(x, gain, yerr=_yerr(gain, v.interval), fmt="*", ms=15, color=colour,
                         ecolor=colour, elinewidth=2, capsize=5, mec="white", mew=0.6, zorder=6)
             right = x > (last + 1) / 2  # the words on the side with more room
-            ax.annotate(f"{v.gain:+.1%} validated", (x, gain), xytext=(-10 if right else 10, 0),
+            ax.annotate(f"{percent(v.gain, direction_of(result))} validated", (x, gain),
+                        xytext=(-10 if right else 10, 0),
                         textcoords="offset points", va="center", ha="right" if right else "left",
                         fontsize="small", color=colour, fontweight="bold", zorder=7,
                         bbox={"facecolor": "white", "alpha": 0.85, "lw": 0, "pad": 1.0})
@@ -213,14 +223,14 @@ def _recommended_text(v: Validation, result: TuneResult) -> str:
     when the recommendation is reduced, its own gain (or that it was not measured)."""
     from knoblab.search import recommend  # lazily: the report reads records, not the search
 
-    text = f"recommended: trial {v.trial.number}\nvalidated: {gain_validated(v)}"
+    text = f"recommended: trial {v.trial.number}\nvalidated: {gain_validated(v, result)}"
     if v.trial.gain is not None:
-        text += f"\nin the search: {v.trial.gain:+.1%} (dotted line)"
+        text += f"\nin the search: {percent(v.trial.gain, direction_of(result))} (dotted line)"
     own = recommend.claim(result)
     if own is not v:
         reduced = settings_text(recommend.searched(recommend.changes(result)))
         text += f"\nreduced to {reduced}: " + ("its own gain not measured" if own is None
-                                                else f"{gain_validated(own)} (its own)")
+                                                else f"{gain_validated(own, result)} (its own)")
     return text
 
 

@@ -11,30 +11,59 @@ from rich.table import Table
 
 from knoblab import __version__
 from knoblab.literal import literal
-from knoblab.records import Results, TrialOutcome, TuneResult, Validation
+from knoblab.records import Effect, Results, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
 from knoblab.report.tables import class_grid, class_notes, print_classes
+from knoblab.stats import Direction
 from knoblab.units import format_duration, setting_text, settings_text
+from knoblab.words import (
+    FINDING_WORDS,
+    Finding,
+    finding_of,
+    finding_text,
+    gain_interval_words,
+    gain_words,
+    signed_percent,
+)
 
 STATES = {"baseline": "the baseline", "refused": "refused before running",
           "failed": "the server refused it"}
 
 
-def percent(value: float | None) -> str:
-    """"+8.1%", or "—" when there is no figure (a study stored by an older knoblab may hold a
-    trial without one)."""
-    return "—" if value is None else f"{value:+.1%}"
+def direction_of(result: TuneResult) -> Direction:
+    """Which way the objective is better; a result stored without its goal is read as a rate
+    (its gains said as plain percents, as it said them)."""
+    goal = result.goal
+    return "minimize" if goal is not None and goal.metric.direction == "minimize" else "maximize"
 
 
-def gain_text(outcome: TrialOutcome) -> str:
-    """"+8.1% (95% CI +4.0% to +12.3%)": better than the baseline when positive."""
+def percent(value: float | None, direction: Direction = "maximize") -> str:
+    """A gain as a table shows it (knoblab.words.gain_words): "+8.1%" for a rate, "4.8× faster
+    (time −79.1%)" or "time −3.0%" for a time; "—" when there is no figure (a study stored by
+    an older knoblab may hold a trial without one)."""
+    return "—" if value is None else gain_words(value, direction)
+
+
+def interval_cell(interval: tuple[float, float] | None, direction: Direction = "maximize"
+                  ) -> str:
+    """A gain's 95% interval in a table, in the gain column's terms: of the rate, or of the
+    time's change ("time −80.4% to −77.8%")."""
+    if interval is None:
+        return "—"
+    low, high = interval
+    if direction == "maximize":
+        return f"{signed_percent(low)} to {signed_percent(high)}"
+    ends = [signed_percent(1.0 / (1.0 + g) - 1.0) if 1.0 + g > 0 else "more than doubled"
+            for g in (high, low)]
+    return f"time {ends[0]} to {ends[1]}"
+
+
+def gain_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
+    """"+8.1% (95% CI +4.0% to +12.3%)", or for a time "1.3× faster (time −23.1%; 95% CI
+    −26.0% to −20.0%)": better than the baseline when it says so."""
     if outcome.gain is None or outcome.state == "baseline":
         return STATES.get(outcome.state, outcome.state)
-    text = f"{outcome.gain:+.1%}"
-    interval = outcome.interval()
-    if interval is not None:
-        text += f" (95% CI {interval[0]:+.1%} to {interval[1]:+.1%})"
-    return text
+    return gain_interval_words(outcome.gain, outcome.interval(), direction)
 
 
 def unmeasured(result: TuneResult) -> str | None:
@@ -50,7 +79,7 @@ def unmeasured(result: TuneResult) -> str | None:
         "the study has no trials"
     return (f"No candidate was measured ({trials}): nothing is known about any other "
             "configuration, so nothing is recommended and the current one stays; search more "
-            "values in [tune.knobs], or give more trials.")
+            "values in [tune.knobs], or give more trials ([tune] trials).")
 
 
 def unsettled(result: TuneResult) -> str | None:
@@ -69,13 +98,13 @@ def unsettled(result: TuneResult) -> str | None:
             "is recommended until one is; run knoblab tune again to see the verdicts.")
 
 
-def trial_text(outcome: TrialOutcome) -> str:
+def trial_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
     if outcome.state == "baseline":
         return "the baseline: every trial is measured against it"
     changes = settings_text(outcome.changes)
     if outcome.state in ("refused", "failed"):
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
-    return f"{changes}: {gain_text(outcome)}"
+    return f"{changes}: {gain_text(outcome, direction)}"
 
 
 STOPPED = {"trials": "its trials are done", "budget": "budget",
@@ -97,8 +126,8 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
     if goal is not None:
         out.print(f"objective: {goal.name} ({goal.metric.direction})"
                   + (f", within {bound}" if bound else ""), markup=False, highlight=False)
-    table = Table(title="best trials (gain against the baseline measured beside each; + is "
-                  "better)", title_justify="left")
+    way = direction_of(result)
+    table = Table(title=f"best trials ({TRIALS_TITLE[way]})", title_justify="left")
     table.add_column("trial", justify="right")
     table.add_column("changes from the baseline")
     table.add_column("gain", justify="right")
@@ -108,9 +137,8 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
         table.add_column(goal.constraint.metric, justify="right")
     for t in scored[:8]:
         interval = t.interval()
-        row = [str(t.number), settings_text(t.changes), percent(t.gain),
-               "—" if interval is None else f"{interval[0]:+.1%} to {interval[1]:+.1%}",
-               str(len(t.ratios))]
+        row = [str(t.number), settings_text(t.changes), percent(t.gain, way),
+               interval_cell(interval, way), str(len(t.ratios))]
         if bound:
             row.append("—" if t.observed is None else
                        f"{t.observed:.3g}{'' if t.feasible else ' (over)'}")
@@ -122,22 +150,24 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
         for i in result.importance:
             out.print(f"  {i.name}: {i.share:.0%} ({i.low:.0%} to {i.high:.0%})",
                       markup=False, highlight=False)
+    elif (why := importance_note(result)) is not None:
+        out.print(why, markup=False, highlight=False)
     if not result.validations:
         out.print(unsettled(result) or "No trial scored better than the baseline: keep the "
                   "current configuration.", markup=False, highlight=False)
         return
-    out.print("validation (each candidate against the baseline in fresh starts, until decided):",
+    out.print("validation (each candidate against the baseline in fresh starts, until decided; "
+              "its interval at the level its verdict was decided at):",
               markup=False, highlight=False)
     for v in result.validations:
-        out.print(f"  trial {v.trial.number}: {validation_text(v, result.min_effect)}",
+        out.print(f"  trial {v.trial.number}: {validation_text(v, result)}",
                   markup=False, highlight=False)
     chosen = result.recommended
     if chosen is None:
-        out.print(f"No configuration was shown to beat the current one (by {result.min_effect:.0%}"
-                  " or more): keep it.", markup=False, highlight=False)
+        out.print(nothing_shown(result), markup=False, highlight=False)
         return
-    out.print(f"Validated: trial {chosen.trial.number}, {gain_validated(chosen)} against the "
-              "current configuration.", markup=False, highlight=False)
+    out.print(f"Validated: trial {chosen.trial.number}, {gain_validated(chosen, result)} "
+              "against the current configuration.", markup=False, highlight=False)
     for line in reduction_lines(result):
         out.print(f"  {line}", markup=False, highlight=False)
     if not result.settings:
@@ -149,6 +179,19 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
     out.print(fragment(result), markup=False, highlight=False)
     if measured is not None:  # what the gain is made of, statement class by class
         print_classes(measured, out)
+
+
+TRIALS_TITLE: dict[Direction, str] = {
+    "maximize": "gain against the baseline measured beside each; + is better",
+    "minimize": "against the baseline measured beside each: how much faster, and the change "
+                "of the time, − is better"}
+
+
+def nothing_shown(result: TuneResult) -> str:
+    """No validated candidate was shown to help (by min_effect or more): the current
+    configuration stays."""
+    return (f"No configuration was {FINDING_WORDS['helps']} by {result.min_effect:.0%} or "
+            "more against the current one: keep it.")
 
 
 NOTHING_SHOWN = ("None of its settings is recommended: none was shown to help that the "
@@ -172,18 +215,14 @@ def reduction_lines(result: TuneResult) -> list[str]:
                      "hold it, or the objective is not the workload's own), so some may do "
                      "nothing; a larger budget (knoblab tune SPEC --budget ...) puts each back "
                      "alone")
+    way = direction_of(result)
     for e in reduction.effects if reduction is not None else []:
-        # The words follow the interval (given beside them): inside ±min_effect the setting
-        # is shown not to matter; one reaching past it has shown nothing either way.
-        within = -min_effect <= e.interval[0] and e.interval[1] <= min_effect
-        unshown = f"shown within ±{min_effect:.0%}" if within else "not shown to matter"
-        what = "it matters" if e.measurable else \
-            f"{unshown}: leave it as it is " \
-            f"({setting_text(e.name, result.baseline.get(e.name, 'the default'))})"
         followers = [f for f, leader in result.tied.items() if recommend.name(leader) == e.name]
         alone = f" (with {', '.join(followers)}, tied to it)" if followers else ""
-        lines.append(f"{e.name} put back alone{alone}: the recommendation loses {e.loss:+.1%} "
-                     f"(95% CI {e.interval[0]:+.1%} to {e.interval[1]:+.1%}): {what}")
+        # Effect.loss is the setting's gain to the recommendation (what putting it back loses).
+        lines.append(f"{e.name} put back alone{alone}: its gain to the recommendation, "
+                     f"{gain_interval_words(e.loss, e.interval, way)}: "
+                     f"{effect_words(e, result)}")
     if reduction is not None:
         reduced = settings_text(recommend.shown(full, reduction.effects)) or \
             "the current configuration"
@@ -193,9 +232,13 @@ def reduction_lines(result: TuneResult) -> list[str]:
                  f"{min_effect:.0%} or more)" if reduction.check_run_id is not None else
                  "no setting's effect is measurable alone, and the validation showed them "
                  "better together") + "; put back one by one, the least helpful first:")
-            words = {"worse": "worse than the best", "equivalent": "as good as the best",
+            # Each step asks whether putting one more back hurts, against the best of them.
+            words = {"worse": f"{FINDING_WORDS['hurts']} (worse than the best)",
+                     "equivalent": f"{FINDING_WORDS['same']} as the best (within "
+                                   f"±{min_effect:.0%})",
                      "best": "the best"}
-            lines.extend(f"  without {name} too: {words.get(verdict, 'not shown worse')}"
+            lines.extend(f"  without {name} too: "
+                         f"{words.get(verdict, FINDING_WORDS['unshown'] + ' against the best')}"
                          for name, verdict in reduction.trim_steps)
             lines.append(
                 "each step back was worse than the best: all of it is recommended"
@@ -210,9 +253,9 @@ def reduction_lines(result: TuneResult) -> list[str]:
             lines.append(f"the full recommendation was shown better than {reduced} alone (by "
                          f"{min_effect:.0%} or more): all of it is recommended")
         elif reduction.equivalent:
-            lines.append(f"without the others, {reduced} does as well as the full "
-                         f"recommendation (equivalent within ±{min_effect:.0%}): only it is "
-                         "recommended")
+            lines.append(f"without the others, {reduced} was "
+                         f"{FINDING_WORDS['same']} as the full recommendation (within "
+                         f"±{min_effect:.0%}): only it is recommended")
         else:
             lines.append(f"the full recommendation was not shown better than {reduced} alone "
                          f"(by {min_effect:.0%} or more): a change must be shown to help, so "
@@ -225,6 +268,34 @@ def reduction_lines(result: TuneResult) -> list[str]:
     return lines + claim_lines(result)
 
 
+def effect_finding(effect: Effect, min_effect: float) -> Finding:
+    """What putting a setting back alone showed of it, in knoblab.words' terms. `loss` is the
+    setting's gain to the recommendation (+0.05: the recommendation is 5% better with it), so
+    an interval wholly below zero shows that it hurts. "Shown to help" is the reduction's
+    decision (significant over all its settings, by min_effect or more), which keeps it; a
+    setting not kept is said as its interval shows it, never more."""
+    if effect.measurable:
+        return "helps"
+    return finding_of(effect.interval, min_effect)
+
+
+def effect_words(effect: Effect, result: TuneResult) -> str:
+    """What the reduction found of a setting, and what becomes of it: each word agrees with
+    the interval said beside it (knoblab.words.agrees)."""
+    min_effect = result.min_effect
+    finding = effect_finding(effect, min_effect)
+    if finding == "helps" and effect.measurable:
+        return FINDING_WORDS["helps"]
+    current = result.baseline.get(effect.name, "the default")
+    left = f"leave it as it is ({setting_text(effect.name, current)})"
+    if finding == "helps":  # above zero, but not by what a change must be shown to bring
+        return (f"{FINDING_WORDS['helps']}, but not shown to bring {min_effect:.0%} or more "
+                f"([statistics] min_effect): {left}")
+    if finding == "unshown":
+        return f"{FINDING_WORDS['unshown']} (a change must be shown to help): {left}"
+    return f"{finding_text(finding, min_effect)}: {left}"
+
+
 def claim_said(result: TuneResult) -> str:
     """The gain a recommendation carries, in words: its own against the current
     configuration, or the validated candidate's said to be that (`recommend.claim`)."""
@@ -232,10 +303,10 @@ def claim_said(result: TuneResult) -> str:
 
     chosen, own = result.recommended, recommend.claim(result)
     if own is not None:
-        return f"{gain_validated(own)} against the current configuration"
+        return f"{gain_validated(own, result)} against the current configuration"
     assert chosen is not None
-    return (f"its own gain not measured (the {gain_validated(chosen)} validated is trial "
-            f"{chosen.trial.number}'s, with all its settings)")
+    return (f"its own gain not measured (the {gain_validated(chosen, result)} validated is "
+            f"trial {chosen.trial.number}'s, with all its settings)")
 
 
 def claim_lines(result: TuneResult) -> list[str]:
@@ -248,17 +319,18 @@ def claim_lines(result: TuneResult) -> list[str]:
     if chosen is None or own is chosen:
         return []
     reduced = settings_text(recommend.searched(recommend.changes(result)))
+    way = direction_of(result)
     if own is not None:
         how = f"the validation of trial {own.trial.number}, exactly that configuration" \
             if any(v.run_id == own.run_id for v in result.validations) else "a run of its own"
         return [f"{reduced}, the recommendation, measured as itself against the current "
-                f"configuration ({how}): {validation_text(own, result.min_effect)}; that is "
-                f"its gain, not trial {chosen.trial.number}'s {percent(chosen.gain)} with all "
-                "its settings"]
+                f"configuration ({how}): {validation_text(own, result)}; that is its gain, "
+                f"not trial {chosen.trial.number}'s {percent(chosen.gain, way)} with all its "
+                "settings"]
     return [f"{reduced}, the recommendation, was not measured as itself against the current "
             f"configuration (the study's budget left could not hold that run): the "
-            f"{percent(chosen.gain)} validated is trial {chosen.trial.number}'s, with all its "
-            "settings, and its own gain may be less; a larger budget (knoblab tune SPEC "
+            f"{percent(chosen.gain, way)} validated is trial {chosen.trial.number}'s, with all "
+            "its settings, and its own gain may be less; a larger budget (knoblab tune SPEC "
             "--budget ...) measures it"]
 
 
@@ -269,21 +341,45 @@ def was_reduced(result: TuneResult) -> bool:
     return chosen is None or len(chosen.trial.changes) < 2 or result.reduction is not None
 
 
-def validation_text(v: Validation, min_effect: float) -> str:
-    words = {"better": "better than the baseline", "worse": "worse than the baseline",
-             "same": f"the same as the baseline (within ±{min_effect:.0%})",
-             "undecided": "not decided (the machine was too noisy at this budget)",
-             "violates": "better, but outside the constraint"}
-    return f"{gain_validated(v)}, {words[v.verdict]} ({v.rounds} rounds)"
+def validation_finding(v: Validation, min_effect: float) -> Finding:
+    """What a validation showed, in knoblab.words' terms: its verdict, or, when its test did
+    not decide (or decided only a gain under min_effect), what its interval shows. Its
+    interval is the one at the verdict's own level (Validation.confidence), so the two agree."""
+    decided: dict[str, Finding] = {"better": "helps", "violates": "helps", "worse": "hurts",
+                                   "same": "same"}
+    return decided.get(v.verdict) or finding_of(v.interval, min_effect)
 
 
-def gain_validated(v: Validation) -> str:
+def validation_words(v: Validation, min_effect: float) -> str:
+    """The verdict of a validation, in words that agree with its interval."""
+    finding = validation_finding(v, min_effect)
+    if v.verdict == "violates":
+        return f"{FINDING_WORDS['helps']}, but outside the constraint"
+    if v.verdict == "undecided" and finding == "helps":
+        return (f"{FINDING_WORDS['helps']}, but not shown to bring {min_effect:.0%} or more "
+                "([statistics] min_effect), the least a recommendation needs")
+    if finding == "unshown":
+        return (f"{FINDING_WORDS['unshown']} (more rounds could decide it: a larger budget, "
+                "knoblab tune SPEC --budget ...)")
+    return finding_text(finding, min_effect)
+
+
+def validation_text(v: Validation, result: TuneResult) -> str:
+    """"+25.4% (98.3% CI +23.7% to +27.1%), shown to help (3 rounds)": the gain, with its
+    interval at the level the verdict was decided at, and the verdict."""
+    return (f"{gain_validated(v, result)}, {validation_words(v, result.min_effect)} "
+            f"({v.rounds} rounds)")
+
+
+def gain_validated(v: Validation, result: TuneResult | None = None) -> str:
+    """A validated gain with its interval, at the level its verdict was decided at, in the
+    objective's terms (a time's: how much faster)."""
     if v.gain is None:
         return "no gain measured"
-    text = f"{v.gain:+.1%}"
-    if v.interval is not None:
-        text += f" (95% CI {v.interval[0]:+.1%} to {v.interval[1]:+.1%})"
-    return text
+    way = "maximize" if result is None else direction_of(result)
+    unit = "" if result is None or result.goal is None or way == "minimize" else \
+        result.goal.metric.unit
+    return gain_interval_words(v.gain, v.interval, way, unit, v.confidence)
 
 
 def mycnf(changes: dict[str, str]) -> str:
@@ -342,9 +438,14 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
                     "gain": t.gain, "ci95": t.interval(), "rounds": len(t.ratios),
                     "run_ids": list(t.runs), "error": t.error, "observed": t.observed,
                     "feasible": t.feasible} for t in result.trials],
+        # A validation's interval ("ci95", the key's name kept for the programs that read it)
+        # is at the level its verdict was decided at, "confidence" (0.95 or more); "finding"
+        # and "said" are its verdict in knoblab.words' terms, and in words.
         "validations": [{"trial": v.trial.number, "run_id": v.run_id, "verdict": v.verdict,
-                         "gain": v.gain, "ci95": v.interval, "rounds": v.rounds,
-                         "observed": v.observed}
+                         "gain": v.gain, "ci95": v.interval, "confidence": v.confidence,
+                         "rounds": v.rounds, "observed": v.observed,
+                         "finding": validation_finding(v, result.min_effect),
+                         "said": validation_text(v, result)}
                         for v in result.validations],
         "recommended": None if chosen is None else {
             "trial": chosen.trial.number, "settings": result.settings,
@@ -354,6 +455,8 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "not_recommended": recommend.unseen(result),
             "gain": None if claimed is None else claimed.gain,
             "ci95": None if claimed is None else claimed.interval,
+            "confidence": None if claimed is None else claimed.confidence,
+            "said": claim_said(result),
             "verdict": None if claimed is None else claimed.verdict,
             "rounds": None if claimed is None else claimed.rounds,
             "run_id": None if claimed is None else claimed.run_id,
@@ -366,13 +469,19 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "trim_run_id": result.reduction.trim_run_id,
             "trim_steps": [{"put_back": name, "verdict": verdict}
                            for name, verdict in result.reduction.trim_steps],
+            # "loss": the setting's gain to the recommendation (what putting it back loses).
             "effects": [{"name": e.name, "loss": e.loss, "ci95": e.interval,
-                         "measurable": e.measurable} for e in result.reduction.effects]},
+                         "measurable": e.measurable,
+                         "finding": effect_finding(e, result.min_effect),
+                         "said": effect_words(e, result)}
+                        for e in result.reduction.effects]},
         "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
                        for i in result.importance],
         # "ablation": what each change of the recommendation was measured to contribute;
         # "trials": fANOVA over the search's trials, a description of the search.
         "importance_basis": result.importance[0].basis if result.importance else None,
+        # Why there is no importance, when there is none (else null).
+        "importance_note": None if result.importance else importance_note(result),
     }
 
 
@@ -384,8 +493,8 @@ def tune_cnf(result: TuneResult) -> str:
     if (nothing := unsettled(result)) is not None:
         return f"{head}: {nothing}\n[mysqld]\n"
     if chosen is None:
-        return (f"{head}: no configuration was shown to beat the current one (by "
-                f"{result.min_effect:.0%} or more): keep it.\n[mysqld]\n")
+        nothing = nothing_shown(result)
+        return f"{head}: {nothing[0].lower()}{nothing[1:]}\n[mysqld]\n"
     said = [f"{head}: {claim_head(result)}."]
     said += [f"# {line}" for line in reduction_lines(result)]
     if not result.settings:
@@ -401,14 +510,15 @@ def claim_head(result: TuneResult) -> str:
 
     chosen, own = result.recommended, recommend.claim(result)
     assert chosen is not None
-    validated = (f"trial {chosen.trial.number}, {gain_validated(chosen)} against the current "
-                 f"configuration in a fresh validation ({chosen.rounds} rounds)")
+    validated = (f"trial {chosen.trial.number}, {gain_validated(chosen, result)} against the "
+                 f"current configuration in a fresh validation ({chosen.rounds} rounds)")
     if own is chosen:
         return validated
     reduced = settings_text(recommend.searched(recommend.changes(result)))
     if own is not None:
-        return (f"trial {chosen.trial.number} reduced to {reduced}, {gain_validated(own)} "
-                f"against the current configuration, measured as itself ({own.rounds} rounds)")
+        return (f"trial {chosen.trial.number} reduced to {reduced}, "
+                f"{gain_validated(own, result)} against the current configuration, measured "
+                f"as itself ({own.rounds} rounds)")
     return (f"{validated}, with all its settings; what is recommended is reduced to "
             f"{reduced}, whose own gain was not measured")
 
@@ -427,11 +537,10 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
     if (nothing := unsettled(result)) is not None:
         conclusion = nothing
     elif chosen is None:
-        conclusion = (f"No configuration was shown to beat the current one (by "
-                      f"{result.min_effect:.0%} or more): keep it.")
+        conclusion = nothing_shown(result)
     elif not result.settings:
-        conclusion = f"Trial {chosen.trial.number} was validated, {gain_validated(chosen)}. " \
-            + NOTHING_SHOWN
+        conclusion = (f"Trial {chosen.trial.number} was validated, "
+                      f"{gain_validated(chosen, result)}. {NOTHING_SHOWN}")
     else:
         # Its gain as the recommendation carries it (recommend.claim): its own, or said to
         # be the validated candidate's.
@@ -441,19 +550,20 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                        if recommend.claim(result) is not None else "."))
     scored = sorted((t for t in result.trials if t.state == "scored"),
                     key=lambda t: t.score or 0.0)
-    trials = table("Trials (gain against the baseline measured beside each; + is better)",
+    way = direction_of(result)
+    trials = table(f"Trials ({TRIALS_TITLE[way]})",
                    ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
-                   [[str(t.number), settings_text(t.changes), percent(t.gain),
-                     "—" if (i := t.interval()) is None else f"{i[0]:+.1%} to {i[1]:+.1%}",
-                     str(len(t.ratios))] for t in scored],
+                   [[str(t.number), settings_text(t.changes), percent(t.gain, way),
+                     interval_cell(t.interval(), way), str(len(t.ratios))] for t in scored],
                    [True, False, True, True, True])
     tables = [trials]
     if result.validations:
-        tables.append(table("Validation (each candidate against the baseline, until decided)",
-                            ["trial", "changes", "gain [95% CI]", "rounds", "verdict"],
+        tables.append(table("Validation (each candidate against the baseline, until decided; "
+                            "its interval at the level its verdict was decided at)",
+                            ["trial", "changes", "gain [interval]", "rounds", "verdict"],
                             [[str(v.trial.number), settings_text(v.trial.changes),
-                              gain_validated(v), str(v.rounds),
-                              {"better": "best", "worse": "worse"}.get(v.verdict, v.verdict)]
+                              gain_validated(v, result), str(v.rounds),
+                              validation_words(v, result.min_effect)]
                              for v in result.validations],
                             [True, False, True, True, False]))
     if result.importance:
@@ -461,6 +571,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         tables.append(table(title[0].upper() + title[1:], ["setting", "share", "range"],
                             [[i.name, f"{i.share:.0%}", f"{i.low:.0%} to {i.high:.0%}"]
                              for i in result.importance], [False, True, True]))
+    importance_missing = None if result.importance else importance_note(result)
     classes = None if measured is None else class_grid(measured)
     if classes is not None and measured is not None:
         tables.append(replace(table(classes.title, classes.headers,
@@ -475,7 +586,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         recommended=tune_cnf(result),
         tables=tables,
         charts=[Chart(path, path.stem.replace("-", " ")) for path in charts],
-        evidence=reduction_lines(result),
+        evidence=reduction_lines(result) + ([importance_missing] if importance_missing else []),
         safety=refused,
         noise=[f"{len(result.trials)} trials in {format_duration(result.spent)}; every trial's "
                "gain is a ratio to the baseline measured beside it, so that the machine's "
@@ -499,3 +610,14 @@ def importance_title(result: TuneResult) -> str:
     return ("how the search's trials varied (fANOVA: each setting's share of the variation in "
             "gain over the trials, a description of the search, not a measured effect; 10th to "
             "90th percentile over resamples)")
+
+
+def importance_note(result: TuneResult) -> str | None:
+    """When no importance is shown: the one line that says why (knoblab.search.importance
+    says what each evaluator needs); None when there is nothing to explain (nothing was
+    measured, said elsewhere)."""
+    from knoblab.search.importance import missing  # lazily: the report reads records
+
+    if result.importance or unmeasured(result) is not None:
+        return None
+    return missing(result)

@@ -75,7 +75,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         raise UserError(f"a budget of {format_duration(options.budget)} cannot hold one trial "
                         f"(at the least {format_duration(least)}: {options.rounds} rounds of "
                         f"the baseline and a candidate, and {1 - SEARCH_SHARE:.0%} of the "
-                        "budget is kept for validation); give a larger budget")
+                        "budget is kept for validation); give a larger budget ([tune] budget, "
+                        "or knoblab tune SPEC --budget ...)")
     targets, _ = open_servers(spec, home, listener.message)
     if len(targets) != 1:
         raise UserError("knoblab tune searches one server at a time: name one [server] binary")

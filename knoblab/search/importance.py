@@ -42,11 +42,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from knoblab.records import Effect, Importance
+from knoblab.records import Effect, Importance, TuneResult
 from knoblab.search.space import Space
 
 __all__ = ["MIN_TRIALS", "Ablation", "Evaluator", "FanovaBootstrap", "Importance", "evaluator_for",
-           "importances"]
+           "importances", "missing"]
 
 MIN_TRIALS = 8  # fewer and a forest of any kind fits the noise
 RESAMPLES = 20
@@ -78,6 +78,28 @@ def evaluator_for(effects: Sequence[Effect] | None) -> Evaluator:
     change measured put back alone), else fANOVA over its trials, a description of where the
     search found better and worse (see the module's docstring)."""
     return FanovaBootstrap() if effects is None else Ablation(effects)
+
+
+def missing(result: TuneResult) -> str:
+    """Why a study shows no importance, in one line: what its evaluator (`evaluator_for`, as
+    the search chose it) needed and did not have."""
+    names = result.space.names
+    if len(names) < 2:
+        searched = names[0] if names else "no setting"
+        return (f"Importance: not shown, as only {searched} was searched: whatever was gained "
+                "is its own.")
+    if result.reduction is not None:
+        return ("Importance: not shown, as no setting of the recommendation was shown to help "
+                "by itself when put back alone (above): there is no measured gain to share "
+                "out among them.")
+    measured = sum(t.feasible or t.state == "baseline" for t in result.trials)
+    if measured < MIN_TRIALS:
+        return (f"Importance: not shown, as {measured} trial(s) were measured (within the "
+                f"constraint, the baseline counted) and telling the settings apart over the "
+                f"trials (fANOVA) needs at least {MIN_TRIALS}; give more trials ([tune] "
+                "trials) or a larger budget (knoblab tune SPEC --budget ...).")
+    return ("Importance: not shown, as the trials' gains (or their configurations) hardly "
+            "differ: they cannot say which setting matters.")
 
 
 class Ablation:

@@ -40,6 +40,7 @@ from knoblab.search.study import (
     worker_name,
 )
 from knoblab.spec import Spec
+from knoblab.stats import Direction
 from knoblab.store import Store, TrialState
 from knoblab.units import setting_text
 from knoblab.workloads.base import Metric, Rounds, Second
@@ -55,8 +56,9 @@ SEARCH_SHARE = 0.7
 class TuneListener(Protocol):
     def message(self, text: str) -> None: ...
     def searching(self, total: int, done: int, budget_left: float | None) -> None: ...
+    # direction: the objective's ("minimize" for a time), for the gains' words
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
-               budget_left: float | None) -> None: ...
+               budget_left: float | None, direction: Direction) -> None: ...
 
 
 def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
@@ -86,7 +88,8 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
             finished = [t for t in trials if t.state == complete_state()]
             taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
             left = None if options.budget is None else options.budget * SEARCH_SHARE - spent
-            listener.searching(options.trials, len(finished), left)
+            listener.searching(expected_trials(options.trials, len(finished), len(taken), left,
+                                               typical_trial(trials)), len(finished), left)
             if len(finished) >= options.trials:
                 return "trials"
             if left is not None and left <= typical_trial(trials):
@@ -128,7 +131,19 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
         best = min((o for o in outcomes if o.feasible), key=lambda o: o.score or 0.0,
                    default=None)
         listener.scored(outcome, best, None if options.budget is None
-                        else options.budget - spent - (time.monotonic() - began))
+                        else options.budget - spent - (time.monotonic() - began),
+                        search.goal.metric.direction)
+
+
+def expected_trials(asked: int, finished: int, taken: int, left: float | None,
+                    typical: float) -> int:
+    """The trials the study will have when its search ends, as progress shows it (and its
+    ETA follows): the `asked` ones, or, with a budget, no more than the budget `left` holds
+    at a `typical` trial's time (the loop stops once what is left is no more than one)."""
+    if left is None or typical <= 0:
+        return asked
+    more = max(0, math.ceil(left / typical) - 1)
+    return max(finished, min(asked, finished + taken + more))
 
 
 class Search:
@@ -146,6 +161,15 @@ class Search:
     def run(self, spec: Spec) -> str:
         return runner.start_run(spec, self.store, self.home, self.quiet,
                                 open_servers=self.open_servers)
+
+    def run_trial(self, spec: Spec) -> str:
+        """A trial's run (`_trial_spec`). Its rounds are few by design ([tune] rounds, doubled
+        for a promising trial up to max_rounds): the search only ranks trials, and validation
+        decides, in rounds until decided. The run's warning that its rounds are too few to
+        decide, with advice to set [workload] repetitions (a key tune does not read), is
+        not passed on: it is not the user's to follow."""
+        self.quiet.unsaid.update(f"warning: {w}" for w in runner._few_rounds(spec))
+        return self.run(spec)
 
     # -- a trial ----------------------------------------------------------------------------
 
@@ -165,7 +189,7 @@ class Search:
             return TrialOutcome(trial.number, config, changes, "refused", None, [], (),
                                 str(exc))
         began = time.monotonic()
-        run_id = self.run(_trial_spec(spec, changes, options.rounds, trial.number))
+        run_id = self.run_trial(_trial_spec(spec, changes, options.rounds, trial.number))
         ratios, error = self.ratios(run_id)
         failed = None if ratios else _baseline_failed(self.store, run_id)
         if failed:
@@ -186,8 +210,8 @@ class Search:
             per_round = (time.monotonic() - began) / len(ratios)
             if left is not None and per_round * (len(ratios) + more) > left:
                 break
-            extra = self.run(_trial_spec(spec, changes, max(2, more), trial.number,
-                                         len(runs)))
+            extra = self.run_trial(_trial_spec(spec, changes, max(2, more), trial.number,
+                                               len(runs)))
             runs.append(extra)
             added, _ = self.ratios(extra)
             if not added:
@@ -323,11 +347,12 @@ class Quiet:
     def __init__(self, listener: TuneListener) -> None:
         self.listener = listener
         self.shown: set[str] = set()
+        self.unsaid: set[str] = set()  # not the user's business (Search.run_trial)
 
     def message(self, text: str) -> None:
         # Each once: every trial's run would repeat the data's line; the runs' own
         # "run ID: N points" lines are the trial lines' business.
-        if text not in self.shown and not text.startswith("run "):
+        if text not in self.shown and text not in self.unsaid and not text.startswith("run "):
             self.shown.add(text)
             self.listener.message(text)
 

@@ -23,6 +23,7 @@ from knoblab.search.loop import Search
 from knoblab.search.recommend import ties
 from knoblab.spec import Spec
 from knoblab.units import format_duration, settings_text
+from knoblab.words import Finding, finding_of
 from knoblab.workloads.base import Rounds
 
 # Of the budget left after the search: the share for validating its best candidates (the
@@ -135,32 +136,53 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
 
 
 def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) -> Validation:
+    """The candidate's verdict against the baseline in run `run_id`, with the gain's interval
+    at the level that verdict was decided at. A validation shares alpha among the `family` of
+    candidates validated (Bonferroni), and its rounds until decided test at each look at a
+    sequential boundary below that: a 95% interval beside it could lie above zero while the
+    verdict, rightly at its level, is "undecided". So the interval kept (and shown, with its
+    level) is the one at the verdict's own level, and a verdict that interval does not bear
+    out (a test on another scale than the interval's) is "undecided": the words never claim
+    more than the interval shown, nor the opposite of it."""
     from knoblab.results import build_results
 
     ratios, _ = search.ratios(run_id)
     again = TrialOutcome(outcome.number, outcome.config, outcome.changes, "scored",
                          statistics.fmean(ratios) if ratios else None, ratios, (run_id,))
-    interval = again.interval(1 - search.spec.statistics.alpha / family)
+    margin = search.spec.statistics.min_effect
     if search.goal.primary:
-        base, candidate = build_results(search.store, run_id).points[:2]
+        results = build_results(search.store, run_id)
+        base, candidate = results.points[:2]
+        rounds = results.rounds
+        level = rounds.level_worse if rounds is not None and rounds.level_worse is not None \
+            else results.statistics.alpha
+        interval = again.interval(1 - level)
         verdict = ("better" if base.verdict == "worse" else
                    "worse" if candidate.verdict == "worse" else
                    "same" if "equivalent" in (base.verdict, candidate.verdict)
                    else "undecided")
     else:
         # Another metric than the one the run's verdicts judge: its paired interval.
-        margin = search.spec.statistics.min_effect
+        level = search.spec.statistics.alpha / family
+        interval = again.interval(1 - level)
         verdict = ("undecided" if interval is None else
                    "better" if interval[0] > 0 and (again.gain or 0.0) >= margin else
                    "worse" if interval[1] < 0 else
                    "same" if -margin < interval[0] and interval[1] < margin
                    else "undecided")
+    shown = finding_of(interval, margin)
+    if verdict != "undecided" and shown != _FINDING[verdict]:
+        verdict = "undecided"
     observed = search.observed([run_id])
     if verdict == "better" and search.goal.constraint is not None and observed is not None \
             and search.goal.constraint.violation(observed) > 0:
         verdict = "violates"
-    return Validation(outcome, run_id, verdict, again.gain, again.interval(), len(ratios),
-                      observed)
+    return Validation(outcome, run_id, verdict, again.gain, interval, len(ratios), observed,
+                      1 - level)
+
+
+# What each verdict of a validation claims, in knoblab.words' terms.
+_FINDING: dict[str, Finding] = {"better": "helps", "worse": "hurts", "same": "same"}
 
 
 def reduce(search: Search, chosen: Validation, budget: float | None) -> Reduction | None:

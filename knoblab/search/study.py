@@ -374,7 +374,7 @@ def validated(study: optuna.Study, outcomes: list[TrialOutcome]
     by_number = {o.number: o for o in outcomes}
     validations = [Validation(by_number[v["trial"]], v["run"], v["verdict"], v["gain"],
                               None if v["interval"] is None else tuple(v["interval"]),
-                              v["rounds"], v.get("observed"))
+                              v["rounds"], v.get("observed"), v.get("confidence", 0.95))
                    for v in saved["items"] if v["trial"] in by_number]
     return validations, _reduction(saved.get("reduction")), \
         _confirmation(saved.get("confirmation"))
@@ -387,7 +387,7 @@ def _confirmation(saved: dict[str, Any] | None) -> Validation | None:
                            "scored", None, [], (saved["run"],))
     return Validation(reduced, saved["run"], saved["verdict"], saved["gain"],
                       None if saved["interval"] is None else tuple(saved["interval"]),
-                      saved["rounds"], saved.get("observed"))
+                      saved["rounds"], saved.get("observed"), saved.get("confidence", 0.95))
 
 
 def _reduction(reduction: dict[str, Any] | None) -> Reduction | None:
@@ -404,7 +404,8 @@ def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
                      confirmation: Validation | None = None) -> None:
     study.set_user_attr("validation", {"trials": len(outcomes), "items": [
         {"trial": v.trial.number, "run": v.run_id, "verdict": v.verdict, "gain": v.gain,
-         "interval": v.interval, "rounds": v.rounds, "observed": v.observed}
+         "interval": v.interval, "rounds": v.rounds, "observed": v.observed,
+         "confidence": v.confidence}
         for v in validations],
         # The recommendation measured as itself, when it is not the validated candidate.
         "confirmation": None if confirmation is None else {
@@ -412,7 +413,7 @@ def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
             "changes": confirmation.trial.changes, "run": confirmation.run_id,
             "verdict": confirmation.verdict, "gain": confirmation.gain,
             "interval": confirmation.interval, "rounds": confirmation.rounds,
-            "observed": confirmation.observed},
+            "observed": confirmation.observed, "confidence": confirmation.confidence},
         "reduction": None if reduction is None else {
             "effects": [dataclasses.asdict(e) for e in reduction.effects],
             "run": reduction.run_id, "kept": reduction.kept,
