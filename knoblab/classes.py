@@ -12,7 +12,8 @@ the verdict and the interval never disagree, with 95% confidence for the table a
 result checksum is the same in every measurement of a configuration, and another in every
 measurement of the reference, returned different rows: the setting changed results, which is
 not a speed-up. A checksum that varies between measurements of one configuration (concurrent
-writes, RAND(), the clock) says nothing either way and is not flagged.
+writes, RAND(), the clock) says nothing either way and is not flagged, and neither does a
+configuration measured once: one checksum cannot show that its rows are stable.
 """
 
 from __future__ import annotations
@@ -151,6 +152,10 @@ def _checksums(measurements: list[Mapping[str, Any]], cid: str) -> set[str]:
 
 def _rows_differ(base: list[Mapping[str, Any]], other: list[Mapping[str, Any]],
                  cid: str) -> bool:
+    """Stable rows on both sides, and other rows: stability needs two measurements a side
+    (concurrent sessions that write make a single measurement's rows anything)."""
+    if min(sum(cid in m for m in base), sum(cid in m for m in other)) < 2:
+        return False
     mine, theirs = _checksums(base, cid), _checksums(other, cid)
     return len(mine) == 1 and len(theirs) == 1 and mine != theirs
 

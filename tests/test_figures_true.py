@@ -224,3 +224,23 @@ def test_compare_says_which_run_is_incomplete_and_what_it_lacks(fake_servers: st
     code, said = _listed(capsys, "--store", fake_servers, "compare", finished, empty)
     assert code == 2
     assert f"run {empty} is interrupted and measured nothing yet: finish it first" in said
+
+
+def test_rows_measured_once_are_never_said_to_differ():
+    # A replay of sessions that write returns rows that depend on how they interleaved: one
+    # measurement a side cannot show that a setting changed the rows, two alike can.
+    from types import SimpleNamespace
+
+    from knoblab.classes import compare_classes
+
+    def measurement(seconds: float, checksum: str) -> SimpleNamespace:
+        return SimpleNamespace(details={"classes": {"a": {
+            "n": 10, "seconds": seconds, "p95": 0.01, "errors": {}, "checksum": checksum}}})
+
+    once = compare_classes({0: [measurement(1.0, "x")], 1: [measurement(1.1, "y")]}, 0,
+                           {"a": "select ?"})
+    assert once is not None and not once.rows[0].changes[0].rows_differ
+    twice = compare_classes({0: [measurement(1.0, "x"), measurement(1.02, "x")],
+                             1: [measurement(1.1, "y"), measurement(1.12, "y")]}, 0,
+                            {"a": "select ?"})
+    assert twice is not None and twice.rows[0].changes[0].rows_differ
