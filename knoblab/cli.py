@@ -801,13 +801,18 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 def _agreement(c: Comparison) -> str:
     a, b = c.first.run_id, c.other.run_id
+    from knoblab.report.format import plural
+    from knoblab.words import FINDING_WORDS, finding_text
+
     differ = sum(r.verdict == "differs" for r in c.rows)
     same = sum(r.verdict == "same" for r in c.rows)
-    counts = (f"{differ} of {len(c.rows)} configurations measurably differ between the runs, "
-              f"{same} are the same within ±{c.first.statistics.min_effect:.0%}.")
+    unshown = sum(r.verdict == "inconclusive" for r in c.rows)
+    counts = (f"Of {plural(len(c.rows), 'configuration')}, {differ} shown to differ between "
+              f"the runs, {same} {finding_text('same', c.first.statistics.min_effect)}, "
+              f"{unshown} {FINDING_WORDS['unshown']}.")
     if c.agree:
         best = (f"Both find {c.best_first} best." if c.best_first else
-                "Neither finds a configuration measurably better than the others.")
+                "Neither finds a configuration shown better than the others.")
     else:
         best = (f"They disagree on the best: {c.best_first or 'no clear best'} in {a}, "
                 f"{c.best_other or 'no clear best'} in {b}.")

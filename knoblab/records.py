@@ -55,6 +55,10 @@ def _optional(read: Callable[[Any], T], value: Any) -> T | None:
     return None if value is None else read(value)
 
 
+def _inverse(x: float) -> float:
+    return math.inf if x <= 0 else 1.0 / x
+
+
 def _interval(value: Any) -> Interval | None:
     return None if value is None else (value[0], value[1])
 
@@ -94,13 +98,23 @@ class TimedEvidence(_Record):
     iowait_share: float | None
     read_mb: float | None  # read from disk by the server, per run
     os: dict[str, float | None]  # the machine's figures per run (medians), by name
+    # A replay at speed "original": how far behind the capture's schedule its statements
+    # started, in seconds ("median", "p95": medians over the runs); None for any other run.
+    behind: dict[str, float] | None = None
+
+    def to_json(self) -> JSON:
+        found = super().to_json()
+        if self.behind is None:
+            del found["behind"]  # only a replay at the original speed has a schedule
+        return found
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TimedEvidence:
         return cls(data.get("median"), _interval(data.get("ci95")), data.get("mean"),
                    data.get("stdev"), list(data.get("samples") or []), data.get("regime"),
                    data.get("cpu_share"), data.get("iowait_share"), data.get("read_mb"),
-                   dict(data.get("os") or {}))
+                   dict(data.get("os") or {}),
+                   dict(data["behind"]) if data.get("behind") else None)
 
 
 @dataclass(frozen=True)
@@ -252,17 +266,28 @@ class Point(_Record):
 
 @dataclass(frozen=True)
 class SliceConclusion(_Record):
-    """The best point of one slice, and whether to change anything there."""
+    """The best point of one slice, and whether to change anything there.
+
+    A change is recommended only when it is shown to help against the current configuration
+    (the server's defaults): `finding` says what the fastest measured point showed against it
+    (knoblab.words: "helps", "same", "unshown"; None when there is no change to judge: the
+    default is the fastest measured, or nothing finished), `versus_current` the comparison
+    it was judged on (the fastest measured over the current configuration)."""
 
     slice: Settings
     significant: bool  # some point is measurably worse than the best
     best: Settings | None  # None: every point failed
     recommended: Settings | None  # None: keep what is configured now
+    fastest: Settings | None = None  # the fastest measured, whatever its verdict
+    finding: str | None = None
+    versus_current: Comparison | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SliceConclusion:
         return cls(dict(data.get("slice") or {}), bool(data.get("significant")),
-                   data.get("best"), data.get("recommended"))
+                   data.get("best"), data.get("recommended"), data.get("fastest"),
+                   data.get("finding"),
+                   _optional(Comparison.from_json, data.get("versus_current")))
 
 
 @dataclass(frozen=True)
@@ -286,6 +311,19 @@ class Conclusion:
     recommended: Settings | None
     by_slice: list[SliceConclusion] | None  # when sliced
     recommended_steps: list[RecommendedSteps] | None  # in a steps run
+    # unsliced: what the fastest measured showed against the current configuration
+    # (SliceConclusion's fields of the same names)
+    fastest: Settings | None = None
+    finding: str | None = None
+    versus_current: Comparison | None = None
+
+    def of_slice(self, values: Mapping[str, str]) -> SliceConclusion:
+        """The conclusion of the slice with `values` ({} unsliced)."""
+        for part in self.by_slice or []:
+            if part.slice == dict(values):
+                return part
+        return SliceConclusion(dict(values), self.significant, self.best, self.recommended,
+                               self.fastest, self.finding, self.versus_current)
 
     def to_json(self, text: str | None = None) -> JSON:
         """`text`: the report's sentence, where the results JSON has always had it."""
@@ -293,6 +331,9 @@ class Conclusion:
                        "recommended": self.recommended}
         if self.by_slice is not None:
             found["by_slice"] = _json(self.by_slice)
+        else:
+            found.update({"fastest": self.fastest, "finding": self.finding,
+                          "versus_current": _json(self.versus_current)})
         if text is not None:
             found["text"] = text
         if self.recommended_steps is not None:
@@ -304,7 +345,9 @@ class Conclusion:
         by_slice, steps = data.get("by_slice"), data.get("recommended_steps")
         return cls(bool(data.get("significant")), data.get("best"), data.get("recommended"),
                    None if by_slice is None else [SliceConclusion.from_json(s) for s in by_slice],
-                   None if steps is None else [RecommendedSteps.from_json(s) for s in steps])
+                   None if steps is None else [RecommendedSteps.from_json(s) for s in steps],
+                   data.get("fastest"), data.get("finding"),
+                   _optional(Comparison.from_json, data.get("versus_current")))
 
 
 # ----------------------------------------------------------------------------- steps
@@ -318,6 +361,15 @@ class Comparison(_Record):
     ci95: Interval
     p_value: float  # Holm-adjusted within its family
     significant: bool  # p below alpha and an effect of at least the minimum effect
+
+    def gain(self, direction: str) -> tuple[float, Interval]:
+        """The change as a gain (+0.05: 5% better than the reference, knoblab.words) with its
+        interval: for a time, the reference's time over the new one, less 1."""
+        if direction == "minimize":
+            low, high = self.ci95
+            return (_inverse(self.ratio) - 1.0,
+                    (_inverse(high) - 1.0, _inverse(low) - 1.0))
+        return self.ratio - 1.0, (self.ci95[0] - 1.0, self.ci95[1] - 1.0)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Comparison:
@@ -389,13 +441,17 @@ class StepsTable(_Record):
     rows: list[StepRow]
     total: Comparison | None  # the last measured step against the base
     interaction: Interaction | None
+    # the level of its comparisons' intervals, which hold for the whole table at once
+    # (None: results written before, with 95% intervals of each comparison alone)
+    confidence: float | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepsTable:
         return cls(dict(data.get("slice") or {}),
                    [StepRow.from_json(r) for r in data.get("rows") or []],
                    _optional(Comparison.from_json, data.get("total")),
-                   _optional(Interaction.from_json, data.get("interaction")))
+                   _optional(Interaction.from_json, data.get("interaction")),
+                   data.get("confidence"))
 
 
 # ----------------------------------------------------------------------------- servers
@@ -719,6 +775,10 @@ class Validation:
     interval: tuple[float, float] | None
     rounds: int
     observed: float | None = None  # the constrained metric, the candidate's median
+    # The level of `interval`: the one the verdict was decided at (alpha shared among the
+    # candidates, and a sequential look's boundary), so that the interval shown says what the
+    # verdict says.
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -730,6 +790,8 @@ class Effect:
     loss: float
     interval: tuple[float, float]
     measurable: bool  # significant, and at least min_effect
+    # the level of `interval`: the steps run's, whose intervals hold for all its settings at once
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True)

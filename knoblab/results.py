@@ -7,6 +7,7 @@ sentences are the report's.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -14,7 +15,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from knoblab import evidence, safety, stats, workloads
+from knoblab import evidence, safety, stats, words, workloads
 from knoblab.classes import ClassComparison, compare_classes
 from knoblab.errors import UserError
 from knoblab.records import (
@@ -41,6 +42,7 @@ from knoblab.records import (
 )
 from knoblab.stats import Statistics
 from knoblab.store import RunInfo, Store, Trial, TrialState
+from knoblab.words import Finding
 from knoblab.workloads.base import Objective, Steady, StoredTrial, Workload
 from knoblab.workloads.base import Rounds as Planned
 
@@ -77,9 +79,13 @@ def build_results(store: Store, run_id: str) -> Results:
         stats.Levels(rounds.level_worse, rounds.level_same)
     verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
                                          statistics, levels, blocks)
+    complete = run["status"] == "done"
     points = []
     for idx, (requested, config) in enumerate(point_list):
         verdict = verdicts[idx]
+        if not complete and verdict.verdict == "best":
+            # A run not finished crowns nothing: its missing measurements could change it.
+            verdict = replace(verdict, verdict="inconclusive")
         done = [t for t in by_point[idx] if t.status == TrialState.DONE]
         failed = [t for t in by_point[idx] if t.status == TrialState.FAILED]
         points.append(Point(
@@ -140,7 +146,8 @@ def build_results(store: Store, run_id: str) -> Results:
                                            blocks)
         if "binary" in slices else None,
         conclusion=_conclusion(points, judgements, slices, tables,
-                               complete=run["status"] == "done"),
+                               complete=complete, samples=samples,
+                               objective=objective, statistics=statistics),
         rounds=rounds,
         machine=info.machine,
         started_at=run["created_at"],
@@ -317,9 +324,11 @@ def _judge(samples: dict[int, list[float]], members: list[int], objective: Objec
 
 
 def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: list[str],
-                tables: list[StepsTable] | None, complete: bool) -> Conclusion:
+                tables: list[StepsTable] | None, complete: bool,
+                samples: dict[int, list[float]], objective: Objective,
+                statistics: Statistics) -> Conclusion:
     """What the run concludes; a run that did not finish recommends nothing (its missing
-    measurements could change any verdict)."""
+    measurements could change any verdict) and crowns nothing."""
     if not complete:
         judgements = [(values, members, replace(judgement, significant=False))
                       for values, members, judgement in judgements]
@@ -327,14 +336,9 @@ def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: l
     parts = []
     for slice_values, members, judgement in judgements:
         best = cast(int | None, judgement.crowned)  # nothing shown worse: nothing crowned
-        parts.append(SliceConclusion(
-            slice=slice_values,
-            significant=judgement.significant,
-            best=None if best is None else points[best].settings,
-            recommended=_recommended([points[i] for i in members], judgement.significant,
-                                     None if best is None else points[best])
-            if complete else None,
-        ))
+        parts.append(_slice_conclusion(slice_values, members, judgement, points, samples,
+                                       objective, statistics, complete,
+                                       None if best is None else points[best].settings))
     recommended_steps = None if tables is None else [
         RecommendedSteps(table.slice, _recommended_steps(table)) for table in tables]
     if slices:  # several slices: no single best; each slice has its own
@@ -342,8 +346,52 @@ def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: l
                           recommended_steps)
     if not parts:
         return Conclusion(False, None, None, None, recommended_steps)
-    return Conclusion(parts[0].significant, parts[0].best, parts[0].recommended, None,
-                      recommended_steps)
+    part = parts[0]
+    return Conclusion(part.significant, part.best, part.recommended, None, recommended_steps,
+                      part.fastest, part.finding, part.versus_current)
+
+
+def _slice_conclusion(slice_values: Settings, members: list[int],
+                      judgement: stats.Judgement, points: list[Point],
+                      samples: dict[int, list[float]], objective: Objective,
+                      statistics: Statistics, complete: bool,
+                      best: Settings | None) -> SliceConclusion:
+    """One slice's recommendation. A change must be shown to help to be recommended: the
+    fastest measured point is recommended only when the current configuration (the server's
+    defaults, measured) was shown worse than it and the interval of the change agrees
+    (knoblab.words.agrees); otherwise the current configuration is kept. A current
+    configuration that was not measured, or failed, shows no change to help."""
+    leader = cast(int | None, judgement.best)
+    fastest = None if leader is None or not complete else points[leader].settings
+    current = next((i for i in members if points[i].is_default), None)
+    if not complete or leader is None or current is None or not samples[current]:
+        return SliceConclusion(slice_values, judgement.significant, best, None, fastest,
+                               None if current == leader or not complete else "unshown")
+    if current == leader:  # the current configuration is the fastest measured: no change
+        return SliceConclusion(slice_values, judgement.significant, best,
+                               points[current].settings, fastest, None)
+    change = stats.compare(samples[current], samples[leader], test=statistics.test,
+                           center=objective.centre, confidence=statistics.confidence,
+                           seed=statistics.seed)
+    compared = Comparison(ratio=change.ratio, ci95=(change.ci_low, change.ci_high),
+                          p_value=points[current].p_value or 1.0,
+                          significant=points[current].verdict == "worse")
+    verdict = points[current].verdict
+    shown: Finding = "helps" if verdict == "worse" else "same" if verdict == "equivalent" \
+        else "unshown"
+    _, interval = compared.gain(objective.direction)
+    finding: Finding = shown if _shows(shown, interval, statistics.min_effect) else "unshown"
+    recommended = fastest if finding == "helps" else points[current].settings
+    return SliceConclusion(slice_values, judgement.significant, best, recommended, fastest,
+                           finding, compared)
+
+
+def _shows(finding: Finding, interval: tuple[float, float], min_effect: float) -> bool:
+    """Whether the interval shows what the test found: "the same" when it lies within
+    ±min_effect (on whichever side of zero), else as knoblab.words.agrees."""
+    if finding == "same":
+        return -min_effect < interval[0] and interval[1] < min_effect
+    return words.agrees(finding, interval, min_effect)
 
 
 def _effective(done: list[Trial], knobs: list[str]) -> dict[str, str]:
@@ -355,17 +403,6 @@ def _effective(done: list[Trial], knobs: list[str]) -> dict[str, str]:
             if value is not None and value not in values.setdefault(name, []):
                 values[name].append(value)
     return {name: " / ".join(v) for name, v in values.items()}
-
-
-def _recommended(points: list[Point], significant: bool, best: Point | None) -> Settings | None:
-    """The default unless it was shown worse than the best (no change is needed without
-    evidence), else the best point; None: keep what is configured now."""
-    for point in points:
-        if point.is_default and point.verdict in ("best", "equivalent", "inconclusive"):
-            return point.settings
-    if not significant or best is None:
-        return None
-    return best.settings
 
 
 def _overall_regime(points: list[Point]) -> str | None:
@@ -556,17 +593,14 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
                         key=lambda i: placed[i].number)
     alone = {s.number: i for i, s in placed.items() if s.role == "alone"}
     base = cumulative[0]
-    family: list[stats.Change] = []
+    pairs: list[tuple[int, int]] = []
 
     def measure(a: int, b: int) -> int | None:
         """Point b against point a: its place in the family; None when a side has no samples."""
         if not samples[a] or not samples[b]:
             return None
-        family.append(stats.compare(samples[a], samples[b],
-                                    test=statistics.test,
-                                    center=objective.centre,
-                                    confidence=statistics.confidence, seed=statistics.seed))
-        return len(family) - 1
+        pairs.append((a, b))
+        return len(pairs) - 1
 
     # First every comparison, then Holm over all of them, then the rows with their verdicts.
     # Per step: its point, its verdict unless judged on its change, the places in the family
@@ -593,6 +627,12 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
             if number in alone and samples[alone[number]]:
                 alone_of = (alone[number], measure(base, alone[number]))
         planned.append((idx, verdict, vs_previous, vs_base, alone_of))
+    # The intervals hold for the whole family at once (Bonferroni), as the verdicts are
+    # judged over the whole family (Holm): a 95% interval of each comparison alone would
+    # show a change wholly on one side where the family's test does not decide it.
+    family_confidence = 1.0 - (1.0 - statistics.confidence) / max(1, len(pairs))
+    family = [_tested_change(samples[a], samples[b], objective, statistics, family_confidence)
+              for a, b in pairs]
     settled = _settle(family, statistics)
 
     def result(position: int | None) -> Comparison | None:
@@ -603,8 +643,8 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
         point, step, change = points[idx], placed[idx], result(vs_previous)
         if verdict is None:
             # no change to judge: the previous step failed, there is nothing to compare with
-            verdict = "failed" if change is None else "no measurable effect" \
-                if not change.significant else "gain" if _better(change, objective) else "loss"
+            verdict = "failed" if change is None else _step_verdict(change, objective,
+                                                                   statistics)
         rows.append(StepRow(
             step=step.number, label=step.label, change=step.change, point=idx,
             center=point.centre(objective), ci95=point.evidence.ci95, n=point.n,
@@ -620,7 +660,51 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
     # The last measured step against step 0 is the total: the same comparison, not a second
     # one in the family.
     total = next((r.vs_base for r in reversed(rows) if r.vs_base), None)
-    return StepsTable(slice_values, rows, total, _interaction(rows, total))
+    return StepsTable(slice_values, rows, total, _interaction(rows, total), family_confidence)
+
+
+def _tested_change(a: list[float], b: list[float], objective: Objective,
+                   statistics: Statistics, confidence: float) -> stats.Change:
+    """b against a, with the interval of the test that judges it (Welch's t on the log scale
+    for times, on the values for "welch"): the ratio of geometric means (of means for "welch")
+    and its t interval, so that an interval clear of zero at the family's level is what a
+    Bonferroni test would call, and no interval shown beside "not shown" clears zero while its
+    Holm-adjusted test does not. The bootstrap of stats.compare where the test gives no
+    interval (a rank test, or a side with a single value)."""
+    change = stats.compare(a, b, test=statistics.test, center=objective.centre,
+                           confidence=confidence, seed=statistics.seed)
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    logs = statistics.test == "welch-log"
+    if statistics.test not in ("welch", "welch-log") or xa.size < 2 or xb.size < 2 \
+            or (logs and (np.any(xa <= 0) or np.any(xb <= 0))) or (not logs and xa.mean() <= 0):
+        return change
+    la, lb = (np.log(xa), np.log(xb)) if logs else (xa, xb)
+    va, vb = float(la.var(ddof=1)) / la.size, float(lb.var(ddof=1)) / lb.size
+    difference, se = float(lb.mean() - la.mean()), math.sqrt(va + vb)
+    if se == 0.0:
+        low = high = difference
+    else:
+        from scipy import stats as sps
+
+        freedom = (va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))
+        reach = float(sps.t.ppf(1.0 - (1.0 - confidence) / 2.0, freedom)) * se
+        low, high = difference - reach, difference + reach
+    if logs:
+        return stats.Change(math.exp(difference), math.exp(low), math.exp(high), change.p_raw)
+    scale = float(xa.mean())  # a ratio of means is never below 0, whatever t allows
+    return stats.Change(1.0 + difference / scale, max(0.0, 1.0 + low / scale),
+                        1.0 + high / scale, change.p_raw)
+
+
+def _step_verdict(change: Comparison, objective: Objective, statistics: Statistics) -> str:
+    """"gain" or "loss" when the family's test decided the change and its interval shows it
+    (knoblab.words.agrees); else "no measurable effect" (not shown either way, or the same)."""
+    shown = words.finding_of(change.gain(objective.direction)[1], statistics.min_effect)
+    if change.significant and _better(change, objective) and shown == "helps":
+        return "gain"
+    if change.significant and not _better(change, objective) and shown == "hurts":
+        return "loss"
+    return "no measurable effect"
 
 
 def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction | None:

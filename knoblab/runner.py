@@ -226,7 +226,8 @@ def _design(prepared: Prepared) -> tuple[bool, str]:
                             "\"restarts\" (or \"auto\")")
         return False, f"a server start per measurement: {why}"
     return True, ("blocked: each round measures every point on one server start, the "
-                  "settings changed in place (" + ", ".join(varying) + " need no restart), "
+                  "settings changed in place (" + ", ".join(varying)
+                  + (" needs" if len(varying) == 1 else " need") + " no restart), "
                   "and points are compared within starts")
 
 
@@ -530,10 +531,16 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
         point_list=prepared.points,
     )
     rounds = spec.workload.rounds
-    times = f"{rounds.fixed} repetitions" if rounds.fixed is not None else (
+    times = f"{rounds.fixed} repetition{'' if rounds.fixed == 1 else 's'}" \
+        if rounds.fixed is not None else (
         f"{rounds.floor} to {rounds.ceiling} repetitions (until every comparison is decided"
         + (f", within {format_duration(rounds.budget)})" if rounds.budget else ")"))
-    listener.message(f"run {run_id}: {len(prepared.points)} points × {times} on {versions}")
+    # what will be measured: a step that changes nothing here (or a server lacks) is not run
+    measured = len(prepared.points) - len(prepared.unavailable)
+    skipped = (f"; {len(prepared.unavailable)} not run (nothing to change, or not on their "
+               "server)" if prepared.unavailable else "")
+    listener.message(f"run {run_id}: {measured} point{'' if measured == 1 else 's'} × {times} "
+                     f"on {versions}{skipped}")
     with owning(store, run_id):
         execute(run_id, prepared, store, listener)
     return run_id

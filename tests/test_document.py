@@ -160,13 +160,14 @@ def test_recommended_cnf_holds_only_the_recommended_changes(name: str, run_id: s
         found = [step["settings"] for step in steps]
         wanted = set(found[0]) if found and all(f and f == found[0] for f in found) else set()
     else:
-        # each slice's best, unless the default is best there; set only when all agree
+        # each slice's recommendation (result.json's conclusion), where it changes the
+        # default (shown to help); set only when all agree
         slices = result["slices"]
-        bests = [p for p in result["points"] if p["verdict"] == "best"]
-        groups = {tuple(p["settings"].get(k) for k in slices) for p in result["points"]}
-        chosen = [{k: v for k, v in p["config"].items() if k not in slices} for p in bests
-                  if not p["is_default"]]
-        agree = len(chosen) == len(groups) and all(c == chosen[0] for c in chosen)
+        parts = result["conclusion"].get("by_slice") or [result["conclusion"]]
+        chosen = [{k: v for k, v in p["config"].items() if k not in slices}
+                  for part in parts for p in result["points"]
+                  if p["settings"] == part["recommended"] and not p["is_default"]]
+        agree = len(chosen) == len(parts) and all(c == chosen[0] for c in chosen)
         wanted = set(chosen[0]) if chosen and agree else set()
     assert set(settings) == wanted, text
     if not wanted:

@@ -84,9 +84,9 @@ def test_conclusion_names_best_worse_range_default_and_failures(sweep):
     text = conclusion_text(_typed(sweep))
     assert "IGNORED" not in text
     assert text.startswith("Best: 128K (0.612 s).")
-    assert "The same as it (within ±3%): 8200." in text
+    assert "Shown the same as it (within ±3%): 8200." in text
     assert "Worse: 2M, 8M — 8–12% slower (Holm-adjusted p ≤ 0.004)." in text
-    assert "The default (128K) is among the best: keep it." in text
+    assert "The default (128K) is the fastest measured: keep it." in text
     assert "Failed: 32M (5 of 5 runs) — ERROR 1041 (HY000): Out of memory." in text
     assert "second line" not in text
 
@@ -95,8 +95,9 @@ def test_conclusion_default_worse_suggests_best(sweep):
     sweep["points"][1]["is_default"] = False
     sweep["points"][2]["is_default"] = True  # 2M, ratio 1.08
     text = conclusion_text(_typed(sweep))
-    assert "The default (2M) is 8% slower than the best: consider 128K." in text
-    assert "keep it" not in text
+    assert ("128K instead of the default (2M): shown to help, time −7.4% (Holm-adjusted "
+            "p = 0.004): set 128K.") in text
+    assert "keep" not in text
 
 
 def test_conclusion_single_percentage_and_maximize_wording(sweep):
@@ -118,8 +119,8 @@ def test_conclusion_all_equivalent_says_they_perform_the_same():
         _point("256K", "equivalent", 0.619, ratio=1.011, p=0.5),
     ])
     text = conclusion_text(_typed(result))
-    assert text == ("These values perform the same (within ±3%; α = 0.05, n = 5 each): keep "
-                    "the default (128K).")
+    assert text == ("These values are shown the same (within ±3%; α = 0.05, n = 5 each): "
+                    "keep the default (128K).")
     for p in result["points"]:
         p["is_default"] = False
     assert conclusion_text(_typed(result)).endswith("keep the current value.")
@@ -136,7 +137,7 @@ def test_conclusion_too_noisy_to_tell_says_so_and_how_much_more_would_decide():
     assert text.startswith("No value is shown better than another, and this machine was too "
                            "noisy to tell whether they are the same (within ±3%; α = 0.05, "
                            "n = 5 each): keep the default (128K).")
-    assert "The same as 128K, the best measured (within ±3%): 64K." in text
+    assert "The same as 128K, the fastest measured (within ±3%): 64K." in text
     assert "Undecided: 256K (about 7 more rounds would decide it)." in text
     assert "Best" not in text
 
@@ -430,7 +431,8 @@ def test_timeseries_conclusion_and_stalls_sentence(oltp):
     stable = oltp["points"][1]
     assert text.startswith(f"Best: 512M ({stable['mean']:,.0f} tps).")
     assert "Worse: 64M — 18% lower (Holm-adjusted p < 0.001)." in text
-    assert "The default (64M) is 18% lower than the best: consider 512M." in text
+    assert ("512M instead of the default (64M): shown to help, +21.8% tps (Holm-adjusted "
+            "p < 0.001): set 512M.") in text
     assert stalls_text(_typed(oltp)) == (
         "Stalls (seconds below 10% of the steady median): "
         "64M 40 s, longest 5 s, 24 s at 0 tps; 512M none.")
@@ -463,9 +465,10 @@ def test_sliced_labels_conclusion_per_slice(oltp_sliced):
     eight, thirty_two = text.split(" threads=32: ")
     best8 = max(points[:3], key=lambda p: p["mean"])
     assert best8["settings"]["innodb_buffer_pool_size"] == "512M"
-    assert eight.startswith(f"threads=8: Best: 512M ({best8['mean']:,.0f} tps).")
-    assert "The same as it (within ±3%): 128M." in eight and "Worse: 64M — " in eight
-    assert "The default (128M) is among the best: keep it." in eight
+    assert eight.startswith(f"threads=8: Highest tps measured: 512M ({best8['mean']:,.0f} tps).")
+    assert "Shown the same as it (within ±3%): 128M." in eight and "Worse: 64M — " in eight
+    assert ("512M instead of the default (128M): shown the same (within ±3%): keep 128M."
+            in eight)
     assert thirty_two == (
         "No value is shown better than another, and a single run per value is too few "
         "(measure at least 5) to tell whether they are the same (within ±3%; α = 0.05, 1 run "
@@ -615,7 +618,7 @@ def test_explanation_lines_per_slice(tmp_tables):
         "run at 1M–16M, 0 at 64M.",
     ]
     out = " ".join(_render(tmp_tables, 160).split())
-    conclusion = out.index("rows=1000000: Best:")
+    conclusion = out.index("rows=1000000: Fastest measured:")
     first, second = (out.index(line) for line in explanation_lines(_typed(tmp_tables)))
     assert conclusion < first < second  # after the conclusion, in slice order
     assert "counters at rows=4000000" not in out  # nothing found there: no line
@@ -680,7 +683,8 @@ def test_sliced_query_table(tmp_tables):
     header = next(line for line in lines if "applied" in line)
     assert header.index("tmp_table_size") < header.index("rows") < header.index("applied")
     body = lines[lines.index(header) + 2:]
-    table = body[:body.index(next(line for line in body if line.startswith("rows=")))]
+    # The table ends at its legend (the regime's rule).
+    table = body[:body.index(next(line for line in body if line.startswith("Regime:")))]
     cells = [line.split() for line in table]
     assert [(c[0], c[2] if c[1] == "(default)" else c[1]) if c else () for c in cells] == [
         ("1M", "1000000"), ("16M", "1000000"), ("64M", "1000000"), (),
@@ -698,14 +702,18 @@ def test_sliced_query_conclusion_per_slice(tmp_tables):
     text = conclusion_text(_typed(tmp_tables))
     one, rest = text.split(" rows=4000000: ")
     four, sixteen = rest.split(" rows=16000000: ")
+    # 64M is the best only where the change from the default is shown to help
     assert one == (
-        "rows=1000000: Best: 64M (0.450 s). The same as it (within ±3%): 16M. Worse: 1M — 60% "
-        "slower (Holm-adjusted p < 0.001). The default (16M) is among the best: keep it.")
-    assert four.startswith("Best: 64M (1.80 s). The same as it (within ±3%): 16M. Worse: 1M — 72%")
+        "rows=1000000: Fastest measured: 64M (0.450 s). Shown the same as it (within ±3%): "
+        "16M. Worse: 1M — 60% slower (Holm-adjusted p < 0.001). 64M instead of the default "
+        "(16M): shown the same (within ±3%): keep 16M.")
+    assert four.startswith("Fastest measured: 64M (1.80 s). Shown the same as it (within "
+                           "±3%): 16M. Worse: 1M — 72%")
     assert sixteen == (
         "Best: 64M (7.20 s). Worse: 1M, 16M — 75–93% slower (Holm-adjusted p < 0.001). "
-        "The default (16M) is 75% slower than the best: consider 64M.")
-    assert "rows=1000000: Best" in _render(tmp_tables, 160)
+        "64M instead of the default (16M): shown to help, 1.8× faster (time −42.9%; "
+        "Holm-adjusted p < 0.001): set 64M.")
+    assert "rows=1000000: Fastest measured" in _render(tmp_tables, 160)
 
 
 def test_tied_follower_shown_when_the_server_applied_another_value(tmp_tables, sweep):
@@ -799,7 +807,7 @@ def test_two_slice_keys_name_files_and_lines(tmp_tables, tmp_path):
     assert point_label(results, first_myisam) == "1M"
     assert point_label(results, first_myisam, with_slice=True) == (
         "tmp_table_size=1M, rows=1000000, engine=MyISAM")
-    assert "rows=1000000, engine=MyISAM: Best: 64M" in conclusion_text(results)
+    assert "rows=1000000, engine=MyISAM: Fastest measured: 64M" in conclusion_text(results)
     assert "InnoDB/MyISAM" in _render(tmp_tables, 160).splitlines()[0]
     names = [p.name for p in write_charts(results, tmp_path)]
     assert names[0] == "chart-rows-1000000-engine-InnoDB.png" and len(names) == 7

@@ -159,9 +159,11 @@ def test_steps_table_lists_every_step_with_its_verdict(steps):
     assert "6.54 [6.41–6.67]" in row
     assert "−22.6% [−25, −21]" in row  # 6.54 / 8.45 against the step before
     assert "−28.8% [−31, −27]" in row  # 6.54 / 9.18 against the defaults
-    assert "0.001" in row and row.rstrip().endswith("gain")
-    assert _row(out, 3).rstrip().endswith(
-        "no measurable effect: leave it out")
+    assert "0.001" in row and row.rstrip().endswith("shown to help")
+    # +0.8% [−1.2, +2.8]: within ±3% of the step before
+    assert _row(out, 3).rstrip().endswith("shown the same (within ±3%): leave it out")
+    # −1.4% [−3.4, +0.6]: neither on one side of 0 nor within ±3%
+    assert _row(out, 4).rstrip().endswith("not shown either way: leave it out")
     defaults = _row(out, 0)
     assert "9.18 [9.00–9.36]" in defaults and "—" in defaults
 
@@ -169,13 +171,13 @@ def test_steps_table_lists_every_step_with_its_verdict(steps):
 def test_significant_loss_is_left_out(steps):
     steps["steps"][0]["rows"][3]["verdict"] = "loss"
     out = _render(steps)
-    assert _row(out, 3).rstrip().endswith("loss: leave it out")
-    assert "Measurable loss, leave out: key_buffer_size=1000M." in conclusion_text(_typed(steps))
+    assert _row(out, 3).rstrip().endswith("shown to hurt: leave it out")
+    assert "Shown to hurt, leave out: key_buffer_size=1000M." in conclusion_text(_typed(steps))
 
 
 def test_durability_step_is_marked_and_gets_its_line(steps):
     out = _render(steps)
-    assert "gain — gives up durability" in _row(out, 1)
+    assert "shown to help — gives up durability" in _row(out, 1)
     # later steps keep the setting but do not buy durability themselves
     assert "durability" not in _row(out, 2)
     line = (f"step 1 (+ {FLUSH}=0): −8% time, bought by giving up durability — {CRASH}.")
@@ -186,7 +188,7 @@ def test_durability_step_is_marked_and_gets_its_line(steps):
 
 def test_total_line_and_base_label(steps):
     out = _render(steps)
-    assert ("defaults → all steps: 9.18 s → 6.53 s, −29% [−31, −27], significant "
+    assert ("defaults → all steps: 9.18 s → 6.53 s, −29% [−31, −27], shown to help "
             "(p < 0.001).") in out
     for row in steps["steps"][0]["rows"]:
         if row["step"] == 0:
@@ -255,8 +257,8 @@ def test_sysbench_steps_use_mean_tps_and_gain_upwards(steps):
     out = _render(steps)
     assert "mean tps" in out and "threads=8" in out
     assert "sysbench oltp_write_only, 8 threads" in out.splitlines()[0]
-    assert "+25% tps (significant)" in conclusion_text(_typed(steps))
-    assert conclusion_text(_typed(steps)).startswith("threads=8: Steps with a measurable gain")
+    assert "All steps together: +25.0% tps: shown to help." in conclusion_text(_typed(steps))
+    assert conclusion_text(_typed(steps)).startswith("threads=8: Steps shown to help")
 
 
 # --------------------------------------------------------------------------- servers
@@ -276,7 +278,7 @@ def test_servers_compared_table_and_lacks_lines(steps):
             "'innodb_log_file_size'") in out
     text = conclusion_text(_typed(result))
     assert ("Servers compared at step 5 (+ innodb_log_buffer_size=4M): best icc (6.53 s); "
-            "worse: gcc (+18% time).") in text
+            "shown slower: gcc (+18% time).") in text
     narrow = _render(result, 80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
     assert "7.70" in narrow and "worse" in narrow
@@ -304,10 +306,12 @@ def test_servers_not_significant_sentence(steps):
     entry = result["servers_compared"][0]
     entry["significant"] = False
     entry["rows"][0]["verdict"] = entry["rows"][1]["verdict"] = "inconclusive"
-    assert "No server is measurably faster than another here." in _render(result)
-    assert "no server is measurably faster than another." in conclusion_text(_typed(result))
+    assert ("No server is shown faster than another here (not shown either way)."
+            in _render(result))
+    assert ("at step 5 (+ innodb_log_buffer_size=4M): not shown either way — no server is "
+            "shown faster than another.") in conclusion_text(_typed(result))
     entry["rows"][0]["verdict"] = entry["rows"][1]["verdict"] = "equivalent"
-    assert "the servers perform the same." in conclusion_text(_typed(result))
+    assert "the servers are shown the same (within ±3%)." in conclusion_text(_typed(result))
 
 
 # --------------------------------------------------------------------------- conclusion
@@ -315,10 +319,10 @@ def test_servers_not_significant_sentence(steps):
 
 def test_conclusion_names_gains_leave_outs_and_total(steps):
     assert conclusion_text(_typed(steps)) == (
-        f"Steps with a measurable gain: {FLUSH}=0 (gives up durability), "
-        "innodb_buffer_pool_size=700M. No measurable effect, leave out: key_buffer_size=1000M, "
-        "innodb_log_file_size=175M, innodb_log_buffer_size=4M. All steps together: −29% time "
-        "(significant).")
+        f"Steps shown to help: {FLUSH}=0 (gives up durability), "
+        "innodb_buffer_pool_size=700M. Shown the same (within ±3%), leave out: "
+        "key_buffer_size=1000M, innodb_log_buffer_size=4M. Not shown either way, leave out: "
+        "innodb_log_file_size=175M. All steps together: time −28.9%: shown to help.")
 
 
 def test_conclusion_per_slice():
@@ -330,9 +334,9 @@ def test_conclusion_per_slice():
     other["total"]["significant"] = False
     result["steps"].append(other)
     text = conclusion_text(_typed(result))
-    assert text.startswith(f"binary=gcc: Steps with a measurable gain: {FLUSH}=0")
-    assert "binary=icc: No step gave a measurable gain." in text
-    assert text.endswith("All steps together: −29% time (not significant).")
+    assert text.startswith(f"binary=gcc: Steps shown to help: {FLUSH}=0")
+    assert "binary=icc: No step was shown to help." in text
+    assert text.endswith("All steps together: time −28.9%: not shown either way.")
 
 
 # --------------------------------------------------------------------------- charts

@@ -384,7 +384,7 @@ def test_a_blocked_step_that_leaves_a_setting_alone_is_measured_with_the_base_va
 def test_auto_chooses_blocked_for_settings_that_need_no_restart_and_says_why(store, tmp_path):
     run_id = _run(store, tmp_path, _spec(design="auto"))
     design = store.run(run_id)["info"]["design"]
-    assert design["name"] == "blocked" and "sort_buffer_size need no restart" in design["why"]
+    assert design["name"] == "blocked" and "sort_buffer_size needs no restart" in design["why"]
 
 
 def test_a_value_the_server_refuses_in_place_fails_that_point_alone(store, tmp_path):

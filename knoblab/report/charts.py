@@ -33,6 +33,7 @@ from knoblab.literal import literal
 from knoblab.records import OsRun, Point, Results, SeriesRun, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
+    STEP_FINDING,
     as_count,
     at_text,
     base_label,
@@ -44,11 +45,14 @@ from knoblab.report.format import (
     slice_heading,
     slices,
     step_costs,
+    step_finding_text,
     step_label,
+    threads_text,
     value_knobs,
     where,
     wrap_name,
 )
+from knoblab.words import FINDING_WORDS
 from knoblab.workloads.base import Steady
 
 VERDICT_COLOURS = {
@@ -215,13 +219,14 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
             handles.append(Line2D([], [], marker="o", color=colour, label=name))
         if any(p.verdict == "best" for p in points):
             handles.append(Line2D([], [], marker="*", ms=12, ls="", color=VERDICT_COLOURS["best"],
-                                  label="best"))
+                                  label="fastest measured"))
 
     best = next((median for p in points
                  if p.verdict == "best" and (median := p.evidence.median) is not None), None)
     if best is not None:
         ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"], label="best median"))
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"],
+                              label="fastest median measured"))
     defaults = {str(p.settings[first]) for p in points if p.is_default}
     ax.set_xticks(range(len(xs)))
     ax.set_xticklabels([f"{v}\n(default)" if v in defaults and len(knobs) == 1 else v
@@ -345,7 +350,7 @@ def _title_label(results: Results, point: Point) -> str:
 
 def _chart_title(results: Results, what: str, slice_name: str) -> str:
     work = results.workload
-    threads = "" if "threads" in results.slices else f", {work.get('threads', '?')} threads"
+    threads = "" if "threads" in results.slices else f", {threads_text(work.get('threads'))}"
     at = f" · {slice_name}" if slice_name else ""
     return (f"{results.name} — {what}{at}\n"
             f"{work.get('kind')} {work.get('test', '?')}{threads} · "
@@ -489,7 +494,8 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
     ]
     if best is not None:
         ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"], label="best mean"))
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"],
+                              label="highest mean measured"))
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels(ticks, rotation=45 if len(points) > 10 else 0)
     ax.set_xlim(-0.6, len(points) - 0.4)
@@ -729,9 +735,19 @@ _STEP_COLOUR = {"base": "#4c72b0", "gain": "#2ca02c", "loss": "#d62728",
 _DURABILITY_EDGE = "#b8860b"
 
 
+def _step_legend(results: Results, table: StepsTable, verdict: str) -> str:
+    """The words of a verdict's colour: its steps' findings ("not shown either way", "shown
+    the same (within ±3%)", …), as the table says them."""
+    if verdict != "no measurable effect":
+        return FINDING_WORDS[STEP_FINDING[verdict]]
+    return "; ".join(dict.fromkeys(step_finding_text(results, r) for r in table.rows
+                                   if r.verdict == verdict))
+
+
 def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) -> pathlib.Path:
     """The steps as a waterfall: the base level, then each step floating from the level before
-    to its own (green gain, red loss, grey no measurable effect; hatched when it gives up
+    to its own (green shown to help, red shown to hurt, grey not shown either way; hatched
+    when it gives up
     durability) with its 95% CI, and a last bar for all steps together."""
     rows = table.rows
     minimize = results.objective.direction == "minimize"
@@ -817,7 +833,8 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
              if any(r.verdict == v for r in rows)]
     handles: list[Artist] = [
                Patch(color=_STEP_COLOUR["base"], label=base_label(table)),
-               *(Patch(color=_STEP_COLOUR[v], label=v) for v in shown),
+               *(Patch(color=_STEP_COLOUR[v], label=_step_legend(results, table, v))
+                 for v in shown),
                Line2D([], [], color="black", marker="_", ms=10, ls="", label="95% CI")]
     if any_durable:
         handles.append(Patch(facecolor="white", edgecolor=_DURABILITY_EDGE, hatch="///",

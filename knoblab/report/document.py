@@ -19,30 +19,30 @@ import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 
 from knoblab.errors import UserError
 from knoblab.literal import code_block, literal, markdown
 from knoblab.places import REPORT_MARK, check_report_folder
-from knoblab.records import Comparison, Point, Results
+from knoblab.records import Point, Results, StepRow, StepsTable
 from knoblab.report.format import (
-    change_text,
-    num,
-    p_text,
-    point_label,
+    gain_interval_text,
     slices,
+    step_label,
     value_knobs,
     where,
+    with_facts,
 )
-from knoblab.report.tables import class_grid, class_notes, report_tables
+from knoblab.report.tables import class_grid, class_notes, report_tables, table_notes
 from knoblab.report.text import (
     conclusion_text,
     durability_lines,
     explanation_lines,
     interaction_text,
     noise_text,
+    recommendation,
     rounds_text,
     server_lines,
     stalls_text,
@@ -53,6 +53,7 @@ from knoblab.report.text import (
 )
 from knoblab.store import Store
 from knoblab.units import format_duration, setting_text
+from knoblab.words import FINDING_WORDS, gain_words
 
 _VERDICT_CLASS = {"best": "best", "worse": "worse", "inconclusive": "inconclusive",
                   "failed": "failed", "not run": "dim", "gain": "best", "loss": "worse"}
@@ -242,6 +243,8 @@ def _tables(results: Results) -> list[Table]:
     for i, table in enumerate(results.steps or []):
         notes[i] = [line for line in (*step_notes(results, table), total_text(results, table),
                                       interaction_text(results, table)) if line]
+    if results.steps is None and grids:  # the sweep's table first
+        notes[0] = [line for line, _ in table_notes(results)]
     if class_grid(results) is not None:  # the last table
         notes[-1] = class_notes(results)
     return [Table(grid.title, grid.headers, [[(cell.plain, _class(cell)) for cell in row]
@@ -313,27 +316,31 @@ def cnf_text(lines: list[str]) -> str:
 
 
 def _sweep_lines(results: Results) -> list[str]:
-    """The best point's settings, under its effect; in a sliced run, only when every slice
-    has the same best (else each slice's best, commented out: which applies is the reader's
-    load)."""
+    """Per slice, the conclusion's recommendation (results.conclusion): a setting only where
+    the change is shown to help, under its gain; else no setting and a comment saying why, in
+    the words of the conclusion. In a sliced run the settings are set only when every slice
+    recommends the same change (else each slice's, commented out: which applies is the
+    reader's load)."""
     lines: list[str] = []
     chosen: list[dict[str, str] | None] = []
     for name, points in slices(results):
-        best = next((p for p in points if p.verdict == "best"), None)
+        values = {k: points[0].settings[k] for k in results.slices} if points else {}
+        recommended = results.conclusion.of_slice(values).recommended
         current = next((p for p in points if p.is_default), None)
         prefix = f"{name}: " if name else ""
-        if best is None or best.is_default:
-            lines.append(f"# {prefix}no value was measurably better than the current one.")
+        said = recommendation(results, points, named=True) or "nothing was measured"
+        lines.append(f"# {prefix}{said}.")
+        point = next((p for p in points if p.settings == recommended), None)
+        if point is None or point is current:
             chosen.append(None)
             continue
-        lines.append(f"# {prefix}{point_label(results, best)}: "
-                     f"{_effect(results, best, current)}")
-        lines += [f"# durability: {k}: {cost}" for k, cost in best.durability.items()]
-        chosen.append(dict(_settable(results, best)))
+        lines += [f"# durability: {k}: {cost}" for k, cost in point.durability.items()]
+        chosen.append(dict(_settable(results, point)))
     if chosen and all(c is not None and c == chosen[0] for c in chosen):
         return lines + in_force_lines(results, chosen[0] or {})
     if any(chosen):
-        lines.append("# The best differs between slices, so nothing is set; the best of each:")
+        lines.append("# The slices differ, so nothing is set; the change shown to help in "
+                     "each:")
         for (name, _), settings in zip(slices(results), chosen, strict=True):
             if settings:
                 lines.append(f"# {name}: " + ", ".join(f"{k} = {setting_text(k, v)}"
@@ -372,28 +379,6 @@ def in_force_lines(results: Results, changes: dict[str, str]) -> list[str]:
     return lines
 
 
-def _effect(results: Results, best: Point, current: Point | None) -> str:
-    unit = results.objective.unit
-    level = best.centre(results.objective)
-    text = f"{results.objective.centre} {num(level)} {unit}"
-    if best.evidence.ci95 is not None:
-        text += f" [95% CI {num(best.evidence.ci95[0])}–{num(best.evidence.ci95[1])}]"
-    if current is None:
-        text += "; the server's default was not measured"
-    elif current.ratio_to_best is not None:
-        change = (current.ratio_to_best - 1) * 100
-        against = "slower" if results.objective.direction == "minimize" else "lower"
-        text += (f"; the current configuration is {abs(change):.1f}% {against}"
-                 + (f" (Holm-adjusted p {_p(current.p_value)})" if current.p_value is not None
-                    else ""))
-    return text
-
-
-def _p(p: float) -> str:
-    text = p_text(p)
-    return text if text.startswith("<") else f"= {text}"
-
-
 def _settable(results: Results, point: Point) -> Iterable[tuple[str, str]]:
     """The settings of a point as a server reads them (slice parameters such as rows or
     threads are not settings)."""
@@ -403,24 +388,26 @@ def _settable(results: Results, point: Point) -> Iterable[tuple[str, str]]:
 
 
 def _steps_lines(results: Results) -> list[str]:
-    """The changes of the steps that measurably helped, each under its effect; set only when
-    every slice (server, thread count) found the same."""
+    """The changes of the steps shown to help, each under its gain; set only when every slice
+    (server, thread count) found the same."""
     lines: list[str] = []
     chosen: list[dict[str, str]] = []
     for table in results.steps or []:
         gains = [row for row in table.rows if row.verdict == "gain"]
         prefix = f"{where(table.slice)}: " if table.slice else ""
         if not gains:
-            lines.append(f"# {prefix}no step measurably helped.")
+            lines.append(f"# {prefix}no step was {FINDING_WORDS['helps']}.")
         for row in gains:
-            lines.append(f"# {prefix}step {row.step}: {_comparison(row.vs_previous)} against "
+            lines.append(f"# {prefix}step {row.step} ({step_label(row)}): "
+                         f"{FINDING_WORDS['helps']}, {_step_gain(results, table, row)} against "
                          "the step before")
             lines += [f"# durability: {cost}" for cost in row.durability]
         chosen.append({k: v for row in gains for k, v in row.change.items()})
     if chosen and all(c and c == chosen[0] for c in chosen):
         return lines + in_force_lines(results, chosen[0])
     if any(chosen):
-        lines.append("# The slices differ, so nothing is set; the changes that helped in each:")
+        lines.append("# The slices differ, so nothing is set; the changes shown to help in "
+                     "each:")
         for table, settings in zip(results.steps or [], chosen, strict=True):
             if settings:
                 lines.append(f"# {where(table.slice)}: " + ", ".join(
@@ -428,8 +415,19 @@ def _steps_lines(results: Results) -> list[str]:
     return lines
 
 
-def _comparison(compared: Comparison | None) -> str:
-    return change_text(compared) if compared is not None else "no comparison"
+def _step_gain(results: Results, table: StepsTable, row: StepRow) -> str:
+    """"time −8.0% (99.5% CI −10.0% to −6.0%, for the whole table)"."""
+    compared = row.vs_previous
+    if compared is None:
+        return "no comparison"
+    direction: Literal["minimize", "maximize"] = \
+        "minimize" if results.objective.direction == "minimize" else "maximize"
+    gain, interval = compared.gain(direction)
+    unit = "" if direction == "minimize" else results.objective.unit
+    level = "95% CI" if table.confidence is None else \
+        f"{table.confidence:.1%}".replace(".0%", "%") + " CI for the whole table"
+    return with_facts(gain_words(gain, direction, unit),
+                      [f"{level}: {gain_interval_text(interval, direction)}"])
 
 
 # ----------------------------------------------------------------------------- measurements.csv

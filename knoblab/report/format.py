@@ -13,18 +13,36 @@ import re
 from knoblab.errors import UserError
 from knoblab.records import Comparison, Point, Results, StepRow, StepsTable
 from knoblab.units import parse_size
+from knoblab.words import FINDING_WORDS, Finding, finding_of, finding_text
 
 GIVES_UP = "gives up durability"
 STEP_VERDICT = {  # a step's verdict → (what people read, rich style)
     "base": ("—", "dim"),
-    "gain": ("gain", "green"),
-    "loss": ("loss: leave it out", "red"),
-    "no measurable effect": ("no measurable effect: leave it out", ""),
+    "gain": (FINDING_WORDS["helps"], "green"),
+    "loss": (f"{FINDING_WORDS['hurts']}: leave it out", "red"),
+    "no measurable effect": (f"{FINDING_WORDS['unshown']}: leave it out", ""),
     "failed": ("failed", "magenta"),
     "unavailable": ("not on this server", "magenta"),
     "changes nothing": ("changes nothing: not run", "dim"),
 }
+# A measured step's verdict as a finding of knoblab.words (a step that neither helps nor hurts
+# is "the same" when its interval shows it, see step_finding).
+STEP_FINDING: dict[str, Finding] = {"gain": "helps", "loss": "hurts",
+                                    "no measurable effect": "unshown"}
 _MINUS = "\u2212"  # a real minus sign: "−8%" does not read as a dash in a table
+
+
+# ----------------------------------------------------------------------------- words
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """"1 measurement", "3 measurements" (`many`: a plural not made with "s")."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def threads_text(threads: object) -> str:
+    """"1 thread", "8 threads"; "? threads" when not said."""
+    return plural(threads, "thread") if isinstance(threads, int) else f"{threads or '?'} threads"
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -63,6 +81,28 @@ def change_text(compared: Comparison | None, decimals: int = 1) -> str:
     d = 0 if round(max(abs(lo), abs(hi)), 1) >= 10 else 1  # whole percents once large
     return (f"{signed((compared.ratio - 1) * 100, decimals)}% "
             f"[{signed(lo, d)}, {signed(hi, d)}]")
+
+
+def gain_interval_text(interval: tuple[float, float], direction: str) -> str:
+    """The interval of a gain (knoblab.words) in the terms gain_words gives its estimate: the
+    change of the time for a time ("−9.0% to −5.1%"), of the rate for a rate."""
+    if direction == "minimize":
+        ends = sorted(1.0 / (1.0 + g) - 1.0 if 1.0 + g > 0 else math.inf for g in interval)
+    else:
+        ends = sorted(interval)
+    if not all(math.isfinite(e) for e in ends):
+        return "unbounded"
+    return f"{signed(ends[0] * 100, 1)}% to {signed(ends[1] * 100, 1)}%"
+
+
+def with_facts(text: str, facts: list[str]) -> str:
+    """`text` followed by its facts in parentheses, inside its own when it ends with them:
+    "1.5× faster (time −33.4%; 95% CI …)", not "(time −33.4%) (95% CI …)"."""
+    if not facts:
+        return text
+    if text.endswith(")"):
+        return f"{text[:-1]}; {'; '.join(facts)})"
+    return f"{text} ({'; '.join(facts)})"
 
 
 def as_number(value: object) -> float | None:
@@ -149,6 +189,37 @@ def at_text(at: str) -> str:
 
 
 # ----------------------------------------------------------------------------- steps
+
+
+def step_finding(results: Results, row: StepRow) -> Finding | None:
+    """What a measured step showed against the step before (knoblab.words); None for a step
+    not judged (the base, failed, not run). A step of no measurable effect says what its
+    interval shows: the same, nothing either way, or a help (or harm) its test found smaller
+    than the minimum effect."""
+    finding = STEP_FINDING.get(row.verdict)
+    if finding == "unshown" and row.vs_previous is not None:
+        return finding_of(row.vs_previous.gain(results.objective.direction)[1],
+                          results.statistics.min_effect)
+    return finding
+
+
+def step_verdict_text(results: Results, row: StepRow) -> tuple[str, str]:
+    """A step's verdict as people read it, and its rich style: "shown to help", "not shown
+    either way: leave it out", "shown the same (within ±3%): leave it out" …"""
+    if row.verdict == "no measurable effect":
+        return f"{step_finding_text(results, row)}: leave it out", ""
+    return STEP_VERDICT.get(row.verdict, (row.verdict, ""))
+
+
+def step_finding_text(results: Results, row: StepRow) -> str:
+    """The words of a step's finding: a help too small to keep says how small."""
+    finding = step_finding(results, row)
+    min_effect = results.statistics.min_effect
+    if finding is None:
+        return STEP_VERDICT.get(row.verdict, (row.verdict, ""))[0]
+    if row.verdict == "no measurable effect" and finding == "helps":
+        return f"{FINDING_WORDS[finding]}, but not shown by {min_effect:.0%} or more"
+    return finding_text(finding, min_effect)
 
 
 def step_label(row: StepRow) -> str:

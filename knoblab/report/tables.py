@@ -24,7 +24,6 @@ from knoblab.literal import literal
 from knoblab.records import Interval, Point, Results, SeriesEvidence, ServersCompared, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
-    STEP_VERDICT,
     as_count,
     as_number,
     at_text,
@@ -34,13 +33,17 @@ from knoblab.report.format import (
     is_measured,
     num,
     p_text,
+    plural,
     point_label,
     repetitions_text,
     signed,
     slice_heading,
+    slice_label,
     slices,
     step_costs,
     step_label,
+    step_verdict_text,
+    threads_text,
     value_knobs,
     where,
     wrap_name,
@@ -49,18 +52,25 @@ from knoblab.report.text import (
     conclusion_text,
     durability_lines,
     explanation_lines,
+    fastest_words,
     interaction_text,
+    is_recommended,
+    no_server_better,
     noise_text,
     rounds_text,
     server_lines,
     stalls_text,
     step_durability_lines,
     step_notes,
+    steps_legend,
     tied_text,
     total_text,
 )
 from knoblab.units import format_size, settings_text
 from knoblab.workloads.base import Steady
+from knoblab.workloads.query import REGIME_RULE
+from knoblab.workloads.replay import BEHIND_LIMIT
+from knoblab.workloads.sysbench import ERRORS_MEANING
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
 _RICH_STYLE = {"best": "green", "equivalent": "", "inconclusive": "yellow", "worse": "red",
@@ -175,6 +185,18 @@ def _versus_best(p: Point) -> Text:
     return _text("—" if ratio is None or leader else f"{(ratio - 1) * 100:+.1f}%")
 
 
+def _verdict_cell(results: Results, p: Point) -> Text:
+    """A point's verdict; the leader is "best" only when it is what the run recommends (the
+    change to it shown to help, or the current configuration), else "fastest measured"."""
+    verdict = p.verdict
+    if verdict == "best":
+        of_slice = [q for q in results.points if slice_label(results, q) ==
+                    slice_label(results, p)]
+        if not is_recommended(results, of_slice, p):
+            verdict = fastest_words(results)
+    return _text(verdict, style=_RICH_STYLE.get(p.verdict, ""))
+
+
 def _p_cell(p_value: float | None) -> Text:
     return _text("—" if p_value is None else p_text(p_value))
 
@@ -238,7 +260,7 @@ def _timed_rows(results: Results) -> tuple[list[str], list[list[Text]], set[int]
                 _interval_cell(figures.ci95, alive),
                 _versus_best(p),
                 _p_cell(p.p_value),
-                _text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
+                _verdict_cell(results, p),
                 _text("—" if read_mb is None else f"{read_mb:,.1f}"),
                 _text("—" if iowait is None else f"{iowait * 100:.0f}%"),
                 _text(figures.regime or "—"),
@@ -256,6 +278,7 @@ def _print_timed(results: Results, console: Console) -> None:
     # applied, median … verdict; then n, read MB, iowait, regime
     _print_table(console, headers, rows, ends, labels, len(value_knobs(results)),
                  [(0, 2, 3, 4, 5, 6), (1, 7, 8, 9)])
+    _print_notes(results, console)
     console.print(_text(conclusion_text(results)))
     for line in durability_lines(results):
         console.print(_text(line, style="bold yellow"))
@@ -270,6 +293,37 @@ def _print_timed(results: Results, console: Console) -> None:
         console.print(_text(_FOOTNOTE, style="dim"))
 
 
+def table_notes(results: Results) -> list[tuple[str, bool]]:
+    """(line, is a warning) under a sweep's table, for what its cells cannot say: the rule
+    its regime column follows, what sysbench's errors are, and how far behind the capture's
+    schedule a replay at the original speed started its statements."""
+    notes: list[tuple[str, bool]] = []
+    points = [p for p in results.points if p.n]
+    if any(p.timed and p.timed.regime for p in points):
+        notes.append((f"{REGIME_RULE[0].upper()}{REGIME_RULE[1:]}.", False))
+    if any(p.time_series for p in points):  # the column is always there: always said
+        notes.append((f"{ERRORS_MEANING[0].upper()}{ERRORS_MEANING[1:]}.", False))
+    behind = [(p, lag) for p in points if p.timed and (lag := p.timed.behind)]
+    if behind:
+        said = "; ".join(f"{point_label(results, p)}: {num(lag['median'])} s "
+                         f"(95% within {num(lag['p95'])} s)" for p, lag in behind)
+        notes.append(("Behind the capture's schedule (speed = \"original\"), how late the "
+                      f"statements started, median per run: {said}.", False))
+        late = ", ".join(point_label(results, p) for p, lag in behind
+                         if lag["p95"] > BEHIND_LIMIT)
+        if late:
+            notes.append((f"The replay fell behind the capture's schedule by more than "
+                          f"{BEHIND_LIMIT:g} s at {late}: it did not replay at the original "
+                          "speed there, and its times are those of a slower arrival than "
+                          "captured.", True))
+    return notes
+
+
+def _print_notes(results: Results, console: Console) -> None:
+    for line, warning in table_notes(results):
+        console.print(_text(line, style="yellow" if warning else "dim"))
+
+
 def _print_rounds(results: Results, console: Console) -> None:
     rounds = rounds_text(results)
     if rounds:
@@ -279,7 +333,7 @@ def _print_rounds(results: Results, console: Console) -> None:
 def _timeseries_title(results: Results) -> str:
     work, steady = results.workload, results.steady or Steady()
     threads = ("threads swept" if "threads" in results.knobs
-               else f"{work.get('threads', '?')} threads")
+               else threads_text(work.get("threads")))
     parts = [f"{work.get('kind')} {work.get('test', '?')}", threads]
     if work.get("tables") is not None and work.get("table_size") is not None:
         parts.append(f"{work['tables']}×{work['table_size']:,} rows")
@@ -333,7 +387,7 @@ def _timeseries_rows(results: Results) -> tuple[list[str], list[list[Text]], set
                 _text(errors, style="yellow" if s.sql_errors or s.reconnects else ""),
                 _versus_best(p),
                 _p_cell(p.p_value),
-                _text(p.verdict, style=_RICH_STYLE.get(p.verdict, "")),
+                _verdict_cell(results, p),
             ]
             rows.append(cells)
         ends.add(len(rows) - 1)
@@ -397,6 +451,7 @@ def _print_timeseries(results: Results, console: Console) -> None:
     labels = len(headers) - 15
     _print_table(console, headers, rows, ends, labels, labels,
                  [(0, 1, 2, 3, 12, 13, 14), (4, 5, 6, 7, 8, 9, 10, 11)])
+    _print_notes(results, console)
     console.print(_text(conclusion_text(results)))
     for line in durability_lines(results):
         console.print(_text(line, style="bold yellow"))
@@ -426,7 +481,7 @@ def _steps_title(results: Results, tables: list[StepsTable]) -> str:
     if results.objective.time_series:
         what = f"{work.get('kind')} {work.get('test', '?')}"
         if work.get("threads") is not None:
-            what += f", {work['threads']} threads"
+            what += f", {threads_text(work['threads'])}"
         if work.get("duration"):
             what += f", {work['duration']} s × {repetitions_text(results, 'run')}"
     else:
@@ -546,7 +601,7 @@ def _step_cells(results: Results, table: StepsTable) -> tuple[dict[str, dict], l
         alive = is_measured(row)
         centre = _centre_cell(row.center, row.ci95) if alive else "—"
         previous = row.vs_previous if alive else None
-        text, style = STEP_VERDICT.get(row.verdict, (row.verdict, ""))
+        text, style = step_verdict_text(results, row)
         verdict = _text(text, style=style)
         if step_costs(row) and row.step:
             verdict.append(f" — {GIVES_UP}", style="bold yellow")
@@ -577,10 +632,7 @@ def _print_steps(results: Results, tables: list[StepsTable], console: Console) -
     _print_title(results, _steps_title(results, tables), console)
     ns = sorted({r.n for table in tables for r in table.rows if is_measured(r)})
     if ns:
-        runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-        console.print(_text(f"Each step is the {results.objective.centre} of {runs} runs with its "
-                           "95% interval; vs previous and p (Holm-adjusted) compare it with the "
-                           "step before.", style="dim"))
+        console.print(_text(steps_legend(results, tables, ns), style="dim"))
     for i, table in enumerate(tables):
         if i or table.slice:
             console.print()
@@ -615,7 +667,7 @@ def _print_servers(results: Results, console: Console) -> None:
                        [([full + judged], False), ([full, ["server", *judged]], False),
                         ([["server", *judged]], False), ([["server", *judged]], True)])
         if not entry.significant:
-            console.print(_text(_no_server_better(results)))
+            console.print(_text(no_server_better(results)))
     lines = server_lines(results)
     if lines and not results.servers_compared:
         console.print()
@@ -626,11 +678,6 @@ def _print_servers(results: Results, console: Console) -> None:
 def _servers_title(entry: ServersCompared) -> str:
     at = where({k: v for k, v in entry.slice.items() if k != "binary"})
     return f"servers compared at {at_text(entry.at)}" + (f" · {at}" if at else "")
-
-
-def _no_server_better(results: Results) -> str:
-    better = "faster" if results.objective.direction == "minimize" else "better"
-    return f"No server is measurably {better} than another here."
 
 
 def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, dict],
@@ -729,7 +776,9 @@ def class_grid(results: Results) -> Grid | None:
         return None
     reference = _class_label(results, results.points[found.reference])
     others = [c.point for c in found.rows[0].changes]
-    headers = ["statement class", "per run", "share", f"s at {reference}",
+    # Its statements' times added up over the sessions that ran them side by side: more
+    # than the run's wall time when sessions overlap, so said as session-seconds.
+    headers = ["statement class", "per run", "share", f"session-s at {reference}",
                f"p95 ms at {reference}",
                *(_class_label(results, results.points[i]) for i in others)]
     rows = []
@@ -782,7 +831,11 @@ def class_notes(results: Results) -> list[str]:
     found = results.statement_classes
     if found is None:
         return []
-    notes = []
+    at_once = results.workload.get("sessions")
+    notes = ["session-s: a class's statements' times added up over every session of a run"
+             + (f" ({at_once} replayed at once), so the classes together can take up to "
+                f"{at_once}× the run's wall time" if isinstance(at_once, int) and at_once > 1
+                else "") + "; per run and session-s are medians over the reference's runs."]
     differ = sorted({_class_label(results, results.points[c.point]) for row in found.rows
                      for c in row.changes if c.rows_differ})
     if differ:
@@ -790,9 +843,9 @@ def class_notes(results: Results) -> list[str]:
                      "than under the reference, in every measurement: the setting changes "
                      "results, which is not a speed-up.")
     if found.unstable:
-        notes.append(f"{found.unstable} classes returned different rows from one measurement "
-                     "to the next of the same configuration (concurrent writes, RAND(), the "
-                     "clock): their rows are not compared.")
+        notes.append(f"{plural(found.unstable, 'class', 'classes')} returned different rows "
+                     "from one measurement to the next of the same configuration (concurrent "
+                     "writes, RAND(), the clock): their rows are not compared.")
     return notes
 
 

@@ -10,27 +10,34 @@ matplotlib.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from knoblab import stats
-from knoblab.records import Point, Results, StepRow, StepsTable
+from knoblab.records import Interval, Point, Results, SliceConclusion, StepRow, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
-    STEP_VERDICT,
     at_text,
     base_label,
     change_text,
     durability_knob,
+    gain_interval_text,
     is_measured,
     num,
     p_text,
+    plural,
     point_label,
     signed,
     slices,
     step_costs,
+    step_finding,
     step_label,
+    step_verdict_text,
+    value_knobs,
     where,
+    with_facts,
 )
 from knoblab.units import format_duration
+from knoblab.words import FINDING_WORDS, Finding, finding_of, finding_text, gain_words
 from knoblab.workloads.base import Steady
 
 # ----------------------------------------------------------------------------- conclusion
@@ -54,7 +61,7 @@ def _failures(results: Results, points: list[Point]) -> str:
     for p in points:
         if p.verdict != "failed" and not p.failed:
             continue
-        part = f"{point_label(results, p)} ({p.failed} of {p.n + p.failed} runs)"
+        part = f"{point_label(results, p)} ({p.failed} of {plural(p.n + p.failed, 'run')})"
         first_error = (p.errors or [""])[0].strip()
         if first_error:
             part += f" — {_shorten(first_error.splitlines()[0], 160)}"
@@ -70,7 +77,8 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def _judge(results: Results, points: list[Point]) -> str:
-    """The verdict on `points`, which were compared with each other (one slice)."""
+    """The verdict on `points`, which were compared with each other (one slice), ending with
+    the slice's recommendation (results.conclusion): a change only when shown to help."""
 
     def label(p: Point) -> str:
         return point_label(results, p)
@@ -91,10 +99,14 @@ def _judge(results: Results, points: list[Point]) -> str:
         return " ".join(filter(None, ["Every point failed: nothing to compare.", failed]))
     if by["best"]:
         best = by["best"][0]
-        sentences = [f"Best: {label(best)} ({num(best.centre(results.objective))} "
-                     f"{results.objective.unit})."]
+        # "Best" only for what is recommended (the default, or a change shown to help)
+        leads = "Best" if is_recommended(results, points, best) else \
+            fastest_words(results).capitalize()
+        sentences = [f"{leads}: {label(best)} "
+                     f"({num(best.centre(results.objective))} {results.objective.unit})."]
         if by["equivalent"]:
-            sentences.append(f"The same as it ({within}): {names(by['equivalent'])}.")
+            sentences.append(f"{FINDING_WORDS['same'].capitalize()} as it ({within}): "
+                             f"{names(by['equivalent'])}.")
         if by["worse"]:
             effects = [_effect_pct(results, p) for p in by["worse"]]
             p_max = max(p.p_value or 0.0 for p in by["worse"])
@@ -104,54 +116,171 @@ def _judge(results: Results, points: list[Point]) -> str:
                              f"(Holm-adjusted {p_max_text}).")
         if by["inconclusive"]:
             sentences.append(f"Undecided: {_undecided(results, by['inconclusive'])}.")
-        if default is None:
-            sentences.append(f"The server default was not measured: consider {label(best)}.")
-        elif default.verdict in ("best", "equivalent"):
-            sentences.append(f"The default ({label(default)}) is among the best: keep it.")
-        elif default.verdict == "inconclusive":
-            sentences.append(f"The default ({label(default)}) is not shown worse than the "
-                             f"best: keep it, or measure more to decide.")
-        elif default.verdict == "worse":
-            sentences.append(
-                f"The default ({label(default)}) is {_effect_pct(results, default)}% {slower} "
-                f"than the best: consider {label(best)}.")
-        else:
-            sentences.append(f"The default ({label(default)}) failed: consider {label(best)}.")
+        sentences.append(recommendation_text(results, points))
         return " ".join(sentences + ([failed] if failed else []))
 
     keep = f"the default ({label(default)})" if default else "the current value"
     how = f"α = {statistics.alpha:g}, {_n_text(results, measured)}"
     if not by["inconclusive"]:
-        sentences = [f"These values perform the same ({within}; {how}): keep {keep}."]
+        sentences = [f"These values are "
+                     f"{with_facts(finding_text('same', statistics.min_effect), [how])}: "
+                     f"keep {keep}."]
     else:
         why = _why_undecided(results, measured)
         sentences = [f"No value is shown better than another, and {why} to tell whether "
                      f"they are the same ({within}; {how}): keep {keep}."]
         leader = next((p for p in measured if p.p_value is None), measured[0])
         if by["equivalent"]:
-            sentences.append(f"The same as {label(leader)}, the best measured ({within}): "
-                             f"{names(by['equivalent'])}.")
+            sentences.append(f"The same as {label(leader)}, the {fastest_words(results)} "
+                             f"({within}): {names(by['equivalent'])}.")
         undecided = [p for p in by["inconclusive"] if p is not leader]
         if undecided:
             sentences.append(f"Undecided: {_undecided(results, undecided)}.")
     return " ".join(sentences + ([failed] if failed else []))
 
 
+def is_recommended(results: Results, points: list[Point], point: Point) -> bool:
+    """Whether the conclusion of the slice of `points` recommends `point`: it is the default
+    (kept), or the change to it was shown to help."""
+    if point.is_default:
+        return True
+    conclusion = results.conclusion.of_slice(_slice_values(results, points))
+    if conclusion.finding is not None:
+        return conclusion.recommended == point.settings
+    # results written before findings were kept: the default shown worse than it
+    default = next((p for p in points if p.is_default), None)
+    return default is not None and default.verdict == "worse"
+
+
+def fastest_words(results: Results) -> str:
+    """What the leader is, never "the best": "fastest measured", "highest tps measured"."""
+    if results.objective.direction == "minimize":
+        return "fastest measured"
+    return f"highest {results.objective.unit} measured"
+
+
+def _slice_values(results: Results, points: list[Point]) -> dict[str, str]:
+    return {k: points[0].settings[k] for k in results.slices} if points else {}
+
+
+def recommendation_text(results: Results, points: list[Point]) -> str:
+    """The slice's recommendation in one sentence, as recommended.cnf and result.json have it
+    (results.conclusion): a value other than the current configuration only when the change
+    to it is shown to help, else keep the current configuration, saying why."""
+    said = recommendation(results, points)
+    return f"{said.rstrip('.')}." if said else ""
+
+
+def recommendation(results: Results, points: list[Point], named: bool = False) -> str:
+    """recommendation_text without its full stop; `named`: values with their setting's name
+    ("read_buffer_size = 2M", for recommended.cnf)."""
+    conclusion = results.conclusion.of_slice(_slice_values(results, points))
+    measured = [p for p in points if p.verdict not in ("failed", "not run")]
+    default = next((p for p in points if p.is_default), None)
+    leader = next((p for p in measured if p.p_value is None), None)
+    if leader is None:
+        return ""
+
+    def name(point: Point) -> str:
+        return settings_words(results, point) if named else point_label(results, point)
+
+    fastest = name(leader)
+    if default is None:
+        return (f"The server default was not measured, so no change from it is shown to help "
+                f"({fastest} is the {fastest_words(results)}): keep the current "
+                f"configuration, or add the default to the values to decide")
+    if default.verdict in ("failed", "not run"):
+        return (f"The default ({point_label(results, default)}) "
+                f"{'failed' if default.verdict == 'failed' else 'was not measured'}, so no "
+                f"change from it is shown to help ({fastest} is the "
+                f"{fastest_words(results)}): keep the current configuration")
+    current = point_label(results, default)
+    if default is leader:
+        return f"The default ({current}) is the {fastest_words(results)}: keep it"
+    finding = conclusion.finding or _finding_of_verdict(default.verdict)
+    head = f"{fastest} instead of the default ({current}): "
+    if finding == "helps":
+        return (f"{head}{FINDING_WORDS['helps']}, {_gain(results, default, conclusion)}: "
+                f"set {fastest}")
+    if finding == "same":
+        return f"{head}{finding_text('same', results.statistics.min_effect)}: keep {current}"
+    return (f"{head}{FINDING_WORDS['unshown']}, {_estimate(results, default, conclusion)}: "
+            f"keep {current}, or measure more to decide")
+
+
+def settings_words(results: Results, point: Point) -> str:
+    """"read_buffer_size = 2M": a point's compared values as an option file sets them."""
+    return ", ".join(f"{k} = {point.settings[k]}" for k in value_knobs(results))
+
+
+def _finding_of_verdict(verdict: str) -> Finding:
+    """The default's verdict against the leader as a finding of the change to the leader
+    (results written before findings were kept)."""
+    return "helps" if verdict == "worse" else "same" if verdict == "equivalent" else "unshown"
+
+
+def _gain_of(results: Results, default: Point,
+             conclusion: SliceConclusion) -> tuple[float, Interval | None]:
+    """The leader's gain over the default, with its interval when the conclusion has it."""
+    direction = results.objective.direction
+    if conclusion.versus_current is not None:
+        return conclusion.versus_current.gain(direction)
+    ratio = default.ratio_to_best or 1.0  # the default's level over the leader's
+    return (ratio - 1.0 if direction == "minimize" else 1.0 / ratio - 1.0), None
+
+
+def _gain(results: Results, default: Point, conclusion: SliceConclusion) -> str:
+    """"time −7.4% (95% CI −9.0% to −5.1%; Holm-adjusted p = 0.004)"."""
+    gain, interval = _gain_of(results, default, conclusion)
+    text = gain_words(gain, _direction(results), _rate_unit(results))
+    facts = []
+    if interval is not None:
+        facts.append(f"{results.statistics.confidence:.0%} CI "
+                     f"{gain_interval_text(interval, _direction(results))}")
+    if default.p_value is not None:
+        facts.append(f"Holm-adjusted p {_p(default.p_value)}")
+    return with_facts(text, facts)
+
+
+def _estimate(results: Results, default: Point, conclusion: SliceConclusion) -> str:
+    """"time −3.1%, Holm-adjusted p = 0.44": the estimate without an interval that might
+    read as shown."""
+    gain, _ = _gain_of(results, default, conclusion)
+    text = gain_words(gain, _direction(results), _rate_unit(results))
+    return with_facts(text, [f"Holm-adjusted p {_p(default.p_value)}"]
+                      if default.p_value is not None else [])
+
+
+def _direction(results: Results) -> Literal["minimize", "maximize"]:
+    return "minimize" if results.objective.direction == "minimize" else "maximize"
+
+
+def _rate_unit(results: Results) -> str:
+    return "" if results.objective.direction == "minimize" else results.objective.unit
+
+
+def _p(p: float) -> str:
+    text = p_text(p)
+    return text if text.startswith("<") else f"= {text}"
+
+
 def _why_undecided(results: Results, measured: list[Point]) -> str:
-    """Too few rounds for the test to decide even a large difference (knoblab.stats.reach),
-    or else the machine's noise."""
+    """Too few rounds for the test to decide even a large difference (knoblab.stats.reach: its
+    bar far above what enough rounds need), or else the machine's noise."""
     n = min(p.n for p in measured)
     statistics = results.statistics
     reach = stats.reach(n, statistics.alpha, statistics.test)
-    if not reach.hopeless:
+    if not reach.too_few:
         return "this machine was too noisy"
     if n < 2:
         return f"a single run per value is too few (measure at least {reach.enough})"
     if reach.bar is None:
         return (f"{n} runs per value are too few for the {statistics.test} test (its smallest "
                 f"p is {reach.least_p:.2g}; measure at least {reach.enough} per value)")
-    return (f"{n} runs per value are too few (with {n - 1} degree{'s' if n != 2 else ''} of "
-            f"freedom a difference must exceed {reach.bar:.1f} standard errors; measure at "
+    enough = "" if reach.enough_bar is None else \
+        f", against {reach.enough_bar:.1f} with {reach.enough} runs"
+    return (f"{n} runs per value are too few (with {plural(n - 1, 'degree')} of freedom a "
+            f"difference must exceed {reach.bar:.1f} standard errors{enough}; measure at "
             f"least {reach.enough} per value)")
 
 
@@ -182,7 +311,8 @@ def _undecided(results: Results, points: list[Point]) -> str:
 
 
 def conclusion_text(results: Results) -> str:
-    """The verdict in one paragraph, built from the points (not from results.conclusion).
+    """The verdict in one paragraph, built from the points, ending with each slice's
+    recommendation as results.conclusion holds it (the one recommended.cnf sets).
 
     A sliced result (results.slices, e.g. threads) gets one judgement per slice, each
     prefixed with the slice ("threads=8: Best: 512M (1,204 tps). … threads=32: No value …").
@@ -192,9 +322,8 @@ def conclusion_text(results: Results) -> str:
     if results.status != "done":
         done = sum(p.n + p.failed for p in results.points)
         missing = sum(1 for p in results.points if p.verdict == "not run")
-        return (f"Incomplete run ({results.status}): {done} measurements so far"
-                + (f", {missing} point{'s' if missing != 1 else ''} not yet measured"
-                   if missing else "")
+        return (f"Incomplete run ({results.status}): {plural(done, 'measurement')} so far"
+                + (f", {plural(missing, 'point')} not yet measured" if missing else "")
                 + f"; no conclusion is drawn until it is finished (knoblab resume "
                 f"{results.run_id}).")
     if results.steps is not None:
@@ -208,14 +337,15 @@ def conclusion_text(results: Results) -> str:
 def answer_text(results: Results) -> str:
     """The run's answer in a few words, for its row in `knoblab runs`: "best: 16K (0.203 s)",
     "no difference", "undecided", per slice ("threads=8: best: 512M; threads=32: no
-    difference"); a steps run's steps that gained; "" for a run not finished."""
+    difference"); a steps run's steps shown to help; "" for a run not finished."""
     if results.status != "done":
         return ""
     if results.steps is not None:
         parts = []
         for table in results.steps:
             gained = [_step_name(r) for r in table.rows if r.step and r.verdict == "gain"]
-            said = f"gain: {', '.join(gained)}" if gained else "no step gained"
+            said = (f"{FINDING_WORDS['helps']}: {', '.join(gained)}" if gained
+                    else f"no step {FINDING_WORDS['helps']}")
             parts.append(f"{where(table.slice)}: {said}" if table.slice else said)
         return "; ".join(parts)
     parts = []
@@ -230,6 +360,11 @@ def _answer(results: Results, points: list[Point]) -> str:
     measured = [p for p in points if p.verdict not in ("failed", "not run")]
     best = next((p for p in measured if p.verdict == "best"), None)
     if best is not None:
+        # As the conclusion recommends: a best that is not shown to help is not the answer.
+        recommended = results.conclusion.of_slice(
+            {k: best.settings[k] for k in results.slices if k in best.settings}).recommended
+        if not best.is_default and recommended != best.settings:
+            return f"keep the current value ({point_label(results, best)} not shown to help)"
         return (f"best: {point_label(results, best)} "
                 f"({num(best.centre(results.objective))} {results.objective.unit})")
     if not measured:
@@ -352,7 +487,8 @@ def noise_text(results: Results) -> str:
     if noise is None:
         return ""
     text = (f"Noise: timed runs of one measurement differed by {noise.spread_median:.0%} "
-            f"(median over {noise.starts} measurements, at most {noise.spread_max:.0%}).")
+            f"(median over {plural(noise.starts, 'measurement')}, at most "
+            f"{noise.spread_max:.0%}).")
     if noise.spread_median > results.statistics.min_effect:
         text += (" That is more than the minimum effect: on this machine smaller differences "
                  "need more repetitions or a quieter machine to show.")
@@ -408,10 +544,6 @@ def _what_changes(results: Results) -> str:
     return "time" if results.objective.direction == "minimize" else results.objective.unit
 
 
-def _verdict_words(verdict: str) -> str:
-    return STEP_VERDICT.get(verdict, (verdict, ""))[0]
-
-
 def step_durability_lines(results: Results, table: StepsTable) -> list[str]:
     """A line for each step that gives up durability (and for a base that already does)."""
     lines = []
@@ -426,15 +558,15 @@ def step_durability_lines(results: Results, table: StepsTable) -> list[str]:
             lines.append(f"{head}: the starting point already gives up durability — "
                          f"{given_up}.")
         elif not is_measured(row) or previous is None:
-            lines.append(f"{head}: {_verdict_words(row.verdict)}; it would give up durability "
-                         f"— {given_up}.")
+            lines.append(f"{head}: {step_verdict_text(results, row)[0]}; it would give up "
+                         f"durability — {given_up}.")
         else:
             change = f"{signed((previous.ratio - 1) * 100, 0)}% {_what_changes(results)}"
             if row.verdict == "gain":
                 lines.append(f"{head}: {change}, bought by giving up durability — {given_up}.")
             else:
-                lines.append(f"{head}: {change} ({_verdict_words(row.verdict)}), and it gives "
-                             f"up durability — {given_up}.")
+                lines.append(f"{head}: {change} ({step_verdict_text(results, row)[0]}), and "
+                             f"it gives up durability — {given_up}.")
     return lines
 
 
@@ -462,11 +594,45 @@ def total_text(results: Results, table: StepsTable) -> str:
         return ""
     last, unit = measured[-1], results.objective.unit
     until = "all steps" if last.step == max(r.step for r in rows) else f"step {last.step}"
-    verdict = "significant" if total.significant else "not significant"
-    p = p_text(total.p_value)
-    verdict += f" (p {p})" if p.startswith("<") else f" (p = {p})"
+    verdict = f"{total_finding_text(results, table)} (p {_p(total.p_value)})"
     return (f"{step_label(base)} → {until}: {num(base.center)} {unit} → "
             f"{num(last.center)} {unit}, {change_text(total, 0)}, {verdict}.")
+
+
+def total_finding(results: Results, table: StepsTable) -> Finding | None:
+    """What all the steps together showed against the base: helps or hurts when the family's
+    test decided it and its interval shows it, the same when the interval shows that."""
+    total = table.total
+    if total is None:
+        return None
+    shown = finding_of(total.gain(results.objective.direction)[1],
+                       results.statistics.min_effect)
+    if shown in ("helps", "hurts"):
+        return shown if total.significant else "unshown"
+    return shown
+
+
+def total_finding_text(results: Results, table: StepsTable) -> str:
+    finding = total_finding(results, table)
+    return "" if finding is None else finding_text(finding, results.statistics.min_effect)
+
+
+def steps_legend(results: Results, tables: list[StepsTable], ns: list[int]) -> str:
+    """What the numbers of a steps table are: the runs of each step, and the level of the
+    intervals of its comparisons (which hold for the whole table at once)."""
+    runs = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+    levels = sorted({f"{t.confidence:.1%}".replace(".0%", "%") for t in tables
+                     if t.confidence is not None})
+    if levels:
+        compared = "geometric means" if results.statistics.test == "welch-log" else "means"
+        intervals = ("vs previous and vs the base show the change (of the "
+                     f"{compared} the test compares) with an interval that holds for the "
+                     f"whole table at once ({', '.join(levels)}, Bonferroni); p "
+                     "(Holm-adjusted) tests it against the step before")
+    else:
+        intervals = "vs previous and p (Holm-adjusted) compare it with the step before"
+    return (f"Each step is the {results.objective.centre} of {runs} "
+            f"{'run' if runs == '1' else 'runs'} with its 95% interval; {intervals}.")
 
 
 def interaction_text(results: Results, table: StepsTable) -> str:
@@ -492,37 +658,54 @@ def interaction_text(results: Results, table: StepsTable) -> str:
 
 
 def _steps_judge(results: Results, table: StepsTable) -> str:
-    """The conclusion for one slice of a steps run."""
+    """The conclusion for one slice of a steps run, in the words of knoblab.words."""
     rows = [r for r in table.rows if r.step]
     if not rows:
         return "No step was measured."
+    findings = {r.step: step_finding(results, r) for r in rows}
 
-    def names(verdict: str, mark: bool = False) -> str:
+    def names(verdict: str, finding: Finding | None = None, mark: bool = False) -> str:
+        # a step of no measurable effect shown to hurt is named with the losses
         return ", ".join(_step_name(r) + (f" ({GIVES_UP})" if mark and step_costs(r) else "")
-                         for r in rows if r.verdict == verdict)
+                         for r in rows if (r.verdict == verdict and (
+                             finding is None or findings[r.step] == finding)) or (
+                             verdict == "loss" and r.verdict == "no measurable effect"
+                             and findings[r.step] == "hurts"))
 
+    same = finding_text("same", results.statistics.min_effect)
     sentences = []
     gains = names("gain", mark=True)
-    sentences.append(f"Steps with a measurable gain: {gains}." if gains
-                     else "No step gave a measurable gain.")
-    for verdict, head in (("no measurable effect", "No measurable effect, leave out"),
-                          ("loss", "Measurable loss, leave out"),
-                          ("failed", "Failed"), ("unavailable", "Not on this server"),
-                          ("changes nothing", "Changes nothing here, not run")):
-        if names(verdict):
-            sentences.append(f"{head}: {names(verdict)}.")
+    sentences.append(f"Steps {FINDING_WORDS['helps']}: {gains}." if gains
+                     else f"No step was {FINDING_WORDS['helps']}.")
+    small = f"but not shown by {results.statistics.min_effect:.0%} or more"
+    judged: tuple[tuple[str, Finding | None, str], ...] = (
+            ("no measurable effect", "helps",
+             f"{FINDING_WORDS['helps'].capitalize()}, {small}, leave out"),
+            ("no measurable effect", "same", f"{same.capitalize()}, leave out"),
+            ("no measurable effect", "unshown",
+             f"{FINDING_WORDS['unshown'].capitalize()}, leave out"),
+            ("loss", None, f"{FINDING_WORDS['hurts'].capitalize()}, leave out"),
+            ("failed", None, "Failed"), ("unavailable", None, "Not on this server"),
+            ("changes nothing", None, "Changes nothing here, not run"))
+    for verdict, finding, head in judged:
+        found = names(verdict, finding)
+        if found:
+            sentences.append(f"{head}: {found}.")
     total = table.total
     if total is not None:
-        verdict = "significant" if total.significant else "not significant"
-        sentences.append(f"All steps together: {signed((total.ratio - 1) * 100, 0)}% "
-                         f"{_what_changes(results)} ({verdict}).")
+        gain = gain_words(total.gain(results.objective.direction)[0], _direction(results),
+                          _rate_unit(results))
+        sentences.append(f"All steps together: {gain}: {total_finding_text(results, table)}.")
     return " ".join(sentences)
 
 
 def _servers_judge(results: Results) -> str:
-    """One sentence per compared configuration: the best server and how much worse the rest."""
+    """One sentence per compared configuration: the best server and how much worse the rest,
+    in the words of knoblab.words."""
     sentences = []
     better = "faster" if results.objective.direction == "minimize" else "better"
+    slower = "slower" if results.objective.direction == "minimize" else "worse"
+    same = finding_text("same", results.statistics.min_effect)
     for entry in results.servers_compared or []:
         rows = entry.rows
         at = where({k: v for k, v in entry.slice.items() if k != "binary"})
@@ -533,23 +716,31 @@ def _servers_judge(results: Results) -> str:
         best = next((r for r in rows if r.verdict == "best"), None)
         if best is None:
             alike = all(r.verdict in ("equivalent", "failed") for r in rows)
-            sentences.append(f"{head}: the servers perform the same." if alike else
-                             f"{head}: no server is measurably {better} than another.")
+            sentences.append(f"{head}: the servers are {same}." if alike else
+                             f"{head}: {FINDING_WORDS['unshown']} — no server is shown "
+                             f"{better} than another.")
             continue
         text = f"{head}: best {best.binary} ({num(best.center)} {results.objective.unit})"
         worse = [r for r in rows if r.verdict == "worse"]
         if worse:
-            text += "; worse: " + ", ".join(
+            text += f"; shown {slower}: " + ", ".join(
                 f"{r.binary} ({signed((r.ratio_to_best - 1) * 100, 0)}% "
                 f"{_what_changes(results)})" for r in worse if r.ratio_to_best is not None)
-        same = [r.binary for r in rows if r.verdict == "equivalent"]
-        if same:
-            text += f"; the same as it: {', '.join(same)}"
+        alike_ = [r.binary for r in rows if r.verdict == "equivalent"]
+        if alike_:
+            text += (f"; {FINDING_WORDS['same']} as it (within "
+                     f"±{results.statistics.min_effect:.0%}): {', '.join(alike_)}")
         undecided = [r.binary for r in rows if r.verdict == "inconclusive"]
         if undecided:
-            text += f"; undecided: {', '.join(undecided)}"
+            text += f"; {FINDING_WORDS['unshown']}: {', '.join(undecided)}"
         sentences.append(text + ".")
     return " ".join(sentences)
+
+
+def no_server_better(results: Results) -> str:
+    """Under a servers' table where none was shown better than another."""
+    better = "faster" if results.objective.direction == "minimize" else "better"
+    return f"No server is shown {better} than another here ({FINDING_WORDS['unshown']})."
 
 
 def _steps_conclusion(results: Results, tables: list[StepsTable]) -> str:

@@ -221,7 +221,7 @@ def reduction_lines(result: TuneResult) -> list[str]:
         alone = f" (with {', '.join(followers)}, tied to it)" if followers else ""
         # Effect.loss is the setting's gain to the recommendation (what putting it back loses).
         lines.append(f"{e.name} put back alone{alone}: its gain to the recommendation, "
-                     f"{gain_interval_words(e.loss, e.interval, way)}: "
+                     f"{gain_interval_words(e.loss, e.interval, way, confidence=e.confidence)}: "
                      f"{effect_words(e, result)}")
     if reduction is not None:
         reduced = settings_text(recommend.shown(full, reduction.effects)) or \
@@ -471,7 +471,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
                            for name, verdict in result.reduction.trim_steps],
             # "loss": the setting's gain to the recommendation (what putting it back loses).
             "effects": [{"name": e.name, "loss": e.loss, "ci95": e.interval,
-                         "measurable": e.measurable,
+                         "confidence": e.confidence, "measurable": e.measurable,
                          "finding": effect_finding(e, result.min_effect),
                          "said": effect_words(e, result)}
                         for e in result.reduction.effects]},

@@ -218,7 +218,8 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
         low, high = (math.expm1(sign * math.log(r)) for r in comparison.ci95)
         loss = sign * math.log(comparison.ratio)
         effects.append(Effect(name, math.expm1(loss), (min(low, high), max(low, high)),
-                              comparison.significant and loss > 0))
+                              comparison.significant and loss > 0,
+                              results.steps[0].confidence or 0.95))
     if not any(e.measurable for e in effects):
         # None shows alone, and the validation showed them better together: which of them
         # help is found by putting them back one by one (a setting that does nothing goes).

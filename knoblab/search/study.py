@@ -392,7 +392,8 @@ def _confirmation(saved: dict[str, Any] | None) -> Validation | None:
 
 def _reduction(reduction: dict[str, Any] | None) -> Reduction | None:
     return None if reduction is None else Reduction(
-        [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"])
+        [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"],
+                e.get("confidence", 0.95))
          for e in reduction["effects"]], reduction["run"], reduction["kept"],
         reduction["check_run"], reduction["equivalent"], tuple(reduction.get("trimmed", ())),
         reduction.get("trim_run"),
