@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as t_dist
+
+from knoblab.stats import welch
 
 SHOWN = 10  # classes in the table, by their share of the reference's statement time
 
@@ -132,18 +133,8 @@ def _welch_log(a: list[float], b: list[float], alpha: float
                ) -> tuple[float, float, float, float]:
     """b against a on the log scale: the ratio of geometric means, its (1 - alpha) interval
     and the two-sided p-value of Welch's test."""
-    la, lb = np.log(a), np.log(b)
-    va, vb = la.var(ddof=1) / la.size, lb.var(ddof=1) / lb.size
-    difference = float(lb.mean() - la.mean())
-    se = float(np.sqrt(va + vb))
-    if se == 0:
-        ratio = float(np.exp(difference))
-        return ratio, ratio, ratio, 1.0 if difference == 0 else 0.0
-    df = (va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))
-    reach = float(t_dist.ppf(1 - alpha / 2, df)) * se
-    p = float(2 * t_dist.sf(abs(difference) / se, df))
-    return (float(np.exp(difference)), float(np.exp(difference - reach)),
-            float(np.exp(difference + reach)), p)
+    difference, low, high, p = welch(np.log(a), np.log(b), 1 - alpha)
+    return float(np.exp(difference)), float(np.exp(low)), float(np.exp(high)), p
 
 
 def _checksums(measurements: list[Mapping[str, Any]], cid: str) -> set[str]:

@@ -678,17 +678,8 @@ def _tested_change(a: list[float], b: list[float], objective: Objective,
     if statistics.test not in ("welch", "welch-log") or xa.size < 2 or xb.size < 2 \
             or (logs and (np.any(xa <= 0) or np.any(xb <= 0))) or (not logs and xa.mean() <= 0):
         return change
-    la, lb = (np.log(xa), np.log(xb)) if logs else (xa, xb)
-    va, vb = float(la.var(ddof=1)) / la.size, float(lb.var(ddof=1)) / lb.size
-    difference, se = float(lb.mean() - la.mean()), math.sqrt(va + vb)
-    if se == 0.0:
-        low = high = difference
-    else:
-        from scipy import stats as sps
-
-        freedom = (va + vb) ** 2 / (va ** 2 / (la.size - 1) + vb ** 2 / (lb.size - 1))
-        reach = float(sps.t.ppf(1.0 - (1.0 - confidence) / 2.0, freedom)) * se
-        low, high = difference - reach, difference + reach
+    difference, low, high, _ = stats.welch(np.log(xa) if logs else xa,
+                                           np.log(xb) if logs else xb, confidence)
     if logs:
         return stats.Change(math.exp(difference), math.exp(low), math.exp(high), change.p_raw)
     scale = float(xa.mean())  # a ratio of means is never below 0, whatever t allows

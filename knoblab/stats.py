@@ -528,6 +528,24 @@ def compare(a: Sequence[float], b: Sequence[float], *, test: Test = "welch-log",
     return Change(ratio, float(low), float(high), p_value(xa, xb, test))
 
 
+def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+          confidence: float) -> tuple[float, float, float, float]:
+    """Welch's t on b against a, on the values given (log times for ratios of geometric
+    means): the difference of means, its `confidence` interval and the two-sided p-value.
+    Both samples need two values."""
+    from scipy import stats as sps
+
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
+    difference, se = float(xb.mean() - xa.mean()), math.sqrt(va + vb)
+    if se == 0.0:
+        return difference, difference, difference, 1.0 if difference == 0 else 0.0
+    freedom = (va + vb) ** 2 / (va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1))
+    reach = float(sps.t.ppf(0.5 + confidence / 2, freedom)) * se
+    p = float(2 * sps.t.sf(abs(difference) / se, freedom))
+    return difference, difference - reach, difference + reach, p
+
+
 # ----------------------------------------------------------------------------- sequential
 
 
