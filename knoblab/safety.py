@@ -185,15 +185,20 @@ def check(points: list[tuple[dict[str, str], dict[str, str]]], base: dict[str, s
             name, cost = next(iter(costs.items()))
             # Named where it was written: a point's own value, or [server.config] (every
             # point's), which no point's label describes.
-            where = f"{label}: {name}" if name in config else f"[server.config] {name}"
+            written = f"{label}: {name}" if name in config else f"[server.config] {name}"
             raise UserError(
-                f"{where} = {settings[name]} gives up durability ({cost}); if that is "
+                f"{written} = {settings[name]} gives up durability ({cost}); if that is "
                 "a trade-off you accept, set allow_durability_tradeoff = true in [server]")
         if not check_memory:
             continue
         estimate = estimate_memory(settings, catalog, connections(requested),
                                    defaults=not kernel_limited)
         if estimate.total > budget:
+            # [server.config] over the budget by itself is every point's doing, not this one's
+            alone = estimate_memory(base, catalog, connections(requested),
+                                    defaults=not kernel_limited) if base else None
+            if alone is not None and alone.total > budget:
+                label, estimate = "[server.config]", alone
             raise UserError(
                 f"{label}: estimated memory {format_size_rounded(estimate.total)} is over the "
                 f"budget of {format_size_rounded(budget)} ({where}): {estimate.describe()}; "

@@ -119,6 +119,22 @@ def test_durability_in_server_config_is_named_there_not_by_a_point():
     assert "read_buffer_size" not in message
 
 
+def test_memory_of_server_config_alone_is_named_there_not_by_a_point():
+    points = [({"read_buffer_size": "8200"}, {"read_buffer_size": "8192"})]
+    with pytest.raises(UserError) as info:
+        check(points, {"innodb_buffer_pool_size": str(64 << 30)}, CATALOG,
+              connections=lambda requested: 2, allow_durability_tradeoff=False,
+              memory_budget=1 << 30)
+    assert str(info.value).startswith("[server.config]: estimated memory")
+    # a point's own value over the budget is still that point's
+    with pytest.raises(UserError) as info:
+        check([({"innodb_buffer_pool_size": "64G"}, {"innodb_buffer_pool_size": str(64 << 30)})],
+              {},
+              CATALOG, connections=lambda requested: 2, allow_durability_tradeoff=False,
+              memory_budget=1 << 30)
+    assert str(info.value).startswith("innodb_buffer_pool_size=64G: estimated memory")
+
+
 def test_durability_of_a_swept_value_is_named_by_its_point():
     message = _refusal({}, [({"innodb_flush_log_at_trx_commit": "2"},
                              {"innodb_flush_log_at_trx_commit": "2"})])
