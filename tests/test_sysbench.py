@@ -321,7 +321,8 @@ def test_run_streams_seconds_that_agree_with_the_summary(sysbench_server):
     assert 4 <= len(seen) <= 6
     assert seen == result.seconds
     assert all(b.t > a.t for a, b in zip(seen, seen[1:], strict=False))
-    assert all(s.threads == 4 for s in seen)
+    # thds is the threads running: in the last report some may already have finished
+    assert all(s.threads == 4 for s in seen[:-1]) and 1 <= seen[-1].threads <= 4, seen
     # A second can stall to 0 on a busy machine (stalls are what knoblab reports); most cannot.
     assert sum(s.tps > 0 for s in seen) >= len(seen) - 1
     # Streaming: each second arrived as sysbench printed it, not all at the end.
