@@ -58,7 +58,8 @@ TUNE_SPEC = 'name = "mix-e2e"\n' + WORKLOAD + """
 max_heap_table_size = "tmp_table_size"
 """ + STATISTICS + """
 [tune]
-budget = "120s"            # an upper bound: three trials, a validation and the reduction end it sooner
+# an upper bound: three trials, a validation and the reduction end it sooner
+budget = "120s"
 trials = 3
 rounds = 2
 max_rounds = 2
