@@ -62,11 +62,11 @@ def gain_words(gain: float, direction: Literal["minimize", "maximize"], unit: st
     of the time ("time −20.0%"), led by how many times faster or slower once that is 1.5× or
     more ("4.8× faster (time −79.1%)")."""
     if direction == "maximize":
-        return _signed_percent(gain) + (f" {unit}" if unit else "")
+        return signed_percent(gain) + (f" {unit}" if unit else "")
     speedup = 1.0 + gain  # the reference's time over the new time
     if speedup <= 0 or not math.isfinite(speedup):
         return "—"
-    change = f"time {_signed_percent(1.0 / speedup - 1.0)}"
+    change = f"time {signed_percent(1.0 / speedup - 1.0)}"
     if speedup >= 1.5:
         return f"{speedup:.2g}× faster ({change})"
     if speedup <= 1 / 1.5:
@@ -74,7 +74,8 @@ def gain_words(gain: float, direction: Literal["minimize", "maximize"], unit: st
     return change
 
 
-def _signed_percent(x: float) -> str:
+def signed_percent(x: float) -> str:
+    """"+5.0%", "−4.1%" (a true minus), "0.0%": a change as `gain_words` writes it."""
     text = f"{abs(x):.1%}"
     if float(text.rstrip("%")) == 0:
         return text
@@ -105,15 +106,11 @@ def gain_interval_words(gain: float, interval: tuple[float, float] | None,
         return said
     low, high = interval
     if direction == "maximize":
-        ci = f"{confidence_text(confidence)} CI {_signed_percent(low)} to {_signed_percent(high)}"
+        ci = f"{confidence_text(confidence)} CI {signed_percent(low)} to {signed_percent(high)}"
         return f"{said} ({ci})"
     # The time's change falls as the gain rises: the gain's upper end is the time's lower.
     ends = [1.0 / (1.0 + g) - 1.0 if 1.0 + g > 0 else math.inf for g in (high, low)]
-    shown = ["more than doubled" if not math.isfinite(e) else _signed_percent(e) for e in ends]
+    shown = ["more than doubled" if not math.isfinite(e) else signed_percent(e) for e in ends]
     ci = f"{confidence_text(confidence)} CI {shown[0]} to {shown[1]}"
     return f"{said[:-1]}; {ci})" if said.endswith(")") else f"{said} ({ci})"
 
-
-def signed_percent(x: float) -> str:
-    """"+5.0%", "−4.1%" (a true minus), "0.0%": a change as `gain_words` writes it."""
-    return _signed_percent(x)
