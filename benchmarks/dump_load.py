@@ -27,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from knoblab.datasets.dump import Dump
 from knoblab.server.binary import ServerBinary, find_binary
 from knoblab.server.sandbox import Sandbox, base_template
-from knoblab.workloads.dump import Dump
 
 HEADER = """\
 -- MariaDB dump (written by benchmarks/dump_load.py)

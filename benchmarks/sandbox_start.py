@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from knoblab.datasets.scan import ScanTable
 from knoblab.server.binary import find_binary
 from knoblab.server.sandbox import Sandbox, base_template, derived_template
-from knoblab.workloads.dataset import ScanTable
 
 
 def measure(binary, template: Path, starts: int) -> dict[str, list[float]]:

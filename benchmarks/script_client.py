@@ -45,8 +45,8 @@ def main() -> None:
             for connections in args.connections:
                 work = ScriptWorkload(setup=SETUP, body=body, connections=connections,
                                       iterations=args.iterations, transaction=transaction)
-                template = derived_template(binary, work.prepare_key(), work.prepare,
-                                            Path(home))
+                data = work.dataset({})
+                template = derived_template(binary, data.key, data.build, Path(home))
                 rates: list[float] = []
                 client: list[float] = []
                 for _ in range(args.repeat):

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from knoblab.datasets.scan import ScanTable
 from knoblab.server.binary import find_binary
 from knoblab.server.sandbox import Sandbox, base_template, derived_template
-from knoblab.workloads.dataset import ScanTable
 
 WORK = (400_000, 440_000)
 

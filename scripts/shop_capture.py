@@ -30,9 +30,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from knoblab.datasets.dump import Dump  # noqa: E402
 from knoblab.server.binary import find_binary  # noqa: E402
 from knoblab.server.sandbox import Sandbox, derived_template  # noqa: E402
-from knoblab.workloads.dump import Dump  # noqa: E402
 
 READS = (
     (6, "SELECT name, country FROM customers WHERE id = {customer}"),

@@ -2,7 +2,8 @@
 loop (plan → trial → store → results, resume, failures) is tested in milliseconds.
 
 They follow the same protocols as the real ones (`knoblab.workloads.base.Workload`,
-`knoblab.server.target.Target`); the real ones are tested against real servers elsewhere.
+`knoblab.datasets.Dataset`, `knoblab.server.target.Target`); the real ones are tested against
+real servers elsewhere.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import pymysql
 
 from knoblab.catalog import Catalog, Knob
 from knoblab.connection import Progress, Server
+from knoblab.datasets import Dataset
 from knoblab.errors import STOP
 from knoblab.server.target import Data, ServerRefused
 from knoblab.workloads.base import (
     Measured,
     Recorder,
     Rounds,
-    Steady,
     WorkloadError,
 )
 from knoblab.workloads.query import Timed
@@ -82,16 +83,28 @@ class Script:
 SCRIPT = Script()
 
 
+class FakeData(Dataset):
+    """Data that is only counted when built."""
+
+    key = "fake-data"
+
+    def label(self, then: str = "") -> str:
+        return f"fake data{then}"
+
+    def build(self, server: Server, progress: Progress | None = None) -> None:
+        SCRIPT.built.append(self.key)
+
+    def estimated_bytes(self) -> int:
+        return 0
+
+
 @dataclass(frozen=True)
 class FakeWorkload(Timed):
     kind: ClassVar[str] = "fake"
     parameters: ClassVar[tuple[str, ...]] = ()
     keys: ClassVar[frozenset[str]] = frozenset({"kind"}) | Rounds.KEYS
-    steady: ClassVar[Steady | None] = None
     writes_data: ClassVar[bool] = False
-    warnings: ClassVar[tuple[str, ...]] = ()
 
-    least_seconds: ClassVar[float] = 0.0
     rounds: Rounds = Rounds(fixed=3, design="restarts")
 
     @classmethod
@@ -103,28 +116,8 @@ class FakeWorkload(Timed):
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise AssertionError("the fake kind has no parameters")
 
-    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
-        pass
-
-    def check_running_server(self, where: str, datadir: Path | None) -> None:
-        pass
-
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        return "fake-data"
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        return "fake data"
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        SCRIPT.built.append(self.data_key(requested))
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        return 0
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        return None
+    def dataset(self, requested: Mapping[str, str]) -> Dataset:
+        return FakeData()
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return 1

@@ -24,12 +24,12 @@ import pymysql
 import pytest
 import zstandard
 
+from knoblab.datasets import dump as dump_module
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, base_template, derived_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
-from knoblab.workloads import dump as dump_module
 from knoblab.workloads.script import ScriptWorkload
 from tests.test_disk import small_disk  # noqa: F401 (a fixture)
 
@@ -169,10 +169,11 @@ def _rows(server: Sandbox, sql: str, database: str = "shop") -> list[tuple]:
 
 def _build(binary: ServerBinary, home: Path, work: ScriptWorkload,
            progress: list[tuple[int, int]]) -> Path:
-    return derived_template(binary, work.prepare_key(),
-                            lambda server: work.build_data(server, {},
-                                                           lambda d, t: progress.append((d, t))),
-                            home, work.data_bytes({}))
+    data = work.dataset({})
+    return derived_template(binary, data.key,
+                            lambda server: data.build(server,
+                                                      lambda d, t: progress.append((d, t))),
+                            home, data.estimated_bytes())
 
 
 @pytest.mark.parametrize("name", ["shop.sql", "shop.sql.gz", "shop.sql.zst"])
@@ -185,7 +186,7 @@ def test_a_dump_loads_with_its_routines_triggers_views_and_events(
 
     # The progress counts bytes of the dump file, to its end.
     assert progress and progress[-1] == (dump.stat().st_size, dump.stat().st_size)
-    label = work.data_label({})
+    label = work.dataset({}).label()
     assert "'shopkeeper'@'%'" in label and "'reporter'@'localhost'" in label, label
     assert "made knoblab's data account (knoblab_data, all privileges on shop)" in label, label
     with Sandbox(binary, template, {}, home=knoblab_home) as server:
@@ -253,7 +254,7 @@ def test_a_failing_statement_names_the_dump_line_and_leaves_no_template(
         "60)): ERROR 1064 (42000)" in said, said
     assert "\n" not in said
     root = knoblab_home / "templates" / binary.slug
-    assert not list(root.glob(f"{work.prepare_key()}*"))
+    assert not list(root.glob(f"{work.dataset({}).key}*"))
 
 
 def test_a_dump_that_changes_root_is_refused_at_its_line(binary: ServerBinary,
@@ -269,7 +270,7 @@ def test_a_dump_that_changes_root_is_refused_at_its_line(binary: ServerBinary,
                                         r"USER.*no server settings, files, plugins or "
                                         "accounts"):
         _build(binary, knoblab_home, work, [])
-    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
+    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.dataset({}).key}*"))
 
 
 def test_a_database_the_dump_does_not_create_is_one_line(
@@ -293,7 +294,7 @@ def test_a_truncated_compressed_dump_is_one_line(binary: ServerBinary, knoblab_h
     work = _workload(whole)
     with pytest.raises(UserError, match=r"cannot be read to its end: truncated"):
         _build(binary, knoblab_home, work, [])
-    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.prepare_key()}*"))
+    assert not list((knoblab_home / "templates" / binary.slug).glob(f"{work.dataset({}).key}*"))
 
 
 def test_a_measurement_that_drops_a_dump_table_is_noticed(
@@ -324,11 +325,11 @@ def test_dumps_are_refused_where_they_do_not_fit(tmp_path: Path):
 
 def test_the_key_follows_the_dump_file(tmp_path: Path):
     dump = _write(tmp_path, "shop.sql", WITH_DATABASE)
-    first = _workload(dump).prepare_key()
+    first = _workload(dump).dataset({}).key
     described = _workload(dump).describe()
-    assert _workload(dump).prepare_key() == first
+    assert _workload(dump).dataset({}).key == first
     _write(tmp_path, "shop.sql", WITH_DATABASE.replace("(4,40)", "(4,41)"))
-    assert _workload(dump).prepare_key() != first
+    assert _workload(dump).dataset({}).key != first
     # The run's description changes with it: a run is not resumed over an edited dump.
     assert _workload(dump).describe() != described
 
@@ -362,23 +363,25 @@ def test_the_text_size_is_read_from_the_compressed_file(tmp_path: Path):
     text = WITH_DATABASE * 50
     for name in ("size.sql", "size.sql.gz", "size.sql.zst"):
         dump = _workload(_write(tmp_path, name, text))
-        assert dump.dump is not None and dump.dump.text_bytes() == len(text.encode())
-        assert dump.data_bytes({}) == int(len(text.encode()) * 2.5)
+        assert isinstance(dump.data, dump_module.Dump)
+        assert dump.data.text_bytes() == len(text.encode())
+        assert dump.dataset({}).estimated_bytes() == int(len(text.encode()) * 2.5)
     # A file larger than its text (a tiny one: the header weighs more) is taken at its word.
     tiny = _workload(_write(tmp_path, "tiny.sql.gz", "USE shop;\n"), database="shop")
-    assert tiny.dump is not None and tiny.dump.text_bytes() == len("USE shop;\n")
+    assert isinstance(tiny.data, dump_module.Dump) and tiny.data.text_bytes() == len("USE shop;\n")
     # A .zst written from a pipe does not say: a generous ratio stands in.
     streamed = tmp_path / "piped.sql.zst"
     with open(streamed, "wb") as out, zstandard.ZstdCompressor().stream_writer(out) as writer:
         writer.write(text.encode())
     dump = _workload(streamed)
-    assert dump.dump is not None and dump.dump.text_bytes() == streamed.stat().st_size * 8
+    assert isinstance(dump.data, dump_module.Dump)
+    assert dump.data.text_bytes() == streamed.stat().st_size * 8
 
 
 def test_a_running_server_refuses_a_dump(tmp_path: Path):
     work = _workload(_write(tmp_path, "shop.sql", WITH_DATABASE))
     with pytest.raises(UserError, match="sandbox servers only"):
-        work.check_running_server("the server at /run/mysqld.sock", None)
+        work.dataset({}).check_running_server("the server at /run/mysqld.sock")
 
 
 # --------------------------------------------------------------------------- the command
@@ -411,7 +414,7 @@ def test_a_script_runs_over_a_dump_end_to_end_and_the_dump_loads_once(
     assert first.returncode == 0, first.stderr
     assert "('reporter'@'localhost', 'scheduler'@'localhost', 'shopkeeper'@'%') were made " \
         "knoblab's data account" in " ".join((first.stdout + first.stderr).split())
-    key = _workload(dump).prepare_key()
+    key = _workload(dump).dataset({}).key
     templates = list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
     assert len(templates) == 1
     ready = (templates[0] / ".ready").stat().st_mtime_ns
@@ -461,7 +464,7 @@ def test_a_syntax_error_is_one_line_with_exit_2_and_no_template(
     said = _error(_knoblab(knoblab_home, tmp_path, spec))
     assert f"the dump {dump} failed at line {bad + 1} (INSERT INTO `items` VALUES (5,50),(6 " \
         "60)): ERROR 1064 (42000)" in said, said
-    key = _workload(dump).prepare_key()
+    key = _workload(dump).dataset({}).key
     assert not list((knoblab_home / "templates" / binary.slug).glob(f"{key}*"))
     assert not list(knoblab_home.glob("sandboxes/*"))
 
@@ -578,9 +581,9 @@ def test_what_a_dump_may_not_do_is_refused_at_its_line_and_does_not_happen(
     tail = f"INSERT INTO `{outside}`.seen VALUES ('reached');\nINSERT INTO t VALUES ('on');\n"
     dump = _write(tmp_path, f"{case}.sql", head + statement + "\n" + tail)
     work = _workload(dump)
-    assert work.dump is not None
+    assert isinstance(work.data, dump_module.Dump)
     with pytest.raises(UserError) as caught:
-        work.dump.load(loader)
+        work.data.load(loader)
     message = str(caught.value)
     line = head.count("\n") + 1
     assert "\n" not in message
@@ -611,11 +614,11 @@ def test_a_dump_naming_the_servers_own_database_is_refused_at_its_line(loader: S
     head = HEAD + DATABASES + "CREATE TABLE IF NOT EXISTS t (a TEXT);\n"
     dump = _write(tmp_path, "system.sql", head + "USE `mysql`;\nDELETE FROM user;\n")
     work = _workload(dump)
-    assert work.dump is not None
+    assert isinstance(work.data, dump_module.Dump)
     with pytest.raises(UserError, match=rf"names the server's own database mysql at line "
                                         rf"{head.count(chr(10)) + 1} \(USE `mysql`;\), which "
                                         "knoblab does not load"):
-        work.dump.load(loader)
+        work.data.load(loader)
     # One that holds it from its head (--all-databases) is refused before anything loads.
     whole = _write(tmp_path, "all.sql", HEAD + "CREATE DATABASE `mysql`;\nUSE `mysql`;\n")
     with pytest.raises(UserError, match="holds the server's own database mysql"):
@@ -635,8 +638,8 @@ def test_table_files_stay_in_the_sandbox_and_its_data_account_keeps_no_password(
             "SET PASSWORD = PASSWORD('elsewhere');\n")
     dump = _write(tmp_path, "far.sql", HEAD + DATABASES + body)
     work = _workload(dump)
-    assert work.dump is not None
-    work.dump.load(loader)
+    assert isinstance(work.data, dump_module.Dump)
+    work.data.load(loader)
     assert not list(elsewhere.iterdir())
     assert (loader.datadir / "shop" / "far_i.ibd").is_file()
     assert (loader.datadir / "shop" / "far_m.MYD").is_file()
@@ -703,7 +706,7 @@ def test_whole_zstd_files_of_every_shape_are_read(tmp_path: Path):
         dump = tmp_path / f"{name}.sql.zst"
         dump.write_bytes(content)
         work = _workload(dump)
-        assert work.dump is not None and work.dump.named == "shop", name
+        assert isinstance(work.data, dump_module.Dump) and work.data.named == "shop", name
 
 
 def test_a_dump_edited_in_place_with_its_size_and_time_kept_is_a_new_template(tmp_path):

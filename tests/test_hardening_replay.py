@@ -15,8 +15,8 @@ import pytest
 
 from knoblab.capture.fingerprint import fingerprint
 from knoblab.capture.plan import _reads, plan_for
+from knoblab.datasets.dump import DATA_USER
 from knoblab.errors import UserError
-from knoblab.workloads.dump import DATA_USER
 from knoblab.workloads.replay import ReplayWorkload
 from tests.test_replay import GENERAL
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from knoblab.connection import DATABASE
+from knoblab.datasets.scan import ScanTable
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import (
     STOP_TIMEOUT,
@@ -27,7 +29,6 @@ from knoblab.server.sandbox import (
     reap_orphans,
 )
 from knoblab.workloads.base import Measured
-from knoblab.workloads.dataset import DATABASE, ScanTable
 from knoblab.workloads.query import QueryWorkload, WorkloadError, cached_fraction, evict
 
 pytestmark = pytest.mark.server
@@ -52,7 +53,7 @@ class _Recorder:
 
 def _measure(workload: QueryWorkload, server: Sandbox, session_knobs: list[str]) -> Measured:
     recorder = _Recorder()
-    return replace(workload, dataset=SCAN).measure(server, {}, session_knobs, recorder)
+    return replace(workload, data=SCAN).measure(server, {}, session_knobs, recorder)
 
 
 # --------------------------------------------------------------------------- helpers

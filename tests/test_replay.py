@@ -448,9 +448,9 @@ def test_a_log_runs_as_the_data_account_and_reaches_nothing_outside_its_data(
     strict = ReplayWorkload.from_spec(spec, {"dump": str(tmp_path / "shop.sql")}, {}, None)
     lenient = ReplayWorkload.from_spec({**spec, "max_failing": 1.0},
                                        {"dump": str(tmp_path / "shop.sql")}, {}, None)
-    template = derived_template(binary, strict.data_key({}),
-                                lambda server: strict.build_data(server, {}, lambda d, t: None),
-                                knoblab_home, strict.data_bytes({}))
+    data = strict.dataset({})
+    template = derived_template(binary, data.key, data.build, knoblab_home,
+                                data.estimated_bytes())
     with Sandbox(binary, template, {}, home=knoblab_home) as server:
         classes = lenient.replay(server).details["classes"]
         by_text = {c.fingerprint: classes[c.id] for c in lenient.plan.classes}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from knoblab.connection import DATABASE
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, derived_template
-from knoblab.workloads.dataset import DATABASE
 from knoblab.workloads.query import WorkloadError
 from knoblab.workloads.script import (
     BodyTemplate,
@@ -66,7 +66,8 @@ def _script_threads() -> list[threading.Thread]:
 @pytest.fixture(scope="module")
 def template(binary: ServerBinary, knoblab_home: Path) -> Path:
     workload = ScriptWorkload(setup=SETUP, body=INSERT)
-    return derived_template(binary, workload.prepare_key(), workload.prepare, knoblab_home)
+    data = workload.dataset({})
+    return derived_template(binary, data.key, data.build, knoblab_home)
 
 
 @pytest.fixture
@@ -126,9 +127,9 @@ def test_prepare_key_follows_the_setup_text_only():
     one = ScriptWorkload(setup=SETUP, body="SELECT 1")
     same = ScriptWorkload(setup=SETUP, body=INSERT, connections=4, iterations=7)
     other = ScriptWorkload(setup=SETUP + " ROW_FORMAT=COMPACT", body="SELECT 1")
-    assert one.prepare_key() == same.prepare_key()
-    assert one.prepare_key() != other.prepare_key()
-    assert one.prepare_key().startswith("script-") and len(one.prepare_key()) == 19
+    assert one.dataset({}).key == same.dataset({}).key
+    assert one.dataset({}).key != other.dataset({}).key
+    assert one.dataset({}).key.startswith("script-") and len(one.dataset({}).key) == 19
 
 
 @pytest.mark.parametrize("body, reading", [
@@ -167,7 +168,7 @@ def test_setup_once_then_autocommit_inserts_on_three_connections(
         binary, knoblab_home, template, server):
     builds = []
     workload = ScriptWorkload(setup=SETUP, body=INSERT, connections=3, iterations=50)
-    again = derived_template(binary, workload.prepare_key(),
+    again = derived_template(binary, workload.dataset({}).key,
                              lambda s: builds.append(s), knoblab_home)
     assert again == template and builds == []  # the template is made once, then reused
     assert _query(server, "SELECT COUNT(*) FROM t") == ((0,),)
@@ -257,11 +258,11 @@ def test_setup_failure_names_the_statement(binary, knoblab_home):
                                     "INSERT INTO no_such_table VALUES (2)",
                               body="SELECT 1")
     with pytest.raises(UserError) as caught:
-        derived_template(binary, workload.prepare_key(), workload.prepare, knoblab_home)
+        derived_template(binary, workload.dataset({}).key, workload.dataset({}).build, knoblab_home)
     message = str(caught.value)
     assert message.startswith("script setup failed at statement 3: (1146) ")
     assert "no_such_table" in message
-    assert not (knoblab_home / "templates" / binary.slug / workload.prepare_key()).exists()
+    assert not (knoblab_home / "templates" / binary.slug / workload.dataset({}).key).exists()
 
 
 @pytest.mark.server

@@ -19,10 +19,10 @@ from typing import Any
 import psutil
 import pytest
 
+from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
 from knoblab.spec import SECTION_KEYS, parse_spec
 from knoblab.workloads import KINDS
-from knoblab.workloads.dataset import ScanTable
 from knoblab.workloads.sysbench import SysbenchWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ SPLICES: dict[str, dict[str, str]] = {
         "name": "a global's name as SHOW GLOBAL VARIABLES gave it, matched against [a-z0-9_]+ "
                 "(_NAME) before it is used",
     },
-    "knoblab/workloads/dataset.py": {
+    "knoblab/datasets/scan.py": {
         "DATABASE": "the constant 'knoblab'",
         "self.table": "the dataclass default 'dt2'; no spec key sets it",
         "self.engine": "checked against ENGINES in ScanTable.__post_init__",
@@ -122,9 +122,9 @@ SPLICES: dict[str, dict[str, str]] = {
         "first + full * BLOCK": "an int row count", "rest": "an int row count",
     },
     "knoblab/workloads/query.py": {
-        "name": "a session setting's name from the catalog (runner.run_trial: catalog.knobs)",
+        "name": "a session setting's name from the catalog (runner._Start._part: catalog.knobs)",
     },
-    "knoblab/workloads/dump.py": {
+    "knoblab/datasets/dump.py": {
         "quoted(self.workload_database)": "a database name in backticks, its backticks "
                                           "doubled (dump.quoted)",
         "quoted(pattern)": "a database name the dump names, its GRANT wildcards escaped, in "
@@ -132,8 +132,8 @@ SPLICES: dict[str, dict[str, str]] = {
     },
     "knoblab/workloads/script.py": {
         "DATABASE": "the constant 'knoblab'",
-        "quoted(self.database)": "knoblab's database or a dump's, in backticks, its backticks "
-                                 "doubled (dump.quoted)",
+        "quoted(self.workload_database)": "knoblab's database or the data's (a dump's), in "
+                                          "backticks, its backticks doubled (dump.quoted)",
         "worker.thread_id": "an int: the server's CONNECTION_ID()",
     },
     "knoblab/workloads/replay.py": {

@@ -1,7 +1,9 @@
 """The kinds of workload, by name: the only place that lists them.
 
-Adding a kind: a module whose class follows `knoblab.workloads.base.Workload`, and its line in
-KINDS. Everything else (spec, runner, results, report) goes through the protocol.
+Adding a kind: a module whose class subclasses `knoblab.workloads.base.Workload` (its abstract
+members, and the capabilities the kind has), and its line in KINDS. Everything else (spec,
+runner, results, report) goes through the protocol; the data a point runs on is a
+`knoblab.datasets.Dataset`.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from knoblab.errors import UserError
+from knoblab.records import Objective
 from knoblab.section import check_keys
-from knoblab.workloads.base import Objective, Workload, WorkloadError
+from knoblab.workloads.base import Workload, WorkloadError
 from knoblab.workloads.query import QueryWorkload
 from knoblab.workloads.replay import ReplayWorkload
 from knoblab.workloads.script import ScriptWorkload

@@ -1,51 +1,36 @@
-"""The Workload protocol: what every kind of workload (query, sysbench, script) provides.
+"""The Workload protocol: what every kind of workload (query, sysbench, script, replay) provides.
 
-A kind owns its [workload] section (read and checked once, with its own errors), the data it
-measures on (a key naming the data, and how to build it into a template), how it measures one
-configuration on a server, its objective (metric, unit, direction), how many connections it
-opens, how its stored trials are summarised, and how it describes itself. The runner, results
-and reports use only this protocol; adding a kind is one module and one line in the registry
-(`knoblab.workloads.KINDS`).
+A kind owns its [workload] section (read and checked once, with its own errors), says which
+data a point runs on (a `knoblab.datasets.Dataset`: [dataset] read through the dataset
+registry, or data of its own), measures one configuration on a server, and gives its
+objective (metric, unit, direction), how many connections it opens, how its stored trials are
+summarised, and how it describes itself. `Workload`'s abstract members are what every kind
+gives; its other members are capabilities with defaults (a measurement in parts, a time
+series, checks against the server), overridden by the kinds that have them. The runner,
+results and reports use only this protocol; adding a kind is one module and one line in the
+registry (`knoblab.workloads.KINDS`).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from knoblab.catalog import Catalog
-from knoblab.connection import Progress, Server
+from knoblab.connection import Server
+from knoblab.datasets import Dataset
 from knoblab.errors import UserError
-from knoblab.stats import Centre, Direction, Summary, Test
+from knoblab.records import Metric, Objective, Steady
+from knoblab.stats import Summary
 from knoblab.units import parse_duration
 
 
 class WorkloadError(UserError):
     """The measurement itself failed (SQL error, timeout, a dead server): the trial is recorded
     as failed and the run goes on."""
-
-
-@dataclass(frozen=True)
-class Objective:
-    """What a measurement is and which way is better."""
-
-    metric: str  # "seconds" or "tps"
-    unit: str  # as shown after a value: "s" or "tps"
-    direction: Direction
-    centre: Centre  # what points are judged on: the median (times) or the mean (throughput)
-    test: Test  # the default test: "welch-log" (times multiply) or "welch" (batch means)
-    time_series: bool  # every second is stored: steady state, stalls, charts over time
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A figure every measurement of a kind gives: what a search may optimize, or bound."""
-
-    detail: str | None  # its key in the measurement's details; None: the measured value itself
-    unit: str
-    direction: Direction
 
 
 @dataclass(frozen=True)
@@ -135,15 +120,6 @@ def _whole(section: Mapping[str, Any], key: str, default: int, low: int) -> int:
 
 
 @dataclass(frozen=True)
-class Steady:
-    """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
-
-    warmup: int | None = None  # seconds; None = detected (MSER-5)
-    window: int | None = None  # the last N seconds; None = everything after the warm-up
-    stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
-
-
-@dataclass(frozen=True)
 class Second:
     """One second of a time-series workload, as its driver reported it."""
 
@@ -165,31 +141,6 @@ class Measured:
 
     value: float
     details: dict[str, Any] = field(default_factory=dict)
-
-
-class OnePiece:
-    """For kinds whose measurement cannot be split into parts (a sysbench run, a script)."""
-
-    @property
-    def parts(self) -> int:
-        return 1
-
-    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
-                recorder: Recorder) -> Measured:
-        raise NotImplementedError
-
-    def measure_part(self, server: Server, requested: Mapping[str, str],
-                     session_knobs: list[str], recorder: Recorder) -> Measured:
-        return self.measure(server, requested, session_knobs, recorder)
-
-    def join(self, parts: list[Measured]) -> Measured:
-        (whole,) = parts
-        return whole
-
-    def warm_up(self, server: Server, requested: Mapping[str, str],
-                session_knobs: list[str]) -> None:
-        """One whole measurement, not kept."""
-        self.measure(server, requested, session_knobs, NOT_KEPT)
 
 
 class _NotKept:
@@ -237,7 +188,7 @@ class StoredSeconds(Protocol):
     def os_seconds(self) -> dict[int, list[dict[str, float]]]: ...
 
 
-class Workload(Protocol):
+class Workload(ABC):
     """A configured workload of one kind, read from a spec."""
 
     kind: ClassVar[str]  # its name in [workload] kind and in the registry
@@ -251,86 +202,106 @@ class Workload(Protocol):
     keys: ClassVar[frozenset[str]]  # the keys its [workload] section may hold
 
     @property
+    @abstractmethod
     def rounds(self) -> Rounds:
         """How many times each point is measured (fixed, or as many as the decisions need)."""
 
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
+                  sweep: dict[str, list[Any]], base_dir: Path | None) -> Workload:
+        """Read and check its sections ([dataset] through `knoblab.datasets.read`, or its
+        own data); UserError (one line) for anything wrong."""
+
+    @abstractmethod
+    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
+        """A swept parameter's values, checked and normalised."""
+
+    @abstractmethod
+    def dataset(self, requested: Mapping[str, str]) -> Dataset:
+        """The data a point runs on (its requested values may choose a variant)."""
+
+    @property
+    @abstractmethod
+    def writes_data(self) -> bool:
+        """Whether a measurement changes its data (each one then starts from a fresh copy;
+        on a running server the data is rebuilt every time)."""
+
+    @abstractmethod
+    def connections_for(self, requested: Mapping[str, str]) -> int:
+        """Connections a point opens, for the memory estimate."""
+
+    @abstractmethod
+    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
+                recorder: Recorder) -> Measured:
+        """One measurement on a configured server; WorkloadError when it fails."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, object]:
+        """What the run's description keeps of it (the results' "workload", with kind)."""
+
+    @classmethod
+    @abstractmethod
+    def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
+                statistics: Mapping[str, Any]) -> list[float]:
+        """A point's samples for the tests: one per independent unit of replication."""
+
+    @classmethod
+    @abstractmethod
+    def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
+                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
+        """A point's figures for the results: centre, interval and what was seen."""
+
+    # -- capabilities, with their defaults ----------------------------------------------------
+
     # What one unit of work is ("run", "transaction"): counters that explain a result are
     # compared per unit, so a counter that merely grows with the work done explains nothing.
-    unit_of_work: ClassVar[str]
+    unit_of_work: ClassVar[str] = "run"
+    # How a time series is judged; None for kinds without one.
+    steady: Steady | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the user should know about this workload as written (said before the run)."""
+        return ()
 
     @classmethod
     def work_done(cls, details: Mapping[str, Any]) -> float | None:
         """The units of work one measurement did, when that varies with the configuration
         (a fixed-time run's transactions); None when every measurement does the same work."""
+        return None
 
     @property
     def least_seconds(self) -> float:
         """What one measurement takes at the least, known from the spec alone (a sysbench
         run's duration; 0 when only measuring tells): for budgets checked before a run."""
-
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """What the user should know about this workload as written (said before the run)."""
-
-    @property
-    def steady(self) -> Steady | None:
-        """How a time series is judged; None for kinds without one."""
-
-    @classmethod
-    def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
-                  sweep: dict[str, list[Any]], base_dir: Path | None) -> Workload:
-        """Read and check its sections; UserError (one line) for anything wrong."""
-
-    def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
-        """A swept parameter's values, checked and normalised."""
+        return 0.0
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
         """Checks against a server's catalog and the settings in force, before anything runs."""
+        return None  # by default nothing a server's settings could make impossible
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
-        """What a running server (not a sandbox) would not allow for this workload."""
-
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        """Names the data a point runs on (a template datadir is kept per key)."""
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        """The data a point runs on, in words."""
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        """Builds a point's data on the server (once per key, into a template)."""
-
-    @property
-    def writes_data(self) -> bool:
-        """Whether a measurement changes its data (on a running server: rebuilt every time)."""
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        """A generous estimate of the data's size on disk, to refuse a run the disk cannot
-        hold before anything is built."""
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        """The data for the results, or None when the kind makes its own tables."""
-
-    def connections_for(self, requested: Mapping[str, str]) -> int:
-        """Connections a point opens, for the memory estimate."""
-
-    def measure(self, server: Server, requested: Mapping[str, str], session_knobs: list[str],
-                recorder: Recorder) -> Measured:
-        """One measurement on a configured server; WorkloadError when it fails."""
+        """What a running server (not a sandbox) would not allow for this workload, besides
+        what its data would not (each dataset's own check, made after this one)."""
+        return None  # by default nothing beyond its data's
 
     @property
     def parts(self) -> int:
         """How many separately timed parts one measurement is made of (the query kind's timed
         runs; 1 for a measurement in one piece). In a blocked design the parts of a round's
         points alternate, so that every point is measured next in time to every other."""
+        return 1
 
     def measure_part(self, server: Server, requested: Mapping[str, str],
                      session_knobs: list[str], recorder: Recorder) -> Measured:
         """One part of a measurement (the whole of it when it is in one piece)."""
+        return self.measure(server, requested, session_knobs, recorder)
 
     def join(self, parts: list[Measured]) -> Measured:
         """The measurement made of its parts, as `measure` would have made it."""
+        (whole,) = parts
+        return whole
 
     def warm_up(self, server: Server, requested: Mapping[str, str],
                 session_knobs: list[str]) -> None:
@@ -338,17 +309,6 @@ class Workload(Protocol):
         timed parts on a start shared with other points (the blocked design): the part then
         finds the caches as this configuration keeps them, not as the start (empty) or the
         previous point (another size, just emptied by the change) left them. Nothing of it is
-        kept; WorkloadError when it fails (the point's measurement would fail alike)."""
-
-    def describe(self) -> dict[str, object]:
-        """What the run's description keeps of it (the results' "workload", with kind)."""
-
-    @classmethod
-    def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
-                statistics: Mapping[str, Any]) -> list[float]:
-        """A point's samples for the tests: one per independent unit of replication."""
-
-    @classmethod
-    def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
-                 stored: StoredSeconds, statistics: Mapping[str, Any]) -> dict[str, Any]:
-        """A point's figures for the results: centre, interval and what was seen."""
+        kept; WorkloadError when it fails (the point's measurement would fail alike). By
+        default one whole measurement."""
+        self.measure(server, requested, session_knobs, NOT_KEPT)

@@ -18,36 +18,32 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pymysql
 
-from knoblab import section
+from knoblab import datasets, section
 from knoblab.admin import refuse_admin
 from knoblab.capture.plan import changes_no_data
-from knoblab.catalog import Catalog
-from knoblab.connection import DATABASE, Progress, Server, one
+from knoblab.connection import Server, one
+from knoblab.datasets import Dataset
+from knoblab.datasets.scan import ScanTable, parameter_axis
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler, drop_from_page_cache
+from knoblab.records import Metric, Objective
 from knoblab.stats import Summary
-from knoblab.units import parse_size
 from knoblab.workloads.base import (
     Measured,
-    Metric,
-    Objective,
-    OnePiece,
     Recorder,
     Rounds,
-    Steady,
     StoredSeconds,
     StoredTrial,
+    Workload,
     WorkloadError,
 )
-from knoblab.workloads.dataset import ENGINES, SLACK_TYPES, VOLATILE, ScanTable
-from knoblab.workloads.dump import Dump
 
 CACHE_MODES = ("warm", "cold")
 LEADING_COMMENTS = re.compile(r"^(\s+|/\*.*?\*/|--[^\n]*|#[^\n]*)*", re.DOTALL)
@@ -65,24 +61,15 @@ class Measurement:
     details: dict[str, object] = field(default_factory=dict)
 
 
-class Timed(OnePiece):
-    """What every workload timed by the wall clock (queries, scripts) shares: lower is better,
-    effects on time multiply (judged on medians, tested on log-times), and one time per server
-    start is one sample."""
+class Timed(Workload):
+    """What every workload timed by the wall clock (queries, scripts, replays) shares: lower is
+    better, effects on time multiply (judged on medians, tested on log-times), one time per
+    server start is one sample, and every run does the same work, however long it takes."""
 
     objective: ClassVar[Objective] = Objective(
         metric="seconds", unit="s", direction="minimize", centre="median", test="welch-log",
         time_series=False)
     metrics: ClassVar[Mapping[str, Metric]] = {"seconds": Metric(None, "s", "minimize")}
-    unit_of_work: ClassVar[str] = "run"  # every run does the same work, however long it takes
-
-    @property
-    def least_seconds(self) -> float:
-        return 0.0  # only measuring tells
-
-    @classmethod
-    def work_done(cls, details: Mapping[str, Any]) -> float | None:
-        return None
 
     @classmethod
     def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
@@ -100,7 +87,7 @@ class QueryWorkload(Timed):
     """One SQL statement timed per measurement, over the built-in scan table or a dump."""
 
     kind: ClassVar[str] = "query"
-    parameters: ClassVar[tuple[str, ...]] = ("rows", "engine", "slack_type")
+    parameters: ClassVar[tuple[str, ...]] = ScanTable.parameters
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "sql", "cache", "timed_runs", "timeout"}) | Rounds.KEYS
 
@@ -108,37 +95,26 @@ class QueryWorkload(Timed):
     cache: str = "warm"
     timeout: float = 3600.0
     timed_runs: int = 1  # per server start; the measurement is the fastest
-    dataset: ScanTable | None = None
-    dump: Dump | None = None  # [dataset] dump: the data instead of the scan table
+    data: Dataset | None = None  # [dataset]: the scan table (of each point's variant), a dump
     rounds: Rounds = Rounds()
     warnings: tuple[str, ...] = ()
     writes_data: bool = False
-    steady: ClassVar[Steady | None] = None
 
     # -- the spec -----------------------------------------------------------------------------
 
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> QueryWorkload:
-        dump = None
-        if "dump" in dataset:
-            dump = Dump.from_spec(dataset, base_dir)
-            swept = [name for name in cls.parameters if name in sweep]
-            if swept:
-                raise UserError(f"[sweep] {swept[0]}: a parameter of the built-in scan table; "
-                                "the data is the dump's")
-        if "rows" in sweep:
-            if "rows" in dataset or "size" in dataset:
-                raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
-                                "from [dataset]")
-            first = sweep["rows"][0]
-            dataset = {**dataset, "rows": first if isinstance(first, int) else 1}
+        data = datasets.read(dataset, base_dir, sweep)
+        swept = [name for name in cls.parameters if name in sweep and name not in data.parameters]
+        if swept:
+            raise UserError(f"[sweep] {swept[0]}: a parameter of the built-in scan table; "
+                            "the data is the dump's")
         sql = section.text(workload, "sql", "workload", "")
         if not sql.strip():
             raise UserError("[workload] sql: give the statement to time, e.g. "
                             "sql = \"SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'\"")
         refuse_admin(sql, "[workload] sql")
-        table = None if dump else _scan_table(dataset)
         cache = section.text(workload, "cache", "workload", "warm")
         if cache not in CACHE_MODES:
             raise UserError(f"[workload] cache = {cache!r}: use \"warm\" or \"cold\"")
@@ -157,39 +133,15 @@ class QueryWorkload(Timed):
             timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
                                    7 * 86400.0),
             timed_runs=timed_runs,
-            dataset=table,
-            dump=dump,
+            data=data,
             rounds=Rounds.from_spec(workload),
         )
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
-        """Swept rows (whole numbers), engine or slack_type (one of the choices)."""
-        choices = {"engine": ENGINES, "slack_type": SLACK_TYPES}.get(name)
-        axis: list[str] = []
-        for raw in values:
-            if choices is None:
-                if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-                    raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at "
-                                    "least 1")
-                value = str(raw)
-            else:
-                if name == "engine" and str(raw).upper() in VOLATILE:
-                    ScanTable(rows=1, engine=str(raw).upper())  # refused, saying why
-                match = [c for c in choices if isinstance(raw, str) and c.lower() == raw.lower()]
-                if not match:
-                    raise UserError(f"[sweep] {name} = {raw!r}: use one of {', '.join(choices)}")
-                value = match[0]
-            if value in axis:
-                raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
-            axis.append(value)
-        return axis
-
-    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
-        """Nothing the server's settings could make impossible."""
+        return parameter_axis(name, values)
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
-        if self.dump is not None:
-            self.dump.check_running_server(where)
+        self.dataset({}).check_running_server(where)  # said first: it cannot run there at all
         if self.cache == "cold" and datadir is None:
             raise UserError(f"cache = \"cold\" needs the server's files on this machine to "
                             f"evict them, and {where}'s data directory is not here; use "
@@ -197,53 +149,23 @@ class QueryWorkload(Timed):
 
     # -- the data -----------------------------------------------------------------------------
 
-    def dataset_for(self, requested: Mapping[str, str]) -> ScanTable | Dump:
-        """The dataset variant a point runs on (its swept rows, engine or slack_type), or
-        the dump."""
-        if self.dump is not None:
-            return self.dump
-        assert self.dataset is not None, "a query workload read from a spec has its dataset"
-        changes: dict[str, Any] = {}
-        if "rows" in requested:
-            changes.update(rows=int(requested["rows"]), size_bytes=None)
-        if "engine" in requested:
-            changes["engine"] = requested["engine"]
-        if "slack_type" in requested:
-            changes["slack_type"] = requested["slack_type"]
-        return replace(self.dataset, **changes) if changes else self.dataset
-
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        return self.dataset_for(requested).key
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        return self.dataset_for(requested).label()
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        self.dataset_for(requested).build(server, progress)
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        return self.dataset_for(requested).estimated_bytes()
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        return self.dataset_for(requested).describe(datadir)
+    def dataset(self, requested: Mapping[str, str]) -> Dataset:
+        """The data a point runs on: its variant of the scan table (swept rows, engine or
+        slack_type), or the dump."""
+        assert self.data is not None, "a query workload read from a spec has its data"
+        return self.data.varied(requested)
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return 2  # the timed one, and knoblab's own for counters and settings
 
     @property
-    def database(self) -> str:
-        """Where the statement runs: the dump's database, else knoblab's own."""
-        return self.dump.workload_database if self.dump else DATABASE
+    def database(self) -> str | None:
+        """Where the statement runs: the data's database (knoblab's own for the scan table)."""
+        return self.dataset({}).workload_database
 
     def describe(self) -> dict[str, object]:
-        found: dict[str, object] = {"sql": self.sql, "cache": self.cache,
-                                    "timed_runs": self.timed_runs}
-        if self.dump is not None:  # its identity: a run is not resumed over an edited dump
-            found["dump"] = {"file": str(self.dump.path), "database": self.database,
-                             "key": self.dump.key}
-        return found
+        return {"sql": self.sql, "cache": self.cache, "timed_runs": self.timed_runs,
+                **self.dataset({}).pinned()}
 
     # -- the measurement ----------------------------------------------------------------------
 
@@ -261,8 +183,7 @@ class QueryWorkload(Timed):
         """One timed run (after its warm-up run, for a warm cache)."""
         # The OS figures of every second, warm-up included: long runs get their vmstat.
         with SecondSampler(server.pid) as sampler:
-            files = self.dataset_for(requested).files(server.datadir) if server.datadir \
-                else []
+            files = self.dataset(requested).files(server.datadir) if server.datadir else []
             run = self.measure_once(server, files, session_knobs)
         recorder.os_seconds(sampler.take())
         return Measured(run.seconds, {**run.details, "rows": run.rows})
@@ -379,23 +300,6 @@ def _kill_query(server: Server, connection_id: int) -> None:
             conn.close()
     except (pymysql.MySQLError, UserError):
         pass  # already gone, or the server with it
-
-
-def _scan_table(dataset: dict[str, Any]) -> ScanTable:
-    if "database" in dataset:
-        raise UserError("[dataset] database applies to a dump ([dataset] dump = \"FILE\"); "
-                        "the built-in scan table lives in knoblab's own database")
-    if dataset.get("kind", "scan-table") != "scan-table":
-        raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
-                        "\"scan-table\"")
-    rows = dataset.get("rows")
-    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
-        raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
-    size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
-    return ScanTable(rows=rows, size_bytes=size,
-                     engine=section.text(dataset, "engine", "dataset", "MyISAM"),
-                     slack_type=section.text(dataset, "slack_type", "dataset", "VARCHAR(50)"),
-                     index=section.flag(dataset, "index", "dataset"))
 
 
 # --- results of timed workloads (queries and scripts) ---------------------------------------

@@ -56,10 +56,14 @@ import pymysql
 from MySQLdb import _mysql
 from MySQLdb.constants import CLIENT
 
-from knoblab import section
+from knoblab import datasets, section
 from knoblab.capture.plan import TIMESTAMP, USE, Plan, Session, plan_for
 from knoblab.catalog import Catalog
 from knoblab.connection import SYSTEM_DATABASES, Progress, Server
+from knoblab.datasets import Dataset
+from knoblab.datasets.dump import DATA_USER, data_account, quoted
+from knoblab.datasets.empty import EmptyServer
+from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
@@ -69,12 +73,10 @@ from knoblab.workloads.base import (
     Measured,
     Recorder,
     Rounds,
-    Steady,
     StoredSeconds,
     StoredTrial,
     WorkloadError,
 )
-from knoblab.workloads.dump import DATA_USER, Dump, data_account, quoted
 from knoblab.workloads.query import Timed, regime
 
 SPEEDS = ("max", "original")
@@ -101,7 +103,6 @@ class ReplayWorkload(Timed):
     parameters: ClassVar[tuple[str, ...]] = ()
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "log", "speed", "sessions", "max_failing", "timeout"}) | Rounds.KEYS
-    steady: ClassVar[Steady | None] = None
 
     log: Path
     plan: Plan
@@ -110,7 +111,7 @@ class ReplayWorkload(Timed):
     max_failing: float = 0.05  # of a class's statements, on the first measurement
     timeout: float = 3600.0
     rounds: Rounds = Rounds()
-    dump: Dump | None = None
+    data: Dataset | None = None  # [dataset] (a dump); None: an empty server
     warnings: tuple[str, ...] = ()
     swept_connections: tuple[Any, ...] = ()  # [sweep] max_connections, checked with the catalog
     sessions_given: bool = False  # [workload] sessions set, rather than the capture's peak
@@ -136,12 +137,9 @@ class ReplayWorkload(Timed):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> ReplayWorkload:
-        dump = None
-        if "dump" in dataset:
-            dump = Dump.from_spec(dataset, base_dir)
-        elif dataset:
-            raise UserError("[dataset]: a replay runs on the data of a dump ([dataset] dump = "
-                            "\"FILE\"), or on an empty server; remove the other keys")
+        data = datasets.read(dataset, base_dir, sweep, refused={ScanTable.kind: (
+            "[dataset]: a replay runs on the data of a dump ([dataset] dump = \"FILE\"), or on "
+            "an empty server; remove the other keys")}) if dataset else None
         name = section.text(workload, "log", "workload", "")
         if not name.strip():
             raise UserError("[workload] log: give the captured log to replay, e.g. log = "
@@ -172,13 +170,14 @@ class ReplayWorkload(Timed):
                     "shorter log, or use speed = \"max\"")
             notes.append(f"speed = \"original\": each measurement keeps the log's pace and lasts "
                          f"its span, {span}")
-        if dump is not None and dump.named is None:
-            # Made without --databases, the dump loads into its one database: what else the
-            # log's statements use is known to be missing now, before anything is loaded.
-            lacking = _Lacking(plan, {dump.workload_database})
+        if data is not None and data.known_databases is not None:
+            # Data whose databases are known (a dump made without --databases loads into its
+            # one): what else the log's statements use is known to be missing now, before
+            # anything is loaded.
+            lacking = _Lacking(plan, set(data.known_databases))
             if lacking.statements:
-                notes.append(lacking.said(max_failing, dump))
-        if dump is None:
+                notes.append(lacking.said(max_failing, data))
+        if data is None:
             notes.append("no [dataset] dump: the statements run on an empty server, where "
                          "most will fail; give the data they ran on with [dataset] dump")
         if plan.skipped:
@@ -189,7 +188,7 @@ class ReplayWorkload(Timed):
                          "replayed at once (set [workload] sessions to change it)")
         return cls(
             log=log, plan=plan, speed=speed, sessions=sessions, max_failing=max_failing,
-            timeout=timeout, rounds=Rounds.from_spec(workload), dump=dump, warnings=tuple(notes),
+            timeout=timeout, rounds=Rounds.from_spec(workload), data=data, warnings=tuple(notes),
             swept_connections=tuple(sweep.get("max_connections", ())),
             sessions_given="sessions" in workload)
 
@@ -253,23 +252,8 @@ class ReplayWorkload(Timed):
 
     # -- the data template --------------------------------------------------------------------
 
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        return self.dump.key if self.dump else "replay-empty"
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        return self.dump.label("") if self.dump else "an empty server"
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        if self.dump is not None:
-            self.dump.build(server, progress)
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        return self.dump.estimated_bytes() if self.dump else 0
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        return self.dump.describe(datadir) if self.dump else None
+    def dataset(self, requested: Mapping[str, str]) -> Dataset:
+        return self.data or EmptyServer(self.kind)
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return self.workers + OWN_CONNECTIONS
@@ -295,7 +279,7 @@ class ReplayWorkload(Timed):
                                 first)
         lacking = _Lacking(self.plan, present)
         if lacking.statements:
-            lacking.said(self.max_failing, self.dump)
+            lacking.said(self.max_failing, self.data)
         # The sessions log in as the data account: a log's statements get the privileges of
         # the data and nothing else (no server settings, files, plugins or accounts).
         data_account(server)
@@ -404,8 +388,7 @@ class ReplayWorkload(Timed):
             "plan": self.plan.summary(),
             "classes": [{"id": c.id, "fingerprint": c.fingerprint, "count": c.count,
                          "reads": c.reads} for c in self.plan.classes],
-            **({"dump": {"file": str(self.dump.path), "database": self.dump.workload_database,
-                         "key": self.dump.key}} if self.dump else {}),
+            **self.dataset({}).pinned(),
         }
 
 
@@ -484,7 +467,7 @@ class _Lacking:
                 self.worst, self.worst_class = lost / kind.count, kind.fingerprint
         self.used = frozenset(name for kind in plan.classes for name in kind.databases)
 
-    def said(self, max_failing: float, dump: Dump | None) -> str:
+    def said(self, max_failing: float, data: Dataset | None) -> str:
         """The sentence saying them, when their statements stay within max_failing (they
         fail, unsent); else UserError, with the fix."""
         ranked = sorted(self.statements.items(), key=lambda item: (-item[1], item[0]))
@@ -496,14 +479,15 @@ class _Lacking:
         if self.worst <= max_failing:
             return (f"{what}; their statements fail in the replay, unsent ({self.worst:.0%} "
                     f"of a class at most, within max_failing = {max_failing:g})")
-        if dump is None:
+        into = data.workload_database if data else None
+        if data is None or into is None:
             fix = "give the data they ran on with [dataset] dump"
-        elif dump.named is None and len(ranked) == 1 and dump.workload_database not in self.used:
+        elif data.known_databases is not None and len(ranked) == 1 and into not in self.used:
             fix = (f"load the dump into the log's database: [dataset] database = "
                    f"\"{ranked[0][0]}\"")
         else:
             fix = ("give a dump that holds them too (mariadb-dump --databases "
-                   + " ".join([dump.workload_database, *(name for name, _ in ranked)]) + ")")
+                   + " ".join([into, *(name for name, _ in ranked)]) + ")")
         raise UserError(f"{what}; {self.worst:.0%} of '{_short(self.worst_class)}' would fail "
                         f"there, above max_failing = {max_failing:g}: {fix}, or set [workload] "
                         f"max_failing = {math.ceil(self.worst * 100) / 100:g} to replay "
@@ -559,7 +543,7 @@ class _Replay:
                                                       self.plan.sessions))]
         self.began = 0.0
         self.seconds = 0.0
-        self.database = workload.dump.workload_database if workload.dump else None
+        self.database = workload.dataset({}).workload_database
 
     def go(self) -> None:
         self.began = time.perf_counter()

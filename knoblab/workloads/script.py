@@ -29,21 +29,21 @@ from typing import Any, ClassVar
 import pymysql
 from pymysql.constants import CLIENT
 
-from knoblab import section
+from knoblab import datasets, section
 from knoblab.admin import refuse_admin
 from knoblab.capture.plan import changes_no_data
-from knoblab.catalog import Catalog
 from knoblab.connection import DATABASE, Progress, Server
+from knoblab.datasets import Dataset
+from knoblab.datasets.dump import quoted
+from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.workloads.base import (
     Measured,
     Recorder,
     Rounds,
-    Steady,
     WorkloadError,
 )
-from knoblab.workloads.dump import Dump, quoted
 from knoblab.workloads.query import LEADING_COMMENTS, Measurement, Timed, regime
 
 # After a failure or the timeout: how long workers get to stop once their connections are
@@ -162,6 +162,81 @@ def trim_comment_tail(sql: str) -> str:
     return sql
 
 
+# --- the data -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScriptSetup(Dataset):
+    """A script's data: its setup run in knoblab's own database, or over the data of
+    [dataset] (a dump), in that data's database."""
+
+    setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
+    base: Dataset | None = None  # [dataset]: built first, the setup after it
+
+    @property
+    def key(self) -> str:
+        """Names the template datadir: the setup text (and the data under it, when there is
+        any) determines its data."""
+        setup = hashlib.sha256(self.setup.encode()).hexdigest()[:12]
+        if self.base is None:
+            return "script-" + setup
+        return self.base.key + ("-setup-" + setup if self.setup.strip() else "")
+
+    @property
+    def workload_database(self) -> str | None:
+        return self.base.workload_database if self.base else DATABASE
+
+    def label(self, then: str = "") -> str:
+        if self.base is None:
+            return f"the script's setup{then}"
+        return self.base.label((", then the script's setup" if self.setup.strip() else "")
+                               + then)
+
+    def estimated_bytes(self) -> int:
+        # A setup's tables: unknown, and small in every use seen so far.
+        return self.base.estimated_bytes() if self.base else 0
+
+    def describe(self, datadir: Path | None) -> dict[str, object] | None:
+        # Without data under it the setup makes the tables; the workload's description holds
+        # its text.
+        return self.base.describe(datadir) if self.base else None
+
+    def check_running_server(self, where: str) -> None:
+        """A script runs on a running server too (its tables live in knoblab's database);
+        the data under it may not."""
+        if self.base is not None:
+            self.base.check_running_server(where)
+
+    def pinned(self) -> dict[str, object]:
+        return self.base.pinned() if self.base else {}
+
+    def build(self, server: Server, progress: Progress | None = None) -> None:
+        """The data under it, then the database (the data's exists) and `setup` in it;
+        UserError naming the failing statement."""
+        if self.base is not None:
+            self.base.build(server, progress)
+        conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
+        try:
+            with conn.cursor() as cur:
+                if self.base is None:
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
+                if self.workload_database is not None:
+                    cur.execute(f"USE {quoted(self.workload_database)}")
+                if not split_statements(self.setup):
+                    return  # sending only comments/blanks gets "Query was empty"
+                done = 0
+                try:
+                    cur.execute(trim_comment_tail(self.setup))
+                    done = 1
+                    while cur.nextset():
+                        done += 1
+                except pymysql.MySQLError as exc:
+                    raise UserError(f"script setup failed at statement {done + 1}: "
+                                    f"{_error_text(exc)}") from None
+        finally:
+            conn.close()
+
+
 # --- the workload ---------------------------------------------------------------------------
 
 
@@ -178,8 +253,6 @@ class ScriptWorkload(Timed):
     keys: ClassVar[frozenset[str]] = frozenset(
         {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
          "transaction", "timeout"}) | Rounds.KEYS
-    steady: ClassVar[Steady | None] = None
-    warnings: ClassVar[tuple[str, ...]] = ()
 
     setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
     body: str  # SQL one iteration runs; may hold several statements
@@ -188,7 +261,7 @@ class ScriptWorkload(Timed):
     transaction: int = 1  # iterations per transaction; 1 = autocommit
     timeout: float = 3600.0  # seconds for the whole timed body
     rounds: Rounds = Rounds()
-    dump: Dump | None = None  # [dataset] dump: loaded before the setup, which may be ""
+    data: Dataset | None = None  # [dataset] (a dump): built before the setup, which may be ""
     # A body that may write: every measurement starts from freshly set-up tables (a server
     # start each, or a rebuild on a running server). One that only reads shares a start.
     writes_data: bool = True
@@ -217,13 +290,10 @@ class ScriptWorkload(Timed):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> ScriptWorkload:
-        dump = None
-        if "dump" in dataset:
-            dump = Dump.from_spec(dataset, base_dir)
-        elif dataset:
-            raise UserError("[dataset]: a script makes its own tables in its setup, or runs on "
-                            "a dump ([dataset] dump = \"FILE\"); remove the other keys of "
-                            "[dataset]")
+        data = datasets.read(dataset, base_dir, sweep, refused={ScanTable.kind: (
+            "[dataset]: a script makes its own tables in its setup, or runs on a dump "
+            "([dataset] dump = \"FILE\"); remove the other keys of [dataset]")}) \
+            if dataset else None
         texts = {}
         for part in ("setup", "body"):
             if part in workload and f"{part}_file" in workload:
@@ -255,85 +325,23 @@ class ScriptWorkload(Timed):
             timeout=section.number(workload, "timeout", "workload", 3600.0, float, 0.001,
                                    7 * 86400.0),
             rounds=Rounds.from_spec(workload),
-            dump=dump,
+            data=data,
             writes_data=not reads_only(texts["body"]),
         )
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
         raise UserError(f"[sweep] {name}: a script sweeps server settings only")
 
-    def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
-        """Nothing the server's settings could make impossible."""
+    def dataset(self, requested: Mapping[str, str]) -> ScriptSetup:
+        return ScriptSetup(self.setup, self.data)
 
     @property
-    def database(self) -> str:
-        """Where the setup and body run: the dump's database, else knoblab's own."""
-        return self.dump.workload_database if self.dump else DATABASE
-
-    def check_running_server(self, where: str, datadir: Path | None) -> None:
-        """A script runs on a running server too (its tables live in knoblab's database);
-        a dump is loaded into sandboxes only: it would land among the server's own data."""
-        if self.dump is not None:
-            self.dump.check_running_server(where)
-
-    # -- the data template --------------------------------------------------------------------
-
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        return self.prepare_key()
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        if self.dump is None:
-            return "the script's setup"
-        return self.dump.label(", then the script's setup" if self.setup.strip() else "")
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        if self.dump is not None:
-            self.dump.build(server, progress)
-        self.prepare(server)
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        # A setup's tables: unknown, and small in every use seen so far.
-        return self.dump.estimated_bytes() if self.dump else 0
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        # Without a dump the setup makes the tables; describe() holds its text.
-        return self.dump.describe(datadir) if self.dump else None
+    def database(self) -> str | None:
+        """Where the setup and body run: the data's database, else knoblab's own."""
+        return self.dataset({}).workload_database
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return self.connections + 2  # its own, and knoblab's for counters and settings
-
-    def prepare_key(self) -> str:
-        """Names the template datadir: the setup text (and the dump, when there is one)
-        determines its data."""
-        setup = hashlib.sha256(self.setup.encode()).hexdigest()[:12]
-        if self.dump is None:
-            return "script-" + setup
-        return self.dump.key + ("-setup-" + setup if self.setup.strip() else "")
-
-    def prepare(self, server: Server) -> None:
-        """Create the database (a dump's exists) and run `setup` in it; UserError naming the
-        failing statement."""
-        conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
-        try:
-            with conn.cursor() as cur:
-                if self.dump is None:
-                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
-                cur.execute(f"USE {quoted(self.database)}")
-                if not split_statements(self.setup):
-                    return  # sending only comments/blanks gets "Query was empty"
-                done = 0
-                try:
-                    cur.execute(trim_comment_tail(self.setup))
-                    done = 1
-                    while cur.nextset():
-                        done += 1
-                except pymysql.MySQLError as exc:
-                    raise UserError(f"script setup failed at statement {done + 1}: "
-                                    f"{_error_text(exc)}") from None
-        finally:
-            conn.close()
 
     # -- the measurement ----------------------------------------------------------------------
 
@@ -409,9 +417,7 @@ class ScriptWorkload(Timed):
             "timeout": self.timeout,
             "setup": self.setup,
             "body": self.body,
-            # The dump's identity: a run resumed after the dump was edited is refused.
-            **({"dump": {"file": str(self.dump.path), "database": self.dump.workload_database,
-                         "key": self.dump.key}} if self.dump else {}),
+            **self.dataset({}).pinned(),
         }
 
 

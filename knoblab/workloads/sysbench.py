@@ -47,23 +47,23 @@ from typing import Any, ClassVar
 import numpy as np
 import pymysql
 
-from knoblab import section, timeseries
+from knoblab import datasets, section, timeseries
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
+from knoblab.datasets import Dataset
+from knoblab.datasets.dump import Dump
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
+from knoblab.records import Metric, Objective, Steady
 from knoblab.stats import Summary as StatsSummary
 from knoblab.workloads.base import (
     Measured,
-    Metric,
-    Objective,
-    OnePiece,
     Recorder,
     Rounds,
     Second,
-    Steady,
     StoredSeconds,
     StoredTrial,
+    Workload,
     WorkloadError,
 )
 
@@ -296,8 +296,15 @@ def _value_text(value: object) -> str:
 # --- the workload ---------------------------------------------------------------------------
 
 
+# sysbench prepares its own tables: [dataset] is refused, a dump saying why.
+_OWN_TABLES = ("[dataset]: sysbench prepares its own tables; set tables and table_size in "
+               "[workload] and remove [dataset]")
+_REFUSED_DATA = {Dump.kind: "[dataset] dump: sysbench prepares and measures its own tables, "
+                            "not a dump's; use [workload] kind = \"script\" to run SQL over a dump"}
+
+
 @dataclass(frozen=True)
-class SysbenchWorkload(OnePiece):
+class SysbenchWorkload(Workload):
     """A sysbench test; each measurement is one run's steady-state mean throughput."""
 
     kind: ClassVar[str] = "sysbench"
@@ -316,7 +323,6 @@ class SysbenchWorkload(OnePiece):
          "options"}) | Rounds.KEYS
     # Its tests write; on a sandbox every trial starts from a copy of the prepared data.
     writes_data: ClassVar[bool] = True
-    warnings: ClassVar[tuple[str, ...]] = ()
 
     test: str = "oltp_read_write"
     threads: int = 8
@@ -354,13 +360,8 @@ class SysbenchWorkload(OnePiece):
     @classmethod
     def from_spec(cls, workload: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> SysbenchWorkload:
-        if "dump" in dataset:
-            raise UserError("[dataset] dump: sysbench prepares and measures its own tables, "
-                            "not a dump's; use [workload] kind = \"script\" to run SQL over "
-                            "a dump")
         if dataset:
-            raise UserError("[dataset]: sysbench prepares its own tables; set tables and "
-                            "table_size in [workload] and remove [dataset]")
+            raise UserError(_REFUSED_DATA.get(datasets.kind_of(dataset), _OWN_TABLES))
 
         def integer(key: str, default: int, low: int, high: int) -> int:
             return int(section.number(workload, key, "workload", default, int, low, high))
@@ -416,29 +417,8 @@ class SysbenchWorkload(OnePiece):
         self.validate(max_prepared_stmt_count=int(statements or
                                                   DEFAULT_MAX_PREPARED_STMT_COUNT))
 
-    def check_running_server(self, where: str, datadir: Path | None) -> None:
-        raise UserError("sysbench runs need a sandbox server: on a running server its tables "
-                        "and passwords would live outside knoblab's own database; use kind = "
-                        "\"query\" or \"script\", or remove [server] kind")
-
-    # -- the data ---------------------------------------------------------------------------
-
-    def data_key(self, requested: Mapping[str, str]) -> str:
-        return f"sysbench-{self.prepare_key()}"
-
-    def data_label(self, requested: Mapping[str, str]) -> str:
-        return f"sysbench {self.tables} tables × {self.table_size:,} rows"
-
-    def build_data(self, server: Server, requested: Mapping[str, str],
-                   progress: Progress) -> None:
-        self.prepare(server)
-
-    def data_bytes(self, requested: Mapping[str, str]) -> int:
-        return self.tables * self.table_size * 300  # an InnoDB sbtest row with its index: ~230
-
-    def describe_data(self, requested: Mapping[str, str],
-                      datadir: Path | None) -> dict[str, object] | None:
-        return None  # describe() holds the tables and their size
+    def dataset(self, requested: Mapping[str, str]) -> SysbenchTables:
+        return SysbenchTables(self)
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return int(requested.get("threads", self.threads)) + 2
@@ -770,6 +750,37 @@ class SysbenchWorkload(OnePiece):
         elif summary is None:
             error = "\n".join(["sysbench printed no final report", *errors])
         return RunResult(seconds, summary, exit_code, error, argv)
+
+
+@dataclass(frozen=True)
+class SysbenchTables(Dataset):
+    """sysbench's own tables, made by its `prepare` from [workload] (tables, table_size and
+    the options the prepare reads): the data of a sysbench run."""
+
+    work: SysbenchWorkload
+
+    @property
+    def key(self) -> str:
+        return f"sysbench-{self.work.prepare_key()}"
+
+    @property
+    def workload_database(self) -> str:
+        return self.work.database
+
+    def label(self, then: str = "") -> str:
+        return f"sysbench {self.work.tables} tables × {self.work.table_size:,} rows{then}"
+
+    def build(self, server: Server, progress: Progress | None = None) -> None:
+        self.work.prepare(server)
+
+    def estimated_bytes(self) -> int:
+        # An InnoDB sbtest row with its index: ~230 bytes.
+        return self.work.tables * self.work.table_size * 300
+
+    def check_running_server(self, where: str) -> None:
+        raise UserError("sysbench runs need a sandbox server: on a running server its tables "
+                        "and passwords would live outside knoblab's own database; use kind = "
+                        "\"query\" or \"script\", or remove [server] kind")
 
 
 def _kill(process: subprocess.Popen[str]) -> None:

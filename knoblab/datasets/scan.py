@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from knoblab import section
 from knoblab.connection import DATABASE, Progress, Server, one
+from knoblab.datasets.base import Dataset
 from knoblab.errors import UserError
-from knoblab.units import format_size
+from knoblab.units import format_size, parse_size
 
 ENGINES = ("MyISAM", "Aria", "InnoDB")
 # Engines whose tables do not survive a server start: every measurement would scan nothing.
@@ -38,7 +41,13 @@ def _canonical(written: str, names: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class ScanTable:
+class ScanTable(Dataset):
+    """The articles' table, of a given size (rows, or bytes), engine and slack column type."""
+
+    kind: ClassVar[str] = "scan-table"
+    named_by: ClassVar[str | None] = None  # the default: [dataset] names no other kind
+    parameters: ClassVar[tuple[str, ...]] = ("rows", "engine", "slack_type")
+
     rows: int | None = None
     size_bytes: int | None = None
     engine: str = "MyISAM"
@@ -68,6 +77,52 @@ class ScanTable:
         if self.slack_type not in SLACK_TYPES:
             raise UserError(f"[dataset] slack_type = {self.slack_type!r}: use one of "
                             f"{', '.join(SLACK_TYPES)}")
+
+    @classmethod
+    def from_spec(cls, dataset: dict[str, Any], base_dir: Path | None,
+                  sweep: Mapping[str, Sequence[Any]] | None = None) -> ScanTable:
+        """[dataset] rows or size, engine, slack_type and index; swept rows stand in for the
+        size (each point has its own)."""
+        sweep = sweep or {}
+        if "rows" in sweep:
+            if "rows" in dataset or "size" in dataset:
+                raise UserError("[sweep] rows: the dataset size is swept; remove rows and size "
+                                "from [dataset]")
+            first = sweep["rows"][0]
+            dataset = {**dataset, "rows": first if isinstance(first, int) else 1}
+        if "database" in dataset:
+            raise UserError("[dataset] database applies to a dump ([dataset] dump = \"FILE\"); "
+                            "the built-in scan table lives in knoblab's own database")
+        if dataset.get("kind", cls.kind) != cls.kind:
+            raise UserError(f"[dataset] kind = {dataset['kind']!r}: the built-in dataset is "
+                            f"\"{cls.kind}\"")
+        rows = dataset.get("rows")
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+            raise UserError(f"[dataset] rows = {rows!r}: must be a whole number, e.g. 2_000_000")
+        size = parse_size(dataset["size"], "[dataset] size") if "size" in dataset else None
+        return cls(rows=rows, size_bytes=size,
+                   engine=section.text(dataset, "engine", "dataset", "MyISAM"),
+                   slack_type=section.text(dataset, "slack_type", "dataset", "VARCHAR(50)"),
+                   index=section.flag(dataset, "index", "dataset"))
+
+    def varied(self, requested: Mapping[str, str]) -> ScanTable:
+        """The table of a point's swept rows, engine or slack_type."""
+        changes: dict[str, Any] = {}
+        if "rows" in requested:
+            changes.update(rows=int(requested["rows"]), size_bytes=None)
+        if "engine" in requested:
+            changes["engine"] = requested["engine"]
+        if "slack_type" in requested:
+            changes["slack_type"] = requested["slack_type"]
+        return replace(self, **changes) if changes else self
+
+    @property
+    def workload_database(self) -> str:
+        return DATABASE
+
+    @property
+    def known_databases(self) -> frozenset[str]:
+        return frozenset({DATABASE})
 
     @property
     def key(self) -> str:
@@ -146,19 +201,42 @@ class ScanTable:
         folder = datadir / DATABASE
         return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
 
-    def label(self) -> str:
+    def label(self, then: str = "") -> str:
         """The table in words."""
         size = f"{self.rows:,} rows" if self.rows is not None else \
             f"{format_size(self.size_bytes or 0)}B"
-        return f"{self.table} ({size}, {self.engine}, slack {self.slack_type})"
+        return f"{self.table} ({size}, {self.engine}, slack {self.slack_type}){then}"
 
     def describe(self, datadir: Path | None) -> dict[str, object]:
         """What the dataset is; its size on disk when its files are on this machine."""
-        info: dict[str, object] = {"kind": "scan-table", "engine": self.engine,
+        info: dict[str, object] = {"kind": self.kind, "engine": self.engine,
                                    "table": self.table, "slack_type": self.slack_type}
         info["rows"] = self.rows
         info["bytes"] = sum(p.stat().st_size for p in self.files(datadir)) if datadir else None
         return info
+
+
+def parameter_axis(name: str, values: list[Any]) -> list[str]:
+    """Swept rows (whole numbers), engine or slack_type (one of the choices)."""
+    choices = {"engine": ENGINES, "slack_type": SLACK_TYPES}.get(name)
+    axis: list[str] = []
+    for raw in values:
+        if choices is None:
+            if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+                raise UserError(f"[sweep] {name} = {raw!r}: must be whole numbers of at "
+                                "least 1")
+            value = str(raw)
+        else:
+            if name == "engine" and str(raw).upper() in VOLATILE:
+                ScanTable(rows=1, engine=str(raw).upper())  # refused, saying why
+            match = [c for c in choices if isinstance(raw, str) and c.lower() == raw.lower()]
+            if not match:
+                raise UserError(f"[sweep] {name} = {raw!r}: use one of {', '.join(choices)}")
+            value = match[0]
+        if value in axis:
+            raise UserError(f"[sweep] {name}: {raw} is listed twice; list each value once")
+        axis.append(value)
+    return axis
 
 
 def _data_length(cur: Any, table: str) -> int:

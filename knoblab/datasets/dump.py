@@ -32,15 +32,16 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import pymysql
 
 from knoblab import section
 from knoblab.connection import SYSTEM_DATABASES, Progress, Server
+from knoblab.datasets.base import Dataset
 from knoblab.errors import UserError
 from knoblab.units import format_size
 
@@ -303,8 +304,11 @@ def _edges(path: Path, size: int) -> str:
 
 
 @dataclass(frozen=True)
-class Dump:
+class Dump(Dataset):
     """A dump file and the database a workload runs in after it is loaded."""
+
+    kind: ClassVar[str] = "dump"
+    named_by: ClassVar[str | None] = "dump"
 
     path: Path  # resolved
     database: str | None  # [dataset] database: where a dump without one loads, or which
@@ -318,7 +322,8 @@ class Dump:
     identity: tuple[int, int, int] = (0, 0, 0)  # device, inode, change time (ns)
 
     @classmethod
-    def from_spec(cls, dataset: dict[str, Any], base_dir: Path | None) -> Dump:
+    def from_spec(cls, dataset: dict[str, Any], base_dir: Path | None,
+                  sweep: Mapping[str, Sequence[Any]] | None = None) -> Dump:
         section.check_keys("[dataset] (with dump)", dataset, KEYS)
         name = section.text(dataset, "dump", "dataset", "")
         if not name.strip():
@@ -356,6 +361,17 @@ class Dump:
         found = self.database or self.named
         assert found is not None, "from_spec refuses a dump with neither"
         return found
+
+    @property
+    def known_databases(self) -> frozenset[str] | None:
+        """Made without --databases, the dump loads into its one database; with it, what it
+        creates is known once it is loaded."""
+        return frozenset({self.workload_database}) if self.named is None else None
+
+    def pinned(self) -> dict[str, object]:
+        """The dump's identity: a run resumed after the dump was edited is refused."""
+        return {"dump": {"file": str(self.path), "database": self.workload_database,
+                         "key": self.key}}
 
     @property
     def key(self) -> str:
@@ -400,7 +416,7 @@ class Dump:
         folder = datadir / self.workload_database if datadir else None
         on_disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) \
             if folder is not None and folder.is_dir() else None
-        return {"kind": "dump", "file": str(self.path), "file_bytes": self.size,
+        return {"kind": self.kind, "file": str(self.path), "file_bytes": self.size,
                 "compression": self.compression, "database": self.workload_database,
                 "rows": None, "bytes": on_disk}
 
