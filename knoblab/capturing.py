@@ -34,6 +34,7 @@ import pymysql
 from rich.filesize import decimal as format_size
 
 from knoblab import __version__, places
+from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.connection import Endpoint, one
 from knoblab.errors import STOP, UserError
@@ -87,10 +88,8 @@ class Request:
 
 
 def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
-    """The spec's name, the running server its [server] names, and its text; a sandbox or a
-    spec without [server] is one line."""
-    from knoblab.spec import _external
-
+    """The spec's name, the running server its [server] names, and its text; a server
+    knoblab starts (a sandbox, or a spec without [server]) is one line."""
     try:
         source = path.read_text(encoding="utf-8")
         data = tomllib.loads(source)
@@ -101,11 +100,14 @@ def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
     except ValueError as exc:
         raise UserError(f"{path}: invalid TOML: {exc}") from None
     server = data.get("server")
-    if not isinstance(server, dict) or server.get("kind", "sandbox") == "sandbox":
+    if not isinstance(server, dict):
+        server = {}
+    kind = targets.kind_named(server)  # an unknown one is said by of_section
+    if kind is not None and not kind.running:
         raise UserError(f"{path}: knoblab capture needs a running server: give [server] "
                         "kind = \"external\" with host and port or socket (a sandbox has no "
                         "load of its own to capture)")
-    endpoint = _external(server)
+    endpoint = targets.of_section(server).endpoint
     assert endpoint is not None
     name = data.get("name") if isinstance(data.get("name"), str) else path.stem
     return str(name), endpoint, source

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 from knoblab.errors import UserError
@@ -22,10 +23,8 @@ _MIN_FREE = 64 * 1024 * 1024
 # A folder knoblab wrote holds this file; one that does not, and holds anything else, is the
 # user's and is never written into.
 REPORT_MARK = ".knoblab-report"
-# What knoblab writes into a report folder (a folder holding only these is knoblab's, even
-# from a version that wrote no mark).
-_REPORT_FILES = ("report.html", "report.md", "measurements.csv", "result.json", "recommended.cnf",
-                 "tune.json", "knoblab-tuned.cnf", REPORT_MARK)
+# What earlier versions wrote into a report folder that no exporter writes now.
+_EARLIER_REPORT_FILES = ("knoblab-tuned.cnf",)
 
 
 def knoblab_home() -> Path:
@@ -91,13 +90,16 @@ def not_knoblabs_own(path: Path, flag: str, own: dict[Path, str], home: Path) ->
                         f"servers and results; give {flag} a place outside it")
 
 
-def check_report_folder(folder: Path) -> None:
-    """Refuse, without writing anything, a folder a report may not be written into."""
+def check_report_folder(folder: Path, report_files: Collection[str]) -> None:
+    """Refuse, without writing anything, a folder a report may not be written into.
+    `report_files`: what a report writes (knoblab.report.exporters); a folder holding only
+    these and charts is knoblab's, even from a version that wrote no mark."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder} is a file, not a folder: give another --out")
     if folder.is_dir() and not (folder / REPORT_MARK).exists():
+        ours = {*report_files, *_EARLIER_REPORT_FILES}
         foreign = sorted(p.name for p in folder.iterdir()
-                         if p.name not in _REPORT_FILES and p.suffix != ".png")
+                         if p.name not in ours and p.suffix != ".png")
         if foreign:
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise UserError(f"{folder} holds files knoblab did not write ({shown}); give an "

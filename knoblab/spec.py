@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from knoblab import section, workloads
+from knoblab import server as targets
 from knoblab.catalog import Catalog
-from knoblab.connection import Endpoint
 from knoblab.errors import UserError
 from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
@@ -26,9 +26,9 @@ from knoblab.workloads import Workload
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
             "statistics", "tune", "machine"}
 SECTION_KEYS = {
-    "server": {"kind", "binary", "config", "allow_durability_tradeoff", "memory_budget",
-               "host", "port", "socket", "user", "password", "password_env", "option_file",
-               "restart_command", "config_include"},
+    # read here, and by the kind [server] names (knoblab.server.KINDS): each its own keys
+    "server": {"kind", "config", "allow_durability_tradeoff", "memory_budget", "password",
+               *targets.KEYS},
     "dataset": {"kind", "rows", "size", "engine", "slack_type", "index", "dump", "database"},
     "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
     "steps": {"one_at_a_time"},
@@ -56,16 +56,14 @@ class Point:
 class Spec:
     name: str
     description: str
-    binary: str | None
+    target: targets.TargetKind  # [server], read by its kind: the servers to measure
     base_config: dict[str, Any]
     workload: Workload  # with its data: a kind's own tables, or the built-in dataset
     sweep: dict[str, list[Any]]
     statistics: Statistics
     steps: list[dict[str, Any]] = field(default_factory=list)  # [[step]] tables, in order
     one_at_a_time: bool = False  # also measure each step's change alone, from the base
-    servers: dict[str, str] = field(default_factory=dict)  # label -> binary, when 2+ compared
     base_dir: Path | None = None  # where the files the spec names are (script files)
-    external: Endpoint | None = None  # a running server to tune, instead of sandboxes
     tied: dict[str, str] = field(default_factory=dict)  # follower knob -> leader knob
     allow_durability_tradeoff: bool = False
     memory_budget: int | None = None  # bytes; None = 80% of the machine's memory
@@ -290,13 +288,13 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
             if not isinstance(value, str | int | float | bool):
                 raise UserError(f"[sweep] {name}: {value!r} is not a single value")
 
-    external = _external(server)
+    target = targets.of_section(server)
     machine = None
     if "machine" in data:
         if not isinstance(data["machine"], dict):
             raise UserError("[machine] must be a table, e.g. [machine] with memory = \"2G\" "
                             "beneath it")
-        if external is not None:
+        if target.running:
             raise UserError("[machine]: a running server runs on its own machine; [machine] "
                             "shapes the sandboxes knoblab starts; remove it, or [server] kind")
         machine = Shape.from_spec(data["machine"], base_dir)
@@ -304,7 +302,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     for name, values in sweep.items():
         if not name.startswith(MACHINE):
             continue
-        if external is not None:
+        if target.running:
             raise UserError(f"[sweep] {name}: a running server runs on its own machine; "
                             "the machine is swept for sandboxes only")
         key = name[len(MACHINE):]
@@ -315,7 +313,6 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
             raise UserError(f"{name} is both in [machine] and [sweep]; keep one")
         for value in values:  # each one a machine of its own: checked like [machine]
             Shape.from_spec({**machine_section, key: value}, base_dir)
-    binary, servers = _binaries(server.get("binary"))
     config = server.get("config", {})
     if not isinstance(config, dict):
         raise UserError("[server.config] must be a table of setting = value")
@@ -358,7 +355,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     return Spec(
         name=str(data.get("name", default_name)),
         description=str(data.get("description", "")),
-        binary=binary,
+        target=target,
         base_config=config,
         workload=work,
         sweep=sweep,
@@ -366,9 +363,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         tied=dict(tied),
         steps=steps,
         one_at_a_time=section.flag(_section(data, "steps"), "one_at_a_time", "steps"),
-        servers=servers,
         base_dir=base_dir,
-        external=external,
         allow_durability_tradeoff=section.flag(server, "allow_durability_tradeoff", "server"),
         memory_budget=parse_size(server["memory_budget"], "[server] memory_budget")
         if "memory_budget" in server else None,
@@ -411,88 +406,6 @@ def _steps(data: dict[str, Any]) -> list[dict[str, Any]]:
                 raise UserError(f"step {number}: {name} = {value!r}: a step sets server "
                                 "settings to single values")
     return steps
-
-
-SANDBOX_ONLY = ("binary",)
-EXTERNAL_ONLY = ("host", "port", "socket", "user", "password_env", "option_file",
-                 "restart_command", "config_include")
-
-
-def _external(server: dict[str, Any]) -> Endpoint | None:
-    if "password" in server:
-        raise UserError("[server] password: a password is never written in a spec; name the "
-                        "environment variable holding it (password_env = \"MYSQL_PWD\") or an "
-                        "option file (option_file = \"~/.my.cnf\")")
-    kind = server.get("kind", "sandbox")
-    if kind not in ("sandbox", "external"):
-        raise UserError(f"[server] kind = {kind!r}: use \"sandbox\" (a server knoblab starts) or "
-                        "\"external\" (a running server)")
-    if kind == "sandbox":
-        for key in EXTERNAL_ONLY:
-            if key in server:
-                raise UserError(f"[server] {key}: only for kind = \"external\"; a sandbox is "
-                                "reached on its own private socket")
-        return None
-    for key in SANDBOX_ONLY:
-        if key in server:
-            raise UserError(f"[server] {key}: not for kind = \"external\" (the running server "
-                            "is whatever binary it is); remove it")
-    if "host" in server and "socket" in server:
-        raise UserError("[server] give host (and port) or socket, not both")
-    command = server.get("restart_command")
-    if command is not None and (not isinstance(command, list) or not command or
-                                not all(isinstance(a, str) and a for a in command)):
-        raise UserError(f"[server] restart_command = {command!r}: give the command as a list "
-                        "of words, run without a shell, e.g. [\"systemctl\", \"restart\", "
-                        "\"mariadb\"]")
-    include = section.text(server, "config_include", "server", "") or None
-    if (command is None) != (include is None):
-        raise UserError("[server] restart_command and config_include go together: knoblab "
-                        "writes restart-only settings to config_include, then restarts")
-    endpoint = Endpoint(
-        host=None if "socket" in server else section.text(server, "host", "server",
-                                                          "127.0.0.1"),
-        port=section.number(server, "port", "server", 3306, int, 1, 65535),
-        socket=section.text(server, "socket", "server", "") or None,
-        user=section.text(server, "user", "server", "root"),
-        password_env=section.text(server, "password_env", "server", "") or None,
-        option_file=section.text(server, "option_file", "server", "") or None,
-        restart_command=tuple(command) if command else None,
-        config_include=include,
-    )
-    if endpoint.option_file and not _path(endpoint.option_file, "option_file").is_file():
-        raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")
-    return endpoint
-
-
-def _path(text: str, key: str) -> Path:
-    try:
-        return Path(text).expanduser()
-    except RuntimeError:  # ~user of a user this machine does not have
-        raise UserError(f"[server] {key} = {text!r}: no such user's home directory") from None
-
-
-def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
-    """One binary, or several compared: a list of names/paths or a table of label = path."""
-    example = ("e.g. binary = \"/usr/sbin/mariadbd\", or to compare servers "
-               "binary = {gcc = \"/usr/sbin/mariadbd\", icc = \"/opt/icc/sbin/mariadbd\"}")
-    if raw is None:
-        return None, {}
-    if isinstance(raw, str) and raw.strip():
-        return raw, {}
-    if isinstance(raw, list):
-        if len(set(map(str, raw))) < len(raw):
-            raise UserError("[server] binary: a binary is listed twice; list each server once")
-        raw = {str(item): item for item in raw}
-    if not isinstance(raw, dict) or not all(isinstance(v, str) and v.strip()
-                                            for v in raw.values()):
-        raise UserError(f"[server] binary = {raw!r}: give a name on PATH or a path, {example}")
-    if len(raw) < 2:
-        raise UserError(f"[server] binary: to compare servers give two or more different "
-                        f"binaries, {example}")
-    if len(set(raw.values())) < len(raw):
-        raise UserError("[server] binary: a binary is listed twice; list each server once")
-    return None, dict(raw)
 
 
 def _section(data: dict[str, Any], name: str) -> dict[str, Any]:

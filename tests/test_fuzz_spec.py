@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from knoblab.errors import UserError
+from knoblab.server import KINDS as TARGET_KINDS
 from knoblab.spec import SECTION_KEYS, TOP_KEYS, Spec, load_spec, parse_spec
 from knoblab.workloads import KINDS
 
@@ -231,10 +232,13 @@ def _check(data: dict[str, Any]) -> None:
     assert all(isinstance(v, list) and (len(v) >= 2 or n in spec.too_few_values)
                for n, v in spec.sweep.items())
     assert all(isinstance(step, dict) and step for step in spec.steps)
-    assert spec.binary is None or (isinstance(spec.binary, str) and spec.binary.strip())
-    assert not (spec.binary and spec.servers)
-    assert all(isinstance(v, str) for v in spec.servers.values())
-    assert spec.external is None or spec.binary is None
+    target = spec.target
+    assert type(target) is TARGET_KINDS[target.kind]
+    binary = getattr(target, "binary", None)  # a sandbox's
+    assert binary is None or (isinstance(binary, str) and binary.strip())
+    assert not (binary and target.servers)
+    assert all(isinstance(v, str) for v in target.servers.values())
+    assert target.endpoint is None or binary is None
 
 
 @settings(max_examples=400, deadline=None,

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from knoblab import capturing, places
+from knoblab import capturing
 from knoblab.cli import build_parser
+from knoblab.report import exporters
 from knoblab.search.options import TuneOptions
 from knoblab.search.space import parse_space
 from knoblab.search.study import beside
@@ -258,7 +259,7 @@ USERS_FILES = {"prod.toml", "my.cnf"}
 def test_every_file_the_readme_says_knoblab_writes_is_one_it_writes(tmp_path):
     store_file = Path(default_url(tmp_path).removeprefix("sqlite:///")).name
     study_file = _study_file(tmp_path)
-    written = {*places._REPORT_FILES, capturing.LOG, capturing.DUMP, capturing.SPEC,
+    written = {*exporters.file_names(), capturing.LOG, capturing.DUMP, capturing.SPEC,
                capturing.SUMMARY, store_file, study_file}
     named = {n for span in INLINE
              for n in re.findall(r"^(\w[\w.-]*\.(?:html|md|csv|cnf|json|png|sqlite|log|zst))$",

@@ -60,11 +60,11 @@ def test_minimal_spec_and_defaults():
     spec = parse_spec(copy.deepcopy(MINIMAL), source="src", default_name="mine")
     assert spec.name == "mine"
     assert spec.description == ""
-    assert spec.binary is None
+    assert spec.target.kind == "sandbox" and spec.target.binary is None
     assert spec.base_config == {}
-    assert spec.workload.dataset.rows == 1000
-    assert spec.workload.dataset.size_bytes is None
-    assert spec.workload.dataset.engine == "MyISAM"
+    assert spec.workload.data.rows == 1000
+    assert spec.workload.data.size_bytes is None
+    assert spec.workload.data.engine == "MyISAM"
     assert spec.workload.sql == "SELECT COUNT(*) FROM dt2"
     assert spec.workload.cache == "warm"
     assert spec.workload.timed_runs == 1
@@ -95,11 +95,11 @@ def test_full_spec():
     spec = parse_spec(data, default_name="ignored")
     assert spec.name == "scan"
     assert spec.description == "a scan"
-    assert spec.binary == "/usr/sbin/mariadbd"
+    assert spec.target.binary == "/usr/sbin/mariadbd"
     assert spec.base_config == {"sort_buffer_size": "2M"}
-    assert spec.workload.dataset.rows is None
-    assert spec.workload.dataset.size_bytes == 500 << 20
-    assert spec.workload.dataset.engine == "Aria"
+    assert spec.workload.data.rows is None
+    assert spec.workload.data.size_bytes == 500 << 20
+    assert spec.workload.data.engine == "Aria"
     assert spec.workload.cache == "cold"
     assert spec.workload.timed_runs == 2
     assert spec.workload.timeout == 60.0
@@ -114,7 +114,7 @@ def test_example_spec_loads_and_validates(catalog):
     spec = load_spec(EXAMPLES / "read-buffer-scan.toml")
     assert spec.name == "read-buffer-scan"
     assert spec.workload.rounds.fixed == 5
-    assert spec.workload.dataset.rows == 2_000_000
+    assert spec.workload.data.rows == 2_000_000
     base, points, _ = spec.points(catalog)
     assert base == {}
     assert len(points) == 10
@@ -471,7 +471,7 @@ def test_parse_spec_raises_only_user_errors(data):
     assert isinstance(spec.base_config, dict)
     assert spec.sweep and all(isinstance(v, list) and (len(v) >= 2 or n in spec.too_few_values)
                               for n, v in spec.sweep.items())
-    assert (spec.workload.dataset.rows is None) != (spec.workload.dataset.size_bytes is None)
+    assert (spec.workload.data.rows is None) != (spec.workload.data.size_bytes is None)
 
 
 def test_dataset_variants_are_sweepable_and_sliced(catalog):
@@ -484,7 +484,7 @@ def test_dataset_variants_are_sweepable_and_sliced(catalog):
     _, points, _ = spec.points(catalog)
     assert len(points) == 8
     assert all(set(p.config) == {"read_buffer_size"} for p in points)  # not server settings
-    variants = {spec.workload.dataset_for(p.requested) for p in points}
+    variants = {spec.workload.dataset(p.requested) for p in points}
     assert {(v.engine, v.slack_type) for v in variants} == {
         ("MyISAM", "VARCHAR(50)"), ("MyISAM", "CHAR(50)"), ("Aria", "VARCHAR(50)"),
         ("Aria", "CHAR(50)")}
@@ -511,15 +511,15 @@ def test_tie_follows_the_leader_and_is_validated(catalog):
 def test_dataset_engine_any_case_stored_canonical(written, canonical):
     # MySQL's engine names are case-insensitive (ENGINE=myisam is MyISAM): so is [dataset].
     spec = parse_spec(_with(dataset__engine=written))
-    assert spec.workload.dataset.engine == canonical
-    assert spec.workload.dataset.key == parse_spec(_with(dataset__engine=canonical)) \
-        .workload.dataset.key  # one template for one dataset, however it is spelled
+    assert spec.workload.data.engine == canonical
+    assert spec.workload.data.key == parse_spec(_with(dataset__engine=canonical)) \
+        .workload.data.key  # one template for one dataset, however it is spelled
 
 
 @pytest.mark.parametrize(("written", "canonical"), [
     ("varchar(50)", "VARCHAR(50)"), ("Char(50)", "CHAR(50)"), ("VARCHAR (50)", "VARCHAR(50)")])
 def test_dataset_slack_type_any_case_stored_canonical(written, canonical):
-    assert parse_spec(_with(dataset__slack_type=written)).workload.dataset.slack_type \
+    assert parse_spec(_with(dataset__slack_type=written)).workload.data.slack_type \
         == canonical
 
 

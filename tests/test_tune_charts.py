@@ -6,14 +6,13 @@ import statistics
 
 import pytest
 
-from knoblab.records import Importance, TrialOutcome, TuneResult, Validation
+from knoblab.records import Dimension, Importance, Space, TrialOutcome, TuneResult, Validation
 from knoblab.report.tune_charts import (
     _importance_figure,
     _search_figure,
     _settings_figure,
     write_tune_charts,
 )
-from knoblab.search.space import Dimension, Space
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 K, M = 1024, 1024 * 1024
@@ -223,13 +222,17 @@ def test_importance_says_whether_it_was_measured_or_describes_the_search():
 
 
 def test_the_search_report_reads_like_a_runs(tmp_path):
-    from knoblab.report.document import render
-    from knoblab.report.tuning import tune_cnf, tune_document
+    from knoblab.report import exporters
+    from knoblab.report.document import Report
+    from knoblab.report.tuning import tune_document
 
     result = _result()
     charts = write_tune_charts(result, tmp_path)
     document = tune_document(result, charts, 'name = "sorts"\n', {"cpu": "a CPU", "cores": "2"})
-    render(document, tmp_path, {"recommended.cnf": tune_cnf(result)})
+    report = Report(document, search=result)
+    for name in ("html", "markdown", "cnf"):  # the files read here (tune.json needs more)
+        exporter = exporters.EXPORTERS[name]
+        (tmp_path / exporter.file).write_text(exporter.export(report))
     html = (tmp_path / "report.html").read_text()
     assert document.question.startswith("Which values of sort_buffer_size, ")
     assert "Recommended: " in document.conclusion and "+5.0% (95% CI +2.0% to +8.0%)" in html

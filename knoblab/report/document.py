@@ -1,10 +1,8 @@
-"""The report people pass on: a folder with a self-contained report.html (charts embedded, no
-network), report.md with the PNG charts beside it, measurements.csv (every measurement, its
-counters and OS figures as columns), result.json and recommended.cnf.
-
-One Document is built from the results, then rendered by two templates (templates/), so the
-page and the Markdown say the same things in the same order: the question, the conclusion,
-the tables, the charts, the evidence, the safety notes, the noise, and how to reproduce it.
+"""The report people pass on: one Document built from a run's results (or a search's,
+knoblab.report.tuning), which the page and the Markdown render (knoblab.report.exporters), so
+they say the same things in the same order: the question, the conclusion, the tables, the
+charts, the evidence, the safety notes, the noise, and how to reproduce it. Beside it, what
+the other formats are made of: recommended.cnf's text and the measurements' table.
 """
 
 from __future__ import annotations
@@ -15,18 +13,14 @@ import datetime as dt
 import io
 import textwrap
 import tomllib
-import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import jinja2
-
-from knoblab.errors import UserError
-from knoblab.literal import code_block, literal, markdown
-from knoblab.places import REPORT_MARK, check_report_folder
-from knoblab.records import Point, Results, StepRow, StepsTable
+from knoblab import recommend
+from knoblab.literal import literal
+from knoblab.records import Point, Results, StepRow, StepsTable, TuneResult
 from knoblab.report.format import (
     gain_interval_text,
     slices,
@@ -51,7 +45,7 @@ from knoblab.report.text import (
     tied_text,
     total_text,
 )
-from knoblab.store import Store
+from knoblab.store import Trial
 from knoblab.units import format_duration, setting_text
 from knoblab.words import FINDING_WORDS, gain_words
 
@@ -98,63 +92,16 @@ class Document:
     command: str
 
 
-def claim_folder(folder: Path) -> None:
-    """Make `folder` a report folder, or refuse one that holds something knoblab did not
-    write (it is never written into)."""
-    check_report_folder(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / REPORT_MARK).write_text("A knoblab report: knoblab may overwrite this folder.\n")
-    except OSError as exc:
-        raise UserError(f"cannot write the report to {exc.filename or folder}: "
-                        f"{exc.strerror}; give a writable folder with --out") from None
+@dataclass(frozen=True)
+class Report:
+    """What a report folder is written from, each file by its exporter
+    (knoblab.report.exporters): the document the page and the Markdown show, and the typed
+    records behind it: a run's results and measurements, or a search's result."""
 
-
-def write_report(results: Results, store: Store, folder: Path, charts: list[Path],
-                 result_json: str) -> list[Path]:
-    """Write a run's report files into `folder` (claimed with claim_folder); returns them."""
-    return render(build_document(results, charts), folder, {
-        "measurements.csv": measurements_csv(results, store),
-        "result.json": result_json,
-        "recommended.cnf": recommended_cnf(results),
-    })
-
-
-def render(document: Document, folder: Path, files: dict[str, str]) -> list[Path]:
-    """report.html and report.md of `document`, and `files` (name -> text), in `folder`."""
-    written = {
-        "report.html": _environment("html").get_template("report.html.j2").render(doc=document),
-        "report.md": _environment("md").get_template("report.md.j2").render(doc=document),
-        **files,
-    }
-    paths = []
-    for name, text in written.items():
-        (folder / name).write_text(text)
-        paths.append(folder / name)
-    return paths
-
-
-class _Markdown(str):
-    """Text that is Markdown already (a code block, a link): written as it is."""
-
-
-def _environment(medium: str) -> jinja2.Environment:
-    """Every value a template writes is shown literally (knoblab.literal): in the page HTML is
-    escaped (a query may hold "<", a name "<script>"), in the Markdown its syntax (a name may
-    hold "#", "*" or a line break)."""
-    if medium == "html":
-        return jinja2.Environment(
-            loader=jinja2.PackageLoader("knoblab.report", "templates"), autoescape=True,
-            finalize=lambda value: literal(value, lines=True),
-            trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("knoblab.report", "templates"), autoescape=False,
-        finalize=lambda value: value if isinstance(value, _Markdown) else markdown(value),
-        trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    environment.globals.update(
-        code_block=lambda text, language: _Markdown(code_block(text, language)),
-        link=lambda path: _Markdown(urllib.parse.quote(path.name)))
-    return environment
+    document: Document
+    results: Results | None = None  # a run's
+    trials: list[Trial] = field(default_factory=list)  # the run's measurements, as taken
+    search: TuneResult | None = None  # a search's (knoblab tune)
 
 
 def table(title: str, headers: list[str], rows: list[list[str]],
@@ -350,10 +297,8 @@ def _sweep_lines(results: Results) -> list[str]:
 
 def in_force_lines(results: Results, changes: dict[str, str]) -> list[str]:
     """The settings to apply for `changes`, as they were in force when measured
-    (knoblab.search.recommend.in_force: the [tie] followers at their leader's value, then
+    (knoblab.recommend.in_force: the [tie] followers at their leader's value, then
     [server.config]); a setting whose cost the workload cannot see is left out, saying why."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     lines: list[str] = []
     unseen = {k: recommend.UNSEEN_COST[recommend.name(k)] for k in changes
               if recommend.name(k) in recommend.UNSEEN_COST}
@@ -433,13 +378,13 @@ def _step_gain(results: Results, table: StepsTable, row: StepRow) -> str:
 # ----------------------------------------------------------------------------- measurements.csv
 
 
-def measurements_csv(results: Results, store: Store) -> str:
-    """Every measurement, in the order it was taken: its run, point and settings, its round
-    and server start, its value, and its counters and OS figures as columns (status.NAME,
-    os.NAME)."""
+def measurements_csv(results: Results, trials: list[Trial]) -> str:
+    """Every measurement (`trials`, the run's, in the order they were taken): its run, point
+    and settings, its round and server start, its value, and its counters and OS figures as
+    columns (status.NAME, os.NAME)."""
     rows: list[dict[str, Any]] = []
     points = results.points
-    for trial in store.trials(results.run_id):
+    for trial in trials:
         point = points[trial.point_idx] if trial.point_idx < len(points) else None
         row: dict[str, Any] = {
             "run": results.run_id, "point": trial.point_idx,

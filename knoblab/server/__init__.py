@@ -1,10 +1,19 @@
-"""Servers under test behind one protocol (`Target`): sandboxes of a binary, or a running server."""
+"""Servers under test behind one protocol (`Target`), and the kinds of target, by name: the only
+place that lists them.
+
+A kind (`TargetKind`) is what [server] kind names: the keys of [server] it reads, its section
+read (an instance), and how its servers are opened for a run. Adding one: a module with its
+`Target` and a class following `TargetKind`, and its line in KINDS. The spec, the capture and
+the runner go through the registry.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
+from knoblab import section
 from knoblab.connection import Endpoint
 from knoblab.errors import UserError
 from knoblab.server.binary import find_binary
@@ -13,41 +22,209 @@ from knoblab.server.sandbox import SandboxTarget
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
 
-__all__ = ["Data", "NoSpace", "ServerRefused", "Tampered", "Target", "open_targets"]
+__all__ = ["DEFAULT", "KEYS", "KINDS", "Data", "NoSpace", "ServerRefused", "Tampered", "Target",
+           "TargetKind", "kind_named", "of_section"]
+
+Opened = tuple[dict[str, Target], dict[str, str]]  # the servers by label; those left out, why
 
 
-def open_targets(binary: str | None, servers: dict[str, str], external: Endpoint | None,
-                 home: Path, message: Callable[[str], None], shape: Shape | None = None
-                 ) -> tuple[dict[str, Target], dict[str, str]]:
-    """The servers to measure, by label, and those left out with their reason. With several
-    binaries, one that cannot be used is left out and the others still run; with one, its
-    problem is the run's error."""
-    if external is not None:
-        return {"": RunningTarget(external)}, {}
-    if not servers:
-        return {"": SandboxTarget("", find_binary(binary), home, shape)}, {}
-    targets: dict[str, Target] = {}
-    left_out: dict[str, str] = {}
-    for label, name in servers.items():
-        try:
-            targets[label] = SandboxTarget(label, find_binary(name), home, shape)
-        except UserError as exc:
-            left_out[label] = str(exc)
-    if not targets:
-        raise UserError("no server could be used: " +
-                        "; ".join(f"{label}: {why}" for label, why in left_out.items()))
-    for label, why in left_out.items():
-        message(f"server {label} is left out: {why}")
-    if len(targets) == 1:
-        message(f"warning: only {next(iter(targets))} is left; nothing to compare it with")
-    for label, target in targets.items():
-        message(f"server {label}: {target.version} ({target.describe()['binary']})")
-    files: dict[Path, list[str]] = {}
-    for label, name in servers.items():
-        if label in targets:
-            files.setdefault(find_binary(name).path.resolve(), []).append(label)
-    for path, labels in files.items():
-        if len(labels) > 1:
-            message(f"warning: {' and '.join(labels)} are the same server ({path}): comparing "
-                    "them measures the machine's noise (an A/A check), not two builds")
-    return targets, left_out
+class TargetKind(Protocol):
+    """A kind of server under test; an instance is a [server] section of that kind, read."""
+
+    kind: ClassVar[str]  # [server] kind = "..."
+    described: ClassVar[str]  # what it is, in the line naming every kind
+    keys: ClassVar[tuple[str, ...]]  # the keys of [server] only this kind reads
+    # An already running server, on its own machine and with its own load: [machine] does not
+    # apply, and knoblab capture can read its statements. Else knoblab starts its servers.
+    running: ClassVar[bool]
+
+    @property
+    def servers(self) -> dict[str, str]:
+        """The servers compared, label -> as the spec names it ({} for one)."""
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """Where the running server is reached (None: knoblab starts its servers)."""
+
+    @classmethod
+    def from_section(cls, server: dict[str, Any]) -> TargetKind:
+        """Its [server] section read and checked; UserError in one line."""
+
+    @classmethod
+    def foreign_key(cls, key: str, owner: str) -> str:
+        """The line refusing `key`, a key of the kind `owner`, in a section of this kind."""
+
+    def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
+        """The servers to measure, by label, and those left out with their reason; `shape`,
+        the machine [machine] gives a server knoblab starts."""
+
+
+class SandboxKind:
+    """Sandboxes of one binary, or of several compared: servers knoblab starts."""
+
+    kind: ClassVar[str] = "sandbox"
+    described: ClassVar[str] = "a server knoblab starts"
+    keys: ClassVar[tuple[str, ...]] = ("binary",)
+    running: ClassVar[bool] = False
+
+    def __init__(self, binary: str | None, servers: dict[str, str]) -> None:
+        self.binary = binary  # one binary (None: the one found on PATH)
+        self.servers = servers  # several compared, label -> binary
+        self.endpoint: Endpoint | None = None  # knoblab starts them
+
+    @classmethod
+    def from_section(cls, server: dict[str, Any]) -> SandboxKind:
+        return cls(*_binaries(server.get("binary")))
+
+    @classmethod
+    def foreign_key(cls, key: str, owner: str) -> str:
+        return (f"[server] {key}: only for kind = \"{owner}\"; a sandbox is reached on its own "
+                "private socket")
+
+    def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
+        """With several binaries, one that cannot be used is left out and the others still
+        run; with one, its problem is the run's error."""
+        if not self.servers:
+            return {"": SandboxTarget("", find_binary(self.binary), home, shape)}, {}
+        targets: dict[str, Target] = {}
+        left_out: dict[str, str] = {}
+        for label, name in self.servers.items():
+            try:
+                targets[label] = SandboxTarget(label, find_binary(name), home, shape)
+            except UserError as exc:
+                left_out[label] = str(exc)
+        if not targets:
+            raise UserError("no server could be used: " +
+                            "; ".join(f"{label}: {why}" for label, why in left_out.items()))
+        for label, why in left_out.items():
+            message(f"server {label} is left out: {why}")
+        if len(targets) == 1:
+            message(f"warning: only {next(iter(targets))} is left; nothing to compare it with")
+        for label, target in targets.items():
+            message(f"server {label}: {target.version} ({target.describe()['binary']})")
+        files: dict[Path, list[str]] = {}
+        for label, name in self.servers.items():
+            if label in targets:
+                files.setdefault(find_binary(name).path.resolve(), []).append(label)
+        for path, labels in files.items():
+            if len(labels) > 1:
+                message(f"warning: {' and '.join(labels)} are the same server ({path}): "
+                        "comparing them measures the machine's noise (an A/A check), not two "
+                        "builds")
+        return targets, left_out
+
+
+def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
+    """One binary, or several compared: a list of names/paths or a table of label = path."""
+    example = ("e.g. binary = \"/usr/sbin/mariadbd\", or to compare servers "
+               "binary = {gcc = \"/usr/sbin/mariadbd\", icc = \"/opt/icc/sbin/mariadbd\"}")
+    if raw is None:
+        return None, {}
+    if isinstance(raw, str) and raw.strip():
+        return raw, {}
+    if isinstance(raw, list):
+        if len(set(map(str, raw))) < len(raw):
+            raise UserError("[server] binary: a binary is listed twice; list each server once")
+        raw = {str(item): item for item in raw}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) and v.strip()
+                                            for v in raw.values()):
+        raise UserError(f"[server] binary = {raw!r}: give a name on PATH or a path, {example}")
+    if len(raw) < 2:
+        raise UserError(f"[server] binary: to compare servers give two or more different "
+                        f"binaries, {example}")
+    if len(set(raw.values())) < len(raw):
+        raise UserError("[server] binary: a binary is listed twice; list each server once")
+    return None, dict(raw)
+
+
+class ExternalKind:
+    """A running server, reached by host and port or socket: settings changed in place and
+    always put back."""
+
+    kind: ClassVar[str] = "external"
+    described: ClassVar[str] = "a running server"
+    keys: ClassVar[tuple[str, ...]] = ("host", "port", "socket", "user", "password_env",
+                                       "option_file", "restart_command", "config_include")
+    running: ClassVar[bool] = True
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.servers: dict[str, str] = {}
+
+    @classmethod
+    def from_section(cls, server: dict[str, Any]) -> ExternalKind:
+        if "host" in server and "socket" in server:
+            raise UserError("[server] give host (and port) or socket, not both")
+        command = server.get("restart_command")
+        if command is not None and (not isinstance(command, list) or not command or
+                                    not all(isinstance(a, str) and a for a in command)):
+            raise UserError(f"[server] restart_command = {command!r}: give the command as a "
+                            "list of words, run without a shell, e.g. [\"systemctl\", "
+                            "\"restart\", \"mariadb\"]")
+        include = section.text(server, "config_include", "server", "") or None
+        if (command is None) != (include is None):
+            raise UserError("[server] restart_command and config_include go together: knoblab "
+                            "writes restart-only settings to config_include, then restarts")
+        endpoint = Endpoint(
+            host=None if "socket" in server else section.text(server, "host", "server",
+                                                              "127.0.0.1"),
+            port=section.number(server, "port", "server", 3306, int, 1, 65535),
+            socket=section.text(server, "socket", "server", "") or None,
+            user=section.text(server, "user", "server", "root"),
+            password_env=section.text(server, "password_env", "server", "") or None,
+            option_file=section.text(server, "option_file", "server", "") or None,
+            restart_command=tuple(command) if command else None,
+            config_include=include,
+        )
+        if endpoint.option_file and not _path(endpoint.option_file, "option_file").is_file():
+            raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")
+        return cls(endpoint)
+
+    @classmethod
+    def foreign_key(cls, key: str, owner: str) -> str:
+        why = " (the running server is whatever binary it is)" if key == "binary" else ""
+        return f"[server] {key}: not for kind = \"external\"{why}; remove it"
+
+    def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
+        return {"": RunningTarget(self.endpoint)}, {}
+
+
+def _path(text: str, key: str) -> Path:
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~user of a user this machine does not have
+        raise UserError(f"[server] {key} = {text!r}: no such user's home directory") from None
+
+
+KINDS: dict[str, type[TargetKind]] = {
+    SandboxKind.kind: SandboxKind,
+    ExternalKind.kind: ExternalKind,
+}
+DEFAULT = SandboxKind.kind  # a spec that names no kind
+KEYS = frozenset(key for found in KINDS.values() for key in found.keys)  # every kind's own
+
+
+def kind_named(server: dict[str, Any]) -> type[TargetKind] | None:
+    """The kind a [server] section names (none named: the default); None for a name no kind
+    has."""
+    name = server.get("kind", DEFAULT)
+    return KINDS.get(name) if isinstance(name, str) else None
+
+
+def of_section(server: dict[str, Any]) -> TargetKind:
+    """The [server] section read by the kind it names; a key of another kind is refused in
+    this kind's words."""
+    if "password" in server:
+        raise UserError("[server] password: a password is never written in a spec; name the "
+                        "environment variable holding it (password_env = \"MYSQL_PWD\") or an "
+                        "option file (option_file = \"~/.my.cnf\")")
+    found = kind_named(server)
+    if found is None:
+        quoted = [f"\"{k.kind}\" ({k.described})" for k in KINDS.values()]
+        raise UserError(f"[server] kind = {server.get('kind')!r}: use "
+                        f"{', '.join(quoted[:-1])} or {quoted[-1]}")
+    for other in KINDS.values():
+        for key in other.keys:
+            if key in server and key not in found.keys:
+                raise UserError(found.foreign_key(key, other.kind))
+    return found.from_section(server)
