@@ -54,7 +54,7 @@ from rich.progress import (
 from rich.table import Column, Table
 from rich.text import Text
 
-from knoblab import places, terminal
+from knoblab import places, recommend, terminal
 from knoblab.connection import Endpoint
 from knoblab.errors import STOP, UNWINDING, UserError, stop_here
 from knoblab.literal import literal
@@ -367,7 +367,9 @@ def _check_outputs(args: argparse.Namespace, store: Store, home: Path) -> None:
     if out is not None:
         places.output_folder(out, "--out")
         places.not_knoblabs_own(out, "--out", own, home)
-        places.check_report_folder(out)
+        from knoblab.report.exporters import file_names
+
+        places.check_report_folder(out, file_names())
     capture_out = getattr(args, "capture_out", None)
     if capture_out is not None:
         places.output_folder(capture_out, "--out")
@@ -472,28 +474,27 @@ def _show_study(result: TuneResult, spec_source: str, machine: dict[str, str],
                 args: argparse.Namespace, again: str, store: Store) -> int:
     """A study's report: in the terminal, and its folder (report, charts, tune.json,
     recommended.cnf); `again` is how to write it elsewhere."""
-    from knoblab.report.document import claim_folder, render
+    from knoblab.report import exporters
+    from knoblab.report.document import Report
     from knoblab.report.tune_charts import write_tune_charts
-    from knoblab.report.tuning import print_tune, tune_cnf, tune_document, tune_json
+    from knoblab.report.tuning import print_tune, tune_document
     from knoblab.results import build_results
-    from knoblab.search import recommend
     from knoblab.studies import report_folder
 
     out = _stdout()
     # The run the recommendation's gain comes from: its statement classes say what got faster.
-    claimed = recommend.claim(result) if result.settings else None
+    claimed = recommend.claim(result) if recommend.settings(result) else None
     measured = None if claimed is None else build_results(store, claimed.run_id)
     print_tune(result, out, measured)
     folder = args.out or report_folder(result.study)
-    document = json.dumps(tune_json(result), indent=2)
     if args.json:  # first: when it cannot be written, no half-written folder is left
-        _write_json(args.json, document, f"the study is stored: {again}")
+        _write_json(args.json, exporters.search_json(result), f"the study is stored: {again}")
     try:
-        claim_folder(folder)
+        exporters.claim_folder(folder)
         charts = write_tune_charts(result, folder)
-        render(tune_document(result, charts, spec_source, machine, measured), folder,
-               {"tune.json": document, "recommended.cnf": tune_cnf(result)})
-        _say_written(out, folder, charts, "tune.json")
+        report = Report(tune_document(result, charts, spec_source, machine, measured),
+                        search=result)
+        _say_written(out, exporters.write(report, folder), charts)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the study is stored: {again} with --out DIR") from None
@@ -510,11 +511,11 @@ def _write_json(path: Path, document: str, stored: str) -> None:
         raise UserError(f"{exc}; {stored} with --json FILE") from None
 
 
-def _say_written(out: Console, folder: Path, charts: list[Path], data: str) -> None:
+def _say_written(out: Console, written: list[Path], charts: list[Path]) -> None:
     if charts:
         out.print(f"charts: {', '.join(str(c) for c in charts)}", markup=False)
-    out.print(f"report: {folder / 'report.html'} (and report.md, recommended.cnf, {data})",
-              markup=False)
+    page, *others = written  # in the order of knoblab.report.exporters: the page first
+    out.print(f"report: {page} (and {', '.join(path.name for path in others)})", markup=False)
 
 
 def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
@@ -706,8 +707,8 @@ def _not_a_capture(run: dict[str, Any], what: str) -> None:
 
 
 def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
-    from knoblab.report import conclusion_text, print_report, write_charts
-    from knoblab.report.document import claim_folder, write_report
+    from knoblab.report import exporters, print_report, write_charts
+    from knoblab.report.document import Report, build_document
     from knoblab.results import build_results
 
     results = build_results(store, run_id)
@@ -717,15 +718,15 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
         out.print(f"warning: {warning}", style="yellow", markup=False)
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", results.name).strip(".-")[:60] or "run"
     folder = args.out or Path("knoblab-results") / f"{slug}-{run_id}"
-    # The results hold numbers and verdicts; their JSON also carries the report's sentence.
-    document = json.dumps(results.to_json(conclusion_text=conclusion_text(results)), indent=2)
     if args.json:  # first: when it cannot be written, no half-written folder is left
-        _write_json(args.json, document, f"the run is stored: knoblab report {run_id}")
+        _write_json(args.json, exporters.results_json(results),
+                    f"the run is stored: knoblab report {run_id}")
     try:
-        claim_folder(folder)
+        exporters.claim_folder(folder)
         charts = write_charts(results, folder) if any(p.n for p in results.points) else []
-        write_report(results, store, folder, charts, document)
-        _say_written(out, folder, charts, "measurements.csv, result.json")
+        report = Report(build_document(results, charts), results=results,
+                        trials=store.trials(run_id))
+        _say_written(out, exporters.write(report, folder), charts)
     except OSError as exc:
         raise UserError(f"cannot write the results to {exc.filename or folder}: {exc.strerror}; "
                         f"the run is stored, write them elsewhere with: knoblab report {run_id} "

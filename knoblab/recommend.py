@@ -10,8 +10,8 @@ recommended, however it measured.
 
 What a user is told to apply is the set of settings that were in force when it was measured
 (`in_force`): [server.config], the changes on top, and every [tie] follower at its leader's
-value. The search's trials and checks (`ties`), tune's my.cnf and JSON and the sweep's
-recommended.cnf (knoblab.report.document) all read it from here.
+value. The search's trials and checks (knoblab.search.loop.ties), tune's my.cnf and JSON and
+the sweep's recommended.cnf (knoblab.report.document) all read it from here.
 
 A recommendation carries only what was measured of it (`claim`): the validated candidate's
 gain when all of it is recommended; when the reduction dropped some of its settings, the gain
@@ -22,11 +22,10 @@ was not measured, words saying that the figure is the full candidate's.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from knoblab.records import Effect, Reduction, TuneResult, Validation
-    from knoblab.spec import Spec
 
 # Settings whose cost lies outside what a benchmark of one workload measures: a sandbox has a
 # handful of clients, a few tables and no network between them, so raising or lowering these
@@ -87,12 +86,6 @@ def shown(changes: Mapping[str, str], effects: list[Effect]) -> dict[str, str]:
     return {k: v for k, v in kept.items() if name(k) not in UNSEEN_COST}
 
 
-def recommended(validations: list[Validation]) -> Validation | None:
-    """The validated candidate with the largest gain shown significant, if any is."""
-    better = [v for v in validations if v.verdict == "better"]
-    return max(better, key=lambda v: v.gain or 0.0, default=None)
-
-
 def decided(chosen: Validation, reduction: Reduction | None) -> dict[str, str]:
     """The searched settings decided on for the validated candidate `chosen`: the reduction's
     (the reduced configuration unless the full one was shown better), else all of its own.
@@ -108,7 +101,7 @@ def searched(decided_changes: Mapping[str, str]) -> dict[str, str]:
 def changes(result: TuneResult) -> dict[str, str]:
     """The searched settings decided on (`decided`); none when no candidate was shown better
     than the baseline. Those of UNSEEN_COST are still among them (`unseen`)."""
-    chosen = recommended(result.validations)
+    chosen = result.recommended
     return {} if chosen is None else decided(chosen, result.reduction)
 
 
@@ -118,7 +111,7 @@ def claim(result: TuneResult) -> Validation | None:
     (`result.confirmation`, made of exactly its settings); None when a recommendation that is
     not the validated candidate was not measured as itself: the validated figure is then
     another configuration's, and must be said to be."""
-    chosen = recommended(result.validations)
+    chosen = result.recommended
     if chosen is None:
         return None
     wanted = searched(changes(result))
@@ -136,7 +129,7 @@ def unseen(result: TuneResult) -> dict[str, str]:
 def left_as_they_are(result: TuneResult) -> list[str]:
     """The validated candidate's settings that go back to the baseline's value: no measurable
     effect, or a cost the workload cannot see."""
-    chosen = recommended(result.validations)
+    chosen = result.recommended
     if chosen is None:
         return []
     kept = changes(result)
@@ -156,11 +149,3 @@ def settings(result: TuneResult) -> dict[str, str]:
     if not wanted:
         return {}
     return in_force(wanted, result.tied, result.base)
-
-
-def ties(spec: Spec, base: Mapping[str, Any], steps: list[dict[str, str]]) -> dict[str, str]:
-    """The spec's [tie] entries whose leader this run sets: a trial that leaves the leader at
-    the baseline's value leaves its follower there too."""
-    set_here = {name(k) for k in base} | {name(k) for step in steps for k in step}
-    return {follower: leader for follower, leader in spec.tied.items()
-            if name(leader) in set_here}

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import math
 import statistics as pystatistics
+import types
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from typing import Any, ClassVar, TypeVar
 
-from knoblab import workloads
 from knoblab.classes import ClassComparison
-from knoblab.stats import Statistics
-from knoblab.workloads.base import Objective, Steady
-
-if TYPE_CHECKING:
-    from knoblab.search.options import Goal
-    from knoblab.search.space import Space
+from knoblab.stats import Centre, Direction, Statistics, Test
+from knoblab.units import is_size, setting_text, size_or_count
 
 Settings = dict[str, str]  # knob (or sliced parameter) -> value
 Interval = tuple[float, float]  # a 95% interval: (low, high)
@@ -35,6 +32,8 @@ T = TypeVar("T")
 def _json(value: Any) -> Any:
     if isinstance(value, _Record):
         return value.to_json()
+    if is_dataclass(value) and not isinstance(value, type):
+        return {_key(f): _json(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, list | tuple):
         return [_json(v) for v in value]
     if isinstance(value, dict):
@@ -42,13 +41,66 @@ def _json(value: Any) -> Any:
     return value
 
 
+def _key(f: Field[Any]) -> str:
+    """A field's key in JSON: its name, unless the JSON has always called it otherwise."""
+    return str(f.metadata.get("json", f.name))
+
+
 class _Record:
-    """A record whose JSON is its fields, in order, under their own names."""
+    """A record whose JSON is its fields, in order, under their own names (or the key a field's
+    metadata gives), and which reads back from it (`decode`)."""
 
     __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each record
 
     def to_json(self) -> JSON:
-        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}
+        return {_key(f): _json(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+        return typing.cast(R, decode(cls, data))
+
+
+R = TypeVar("R", bound=_Record)
+
+
+def decode(hint: Any, value: Any) -> Any:
+    """`value`, as JSON holds it, as the type `hint` names: the one way every record is read
+    back (a run's results, a study's result). Records are rebuilt from their fields, tuples
+    from lists; a key that JSON written by an older version lacks reads as the field's default,
+    or as empty (None, 0, "", [], {}) when it has none."""
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        chosen = [a for a in args if a is not type(None)]
+        return decode(chosen[0], value) if len(chosen) == 1 else value
+    if isinstance(hint, type) and is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        return hint(**{f.name: decode(hints[f.name], value[_key(f)]) if _key(f) in value
+                       else _missing(f, hints[f.name]) for f in fields(hint) if f.init})
+    if origin is list:
+        return [decode(args[0], v) for v in value]
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(decode(args[0], v) for v in value)
+        return tuple(decode(a, v) for a, v in zip(args, value, strict=False)) if args else \
+            tuple(value)
+    if origin is dict and args:
+        return {k: decode(args[1], v) for k, v in value.items()}
+    return value
+
+
+def _missing(f: Field[Any], hint: Any) -> Any:
+    if "missing" in f.metadata:
+        return f.metadata["missing"]
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    origin = typing.get_origin(hint) or hint
+    if origin in (typing.Union, types.UnionType):
+        return None
+    return {list: [], dict: {}, tuple: (), str: "", int: 0, float: 0.0, bool: False}[origin]
 
 
 def _optional(read: Callable[[Any], T], value: Any) -> T | None:
@@ -63,6 +115,39 @@ def _interval(value: Any) -> Interval | None:
     return None if value is None else (value[0], value[1])
 
 
+# ----------------------------------------------------------------------------- what is measured
+
+
+@dataclass(frozen=True)
+class Objective(_Record):
+    """What a measurement is and which way is better."""
+
+    metric: str  # "seconds" or "tps"
+    unit: str  # as shown after a value: "s" or "tps"
+    direction: Direction
+    centre: Centre  # what points are judged on: the median (times) or the mean (throughput)
+    test: Test  # the default test: "welch-log" (times multiply) or "welch" (batch means)
+    time_series: bool  # every second is stored: steady state, stalls, charts over time
+
+
+@dataclass(frozen=True)
+class Metric(_Record):
+    """A figure every measurement of a kind gives: what a search may optimize, or bound."""
+
+    detail: str | None  # its key in the measurement's details; None: the measured value itself
+    unit: str
+    direction: Direction
+
+
+@dataclass(frozen=True)
+class Steady(_Record):
+    """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
+
+    warmup: int | None = None  # seconds; None = detected (MSER-5)
+    window: int | None = None  # the last N seconds; None = everything after the warm-up
+    stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
+
+
 # ----------------------------------------------------------------------------- points
 
 
@@ -70,18 +155,10 @@ def _interval(value: Any) -> Interval | None:
 class Step(_Record):
     """Where a point of a steps run stands."""
 
-    number: int  # 0: the base
+    number: int = field(metadata={"json": "step"})  # 0: the base
     role: str  # "cumulative" (on top of the steps before) or "alone" (its change on the base)
     change: Settings  # what this step sets
     label: str  # "defaults", "+ innodb_buffer_pool_size=700M"
-
-    def to_json(self) -> JSON:
-        return {"step": self.number, "role": self.role, "change": self.change,
-                "label": self.label}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Step:
-        return cls(data["step"], data["role"], dict(data["change"]), data["label"])
 
 
 @dataclass(frozen=True)
@@ -108,31 +185,17 @@ class TimedEvidence(_Record):
             del found["behind"]  # only a replay at the original speed has a schedule
         return found
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TimedEvidence:
-        return cls(data.get("median"), _interval(data.get("ci95")), data.get("mean"),
-                   data.get("stdev"), list(data.get("samples") or []), data.get("regime"),
-                   data.get("cpu_share"), data.get("iowait_share"), data.get("read_mb"),
-                   dict(data.get("os") or {}),
-                   dict(data["behind"]) if data.get("behind") else None)
-
 
 @dataclass(frozen=True)
 class SeriesRun(_Record):
     """One run of a time series: its throughput every second."""
 
     repetition: int
-    status: str  # "done" or "failed" (what it managed before it failed)
+    # "done" or "failed" (what it managed before it failed)
+    status: str = field(metadata={"missing": "done"})
     t: list[float]  # seconds since the start
     tps: list[float]
     steady: tuple[int, int] | None  # the steady state: indexes [start, end) into t and tps
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SeriesRun:
-        steady = data.get("steady")
-        return cls(data.get("repetition", 0), data.get("status", "done"),
-                   list(data.get("t") or []), list(data.get("tps") or []),
-                   None if steady is None else (steady[0], steady[1]))
 
 
 @dataclass(frozen=True)
@@ -146,15 +209,6 @@ class OsRun(_Record):
     cpu_iowait: list[float | None]
     disk_read_bytes: list[float | None]
     disk_write_bytes: list[float | None]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> OsRun:
-        def values(key: str) -> list[Any]:
-            return list(data.get(key) or [])
-
-        return cls(data.get("repetition", 0), values("t"), values("cpu_user"),
-                   values("cpu_system"), values("cpu_iowait"), values("disk_read_bytes"),
-                   values("disk_write_bytes"))
 
 
 @dataclass(frozen=True)
@@ -184,17 +238,6 @@ class SeriesEvidence(_Record):
         if self.compared is None:
             del found["compared"]  # nothing was measured: there are no samples to describe
         return found
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SeriesEvidence:
-        return cls(
-            [SeriesRun.from_json(s) for s in data.get("series") or []],
-            [OsRun.from_json(s) for s in data.get("os_series") or []],
-            list(data.get("samples") or []), data.get("regime"), data.get("compared"),
-            data.get("mean"), data.get("median"), data.get("stdev"), data.get("cv"),
-            _interval(data.get("ci95")), data.get("latency_p95_ms"), data.get("latency_p99_ms"),
-            data.get("stall_seconds"), data.get("zero_seconds"), data.get("longest_stall"),
-            data.get("sql_errors"), data.get("reconnects"))
 
 
 Evidence = TimedEvidence | SeriesEvidence
@@ -249,7 +292,8 @@ class Point(_Record):
         return {**own, **(self.step.to_json() if self.step else {}), **self.evidence.to_json()}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], time_series: bool) -> Point:
+    def from_json(cls, data: Mapping[str, Any], time_series: bool = False) -> Point:
+        """`time_series`: the point's figures are a time series (the objective's)."""
         return cls(
             dict(data["settings"]), dict(data.get("config") or {}),
             dict(data.get("effective") or {}), bool(data.get("is_default")), data.get("n", 0),
@@ -282,13 +326,6 @@ class SliceConclusion(_Record):
     finding: str | None = None
     versus_current: Comparison | None = None
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SliceConclusion:
-        return cls(dict(data.get("slice") or {}), bool(data.get("significant")),
-                   data.get("best"), data.get("recommended"), data.get("fastest"),
-                   data.get("finding"),
-                   _optional(Comparison.from_json, data.get("versus_current")))
-
 
 @dataclass(frozen=True)
 class RecommendedSteps(_Record):
@@ -297,13 +334,9 @@ class RecommendedSteps(_Record):
     slice: Settings
     settings: Settings
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RecommendedSteps:
-        return cls(dict(data.get("slice") or {}), dict(data["settings"]))
-
 
 @dataclass(frozen=True)
-class Conclusion:
+class Conclusion(_Record):
     """The verdict of a run in numbers; its sentence is the report's (conclusion_text)."""
 
     significant: bool
@@ -340,15 +373,6 @@ class Conclusion:
             found["recommended_steps"] = _json(self.recommended_steps)
         return found
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Conclusion:
-        by_slice, steps = data.get("by_slice"), data.get("recommended_steps")
-        return cls(bool(data.get("significant")), data.get("best"), data.get("recommended"),
-                   None if by_slice is None else [SliceConclusion.from_json(s) for s in by_slice],
-                   None if steps is None else [RecommendedSteps.from_json(s) for s in steps],
-                   data.get("fastest"), data.get("finding"),
-                   _optional(Comparison.from_json, data.get("versus_current")))
-
 
 # ----------------------------------------------------------------------------- steps
 
@@ -371,11 +395,6 @@ class Comparison(_Record):
                     (_inverse(high) - 1.0, _inverse(low) - 1.0))
         return self.ratio - 1.0, (self.ci95[0] - 1.0, self.ci95[1] - 1.0)
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Comparison:
-        return cls(data["ratio"], (data["ci95"][0], data["ci95"][1]), data["p_value"],
-                   bool(data["significant"]))
-
 
 @dataclass(frozen=True)
 class Alone(_Record):
@@ -384,11 +403,6 @@ class Alone(_Record):
     point: int  # index into Results.points
     center: float | None
     vs_base: Comparison | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Alone:
-        return cls(data["point"], data.get("center"),
-                   _optional(Comparison.from_json, data.get("vs_base")))
 
 
 @dataclass(frozen=True)
@@ -410,16 +424,6 @@ class StepRow(_Record):
     durability: list[str]  # "knob = value: what a crash can cost" of the step's own change
     note: str | None  # why it has no number
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StepRow:
-        return cls(
-            data["step"], data.get("label") or "", dict(data.get("change") or {}),
-            data["point"], data.get("center"), _interval(data.get("ci95")), data.get("n", 0),
-            _optional(Comparison.from_json, data.get("vs_previous")),
-            _optional(Comparison.from_json, data.get("vs_base")),
-            _optional(Alone.from_json, data.get("alone")), data["verdict"],
-            list(data.get("durability") or []), data.get("note"))
-
 
 @dataclass(frozen=True)
 class Interaction(_Record):
@@ -427,10 +431,6 @@ class Interaction(_Record):
 
     cumulative: float
     product_of_alone: float
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Interaction:
-        return cls(data["cumulative"], data["product_of_alone"])
 
 
 @dataclass(frozen=True)
@@ -444,14 +444,6 @@ class StepsTable(_Record):
     # the level of its comparisons' intervals, which hold for the whole table at once
     # (None: results written before, with 95% intervals of each comparison alone)
     confidence: float | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> StepsTable:
-        return cls(dict(data.get("slice") or {}),
-                   [StepRow.from_json(r) for r in data.get("rows") or []],
-                   _optional(Comparison.from_json, data.get("total")),
-                   _optional(Interaction.from_json, data.get("interaction")),
-                   data.get("confidence"))
 
 
 # ----------------------------------------------------------------------------- servers
@@ -480,13 +472,6 @@ class ServerInfo(_Record):
             del found["endpoint"]  # only a running server has one
         return found
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServerInfo:
-        return cls(data.get("label") or "", data.get("binary"), data.get("endpoint"),
-                   data.get("version"), data.get("version_line"),
-                   dict(data.get("compile") or {}), list(data.get("missing") or []),
-                   data.get("error"))
-
 
 @dataclass(frozen=True)
 class ServerRow(_Record):
@@ -501,27 +486,16 @@ class ServerRow(_Record):
     p_value: float | None
     verdict: str
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServerRow:
-        return cls(data["binary"], data["point"], data.get("center"),
-                   _interval(data.get("ci95")), data.get("n", 0), data.get("ratio_to_best"),
-                   data.get("p_value"), data["verdict"])
-
 
 @dataclass(frozen=True)
 class ServersCompared(_Record):
     """The servers against each other at one configuration."""
 
-    at: str  # the configuration: "step 5: + innodb_log_buffer_size=4M", "read_buffer_size=1M"
+    # the configuration: "step 5: + innodb_log_buffer_size=4M", "read_buffer_size=1M"
+    at: str = field(metadata={"missing": "?"})
     slice: Settings
     rows: list[ServerRow]
     significant: bool
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ServersCompared:
-        return cls(data.get("at", "?"), dict(data.get("slice") or {}),
-                   [ServerRow.from_json(r) for r in data.get("rows") or []],
-                   bool(data.get("significant")))
 
 
 # ----------------------------------------------------------------------------- evidence
@@ -537,11 +511,6 @@ class ExplainingCounter(_Record):
     spearman: float | None
     text: str  # knoblab.evidence.describe: "created_tmp_disk_tables: 1 per run at 1M, 0 at 64M"
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExplainingCounter:
-        return cls(data["counter"], dict(data.get("per_point") or {}),
-                   data.get("eta_squared", 0.0), data.get("spearman"), data.get("text") or "")
-
 
 @dataclass(frozen=True)
 class Explanation(_Record):
@@ -549,11 +518,6 @@ class Explanation(_Record):
 
     slice: Settings
     counters: list[ExplainingCounter]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Explanation:
-        return cls(dict(data.get("slice") or {}),
-                   [ExplainingCounter.from_json(c) for c in data.get("counters") or []])
 
 
 def _explanations(entries: list[Mapping[str, Any]]) -> list[Explanation]:
@@ -571,10 +535,6 @@ class Noise(_Record):
     starts: int
     spread_median: float  # max / min - 1 of a start's runs, median over the starts
     spread_max: float
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Noise:
-        return cls(data["starts"], data["spread_median"], data["spread_max"])
 
 
 # ----------------------------------------------------------------------------- the run
@@ -595,13 +555,6 @@ class Rounds(_Record):
     level_same: float | None  # ... and equivalence this
     design: str | None = None  # "blocked" or "restarts" (None: a run from before designs)
     design_why: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Rounds:
-        return cls(data.get("done", 0), bool(data.get("adaptive")), data.get("floor"),
-                   data.get("ceiling"), data.get("budget"), data.get("stopped"),
-                   data.get("level_worse"), data.get("level_same"), data.get("design"),
-                   data.get("design_why"))
 
 
 @dataclass(frozen=True)
@@ -682,10 +635,10 @@ class Results:
         return found
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Results:
-        """Results from their JSON (conclusion.text, a sentence, is left out)."""
+    def from_json(cls, data: Mapping[str, Any], objective: Objective) -> Results:
+        """Results from their JSON (conclusion.text, a sentence, is left out); `objective`:
+        that of the workload kind that measured them (the JSON keeps its metric alone)."""
         workload = dict(data.get("workload") or {})
-        objective = workloads.kind(workload.get("kind", "query")).objective
         server = data.get("server") or {}
         steady, statistics = data.get("steady"), data.get("statistics") or {}
         steps, compared = data.get("steps"), data.get("servers_compared")
@@ -723,7 +676,109 @@ class Results:
 
 
 @dataclass(frozen=True)
-class TrialOutcome:
+class Dimension(_Record):
+    """One setting of the search: a whole-number range, or a list of choices."""
+
+    name: str
+    low: int | None = None  # ranges: bounds as the server takes them, on the block size
+    high: int | None = None
+    step: int = 1  # the server's block size (values are multiples of it)
+    log: bool = True
+    choices: tuple[str, ...] = ()  # choices: values as the server's config takes them
+
+    def describe(self) -> str:
+        if self.choices:
+            return f"{self.name}: one of " + \
+                ", ".join(setting_text(self.name, c) for c in self.choices)
+        assert self.low is not None and self.high is not None
+        scale = "log scale" if self.log else "linear"
+        shown = size_or_count if is_size(self.name) else str
+        return f"{self.name}: {shown(self.low)} to {shown(self.high)} ({scale})"
+
+    def value(self, raw: int | str) -> str:
+        """A sampled value as the server's config takes it (ranges: a multiple of the step)."""
+        if self.choices:
+            return str(raw)
+        assert self.low is not None and self.high is not None
+        number = int(raw)
+        step = self.step
+        if self.log and is_size(self.name) and number > 0 and step & (step - 1) == 0:
+            # Sizes on a log scale to a quarter of their power of two (4M, 5M, 6M, 7M, 8M,
+            # 10M ...): values people write, and no search over sizes 1% apart that no
+            # measurement can tell apart.
+            step = max(step, 1 << max(0, number.bit_length() - 3))
+        # On the block size counted from the low end; a quarter power of two from 0.
+        origin = 0 if step > self.step else self.low
+        number = origin + round((number - origin) / step) * step
+        return str(min(max(number, self.low), self.high))
+
+
+@dataclass(frozen=True)
+class Space(_Record):
+    dimensions: tuple[Dimension, ...]
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.dimensions]
+
+    def config(self, params: Mapping[str, int | str]) -> dict[str, str]:
+        """The configuration a set of sampled parameters stands for."""
+        return {d.name: d.value(params[d.name]) for d in self.dimensions}
+
+    def distributions(self) -> dict[str, Any]:
+        """Optuna's distributions of the dimensions (log ranges step 1: Optuna allows no
+        other; values are put on the block size afterwards, by `config`)."""
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        found: dict[str, Any] = {}
+        for d in self.dimensions:
+            if d.choices:
+                found[d.name] = CategoricalDistribution(list(d.choices))
+            else:
+                assert d.low is not None and d.high is not None
+                found[d.name] = IntDistribution(d.low, d.high, log=d.log,
+                                                step=1 if d.log else d.step)
+        return found
+
+
+@dataclass(frozen=True)
+class Constraint(_Record):
+    """A bound on a second metric: `constraint = { metric = "p99", max = 20 }` (its unit)."""
+
+    metric: str
+    limit: float
+    upper: bool  # max (the metric must stay at or below the limit); else min
+
+    def violation(self, observed: float) -> float:
+        """Above 0 when violated (by how much, as a log-ratio), as Optuna's constraints are."""
+        ratio = math.log(observed / self.limit)
+        return ratio if self.upper else -ratio
+
+    def describe(self, unit: str) -> str:
+        return f"{self.metric} {'≤' if self.upper else '≥'} {self.limit:g} {unit}"
+
+
+@dataclass(frozen=True)
+class Goal(_Record):
+    """What the search lowers (the objective, as a log-ratio to the baseline) and the bound it
+    must respect (a constraint on a second metric)."""
+
+    name: str
+    metric: Metric
+    primary: bool  # the workload's own objective: the verdicts of its runs judge it
+    constraint: Constraint | None = None
+    bounded: Metric | None = None  # the constraint's metric
+
+    @property
+    def sign(self) -> float:
+        """Log-ratios times this are lower when better, whichever way the metric goes."""
+        return 1.0 if self.metric.direction == "minimize" else -1.0
+
+
+
+
+@dataclass(frozen=True)
+class TrialOutcome(_Record):
     """One configuration of the search and what it scored against the baseline."""
 
     number: int
@@ -764,7 +819,7 @@ class TrialOutcome:
 
 
 @dataclass(frozen=True)
-class Validation:
+class Validation(_Record):
     """A candidate measured again against the baseline, in fresh starts, with adaptive rounds
     and the full statistics, at alpha shared among the candidates validated (Bonferroni)."""
 
@@ -772,30 +827,30 @@ class Validation:
     run_id: str
     verdict: str  # "better", "worse", "same" (within min_effect), "undecided", "violates"
     gain: float | None
-    interval: tuple[float, float] | None
+    ci95: tuple[float, float] | None  # at `confidence`, 0.95 or more
     rounds: int
     observed: float | None = None  # the constrained metric, the candidate's median
-    # The level of `interval`: the one the verdict was decided at (alpha shared among the
+    # The level of `ci95`: the one the verdict was decided at (alpha shared among the
     # candidates, and a sequential look's boundary), so that the interval shown says what the
     # verdict says.
     confidence: float = 0.95
 
 
 @dataclass(frozen=True)
-class Effect:
+class Effect(_Record):
     """A setting of the recommendation put back to the baseline's value alone, the others
     kept: how much that loses (+0.05: the recommendation is 5% better with the setting)."""
 
     name: str
     loss: float
-    interval: tuple[float, float]
+    ci95: tuple[float, float]  # at `confidence`
     measurable: bool  # significant, and at least min_effect
-    # the level of `interval`: the steps run's, whose intervals hold for all its settings at once
+    # the level of `ci95`: the steps run's, whose intervals hold for all its settings at once
     confidence: float = 0.95
 
 
 @dataclass(frozen=True)
-class Reduction:
+class Reduction(_Record):
     """The recommendation without its settings of no measurable effect, checked to be
     equivalent to the full one."""
 
@@ -816,7 +871,7 @@ class Reduction:
 
 
 @dataclass(frozen=True)
-class Importance:
+class Importance(_Record):
     """One setting's share of what matters, by one of two bases: "ablation", its share of the
     gain the validated configuration's changes were measured to bring, each put back alone
     (low, high: from its measurement's 95% interval); "trials", its share of the objective's
@@ -831,7 +886,7 @@ class Importance:
 
 
 @dataclass(frozen=True)
-class TuneResult:
+class TuneResult(_Record):
     study: str
     space: Space
     baseline: dict[str, str]
@@ -849,19 +904,17 @@ class TuneResult:
     # When what is recommended is not the validated candidate (the reduction dropped some of
     # its settings): that configuration measured against the baseline in a run of its own, or
     # the validation of another candidate that was exactly it; None when it was not measured
-    # (knoblab.search.recommend.claim says which figure a recommendation carries).
+    # (knoblab.recommend.claim says which figure a recommendation carries).
     confirmation: Validation | None = None
 
     @property
-    def settings(self) -> dict[str, str]:
-        """The settings recommended (knoblab.search.recommend says which, and why)."""
-        from knoblab.search import recommend
-
-        return recommend.settings(self)
-
-    @property
     def recommended(self) -> Validation | None:
-        """The validated candidate with the largest gain shown significant, if any is."""
-        from knoblab.search import recommend
+        """The validated candidate with the largest gain shown significant, if any is
+        (knoblab.recommend says which of its settings are recommended, and why)."""
+        return best_shown(self.validations)
 
-        return recommend.recommended(self.validations)
+
+def best_shown(validations: list[Validation]) -> Validation | None:
+    """The validated candidate with the largest gain shown significant, if any is."""
+    better = [v for v in validations if v.verdict == "better"]
+    return max(better, key=lambda v: v.gain or 0.0, default=None)

@@ -26,6 +26,7 @@ from knoblab.records import (
     Explanation,
     Interaction,
     Noise,
+    Objective,
     Point,
     RecommendedSteps,
     Results,
@@ -35,6 +36,7 @@ from knoblab.records import (
     ServersCompared,
     Settings,
     SliceConclusion,
+    Steady,
     Step,
     StepRow,
     StepsTable,
@@ -43,8 +45,8 @@ from knoblab.records import (
 from knoblab.stats import Statistics
 from knoblab.store import RunInfo, Store, Trial, TrialState
 from knoblab.words import Finding
-from knoblab.workloads.base import Objective, Steady, StoredTrial, Workload
 from knoblab.workloads.base import Rounds as Planned
+from knoblab.workloads.base import StoredTrial, Workload
 
 
 def build_results(store: Store, run_id: str) -> Results:

@@ -11,12 +11,9 @@ its name (RunInfo.study) and are listed with `knoblab runs --study NAME`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import socket
-import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +82,8 @@ class Recorder:
 def summary(result: TuneResult) -> str:
     """What the study recommends, in a line: its validated settings and gain, or that it
     recommends nothing."""
+    from knoblab.recommend import claim, settings
     from knoblab.report.tuning import gain_validated, unsettled
-    from knoblab.search.recommend import claim
     from knoblab.units import settings_text
 
     chosen, own = result.recommended, claim(result)
@@ -95,7 +92,7 @@ def summary(result: TuneResult) -> str:
         gain = gain_validated(own, result) if own is not None else \
             (f"its own gain not measured (trial {chosen.trial.number}'s: "
              f"{gain_validated(chosen, result)})")
-        return f"recommended: {settings_text(result.settings)}, {gain}"
+        return f"recommended: {settings_text(settings(result))}, {gain}"
     if unsettled(result) is not None:
         return "nothing recommended yet: no candidate validated"
     return "nothing recommended: keep the current configuration"
@@ -167,46 +164,11 @@ def _tune_again(store: Store, study: dict[str, Any]) -> str:
 
 
 def result_to_json(result: TuneResult) -> dict[str, Any]:
-    return dataclasses.asdict(result)
+    return result.to_json()
 
 
 def result_from_json(data: dict[str, Any]) -> TuneResult:
-    return typing.cast(TuneResult, _decode(TuneResult, data))
-
-
-def _names() -> dict[str, Any]:
-    """The names records.py imports only for type checking, for its annotations."""
-    from knoblab.search.options import Constraint, Goal
-    from knoblab.search.space import Dimension, Space
-    from knoblab.workloads.base import Metric
-
-    return {"Goal": Goal, "Constraint": Constraint, "Space": Space, "Dimension": Dimension,
-            "Metric": Metric}
-
-
-def _decode(hint: Any, value: Any) -> Any:
-    """`value` (as dataclasses.asdict and JSON left it) as the type `hint` names: records
-    rebuilt from their fields, tuples from lists."""
-    if value is None:
-        return None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        chosen = [a for a in args if a is not type(None)]
-        return _decode(chosen[0], value) if len(chosen) == 1 else value
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        hints = typing.get_type_hints(hint, localns=_names())
-        return hint(**{f.name: _decode(hints[f.name], value[f.name])
-                       for f in dataclasses.fields(hint) if f.init and f.name in value})
-    if origin is list:
-        return [_decode(args[0], v) for v in value]
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(args[0], v) for v in value)
-        return tuple(_decode(a, v) for a, v in zip(args, value, strict=False)) if args else \
-            tuple(value)
-    if origin is dict and args:
-        return {k: _decode(args[1], v) for k, v in value.items()}
-    return value
+    return TuneResult.from_json(data)
 
 
 def report_folder(name: str) -> Path:

@@ -106,3 +106,8 @@ def format_duration(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def size_or_count(n: int) -> str:
+    """A whole number as a size when it is one of at least 1K (1048576 -> 1M), else as is."""
+    return format_size(n) if n >= 1024 else str(n)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab import runner, workloads
+from knoblab import recommend, runner, workloads
 from knoblab.catalog import Catalog, Knob
 from knoblab.errors import BudgetTooShort
 from knoblab.records import Effect, Reduction, TrialOutcome, TuneResult, Validation
@@ -24,7 +24,7 @@ from knoblab.report.tuning import (
     tune_cnf,
     tune_json,
 )
-from knoblab.search import proof, recommend, tune
+from knoblab.search import proof, tune
 from knoblab.search.loop import _trial_spec
 from knoblab.search.space import Space
 from knoblab.search.study import seconds_spent
@@ -81,7 +81,7 @@ def test_a_change_not_shown_to_help_goes_back_to_its_default():
     result = _result(full, reduction, baseline={"join_cache_level": "2",
                                                 "sort_buffer_size": str(2 * MB),
                                                 "tmp_table_size": str(16 * MB)})
-    assert result.settings == {"join_cache_level": "6"}
+    assert recommend.settings(result) == {"join_cache_level": "6"}
     cnf = tune_cnf(result)
     assert _settings_of(cnf) == {"join_cache_level": "6"}
     lines = "\n".join(reduction_lines(result))
@@ -111,7 +111,7 @@ def test_the_full_configuration_is_recommended_only_when_shown_better_than_the_r
     lines = reduction_lines(_result(full, shown))
     assert any("the full recommendation was shown better than a=1 alone" in line
                for line in lines)
-    assert _result(full, shown).settings == full
+    assert recommend.settings(_result(full, shown)) == full
 
 
 def test_what_is_kept_is_what_was_shown_and_never_a_cost_the_workload_cannot_see():
@@ -129,7 +129,7 @@ def test_what_is_kept_is_what_was_shown_and_never_a_cost_the_workload_cannot_see
 def test_a_connection_limit_is_never_recommended_on_a_benchmarks_word():
     result = _result({"tmp_table_size": str(32 * MB), "max_connections": "23"},
                      baseline={"max_connections": "151"})
-    assert result.settings == {"tmp_table_size": str(32 * MB)}
+    assert recommend.settings(result) == {"tmp_table_size": str(32 * MB)}
     cnf = tune_cnf(result)
     assert "max_connections" not in _settings_of(cnf)
     assert "max_connections = 23 is not recommended" in cnf and "refuses the next" in cnf
@@ -152,7 +152,7 @@ def test_tunes_mycnf_and_json_carry_the_tie_and_server_config_as_measured():
                      tied={"max_heap_table_size": "tmp_table_size"})
     expected = {"tmp_table_size": str(28 * MB), "max_heap_table_size": str(28 * MB),
                 "innodb_buffer_pool_size": str(128 * MB)}
-    assert result.settings == expected
+    assert recommend.settings(result) == expected
     cnf = tune_cnf(result)
     assert _settings_of(cnf) == {"tmp_table_size": "28M", "max_heap_table_size": "28M",
                                  "innodb_buffer_pool_size": "128M"}
@@ -256,7 +256,7 @@ def test_a_reduction_moves_each_setting_with_its_ties_and_recommends_them(three_
     assert effects["sort_buffer_size"].measurable
     assert not effects["join_buffer_size"].measurable
     leader = chosen.trial.changes["sort_buffer_size"]
-    assert result.settings == {"sort_buffer_size": leader, "read_buffer_size": leader}
+    assert recommend.settings(result) == {"sort_buffer_size": leader, "read_buffer_size": leader}
     # Each point of the reduction's runs: the follower always at the leader's value, or
     # both back at their defaults.
     for run_id in (result.reduction.run_id, result.reduction.check_run_id):
@@ -338,7 +338,7 @@ def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[
                                               dict[str, str]]:
     """The reduction of a validated candidate that raises all four settings of four_knobs."""
     from knoblab.search.loop import Search
-    from knoblab.search.options import Goal, TuneOptions
+    from knoblab.search.options import TuneOptions, goal_for
     from knoblab.search.space import parse_space
 
     store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
@@ -352,7 +352,7 @@ def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[
     space = parse_space(options.knobs, catalog, False)
     baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
     listener = TuneQuiet()
-    search = Search(spec, options, Goal.of(options, spec.workload), space, baseline, catalog,
+    search = Search(spec, options, goal_for(options, spec.workload), space, baseline, catalog,
                     store, tmp_path, listener, fakes.open_fake)
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
             "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
@@ -379,13 +379,13 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     assert "read_buffer_size" not in reduction.kept
     assert "sort_buffer_size" in reduction.kept
     result = _result(full, reduction, baseline=baseline)
-    assert "read_buffer_size" not in result.settings
+    assert "read_buffer_size" not in recommend.settings(result)
     lines = "\n".join(reduction_lines(result))
     assert "put back one by one, the least helpful first" in lines
     assert "without read_buffer_size too:" in lines
     # What is recommended was measured as such: a point of the trimming run is that config.
     applied = [t.effective for t in store.trials(reduction.trim_run_id)]
-    assert any(all(a.get(k) == v for k, v in result.settings.items()) and
+    assert any(all(a.get(k) == v for k, v in recommend.settings(result).items()) and
                a.get("read_buffer_size") == baseline["read_buffer_size"] for a in applied)
 
 
@@ -482,7 +482,7 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
     assert chosen is not None and result.reduction is not None, listener.said
     assert set(chosen.trial.changes) == {"sort_buffer_size", "join_buffer_size"}
     assert chosen.gain is not None and chosen.gain > 1.4
-    assert result.settings == {"sort_buffer_size": str(16 * MB)}, listener.said
+    assert recommend.settings(result) == {"sort_buffer_size": str(16 * MB)}, listener.said
     # The gain claimed is the recommendation's own (+100%), not the full candidate's (+150%).
     claimed = tune_json(result)["recommended"]
     assert 0.9 < claimed["gain"] < 1.1, (claimed["gain"], chosen.gain)
@@ -498,7 +498,7 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
               for t in store.trials(own.run_id)}
     assert points == {(0, str(2 * MB), str(256 * 1024)), (1, str(16 * MB), str(256 * 1024))}
 
-    assert (claimed["gain"], claimed["ci95"]) == (own.gain, own.interval)
+    assert (claimed["gain"], claimed["ci95"]) == (own.gain, own.ci95)
     assert claimed["verdict"] == "better" and claimed["run_id"] == own.run_id
     assert claimed["own_gain"] is True
     own_gain = gain_validated(own, result)
@@ -530,7 +530,7 @@ def test_a_reduced_recommendation_validated_as_another_candidate_takes_that_vali
     spec = parse_spec(tomllib.loads(source), source=source)
     listener = TuneQuiet()
     result = tune(spec, store, tmp_path, listener, open_servers=fakes.open_fake)
-    assert result.settings == {"sort_buffer_size": str(16 * MB)}, listener.said
+    assert recommend.settings(result) == {"sort_buffer_size": str(16 * MB)}, listener.said
     same = next(v for v in result.validations
                 if v.trial.changes == {"sort_buffer_size": str(16 * MB)})
     assert result.confirmation == same and recommend.claim(result) == same
@@ -546,7 +546,7 @@ def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_
     everywhere its gain is said it is said to be the full candidate's."""
     from knoblab.report.tuning import tune_document
     from knoblab.search.loop import Search
-    from knoblab.search.options import Goal, TuneOptions
+    from knoblab.search.options import TuneOptions, goal_for
     from knoblab.search.space import parse_space
     from knoblab.studies import summary
 
@@ -557,7 +557,7 @@ def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_
     options = TuneOptions.from_spec(spec.tune or {}, spec.name)
     baseline = {k: catalog.knobs[k].default_value() or "" for k in catalog.knobs}
     listener = TuneQuiet()
-    search = Search(spec, options, Goal.of(options, spec.workload),
+    search = Search(spec, options, goal_for(options, spec.workload),
                     parse_space(options.knobs, catalog, False), baseline, catalog, store,
                     tmp_path, listener, fakes.open_fake)
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB)}
@@ -576,7 +576,7 @@ def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_
                            Effect("join_buffer_size", 0.25, (0.2, 0.3), False)], "r",
                           wanted, "c", True)
     result = _result(full, reduction, baseline=baseline)
-    assert result.settings == wanted and recommend.claim(result) is None
+    assert recommend.settings(result) == wanted and recommend.claim(result) is None
     claimed = tune_json(result)["recommended"]
     assert claimed["own_gain"] is False and claimed["gain"] == 4.2  # trial 3's, said so
     cnf = tune_cnf(result)

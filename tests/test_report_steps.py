@@ -9,6 +9,7 @@ import io
 import pytest
 from rich.console import Console
 
+from knoblab import workloads
 from knoblab.records import Results
 from knoblab.report import (
     conclusion_text,
@@ -22,7 +23,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _typed(result: dict) -> Results:
-    return Results.from_json(result)
+    kind = result["workload"].get("kind", "query")
+    return Results.from_json(result, workloads.kind(kind).objective)
 FLUSH = "innodb_flush_log_at_trx_commit"
 CRASH = "a crash can lose the last second of committed transactions"
 

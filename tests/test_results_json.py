@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from knoblab import workloads
 from knoblab.records import Results
 
 GOLDEN = sorted((Path(__file__).parent / "data" / "golden").glob("*.json"))
@@ -20,7 +21,8 @@ def test_results_json_reads_back_as_written(path: Path) -> None:
     document = json.loads(written)
     # The results hold no sentences: conclusion.text is the report's, added when writing.
     text = document["conclusion"].pop("text")
-    results = Results.from_json(document)
+    objective = workloads.kind(document["workload"].get("kind", "query")).objective
+    results = Results.from_json(document, objective)
     assert results.to_json() == document
     assert json.dumps(results.to_json(conclusion_text=text), indent=2) == written
 

@@ -96,7 +96,7 @@ def _printed(results: Results) -> str:
 
 def _as_saved(results: Results) -> Results:
     """The results as result.json holds them and `knoblab report` reads them back."""
-    return Results.from_json(results.to_json(conclusion_text(results)))
+    return Results.from_json(results.to_json(conclusion_text(results)), results.objective)
 
 
 def test_a_default_shown_worse_is_changed_everywhere(tmp_path):
@@ -255,7 +255,7 @@ def test_three_runs_are_said_to_be_too_few_not_the_machine_too_noisy(tmp_path):
             in text)
     # with enough runs an undecided comparison is the machine's noise
     five = Results.from_json({**results.to_json(), "points": [
-        {**p.to_json(), "n": 5} for p in results.points]})
+        {**p.to_json(), "n": 5} for p in results.points]}, results.objective)
     assert "this machine was too noisy to tell" in conclusion_text(five)
 
 

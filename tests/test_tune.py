@@ -9,14 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 
-from knoblab import runner, workloads
+from knoblab import recommend, runner, workloads
 from knoblab.errors import UserError
-from knoblab.records import TrialOutcome
+from knoblab.records import Metric, TrialOutcome
 from knoblab.search import tune
 from knoblab.search.loop import _trial_spec
 from knoblab.spec import parse_spec
 from knoblab.store import Store
-from knoblab.workloads.base import Metric
 from tests import fakes
 from tests.test_runner import Quiet as RunQuiet
 
@@ -98,7 +97,7 @@ def test_search_scores_against_the_baseline_and_validates_the_best(store, tmp_pa
     effects = {e.name: e for e in reduction.effects}
     assert effects["sort_buffer_size"].measurable and effects["sort_buffer_size"].loss > 0.15
     assert not effects["read_buffer_size"].measurable
-    assert reduction.equivalent and result.settings == {
+    assert reduction.equivalent and recommend.settings(result) == {
         "sort_buffer_size": chosen.trial.changes["sort_buffer_size"]}
     assert [o.number for o in listener.scored_trials] == [t.number for t in result.trials]
     # The trials alone could not tell the two apart (the fast ones had both settings high);
@@ -249,7 +248,8 @@ def test_a_constraint_on_a_second_metric_keeps_the_recommendation_within_it(
                               storage=f"sqlite:///{tmp_path / 'store-tune.sqlite'}")
     told = {t.number: t.constraints for t in study.trials if t.constraints}
     assert all(told[t.number]["bound"] > 0 for t in over), "the sampler is told of the violation"
-    assert result.settings and 16 * MB <= int(result.settings["sort_buffer_size"]) <= 32 * MB
+    chosen = recommend.settings(result)
+    assert chosen and 16 * MB <= int(chosen["sort_buffer_size"]) <= 32 * MB
     assert all(v.trial.feasible for v in result.validations)
 
 
@@ -376,9 +376,8 @@ def test_better_trials_not_validated_here_are_not_called_no_better():
 
     from rich.console import Console
 
-    from knoblab.records import TuneResult
+    from knoblab.records import Space, TuneResult
     from knoblab.report.tuning import print_tune, tune_cnf, tune_document
-    from knoblab.search.space import Space
 
     trials = [TrialOutcome(0, {}, {}, "baseline", 0.0, [], ()),
               TrialOutcome(1, {"sort_buffer_size": "33554432"},
@@ -434,7 +433,7 @@ def test_a_placebo_under_a_load_slow_after_each_start_scores_zero_and_is_not_rec
         assert all(abs(r) < 0.03 for r in t.ratios), (t.changes, t.ratios)
     # Every timed part followed an untimed pass under its own settings.
     assert len(fakes.SCRIPT.warmed) == len(fakes.SCRIPT.measured)
-    assert result.recommended is None and result.settings == {}
+    assert result.recommended is None and recommend.settings(result) == {}
 
 
 def test_the_trials_of_a_search_do_not_all_measure_in_one_order():

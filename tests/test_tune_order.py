@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from knoblab import recommend
 from knoblab.search import tune
 from knoblab.spec import parse_spec
 from knoblab.store import Store
@@ -66,4 +67,4 @@ def test_a_placebo_on_a_cold_buffer_pool_scores_zero_and_is_not_recommended(
     # a shared VM, centred on zero.
     assert abs(statistics.fmean(ratios)) < 0.25, ratios
     assert max(abs(r) for r in ratios) < 1.0, ratios
-    assert result.recommended is None and result.settings == {}
+    assert result.recommended is None and recommend.settings(result) == {}

@@ -12,10 +12,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from knoblab.records import TrialOutcome
+from knoblab.records import Dimension, Space, TrialOutcome
 from knoblab.search.loop import ask_and_tell
-from knoblab.search.options import Goal, TuneOptions
-from knoblab.search.space import Dimension, Space
+from knoblab.search.options import TuneOptions, goal_for
 from knoblab.search.study import Turn, open_study, params_for
 from knoblab.spec import parse_spec
 from knoblab.store import sqlite_url
@@ -44,7 +43,7 @@ class Worker:
         assert self.spec.tune is not None
         self.options = TuneOptions.from_spec(self.spec.tune, self.spec.name)
         self.space, self.baseline, self.listener = space, baseline, Quiet()
-        self.goal = Goal.of(self.options, self.spec.workload)  # its gains' words
+        self.goal = goal_for(self.options, self.spec.workload)  # its gains' words
         self.turn = Turn(url)
         self.measured: list[dict[str, str]] = []
         self.stop_at: int | None = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab.search.recommend import UNSEEN_COST
+from knoblab.recommend import UNSEEN_COST
 from knoblab.search.space import auto_space
 from tests.test_tune_bad_input import ROOT, SPEC
 

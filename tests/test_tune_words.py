@@ -17,7 +17,18 @@ from rich.console import Console
 from rich.progress import ProgressSample
 
 from knoblab import workloads
-from knoblab.records import Effect, Importance, Reduction, TrialOutcome, TuneResult, Validation
+from knoblab.records import (
+    Dimension,
+    Effect,
+    Goal,
+    Importance,
+    Metric,
+    Reduction,
+    Space,
+    TrialOutcome,
+    TuneResult,
+    Validation,
+)
 from knoblab.report.tune_charts import write_tune_charts
 from knoblab.report.tuning import (
     print_tune,
@@ -28,12 +39,9 @@ from knoblab.report.tuning import (
     validation_text,
 )
 from knoblab.search import proof
-from knoblab.search.options import Goal
-from knoblab.search.space import Dimension, Space
 from knoblab.spec import parse_spec
 from knoblab.store import Store
 from knoblab.words import agrees, finding_of
-from knoblab.workloads.base import Metric
 from tests import fakes
 from tests.test_tune import Quiet, _tune
 
@@ -168,11 +176,11 @@ def test_an_undecided_validation_shows_the_interval_at_the_level_it_was_decided_
     undecided = _verdict(monkeypatch, "inconclusive", "inconclusive", 0.004)
     assert undecided.verdict == "undecided"
     assert undecided.confidence == pytest.approx(0.996)
-    assert undecided.interval is not None and undecided.interval[0] < 0 < undecided.interval[1]
+    assert undecided.ci95 is not None and undecided.ci95[0] < 0 < undecided.ci95[1]
     text = validation_text(undecided, _result([undecided]))
     assert "99.6% CI" in text and "95% CI" not in text
     assert "not shown either way" in text and "too noisy" not in text
-    assert finding_of(undecided.interval, 0.03) == "unshown"
+    assert finding_of(undecided.ci95, 0.03) == "unshown"
 
 
 def test_a_verdict_its_interval_does_not_bear_out_is_not_claimed(
@@ -183,7 +191,7 @@ def test_a_verdict_its_interval_does_not_bear_out_is_not_claimed(
     assert said.verdict == "undecided"
     shown = _verdict(monkeypatch, "worse", "best", 0.05)
     assert shown.verdict == "better" and shown.confidence == pytest.approx(0.95)
-    assert shown.interval is not None and shown.interval[0] > 0
+    assert shown.ci95 is not None and shown.ci95[0] > 0
     result = _result([shown])
     assert "shown to help" in validation_text(shown, result)
     stored = tune_json(result)["validations"][0]

@@ -30,7 +30,7 @@ from matplotlib.text import Text
 from matplotlib.ticker import Formatter
 
 from knoblab.literal import literal
-from knoblab.records import OsRun, Point, Results, SeriesRun, StepsTable
+from knoblab.records import OsRun, Point, Results, SeriesRun, Steady, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
     STEP_FINDING,
@@ -53,7 +53,6 @@ from knoblab.report.format import (
     wrap_name,
 )
 from knoblab.words import FINDING_WORDS
-from knoblab.workloads.base import Steady
 
 VERDICT_COLOURS = {
     "best": "#2ca02c",

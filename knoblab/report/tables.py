@@ -21,7 +21,15 @@ from rich.table import Table
 from rich.text import Text
 
 from knoblab.literal import literal
-from knoblab.records import Interval, Point, Results, SeriesEvidence, ServersCompared, StepsTable
+from knoblab.records import (
+    Interval,
+    Point,
+    Results,
+    SeriesEvidence,
+    ServersCompared,
+    Steady,
+    StepsTable,
+)
 from knoblab.report.format import (
     GIVES_UP,
     as_count,
@@ -67,7 +75,6 @@ from knoblab.report.text import (
     total_text,
 )
 from knoblab.units import format_size, settings_text
-from knoblab.workloads.base import Steady
 from knoblab.workloads.query import REGIME_RULE
 from knoblab.workloads.replay import BEHIND_LIMIT
 from knoblab.workloads.sysbench import ERRORS_MEANING

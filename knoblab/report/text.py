@@ -13,7 +13,7 @@ import re
 from typing import Literal
 
 from knoblab import stats
-from knoblab.records import Interval, Point, Results, SliceConclusion, StepRow, StepsTable
+from knoblab.records import Interval, Point, Results, SliceConclusion, Steady, StepRow, StepsTable
 from knoblab.report.format import (
     GIVES_UP,
     at_text,
@@ -38,7 +38,6 @@ from knoblab.report.format import (
 )
 from knoblab.units import format_duration
 from knoblab.words import FINDING_WORDS, Finding, finding_of, finding_text, gain_words
-from knoblab.workloads.base import Steady
 
 # ----------------------------------------------------------------------------- conclusion
 

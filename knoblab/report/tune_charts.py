@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import pathlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -24,15 +23,13 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter, NullLocator
 
-from knoblab.records import TrialOutcome, TuneResult, Validation
+from knoblab import recommend
+from knoblab.records import Dimension, TrialOutcome, TuneResult, Validation
 from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure, short_number
 from knoblab.report.format import as_number, signed, wrap_name
 from knoblab.report.tuning import STATES, direction_of, gain_validated, percent
 from knoblab.units import format_size, is_size, settings_text
 from knoblab.words import FINDING_WORDS
-
-if TYPE_CHECKING:
-    from knoblab.search.space import Dimension
 
 _SETTINGS_PANELS = 4  # settings.png shows at most this many settings
 _BASELINE_COLOUR = "0.35"
@@ -199,7 +196,7 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
             ax.plot([v.trial.number, x], [_pct(searched), gain], ls=":", lw=1.2, color=colour,
                     zorder=4)
         if is_chosen:
-            ax.errorbar(x, gain, yerr=_yerr(gain, v.interval), fmt="*", ms=15, color=colour,
+            ax.errorbar(x, gain, yerr=_yerr(gain, v.ci95), fmt="*", ms=15, color=colour,
                         ecolor=colour, elinewidth=2, capsize=5, mec="white", mew=0.6, zorder=6)
             right = x > (last + 1) / 2  # the words on the side with more room
             ax.annotate(f"{percent(v.gain, direction_of(result))} validated", (x, gain),
@@ -210,7 +207,7 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
             shown["chosen"] = Line2D([], [], ls="", marker="*", ms=13, color=colour,
                                      label=_recommended_text(v, result))
         else:
-            ax.errorbar(x, gain, yerr=_yerr(gain, v.interval), fmt="D", ms=6, mfc="white",
+            ax.errorbar(x, gain, yerr=_yerr(gain, v.ci95), fmt="D", ms=6, mfc="white",
                         mec=colour, color=colour, ecolor=colour, capsize=3, zorder=5)
             shown[v.verdict] = Line2D([], [], ls="", marker="D", ms=6, mfc="white", mec=colour,
                                       label=_VALIDATED[v.verdict][1])
@@ -221,8 +218,6 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
 def _recommended_text(v: Validation, result: TuneResult) -> str:
     """The recommendation's legend entry: its gain validated, and the gain it had searched;
     when the recommendation is reduced, its own gain (or that it was not measured)."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     text = f"recommended: trial {v.trial.number}\nvalidated: {gain_validated(v, result)}"
     if v.trial.gain is not None:
         text += f"\nin the search: {percent(v.trial.gain, direction_of(result))} (dotted line)"

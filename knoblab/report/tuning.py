@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from knoblab import __version__
+from knoblab import __version__, recommend
 from knoblab.literal import literal
 from knoblab.records import Effect, Results, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
@@ -112,8 +112,6 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
 
 
 def print_tune(result: TuneResult, out: Console, measured: Results | None = None) -> None:
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     trials = result.trials
     scored = sorted((t for t in trials if t.state == "scored"), key=lambda t: t.score or 0.0)
     out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
@@ -170,7 +168,7 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
               "against the current configuration.", markup=False, highlight=False)
     for line in reduction_lines(result):
         out.print(f"  {line}", markup=False, highlight=False)
-    if not result.settings:
+    if not recommend.settings(result):
         out.print(NOTHING_SHOWN, markup=False, highlight=False)
         return
     out.print(f"Recommended: {settings_text(recommend.to_change(result))}, "
@@ -202,8 +200,6 @@ def reduction_lines(result: TuneResult) -> list[str]:
     """Why each setting of the validated candidate is recommended or left as it is: each put
     back alone (the reduction), what the check of the reduced configuration decided, and the
     settings whose cost the workload cannot see."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     chosen, reduction, min_effect = result.recommended, result.reduction, result.min_effect
     if chosen is None:
         return []
@@ -221,7 +217,7 @@ def reduction_lines(result: TuneResult) -> list[str]:
         alone = f" (with {', '.join(followers)}, tied to it)" if followers else ""
         # Effect.loss is the setting's gain to the recommendation (what putting it back loses).
         lines.append(f"{e.name} put back alone{alone}: its gain to the recommendation, "
-                     f"{gain_interval_words(e.loss, e.interval, way, confidence=e.confidence)}: "
+                     f"{gain_interval_words(e.loss, e.ci95, way, confidence=e.confidence)}: "
                      f"{effect_words(e, result)}")
     if reduction is not None:
         reduced = settings_text(recommend.shown(full, reduction.effects)) or \
@@ -276,7 +272,7 @@ def effect_finding(effect: Effect, min_effect: float) -> Finding:
     setting not kept is said as its interval shows it, never more."""
     if effect.measurable:
         return "helps"
-    return finding_of(effect.interval, min_effect)
+    return finding_of(effect.ci95, min_effect)
 
 
 def effect_words(effect: Effect, result: TuneResult) -> str:
@@ -299,8 +295,6 @@ def effect_words(effect: Effect, result: TuneResult) -> str:
 def claim_said(result: TuneResult) -> str:
     """The gain a recommendation carries, in words: its own against the current
     configuration, or the validated candidate's said to be that (`recommend.claim`)."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     chosen, own = result.recommended, recommend.claim(result)
     if own is not None:
         return f"{gain_validated(own, result)} against the current configuration"
@@ -313,8 +307,6 @@ def claim_lines(result: TuneResult) -> list[str]:
     """When what is recommended is not the validated candidate (the reduction dropped some of
     its settings): what was measured of it as itself, or that nothing was, and that the
     validated gain is then another configuration's."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     chosen, own = result.recommended, recommend.claim(result)
     if chosen is None or own is chosen:
         return []
@@ -347,7 +339,7 @@ def validation_finding(v: Validation, min_effect: float) -> Finding:
     interval is the one at the verdict's own level (Validation.confidence), so the two agree."""
     decided: dict[str, Finding] = {"better": "helps", "violates": "helps", "worse": "hurts",
                                    "same": "same"}
-    return decided.get(v.verdict) or finding_of(v.interval, min_effect)
+    return decided.get(v.verdict) or finding_of(v.ci95, min_effect)
 
 
 def validation_words(v: Validation, min_effect: float) -> str:
@@ -379,7 +371,7 @@ def gain_validated(v: Validation, result: TuneResult | None = None) -> str:
     way = "maximize" if result is None else direction_of(result)
     unit = "" if result is None or result.goal is None or way == "minimize" else \
         result.goal.metric.unit
-    return gain_interval_words(v.gain, v.interval, way, unit, v.confidence)
+    return gain_interval_words(v.gain, v.ci95, way, unit, v.confidence)
 
 
 def mycnf(changes: dict[str, str]) -> str:
@@ -393,8 +385,6 @@ def fragment(result: TuneResult) -> str:
     """The [mysqld] fragment to apply: the changes shown to help with the settings tied to
     them, then [server.config], each setting as it was in force when measured; the settings
     left as they are, commented."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     change = recommend.to_change(result)
     follows = {recommend.name(f): recommend.name(leader) for f, leader in result.tied.items()}
     lines = ["[mysqld]"]
@@ -403,7 +393,7 @@ def fragment(result: TuneResult) -> str:
             lines.append(f"# {k} follows {follows[k]} ([tie]): at its value in every "
                          "measurement")
         lines.append(f"{k} = {setting_text(k, v)}")
-    base = {k: v for k, v in result.settings.items() if k not in change}
+    base = {k: v for k, v in recommend.settings(result).items() if k not in change}
     if base:
         lines.append("# [server.config]: in force in every measurement, the current "
                      "configuration's too")
@@ -417,8 +407,6 @@ def fragment(result: TuneResult) -> str:
 
 
 def tune_json(result: TuneResult) -> dict[str, Any]:
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     chosen, goal = result.recommended, result.goal
     # The figure the recommendation carries: its own measurement against the baseline, else
     # (own_gain false) the validated candidate's, with all its settings.
@@ -441,20 +429,18 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         # A validation's interval ("ci95", the key's name kept for the programs that read it)
         # is at the level its verdict was decided at, "confidence" (0.95 or more); "finding"
         # and "said" are its verdict in knoblab.words' terms, and in words.
-        "validations": [{"trial": v.trial.number, "run_id": v.run_id, "verdict": v.verdict,
-                         "gain": v.gain, "ci95": v.interval, "confidence": v.confidence,
-                         "rounds": v.rounds, "observed": v.observed,
+        "validations": [{**v.to_json(), "trial": v.trial.number,
                          "finding": validation_finding(v, result.min_effect),
                          "said": validation_text(v, result)}
                         for v in result.validations],
         "recommended": None if chosen is None else {
-            "trial": chosen.trial.number, "settings": result.settings,
+            "trial": chosen.trial.number, "settings": recommend.settings(result),
             "changes": recommend.to_change(result), "searched": chosen.trial.changes,
             "left_as_they_are": recommend.left_as_they_are(result),
             "reduced": was_reduced(result),
             "not_recommended": recommend.unseen(result),
             "gain": None if claimed is None else claimed.gain,
-            "ci95": None if claimed is None else claimed.interval,
+            "ci95": None if claimed is None else claimed.ci95,
             "confidence": None if claimed is None else claimed.confidence,
             "said": claim_said(result),
             "verdict": None if claimed is None else claimed.verdict,
@@ -470,9 +456,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "trim_steps": [{"put_back": name, "verdict": verdict}
                            for name, verdict in result.reduction.trim_steps],
             # "loss": the setting's gain to the recommendation (what putting it back loses).
-            "effects": [{"name": e.name, "loss": e.loss, "ci95": e.interval,
-                         "confidence": e.confidence, "measurable": e.measurable,
-                         "finding": effect_finding(e, result.min_effect),
+            "effects": [{**e.to_json(), "finding": effect_finding(e, result.min_effect),
                          "said": effect_words(e, result)}
                         for e in result.reduction.effects]},
         "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
@@ -497,7 +481,7 @@ def tune_cnf(result: TuneResult) -> str:
         return f"{head}: {nothing[0].lower()}{nothing[1:]}\n[mysqld]\n"
     said = [f"{head}: {claim_head(result)}."]
     said += [f"# {line}" for line in reduction_lines(result)]
-    if not result.settings:
+    if not recommend.settings(result):
         return "\n".join(literal(line) for line in [*said, f"# {NOTHING_SHOWN}"]) + \
             "\n[mysqld]\n"
     return "\n".join(literal(line) for line in said) + "\n" + fragment(result) + "\n"
@@ -506,8 +490,6 @@ def tune_cnf(result: TuneResult) -> str:
 def claim_head(result: TuneResult) -> str:
     """recommended.cnf's first words on its gain: the recommendation's own measurement, or the
     validated candidate's said to be another configuration's."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     chosen, own = result.recommended, recommend.claim(result)
     assert chosen is not None
     validated = (f"trial {chosen.trial.number}, {gain_validated(chosen, result)} against the "
@@ -527,8 +509,6 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                   machine: dict[str, str], measured: Results | None = None) -> Document:
     """The search as a shareable report: the same sections as a run's; `measured`, the run
     the recommendation's gain comes from, adds its statement classes (a replayed log's)."""
-    from knoblab.search import recommend  # lazily: the report reads records, not the search
-
     goal = result.goal
     aim = "the best result" if goal is None else \
         f"the {'lowest' if goal.metric.direction == 'minimize' else 'highest'} {goal.name}"
@@ -538,7 +518,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         conclusion = nothing
     elif chosen is None:
         conclusion = nothing_shown(result)
-    elif not result.settings:
+    elif not recommend.settings(result):
         conclusion = (f"Trial {chosen.trial.number} was validated, "
                       f"{gain_validated(chosen, result)}. {NOTHING_SHOWN}")
     else:

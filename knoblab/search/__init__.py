@@ -7,7 +7,7 @@
 - knoblab.search.study: where the study lives (storage, workers' turns, heartbeats);
 - knoblab.search.proof: what is shown to help (validation, reduction);
 - knoblab.search.importance: what matters (each setting's share of the variation);
-- knoblab.search.recommend: what is recommended, and why each setting is in it.
+- knoblab.recommend: what is recommended, and why each setting is in it.
 
 The findings are records (knoblab.records: TuneResult and its parts), which knoblab.report
 reads without this package.
@@ -19,11 +19,11 @@ import dataclasses
 import time
 from pathlib import Path
 
-from knoblab import runner, safety
+from knoblab import recommend, runner, safety
 from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
-from knoblab.search import proof, recommend
+from knoblab.search import proof
 from knoblab.search.importance import evaluator_for, importances
 from knoblab.search.loop import (
     SEARCH_SHARE,
@@ -33,7 +33,7 @@ from knoblab.search.loop import (
     check_trials,
     machine_memory,
 )
-from knoblab.search.options import Constraint, Goal, TuneOptions
+from knoblab.search.options import TuneOptions, goal_for
 from knoblab.search.space import auto_space, parse_space
 from knoblab.search.study import (
     Turn,
@@ -52,7 +52,7 @@ from knoblab.spec import Spec
 from knoblab.store import Store, driver_url
 from knoblab.units import format_duration
 
-__all__ = ["Constraint", "Goal", "TuneListener", "TuneOptions", "tune"]
+__all__ = ["TuneListener", "TuneOptions", "tune"]
 
 
 def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
@@ -69,7 +69,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         options = dataclasses.replace(options, budget=budget)
     if options.storage is not None:
         check_not_the_store(options.storage, store)
-    goal = Goal.of(options, spec.workload)
+    goal = goal_for(options, spec.workload)
     least = options.rounds * 2 * (runner.LEAST_TRIAL_SECONDS + spec.workload.least_seconds)
     if options.budget is not None and options.budget * SEARCH_SHARE < least:
         raise UserError(f"a budget of {format_duration(options.budget)} cannot hold one trial "

@@ -42,8 +42,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from knoblab.records import Effect, Importance, TuneResult
-from knoblab.search.space import Space
+from knoblab.records import Effect, Importance, Space, TuneResult
 
 __all__ = ["MIN_TRIALS", "Ablation", "Evaluator", "FanovaBootstrap", "Importance", "evaluator_for",
            "importances", "missing"]
@@ -129,7 +128,7 @@ class Ablation:
             if effect is None:
                 found.append(Importance(name, 0.0, 0.0, 0.0, self.basis))
                 continue
-            low, high = (min(1.0, _log_gain(x) / total) for x in effect.interval)
+            low, high = (min(1.0, _log_gain(x) / total) for x in effect.ci95)
             share = gains[name] / total
             found.append(Importance(name, share, min(low, share), max(high, share), self.basis))
         return sorted(found, key=lambda imp: -imp.share)

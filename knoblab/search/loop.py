@@ -13,15 +13,15 @@ import hashlib
 import math
 import statistics
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knoblab import runner, safety
 from knoblab.errors import STOP, UserError, stop_here
-from knoblab.records import TrialOutcome
-from knoblab.search.options import Goal, TuneOptions
-from knoblab.search.recommend import ties
-from knoblab.search.space import Space
+from knoblab.recommend import name
+from knoblab.records import Goal, Metric, Space, TrialOutcome
+from knoblab.search.options import TuneOptions
 from knoblab.search.study import (
     WAIT,
     Turn,
@@ -43,7 +43,7 @@ from knoblab.spec import Spec
 from knoblab.stats import Direction
 from knoblab.store import Store, TrialState
 from knoblab.units import setting_text
-from knoblab.workloads.base import Metric, Rounds, Second
+from knoblab.workloads.base import Rounds, Second
 
 if TYPE_CHECKING:
     import optuna
@@ -372,3 +372,11 @@ class Quiet:
     def decision(self, undecided: list[str], most_left: int, budget_left: float | None
                  ) -> None:
         pass
+
+
+def ties(spec: Spec, base: Mapping[str, Any], steps: list[dict[str, str]]) -> dict[str, str]:
+    """The spec's [tie] entries whose leader this run sets: a trial that leaves the leader at
+    the baseline's value leaves its follower there too."""
+    set_here = {name(k) for k in base} | {name(k) for step in steps for k in step}
+    return {follower: leader for follower, leader in spec.tied.items()
+            if name(leader) in set_here}

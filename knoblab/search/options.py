@@ -3,7 +3,6 @@ and the bound on a second metric)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,45 +10,13 @@ from typing import Any
 
 from knoblab import section
 from knoblab.errors import UserError
+from knoblab.records import Constraint, Goal, Metric
 from knoblab.search import samplers
-from knoblab.search.study import no_password
 from knoblab.store import hide_passwords, in_memory, names_no_database, parse_url
 from knoblab.units import parse_duration
-from knoblab.workloads.base import Metric
 
 KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
                   "storage", "validate", "objective", "constraint"})
-
-
-@dataclass(frozen=True)
-class Constraint:
-    """A bound on a second metric: `constraint = { metric = "p99", max = 20 }` (its unit)."""
-
-    metric: str
-    limit: float
-    upper: bool  # max (the metric must stay at or below the limit); else min
-
-    @classmethod
-    def from_spec(cls, raw: Any) -> Constraint:
-        shape = ("[tune] constraint: write { metric = \"p99\", max = 20 } (or min = ... for a "
-                 "floor, e.g. on tps)")
-        if not isinstance(raw, dict) or not isinstance(raw.get("metric"), str) or \
-                set(raw) - {"metric", "max", "min"} or len(raw.keys() & {"max", "min"}) != 1:
-            raise UserError(shape)
-        bound = "max" if "max" in raw else "min"
-        limit = raw[bound]
-        if isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0:
-            raise UserError(f"[tune] constraint {bound} = {limit!r}: give a number above 0, in "
-                            "the metric's unit")
-        return cls(raw["metric"], float(limit), bound == "max")
-
-    def violation(self, observed: float) -> float:
-        """Above 0 when violated (by how much, as a log-ratio), as Optuna's constraints are."""
-        ratio = math.log(observed / self.limit)
-        return ratio if self.upper else -ratio
-
-    def describe(self, unit: str) -> str:
-        return f"{self.metric} {'≤' if self.upper else '≥'} {self.limit:g} {unit}"
 
 
 @dataclass(frozen=True)
@@ -94,7 +61,7 @@ class TuneOptions:
             validate=section.number(dict(raw), "validate", "tune", 3, int, 1, 20),
             objective=section.text(dict(raw), "objective", "tune", "") or None,
             constraint=None if "constraint" not in raw else
-            Constraint.from_spec(raw["constraint"]),
+            parse_constraint(raw["constraint"]),
         )
 
 
@@ -124,39 +91,48 @@ def _names_a_database(storage: str) -> None:
                         "exist; make it first, or name a file in a folder that does")
 
 
-@dataclass(frozen=True)
-class Goal:
-    """What the search lowers (the objective, as a log-ratio to the baseline) and the bound it
-    must respect (a constraint on a second metric)."""
+def parse_constraint(raw: Any) -> Constraint:
+    """[tune] constraint = { metric = "p99", max = 20 } (or min = ...), checked."""
+    shape = ("[tune] constraint: write { metric = \"p99\", max = 20 } (or min = ... for a "
+             "floor, e.g. on tps)")
+    if not isinstance(raw, dict) or not isinstance(raw.get("metric"), str) or \
+            set(raw) - {"metric", "max", "min"} or len(raw.keys() & {"max", "min"}) != 1:
+        raise UserError(shape)
+    bound = "max" if "max" in raw else "min"
+    limit = raw[bound]
+    if isinstance(limit, bool) or not isinstance(limit, int | float) or limit <= 0:
+        raise UserError(f"[tune] constraint {bound} = {limit!r}: give a number above 0, in "
+                        "the metric's unit")
+    return Constraint(raw["metric"], float(limit), bound == "max")
 
-    name: str
-    metric: Metric
-    primary: bool  # the workload's own objective: the verdicts of its runs judge it
-    constraint: Constraint | None = None
-    bounded: Metric | None = None  # the constraint's metric
 
-    @classmethod
-    def of(cls, options: TuneOptions, workload: Any) -> Goal:
-        metrics: Mapping[str, Metric] = workload.metrics
-        known = ", ".join(metrics)
-        name = options.objective or workload.objective.metric
-        if name not in metrics:
-            raise UserError(f"[tune] objective = {name!r}: the {workload.kind} workload "
-                            f"measures {known}; use one of them")
-        bounded = None
-        if options.constraint is not None:
-            if options.constraint.metric not in metrics:
-                raise UserError(f"[tune] constraint on {options.constraint.metric!r}: the "
-                                f"{workload.kind} workload measures {known}; bound one of them")
-            if options.constraint.metric == name:
-                raise UserError(f"[tune] constraint on {name!r}, the objective itself: bound a "
-                                "second metric (the objective is already made as good as "
-                                "it gets)")
-            bounded = metrics[options.constraint.metric]
-        return cls(name, metrics[name], name == workload.objective.metric, options.constraint,
-                   bounded)
+def goal_for(options: TuneOptions, workload: Any) -> Goal:
+    """The goal [tune] sets for this workload: its objective and bound, checked against the
+    metrics the workload measures."""
+    metrics: Mapping[str, Metric] = workload.metrics
+    known = ", ".join(metrics)
+    name = options.objective or workload.objective.metric
+    if name not in metrics:
+        raise UserError(f"[tune] objective = {name!r}: the {workload.kind} workload "
+                        f"measures {known}; use one of them")
+    bounded = None
+    if options.constraint is not None:
+        if options.constraint.metric not in metrics:
+            raise UserError(f"[tune] constraint on {options.constraint.metric!r}: the "
+                            f"{workload.kind} workload measures {known}; bound one of them")
+        if options.constraint.metric == name:
+            raise UserError(f"[tune] constraint on {name!r}, the objective itself: bound a "
+                            "second metric (the objective is already made as good as "
+                            "it gets)")
+        bounded = metrics[options.constraint.metric]
+    return Goal(name, metrics[name], name == workload.objective.metric, options.constraint,
+                bounded)
 
-    @property
-    def sign(self) -> float:
-        """Log-ratios times this are lower when better, whichever way the metric goes."""
-        return 1.0 if self.metric.direction == "minimize" else -1.0
+
+def no_password(storage: str) -> None:
+    """The spec is stored with the study and shown in its report: no password in it."""
+    url = parse_url(storage, "[tune] storage")
+    if url.password is not None or "password" in url.query:
+        raise UserError("[tune] storage: a password is never written in a spec; leave it out "
+                        "of the URL and give it through PGPASSWORD or ~/.pgpass (PostgreSQL) "
+                        "or an option file (MySQL, MariaDB)")

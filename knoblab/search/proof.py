@@ -16,11 +16,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, cast
 
+from knoblab import recommend
 from knoblab.errors import BudgetTooShort
-from knoblab.records import Effect, Reduction, TrialOutcome, Validation
-from knoblab.search import recommend
-from knoblab.search.loop import Search
-from knoblab.search.recommend import ties
+from knoblab.records import Effect, Reduction, TrialOutcome, Validation, best_shown
+from knoblab.search.loop import Search, ties
 from knoblab.spec import Spec
 from knoblab.units import format_duration, settings_text
 from knoblab.words import Finding, finding_of
@@ -46,7 +45,7 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
 
     validations = validate(search, outcomes, None if budget is None
                            else budget * VALIDATION_SHARE)
-    chosen = recommend.recommended(validations)
+    chosen = best_shown(validations)
     if chosen is None:
         return validations, None, None
     reduction = None

@@ -17,83 +17,16 @@ the server applies (8200 would become 8192 and two trials would be one configura
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from knoblab import safety
 from knoblab.catalog import INTEGER_TYPES, Catalog, Knob
 from knoblab.errors import UserError
-from knoblab.search.recommend import never_recommended
-from knoblab.units import format_size, is_size, parse_size, setting_text
+from knoblab.recommend import never_recommended
+from knoblab.records import Dimension, Space
+from knoblab.units import format_size, parse_size, setting_text, size_or_count
 
 SCALES = ("log", "linear")
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One setting of the search: a whole-number range, or a list of choices."""
-
-    name: str
-    low: int | None = None  # ranges: bounds as the server takes them, on the block size
-    high: int | None = None
-    step: int = 1  # the server's block size (values are multiples of it)
-    log: bool = True
-    choices: tuple[str, ...] = ()  # choices: values as the server's config takes them
-
-    def describe(self) -> str:
-        if self.choices:
-            return f"{self.name}: one of " + \
-                ", ".join(setting_text(self.name, c) for c in self.choices)
-        assert self.low is not None and self.high is not None
-        scale = "log scale" if self.log else "linear"
-        shown = _shown if is_size(self.name) else str
-        return f"{self.name}: {shown(self.low)} to {shown(self.high)} ({scale})"
-
-    def value(self, raw: int | str) -> str:
-        """A sampled value as the server's config takes it (ranges: a multiple of the step)."""
-        if self.choices:
-            return str(raw)
-        assert self.low is not None and self.high is not None
-        number = int(raw)
-        step = self.step
-        if self.log and is_size(self.name) and number > 0 and step & (step - 1) == 0:
-            # Sizes on a log scale to a quarter of their power of two (4M, 5M, 6M, 7M, 8M,
-            # 10M ...): values people write, and no search over sizes 1% apart that no
-            # measurement can tell apart.
-            step = max(step, 1 << max(0, number.bit_length() - 3))
-        # On the block size counted from the low end; a quarter power of two from 0.
-        origin = 0 if step > self.step else self.low
-        number = origin + round((number - origin) / step) * step
-        return str(min(max(number, self.low), self.high))
-
-
-@dataclass(frozen=True)
-class Space:
-    dimensions: tuple[Dimension, ...]
-
-    @property
-    def names(self) -> list[str]:
-        return [d.name for d in self.dimensions]
-
-    def config(self, params: Mapping[str, int | str]) -> dict[str, str]:
-        """The configuration a set of sampled parameters stands for."""
-        return {d.name: d.value(params[d.name]) for d in self.dimensions}
-
-    def distributions(self) -> dict[str, Any]:
-        """Optuna's distributions of the dimensions (log ranges step 1: Optuna allows no
-        other; values are put on the block size afterwards, by `config`)."""
-        from optuna.distributions import CategoricalDistribution, IntDistribution
-
-        found: dict[str, Any] = {}
-        for d in self.dimensions:
-            if d.choices:
-                found[d.name] = CategoricalDistribution(list(d.choices))
-            else:
-                assert d.low is not None and d.high is not None
-                found[d.name] = IntDistribution(d.low, d.high, log=d.log,
-                                                step=1 if d.log else d.step)
-        return found
 
 
 # knobs = "auto": settings known to matter for performance, each over a range wide around
@@ -343,16 +276,13 @@ def _integer_range(knob: Knob, raw_low: Any, raw_high: Any, scale: str,
     log = scale == "log"
     if log and aligned_low <= 0:
         raise UserError(f"{where}: a log scale needs a low end above 0; start the range at "
-                        f"{_shown(step)} or set scale = \"linear\"")
+                        f"{size_or_count(step)} or set scale = \"linear\"")
     dimension = Dimension(knob.name, aligned_low, aligned_high, step, log)
     if dimension.value(aligned_low) == dimension.value(aligned_high):
         # Sizes on a log scale land on quarter powers of two: a narrow range may hold one.
-        raise UserError(f"{where}: {raw_low!r} to {raw_high!r} holds one value "
-                        f"({_shown(int(dimension.value(aligned_low)))}) at the quarter powers "
-                        "of two a search of sizes takes on a log scale; widen it, or set "
-                        "scale = \"linear\"")
+        one = size_or_count(int(dimension.value(aligned_low)))
+        raise UserError(f"{where}: {raw_low!r} to {raw_high!r} holds one value ({one}) at the "
+                        "quarter powers of two a search of sizes takes on a log scale; widen "
+                        "it, or set scale = \"linear\"")
     return dimension
 
-
-def _shown(n: int) -> str:
-    return format_size(n) if n >= 1024 else str(n)

@@ -20,6 +20,7 @@ import os
 import random
 import socket
 import statistics
+import typing
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from knoblab import runner
 from knoblab.errors import UserError
 from knoblab.machine import differences
-from knoblab.records import Effect, Reduction, TrialOutcome, Validation
+from knoblab.records import Reduction, Space, TrialOutcome, Validation, decode
 from knoblab.search import samplers
 from knoblab.server.sandbox import alive
 from knoblab.store import Store, driver_url, safe_url
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     import optuna
 
     from knoblab.search.options import TuneOptions
-    from knoblab.search.space import Space
     from knoblab.spec import Spec
 
 # Seconds between a worker's heartbeats, and of silence after which its trial is another's.
@@ -141,17 +141,6 @@ def _same_database(a: Any, b: Any) -> bool:
         return host, url.port or DEFAULT_PORTS.get(backend), url.database
 
     return where(a) == where(b)
-
-
-def no_password(storage: str) -> None:
-    """The spec is stored with the study and shown in its report: no password in it."""
-    from knoblab.store import parse_url
-
-    url = parse_url(storage, "[tune] storage")
-    if url.password is not None or "password" in url.query:
-        raise UserError("[tune] storage: a password is never written in a spec; leave it out "
-                        "of the URL and give it through PGPASSWORD or ~/.pgpass (PostgreSQL) "
-                        "or an option file (MySQL, MariaDB)")
 
 
 def beside(store: Store) -> str:
@@ -364,7 +353,7 @@ class Turn:
 
 
 def validated(study: optuna.Study, outcomes: list[TrialOutcome]
-               ) -> tuple[list[Validation] | None, Reduction | None, Validation | None]:
+              ) -> tuple[list[Validation] | None, Reduction | None, Validation | None]:
     """The validations (reduction, confirmation) already made of these very trials: a
     finished study asked again shows them instead of measuring them again. A study checked by
     an older knoblab has no confirmation: its reduced recommendation says so."""
@@ -372,71 +361,60 @@ def validated(study: optuna.Study, outcomes: list[TrialOutcome]
     if not saved or saved.get("trials") != len(outcomes):
         return None, None, None
     by_number = {o.number: o for o in outcomes}
-    validations = [Validation(by_number[v["trial"]], v["run"], v["verdict"], v["gain"],
-                              None if v["interval"] is None else tuple(v["interval"]),
-                              v["rounds"], v.get("observed"), v.get("confidence", 0.95))
+    validations = [dataclasses.replace(_decoded(Validation, {**v, "trial": {}}),
+                                       trial=by_number[v["trial"]])
                    for v in saved["items"] if v["trial"] in by_number]
-    return validations, _reduction(saved.get("reduction")), \
-        _confirmation(saved.get("confirmation"))
+    reduction, confirmation = saved.get("reduction"), saved.get("confirmation")
+    return validations, \
+        None if reduction is None else _decoded(Reduction, reduction), \
+        None if confirmation is None else _confirmation(confirmation)
 
 
-def _confirmation(saved: dict[str, Any] | None) -> Validation | None:
-    if saved is None:
-        return None
-    reduced = TrialOutcome(saved["trial"], dict(saved["config"]), dict(saved["changes"]),
-                           "scored", None, [], (saved["run"],))
-    return Validation(reduced, saved["run"], saved["verdict"], saved["gain"],
-                      None if saved["interval"] is None else tuple(saved["interval"]),
-                      saved["rounds"], saved.get("observed"), saved.get("confidence", 0.95))
+# Keys that studies saved by older versions spell otherwise
+_OLD_KEYS = {"run": "run_id", "interval": "ci95", "check_run": "check_run_id",
+             "trim_run": "trim_run_id"}
 
 
-def _reduction(reduction: dict[str, Any] | None) -> Reduction | None:
-    return None if reduction is None else Reduction(
-        [Effect(e["name"], e["loss"], tuple(e["interval"]), e["measurable"],
-                e.get("confidence", 0.95))
-         for e in reduction["effects"]], reduction["run"], reduction["kept"],
-        reduction["check_run"], reduction["equivalent"], tuple(reduction.get("trimmed", ())),
-        reduction.get("trim_run"),
-        tuple((name, verdict) for name, verdict in reduction.get("trim_steps", ())))
+def _decoded(record: type[Any], saved: dict[str, Any]) -> Any:
+    renamed = {_OLD_KEYS.get(k, k): v for k, v in saved.items()}
+    if "effects" in renamed:
+        renamed["effects"] = [{_OLD_KEYS.get(k, k): v for k, v in e.items()}
+                              for e in renamed["effects"]]
+    return decode(record, renamed)
+
+
+def _confirmation(saved: dict[str, Any]) -> Validation:
+    if isinstance(saved["trial"], int):  # saved by an older version: the trial's parts apart
+        reduced = TrialOutcome(saved["trial"], dict(saved["config"]), dict(saved["changes"]),
+                               "scored", None, [], (saved["run"],))
+        return dataclasses.replace(_decoded(Validation, {**saved, "trial": {}}), trial=reduced)
+    return typing.cast(Validation, _decoded(Validation, saved))
 
 
 def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
                      validations: list[Validation], reduction: Reduction | None,
                      confirmation: Validation | None = None) -> None:
-    study.set_user_attr("validation", {"trials": len(outcomes), "items": [
-        {"trial": v.trial.number, "run": v.run_id, "verdict": v.verdict, "gain": v.gain,
-         "interval": v.interval, "rounds": v.rounds, "observed": v.observed,
-         "confidence": v.confidence}
-        for v in validations],
+    """Kept in the study as the records' JSON; a validation names its trial by number."""
+    study.set_user_attr("validation", {
+        "trials": len(outcomes),
+        "items": [{**v.to_json(), "trial": v.trial.number} for v in validations],
         # The recommendation measured as itself, when it is not the validated candidate.
-        "confirmation": None if confirmation is None else {
-            "trial": confirmation.trial.number, "config": confirmation.trial.config,
-            "changes": confirmation.trial.changes, "run": confirmation.run_id,
-            "verdict": confirmation.verdict, "gain": confirmation.gain,
-            "interval": confirmation.interval, "rounds": confirmation.rounds,
-            "observed": confirmation.observed, "confidence": confirmation.confidence},
-        "reduction": None if reduction is None else {
-            "effects": [dataclasses.asdict(e) for e in reduction.effects],
-            "run": reduction.run_id, "kept": reduction.kept,
-            "check_run": reduction.check_run_id, "equivalent": reduction.equivalent,
-            "trimmed": list(reduction.trimmed), "trim_run": reduction.trim_run_id,
-            "trim_steps": [list(step) for step in reduction.trim_steps]}})
+        "confirmation": None if confirmation is None else confirmation.to_json(),
+        "reduction": None if reduction is None else reduction.to_json()})
+
+
+# What a trial keeps of its outcome as Optuna user attributes, under the record's own names
+# (the number, configuration and score are the trial's own).
+_KEPT = ("state", "changes", "ratios", "runs", "error", "observed", "violation")
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,
          earlier: list[TrialOutcome]) -> None:
     """The trial's outcome, kept with it in the study, and told to the sampler."""
     trial.set_user_attr("seconds", round(seconds, 3))
-    trial.set_user_attr("state", outcome.state)
-    trial.set_user_attr("changes", outcome.changes)
-    trial.set_user_attr("ratios", outcome.ratios)
-    if outcome.runs:
-        trial.set_user_attr("runs", list(outcome.runs))
-    if outcome.error:
-        trial.set_user_attr("error", outcome.error)
-    if outcome.observed is not None:
-        trial.set_user_attr("observed", outcome.observed)
-        trial.set_user_attr("violation", outcome.violation)
+    for key, value in outcome.to_json().items():
+        if key in _KEPT and value is not None:
+            trial.set_user_attr(key, value)
     infeasible = outcome.state in ("refused", "failed")
     trial.set_user_attr("infeasible", 1.0 if infeasible else 0.0)
     # Constraints above 0 are violated: the sampler learns where not to look.
@@ -477,12 +455,11 @@ def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
     written, its value not) is failed later and queued again: not an outcome."""
     if trial.state != complete_state() or "state" not in trial.user_attrs:
         return None
-    attrs = trial.user_attrs
-    state = attrs["state"]
-    return TrialOutcome(trial.number, space.config(trial.params), dict(attrs.get("changes", {})),
-                        state, trial.value if state in ("scored", "baseline") else None,
-                        list(attrs.get("ratios", [])), tuple(attrs.get("runs", ())),
-                        attrs.get("error"), attrs.get("observed"), attrs.get("violation"))
+    attrs, state = trial.user_attrs, trial.user_attrs["state"]
+    return typing.cast(TrialOutcome, decode(TrialOutcome, {
+        **{k: attrs[k] for k in _KEPT if k in attrs}, "number": trial.number,
+        "config": space.config(trial.params),
+        "score": trial.value if state in ("scored", "baseline") else None}))
 
 
 def complete_state() -> optuna.trial.TrialState:

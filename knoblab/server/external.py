@@ -29,6 +29,8 @@ from knoblab.server.settings import read_globals, set_global
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, ServerRefused
 
+LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.slow_log) holds
+
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
 
 
@@ -461,8 +463,6 @@ class RunningTarget:
     def check(self, names: list[str], store: Any, resuming: str | None) -> None:
         """Nothing left changed by another run; restart-only settings only with a way to
         restart it."""
-        from knoblab.server.slow_log import lock_holder
-
         conn = self.server.connect()
         try:
             with conn.cursor() as cur:
@@ -553,3 +553,15 @@ class RunningTarget:
             ensure_data(self.server, data.key, data.build, fresh=True)
         self.settings.apply(settings)
         yield self.server, {}
+
+
+def lock_holder(cur: Any) -> str | None:
+    """The connection holding the server's capture lock, described; None when it is free."""
+    cur.execute("SELECT IS_USED_LOCK(%s)", (LOCK,))
+    holder = one(cur)[0]
+    if holder is None:
+        return None
+    cur.execute("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = %s",
+                (holder,))
+    found = cur.fetchone()  # another user's connection is seen with PROCESS only
+    return f"connection {holder}" + (f" of {found[0]}@{found[1]}" if found else "")

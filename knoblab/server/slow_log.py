@@ -51,7 +51,7 @@ from knoblab.capture.logs import slow_entries
 from knoblab.catalog import Catalog
 from knoblab.connection import one
 from knoblab.errors import UserError
-from knoblab.server.external import ExternalServer, refusal, restore_settings
+from knoblab.server.external import LOCK, ExternalServer, lock_holder, refusal, restore_settings
 from knoblab.server.settings import own_session, set_global
 
 # The settings that make the slow log hold every statement, by the names a server may give
@@ -71,7 +71,6 @@ _SWITCH = ("slow_query_log", "log_slow_query")
 _FILE = ("slow_query_log_file", "log_slow_query_file")
 _LONG = ("long_query_time", "log_slow_query_time")
 _THREAD = re.compile(r"# (?:User@Host:.*\bId:\s*(\d+)|Thread_id: (\d+))")
-LOCK = "knoblab.capture"  # the server's named lock a capture holds
 # What a capture's window leaves on the server while it runs, named after its run.
 _LOG_NAME = re.compile(r"knoblab-capture-([0-9a-z]+)\.log")
 _KEPT, _WINDOW = "knoblab_kept_", "knoblab_window_"  # tables of the mysql database
@@ -371,18 +370,6 @@ def hold_lock(server: ExternalServer) -> pymysql.Connection:
         conn.close()
         raise
     return conn
-
-
-def lock_holder(cur: Any) -> str | None:
-    """The connection holding the server's capture lock, described; None when it is free."""
-    cur.execute("SELECT IS_USED_LOCK(%s)", (LOCK,))
-    holder = one(cur)[0]
-    if holder is None:
-        return None
-    cur.execute("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = %s",
-                (holder,))
-    found = cur.fetchone()  # another user's connection is seen with PROCESS only
-    return f"connection {holder}" + (f" of {found[0]}@{found[1]}" if found else "")
 
 
 def lock_connection(cur: Any) -> int | None:
