@@ -35,10 +35,11 @@ import pymysql
 from knoblab import __version__, safety, stats
 from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
+from knoblab.datasets import Dataset
 from knoblab.errors import STOP, BudgetTooShort, UserError, stop_here
 from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
-from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target, open_targets
+from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import SettingRefused, set_globals
 from knoblab.server.shape import Shape
@@ -98,16 +99,14 @@ class Prepared:
 
     def data(self, requested: Settings) -> Data:
         work = self.spec.workload
-        return Data(work.data_key(requested),
-                    functools.partial(_build, work, requested, _no_progress), work.writes_data,
-                    work.data_bytes(requested))
+        return _data(work.dataset(requested), work.writes_data, _no_progress)
 
     def describe_servers(self) -> list[dict[str, object]]:
         described: list[dict[str, object]] = [
             {**target.describe(), "missing": self.plans[label].lacking, "error": None}
             for label, target in self.targets.items()]
         for label, error in self.left_out.items():
-            described.append({"label": label, "binary": self.spec.servers.get(label, ""),
+            described.append({"label": label, "binary": self.spec.target.servers.get(label, ""),
                               "version": None, "version_line": None, "compile": {},
                               "missing": [], "error": error})
         return described
@@ -144,7 +143,7 @@ OpenTargets = Callable[[Spec, Path, Callable[[str], None]],
 def open_servers(spec: Spec, home: Path, message: Callable[[str], None]
                  ) -> tuple[dict[str, Target], dict[str, str]]:
     """The spec's servers: sandboxes of its binaries, or the running server it names."""
-    return open_targets(spec.binary, spec.servers, spec.external, home, message, spec.machine)
+    return spec.target.open(home, message, spec.machine)
 
 
 def prepare(spec: Spec, home: Path, listener: Listener, store: Store,
@@ -312,8 +311,9 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
     _check_settable(target.catalog, names)
     _check_not_fixed(target.catalog, [{**plan.base, **c} for _, c in mine])
     target.check(names, store, resuming)
-    target.check_workload(spec.workload.check_running_server,
-                          {spec.workload.data_key(r) for r, _ in prepared.points})
+    data = {d.key: d for d in (spec.workload.dataset(r) for r, _ in prepared.points)}
+    target.check_workload(
+        functools.partial(_check_running_server, spec.workload, list(data.values())), set(data))
     spec.workload.check(target.catalog, plan.base)
     _check_connections(spec, target, plan.base, mine)
     # Each machine the points give their sandboxes ([machine], swept or not), checked once;
@@ -361,19 +361,33 @@ def _prepare_data(prepared: Prepared, label: str, target: Target, listener: List
     knoblab's database on a running server); said after it worked, so that a setup error is
     the only line a bad script gets."""
     work = prepared.spec.workload
-    variants = {work.data_key(r): r for r, _ in prepared.points if prepared.label(r) == label}
-    for key, requested in variants.items():
-        data = Data(key, functools.partial(_build, work, requested, listener.dataset_progress),
-                    work.writes_data, work.data_bytes(requested))
-        datadir = target.prepare(data)
+    variants = {d.key: d for d in (work.dataset(r) for r, _ in prepared.points
+                                   if prepared.label(r) == label)}
+    for key, dataset in variants.items():
+        datadir = target.prepare(_data(dataset, work.writes_data, listener.dataset_progress))
         if label == next(iter(prepared.targets)):
             prepared.datadirs[key] = datadir
-        listener.message(target.data_message(work.data_label(requested)))
+        listener.message(target.data_message(dataset.label()))
 
 
-def _build(work: Workload, requested: Settings, progress: Progress, server: Server) -> None:
+def _check_running_server(work: Workload, data: list[Dataset], where: str,
+                          datadir: Path | None) -> None:
+    """What a running server would not allow: the workload's own refusals, then its data's."""
+    work.check_running_server(where, datadir)
+    for dataset in data:
+        dataset.check_running_server(where)
+
+
+def _data(dataset: Dataset, writes: bool, progress: Progress) -> Data:
+    """A point's data as a target builds it: once per key (a template, or knoblab's database
+    on a running server, where a workload that writes has it rebuilt every time)."""
+    return Data(dataset.key, functools.partial(_build, dataset, progress), writes,
+                dataset.estimated_bytes())
+
+
+def _build(dataset: Dataset, progress: Progress, server: Server) -> None:
     try:
-        work.build_data(server, requested, progress)
+        dataset.build(server, progress)
     except (UserError, pymysql.MySQLError) as exc:
         said = exc.args[-1] if isinstance(exc, pymysql.MySQLError) and exc.args else exc
         _stopped_in_setup(server, f"; the setup's own error: {said}")
@@ -510,7 +524,7 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
             dataset=_describe_data(prepared),
             tied=spec.tied,
             workload=_workload_info(spec),
-            steady=vars(spec.workload.steady) if spec.workload.steady else None,
+            steady=spec.workload.steady.to_json() if spec.workload.steady else None,
             statistics=spec.statistics,
             servers=prepared.describe_servers(),
             steps=prepared.steps if spec.steps else None,
@@ -687,6 +701,10 @@ def _holder_gone(holder: dict[str, Any]) -> bool:
     return time.time() - float(holder["heartbeat_at"]) > SILENT_HOLDER
 
 
+# A trial of the plan: (its position in the plan, the point, the repetition).
+Item = tuple[int, int, int]
+
+
 def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -> None:
     spec = prepared.spec
     # Points that cannot run here (a step that changes nothing, a setting the server lacks)
@@ -728,34 +746,26 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
 def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
               order: list[tuple[int, int]], finished: dict[tuple[int, int], Trial],
               refused: dict[int, str]) -> None:
-    """Round after round; with adaptive repetitions, a look between rounds decides whether
-    another is needed (and affordable)."""
+    """Round after round, each block after block (a block: the items measured on one server
+    start, one item with restarts); with adaptive repetitions, a look between rounds decides
+    whether another is needed (and affordable)."""
     rounds = prepared.spec.workload.rounds
     # The budget is wall time: this invocation's, server starts included, on top of what the
     # run's earlier invocations measured.
     began, earlier = time.monotonic(), measuring_seconds(list(finished.values()))
-    by_round: dict[int, list[tuple[int, int, int]]] = {}
+    trials = _Trials(run_id, prepared, store, listener, finished, refused)
+    by_round: dict[int, list[Item]] = {}
     for position, (point_idx, repetition) in enumerate(order):
         by_round.setdefault(repetition, []).append((position, point_idx, repetition))
-    for number, trials in sorted(by_round.items()):
+    for number, items in sorted(by_round.items()):
         if rounds.adaptive and number >= rounds.floor:
-            stopped = _look(run_id, store, listener, rounds, number, len(trials),
+            stopped = _look(run_id, store, listener, rounds, number, len(items),
                             earlier + time.monotonic() - began)
             if stopped is not None:
                 store.update_info(run_id, stopped=stopped)
                 return
-        if prepared.blocked:
-            blocks: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
-            for item in trials:
-                requested = prepared.points[item[1]][0]
-                key = (prepared.label(requested), prepared.data(requested).key)
-                blocks.setdefault(key, []).append(item)
-            for items in blocks.values():
-                _run_block(run_id, prepared, store, listener, items, finished)
-            continue
-        for position, point_idx, repetition in trials:
-            _run_one(run_id, prepared, store, listener, position, point_idx, repetition,
-                     finished, refused)
+        for block in _blocks(prepared, items):
+            _measure_block(trials, block)
     if rounds.adaptive:
         store.update_info(run_id, stopped={"reason": "ceiling", "rounds": rounds.ceiling})
 
@@ -796,87 +806,137 @@ def _point_text(settings: Mapping[str, str]) -> str:
     return ", ".join(f"{v}" if len(settings) == 1 else f"{k}={v}" for k, v in settings.items())
 
 
-def _run_one(run_id: str, prepared: Prepared, store: Store, listener: Listener, position: int,
-             point_idx: int, repetition: int, finished: dict[tuple[int, int], Trial],
-             refused: dict[int, str]) -> None:
-    """One trial: measured, or skipped when done before or refused before; stored at once."""
-    if STOP.is_set():
-        stop_here()  # a stop whose exception Python dropped (see errors.STOP)
-    if (point_idx, repetition) in finished:
-        return
-    label = _trial_label(prepared, point_idx)
-    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                 position=position)
-    outcome: dict[str, Any]
-    if point_idx in refused:
-        # The server refused this configuration before: it will again.
-        outcome = {"status": TrialState.FAILED, "error": refused[point_idx],
-                   "details": {"start_failed": True, "skipped": True}}
-    else:
-        recorder = TrialRecorder(store, listener, trial_id, label)
-        try:
-            value, effective, details = run_trial(prepared, point_idx, recorder)
-            outcome = {"status": TrialState.DONE, "value": value, "effective": effective,
-                       "details": details}
-        except ServerRefused as exc:
-            refused[point_idx] = str(exc)
-            outcome = {"status": TrialState.FAILED, "error": str(exc),
-                       "details": {"start_failed": True}}
-        except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
-            # The server died or refused mid-measurement, or the workload changed it: the
-            # run goes on.
-            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
-                else str(exc)
-            outcome = {"status": TrialState.FAILED, "error": error}
-        except (KeyboardInterrupt, UserError) as exc:
-            # The run stops here (a stop, or a fault of the run, not of this configuration):
-            # the trial is not a measurement.
-            store.finish_trial(trial_id, status=TrialState.DISCARDED,
-                               error=str(exc) if isinstance(exc, UserError) else "interrupted")
-            raise
-    _finish(store, listener, trial_id, label, repetition, outcome)
+def _blocks(prepared: Prepared, items: list[Item]) -> list[list[Item]]:
+    """A round's items by the server start they share: in the blocked design, the points on
+    one server and data; otherwise each item alone (a restart is a block of one)."""
+    if not prepared.blocked:
+        return [[item] for item in items]
+    blocks: dict[tuple[str, str], list[Item]] = {}
+    for item in items:
+        requested = prepared.points[item[1]][0]
+        key = (prepared.label(requested), prepared.data(requested).key)
+        blocks.setdefault(key, []).append(item)
+    return list(blocks.values())
 
 
-def _finish(store: Store, listener: Listener, trial_id: int, label: str, repetition: int,
-            outcome: dict[str, Any]) -> None:
-    """A trial's outcome stored, then shown."""
-    store.finish_trial(trial_id, **outcome)
-    listener.trial(label, repetition, outcome["status"], outcome.get("value"),
-                   outcome.get("error"))
+def _outcome(exc: BaseException, *, starting: bool = False, shared: bool = False
+             ) -> dict[str, Any] | None:
+    """What a trial that `exc` ended is stored as (`Store.finish_trial`'s arguments): the one
+    place where errors become outcomes.
+
+    FAILED, and the run goes on: the server refused the configuration (`start_failed`; with
+    restarts the point's later repetitions are skipped), or the measurement failed (the server
+    died or refused mid-measurement, or the workload changed it). `starting`: raised by a
+    server's start or stop, outside any measurement; `shared`: by a start serving a round's
+    points, which then fail as points whose start failed — but a failure of the workload
+    there is the run's. DISCARDED, and the run stops: a stop, or a fault of the run rather
+    than of this configuration; the trial is not a measurement. None: a bug, raised as it is.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return {"status": TrialState.DISCARDED, "error": "interrupted"}
+    said = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
+    # A setting refused in place fails that measurement (as the MySQL error it also is).
+    if isinstance(exc, ServerRefused) and (starting or not isinstance(exc, SettingRefused)):
+        return {"status": TrialState.FAILED, "error": str(exc),
+                "details": {"start_failed": True}}
+    if starting and shared:
+        if isinstance(exc, (NoSpace, pymysql.MySQLError)):
+            return {"status": TrialState.FAILED, "error": said,
+                    "details": {"start_failed": True}}
+    elif isinstance(exc, (WorkloadError, NoSpace, Tampered, pymysql.MySQLError)):
+        return {"status": TrialState.FAILED, "error": said}
+    if isinstance(exc, UserError):
+        return {"status": TrialState.DISCARDED, "error": str(exc)}
+    return None
 
 
-def _run_block(run_id: str, prepared: Prepared, store: Store, listener: Listener,
-               items: list[tuple[int, int, int]], finished: dict[tuple[int, int], Trial]
+@dataclass
+class _Trials:
+    """Where a run's trials go: begun, stored with their outcome the moment it is known, and
+    shown."""
+
+    run_id: str
+    prepared: Prepared
+    store: Store
+    listener: Listener
+    finished: dict[tuple[int, int], Trial]  # by (point, repetition): not measured again
+    refused: dict[int, str]  # points the server would not start with, and what it said
+
+    def begin(self, item: Item) -> TrialRecorder:
+        position, point_idx, repetition = item
+        trial_id = self.store.begin_trial(self.run_id, point_idx=point_idx,
+                                          repetition=repetition, position=position)
+        return TrialRecorder(self.store, self.listener, trial_id,
+                             _trial_label(self.prepared, point_idx))
+
+    def finish(self, item: Item, recorder: TrialRecorder | None, outcome: dict[str, Any]
                ) -> None:
-    """The points of one round that share a server and data, measured on one start, each
-    point's settings set in place before it is measured. A measurement that leaves the server
-    dead ends the start: the points not yet measured get a new one."""
-    pending = [item for item in items if (item[1], item[2]) not in finished]
-    start = 0
+        """The trial's outcome stored (the trial begun now if it was not), then shown."""
+        recorder = recorder or self.begin(item)
+        if outcome.get("details", {}).get("start_failed"):
+            self.refused[item[1]] = outcome["error"]
+        self.store.finish_trial(recorder.trial_id, **outcome)
+        self.listener.trial(recorder.label, item[2], outcome["status"], outcome.get("value"),
+                            outcome.get("error"))
+
+    def discard(self, recorders: list[TrialRecorder], why: str) -> None:
+        for recorder in recorders:
+            self.store.finish_trial(recorder.trial_id, status=TrialState.DISCARDED, error=why)
+
+
+def _measure_block(trials: _Trials, items: list[Item]) -> None:
+    """A block's items not measured before, on one server start; those a measurement left
+    without a server to be measured on (it died, or the workload changed it), on another."""
+    pending = [item for item in items if (item[1], item[2]) not in trials.finished]
+    starts = 0
     while pending:
         if STOP.is_set():
-            stop_here()
-        requested = prepared.points[pending[0][1]][0]
-        target = prepared.target(requested)
-        base = prepared.plans[prepared.label(requested)].base
-        block = f"round {pending[0][2]} start {start}"
-        start += 1
+            stop_here()  # a stop whose exception Python dropped (see errors.STOP)
+        pending = _start(trials, pending, starts)
+        starts += 1
+
+
+def _start(trials: _Trials, items: list[Item], number: int) -> list[Item]:
+    """One server start measuring the items: configured with the base settings, each point's
+    own set in place (blocked); or, for a block of one, with the point's own settings. The
+    items left for another start."""
+    prepared = trials.prepared
+    requested, config = prepared.points[items[0][1]]
+    base = prepared.plans[prepared.label(requested)].base
+    if prepared.blocked:
+        settings = base
+        start = _Start(trials, items, True, f"round {items[0][2]} start {number}")
+    else:
+        (item,) = items  # a restart is a block of one
+        if item[1] in trials.refused:
+            # The server refused this configuration before: it will again.
+            trials.finish(item, None, {"status": TrialState.FAILED,
+                                       "error": trials.refused[item[1]],
+                                       "details": {"start_failed": True, "skipped": True}})
+            return []
+        settings = {**base, **config}
+        start = _Start(trials, items, False)
+        start.open[item] = trials.begin(item)  # the start is this point's: its trial spans it
+    try:
         try:
-            with target.configured(base, prepared.data(requested),
-                                   prepared.spec.shape(requested)) as (server, costs):
-                pending = _Block(run_id, prepared, store, listener, server, block,
-                                 costs).measure(pending)
+            with prepared.target(requested).configured(settings, prepared.data(requested),
+                                                       prepared.spec.shape(requested)
+                                                       ) as (server, costs):
+                start.measure(server, costs)
         except SettingRefused as exc:
             raise _shared(exc, base) from None
-        except (ServerRefused, NoSpace, pymysql.MySQLError) as exc:
-            # No start (or no server to read back) for the rest of the round.
-            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) \
-                else str(exc)
-            for position, point_idx, repetition in pending:
-                _store_outcome(run_id, prepared, store, listener, position, point_idx,
-                               repetition, {"status": TrialState.FAILED, "error": error,
-                                            "details": {"start_failed": True}})
-            return
+    except BaseException as exc:
+        outcome = _outcome(exc, starting=True, shared=prepared.blocked)
+        if outcome is None:
+            raise
+        if outcome["status"] == TrialState.DISCARDED:
+            trials.discard(list(start.open.values()), outcome["error"])
+            raise
+        # No start (or no server to read back): what waited for it fails with it.
+        for item in start.left:
+            trials.finish(item, start.open.get(item), outcome)
+        return []
+    return start.close()
 
 
 def _shared(exc: SettingRefused, base: Settings) -> UserError:
@@ -888,115 +948,144 @@ def _shared(exc: SettingRefused, base: Settings) -> UserError:
 
 
 @dataclass
-class _Block:
-    """One server start measuring several points. A measurement in parts (the query kind's
-    timed runs) is taken part by part across the points — pass after pass, each in a new
-    shuffled order — so that a slow moment of the machine, which on a cloud VM lasts about
-    a run, reaches the points alike instead of one point's whole measurement; each point
-    is stored the moment its last part is in."""
+class _Start:
+    """One server start measuring a block's items.
 
-    run_id: str
-    prepared: Prepared
-    store: Store
-    listener: Listener
-    server: Server
-    block: str
-    costs: dict[str, Any]  # what the start cost: stored with the first point finished
+    Shared by a round's points (`in_place`, the blocked design), each point's settings set in
+    place: a measurement in parts (the query kind's timed runs) is taken part by part across
+    the points — pass after pass, each in a new shuffled order — so that a slow moment of the
+    machine, which on a cloud VM lasts about a run, reaches the points alike instead of one
+    point's whole measurement; each point is stored the moment its last part is in.
+
+    A point's own (restarts): its settings given at start, nothing set in place, no warm-up
+    pass, the workload's measurement in one piece (`measure`: the query kind's watches its
+    timed runs together); the trial spans the start, stored once the server stopped."""
+
+    trials: _Trials
+    items: list[Item]
+    in_place: bool
+    name: str = ""  # "round R start S", kept with each trial of a shared start
+    open: dict[Item, TrialRecorder] = field(default_factory=dict)  # begun, not stored
+    held: dict[Item, dict[str, Any]] = field(default_factory=dict)  # stored at close()
+    costs: dict[str, Any] = field(default_factory=dict)  # stored with the first point done
     started_with: Settings = field(default_factory=dict)
+    stored: set[Item] = field(default_factory=set)
 
-    def measure(self, items: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        """Measure the items; those left unmeasured because the server died, to be measured
-        on a new start (their parts so far are discarded)."""
-        workload = self.prepared.spec.workload
-        shuffle = random.Random(f"{self.prepared.spec.statistics.seed}/{self.run_id}/{self.block}")
-        # What the start began with, for every setting some point here changes: a point that
-        # leaves a setting alone (a step's base) gets it back, not the last point's value.
-        varying = list(dict.fromkeys(n for _, i, _ in items for n in self.prepared.points[i][1]))
-        self.started_with = self.server.global_values(varying)
-        trials: dict[tuple[int, int, int], TrialRecorder] = {}
-        parts: dict[tuple[int, int, int], list[Measured]] = {item: [] for item in items}
-        effective: dict[tuple[int, int, int], Settings] = {}
-        order = list(items)
-        try:
-            for number in range(workload.parts):
-                if number:
-                    shuffle.shuffle(order)
-                for item in order:
-                    if item not in parts:
-                        continue  # failed in an earlier pass
-                    if STOP.is_set():
-                        stop_here()
-                    recorder = trials.get(item) or self._begin(item)
-                    trials[item] = recorder
-                    error, tampered = self._part(item, recorder, parts[item], effective,
-                                                 number == 0)
-                    if error is None and number < workload.parts - 1:
-                        continue
-                    self._end(item, recorder, error, parts.pop(item), effective.get(item))
-                    if tampered or (error is not None and not _answers(self.server)):
-                        # A server the workload changed is not the one the others were
-                        # measured on: they are measured again on a new start.
-                        self._discard([trials[i] for i in parts if i in trials],
-                                      "another point's measurement changed the server"
-                                      if tampered else
-                                      "the server died during another point's measurement")
-                        return list(parts)
-        except KeyboardInterrupt:
-            self._discard([trials[i] for i in parts if i in trials], "interrupted")
-            raise
-        return []
+    @property
+    def left(self) -> list[Item]:
+        """The items with no outcome stored: after a dead server, the next start's."""
+        return [item for item in self.items if item not in self.stored]
 
-    def _begin(self, item: tuple[int, int, int]) -> TrialRecorder:
-        position, point_idx, repetition = item
-        trial_id = self.store.begin_trial(self.run_id, point_idx=point_idx,
-                                          repetition=repetition, position=position)
-        return TrialRecorder(self.store, self.listener, trial_id,
-                             _trial_label(self.prepared, point_idx))
+    def measure(self, server: Server, costs: dict[str, Any]) -> None:
+        """Every item, part after part; a measurement that kills or changes the server ends
+        the start, the items not yet measured left to the next (their parts so far
+        discarded)."""
+        prepared = self.trials.prepared
+        workload = prepared.spec.workload
+        self.costs = costs
+        if self.in_place:
+            # What the start began with, for every setting some point here changes: a point
+            # that leaves a setting alone (a step's base) gets it back, not the last point's.
+            varying = list(dict.fromkeys(n for _, i, _ in self.items
+                                         for n in prepared.points[i][1]))
+            self.started_with = server.global_values(varying)
+        passes = workload.parts if self.in_place else 1
+        parts: dict[Item, list[Measured]] = {item: [] for item in self.items}
+        effective: dict[Item, Settings] = {}
+        order = list(self.items)
+        shuffle = random.Random(f"{prepared.spec.statistics.seed}/{self.trials.run_id}/{self.name}")
+        for number in range(passes):
+            if number:
+                shuffle.shuffle(order)
+            for item in order:
+                if item not in parts:
+                    continue  # failed in an earlier pass
+                if STOP.is_set():
+                    stop_here()
+                if item not in self.open:
+                    self.open[item] = self.trials.begin(item)
+                try:
+                    parts[item].append(self._part(server, item, effective, number == 0))
+                except Exception as exc:
+                    outcome = _outcome(exc)
+                    if outcome is None or outcome["status"] == TrialState.DISCARDED:
+                        raise  # the run's fault, not this point's
+                    del parts[item]
+                    self._end(item, outcome)
+                    if parts and self._lost(server, exc):
+                        return
+                    continue
+                if number == passes - 1:
+                    measured = workload.join(parts.pop(item)) if self.in_place \
+                        else parts.pop(item)[0]
+                    self._end(item, {"status": TrialState.DONE, "value": measured.value,
+                                     "effective": effective[item], "details": measured.details})
 
-    def _part(self, item: tuple[int, int, int], recorder: TrialRecorder, parts: list[Measured],
-              effective: dict[tuple[int, int, int], Settings], first: bool
-              ) -> tuple[str | None, bool]:
-        """One part of the item's measurement, its settings set (and, first, read back);
-        the error that ended it, if one did, and whether the workload changed the server."""
-        requested, config = self.prepared.points[item[1]]
-        target = self.prepared.target(requested)
-        settings = {**self.prepared.plans[self.prepared.label(requested)].base, **config}
-        try:
-            set_globals(self.server.connect, target.catalog, {**self.started_with, **config})
-            if first:
-                effective[item] = self.server.global_values(list(settings))
-            session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
-            workload = self.prepared.spec.workload
-            # Checked against what was set and read back, right before the timed part.
-            with self.server.watch(effective.get(item)):
-                # Never the first load after the start, nor the first after a change of
-                # settings (which may have emptied a cache), against warm ones: every part
-                # follows an untimed pass under its own settings.
-                workload.warm_up(self.server, requested, session_knobs)
-                parts.append(workload.measure_part(self.server, requested, session_knobs,
-                                                   recorder))
-        except (WorkloadError, NoSpace, Tampered, pymysql.MySQLError) as exc:
-            error = f"server error: {exc}" if isinstance(exc, pymysql.MySQLError) else str(exc)
-            return error, isinstance(exc, Tampered)
-        return None, False
+    def _part(self, server: Server, item: Item, effective: dict[Item, Settings], first: bool
+              ) -> Measured:
+        """One part of the item's measurement (the whole of it, on its own start), its
+        settings set in place first on a shared start, and read back the first time."""
+        prepared = self.trials.prepared
+        requested, config = prepared.points[item[1]]
+        target = prepared.target(requested)
+        settings = {**prepared.plans[prepared.label(requested)].base, **config}
+        if self.in_place:
+            set_globals(server.connect, target.catalog, {**self.started_with, **config})
+        if first:
+            effective[item] = server.global_values(list(settings))
+        session_knobs = [k for k in settings if target.catalog.knobs[k].scope == "SESSION"]
+        workload, recorder = prepared.spec.workload, self.open[item]
+        # The point's settings as read back are checked right before the measurement, and
+        # what the workload changed after it (the settings, the data, the login): a
+        # measurement that did not run on the server as configured fails, saying why.
+        with server.watch(effective[item]):
+            if not self.in_place:
+                return workload.measure(server, requested, session_knobs, recorder)
+            # Never the first load after the start, nor the first after a change of settings
+            # (which may have emptied a cache), against warm ones: every part follows an
+            # untimed pass under its own settings.
+            workload.warm_up(server, requested, session_knobs)
+            return workload.measure_part(server, requested, session_knobs, recorder)
 
-    def _end(self, item: tuple[int, int, int], recorder: TrialRecorder, error: str | None,
-             parts: list[Measured], effective: Settings | None) -> None:
-        outcome: dict[str, Any]
-        if error is not None:
-            outcome = {"status": TrialState.FAILED, "error": error,
-                       "details": {"block": self.block}}
+    def _lost(self, server: Server, exc: Exception) -> bool:
+        """Whether a failed measurement left the server unfit for the other points: changed
+        by the workload (not the server they were measured on) or dead. Their trials so far
+        are discarded: they are measured again on a new start."""
+        if isinstance(exc, Tampered):
+            why = "another point's measurement changed the server"
+        elif _answers(server):
+            return False
         else:
-            measured = self.prepared.spec.workload.join(parts)
-            outcome = {"status": TrialState.DONE, "value": measured.value,
-                       "effective": effective,
-                       "details": {**measured.details, **self.costs, "block": self.block}}
-            self.costs = {}
-        _finish(self.store, self.listener, recorder.trial_id, recorder.label, item[2], outcome)
+            why = "the server died during another point's measurement"
+        self.trials.discard(list(self.open.values()), why)
+        self.open.clear()
+        return True
 
-    def _discard(self, recorders: list[TrialRecorder], why: str) -> None:
-        for recorder in recorders:
-            self.store.finish_trial(recorder.trial_id, status=TrialState.DISCARDED, error=why)
+    def _end(self, item: Item, outcome: dict[str, Any]) -> None:
+        """The item's outcome, with what the start cost (on the first point done) and the
+        block's name: stored now on a shared start, once the server stopped on its own."""
+        details = dict(outcome.get("details", {}))
+        if outcome["status"] == TrialState.DONE:
+            details.update(self.costs)
+            self.costs = {}
+        if self.in_place:
+            details["block"] = self.name
+        outcome = {**outcome, "details": details}
+        if self.in_place:
+            self._store(item, outcome)
+        else:
+            self.held[item] = outcome  # its start is part of its trial
+
+    def _store(self, item: Item, outcome: dict[str, Any]) -> None:
+        self.trials.finish(item, self.open.pop(item), outcome)
+        self.stored.add(item)
+
+    def close(self) -> list[Item]:
+        """After the server stopped: the outcomes held till then stored; the items left for
+        another start."""
+        for item, outcome in self.held.items():
+            self._store(item, outcome)
+        return self.left
 
 
 def _answers(server: Server) -> bool:
@@ -1005,38 +1094,6 @@ def _answers(server: Server) -> bool:
     except (pymysql.MySQLError, OSError):
         return False
     return True
-
-
-def _store_outcome(run_id: str, prepared: Prepared, store: Store, listener: Listener,
-                   position: int, point_idx: int, repetition: int,
-                   outcome: dict[str, Any]) -> None:
-    trial_id = store.begin_trial(run_id, point_idx=point_idx, repetition=repetition,
-                                 position=position)
-    _finish(store, listener, trial_id, _trial_label(prepared, point_idx), repetition, outcome)
-
-
-def run_trial(prepared: Prepared, point_idx: int, recorder: TrialRecorder
-              ) -> tuple[float, Settings, dict[str, Any]]:
-    """One measurement with the base settings plus the point's, on a server configured for
-    it: the value, the settings the server really applied, and what was seen."""
-    requested, config = prepared.points[point_idx]
-    target = prepared.target(requested)
-    settings = {**prepared.plans[prepared.label(requested)].base, **config}
-    knobs = target.catalog.knobs
-    try:
-        with target.configured(settings, prepared.data(requested),
-                               prepared.spec.shape(requested)) as (server, costs):
-            effective = server.global_values(list(settings))
-            session_knobs = [k for k in settings if knobs[k].scope == "SESSION"]
-            # The point's settings as read back are checked right before the measurement,
-            # and what the workload changed after it (the settings, the data, the login): a
-            # measurement that did not run on the server as configured fails, saying why.
-            with server.watch(effective):
-                measured = prepared.spec.workload.measure(server, requested, session_knobs,
-                                                          recorder)
-    except SettingRefused as exc:
-        raise _shared(exc, prepared.plans[prepared.label(requested)].base) from None
-    return measured.value, effective, {**measured.details, **costs}
 
 
 @dataclass
@@ -1099,11 +1156,11 @@ def _describe_data(prepared: Prepared) -> dict[str, object]:
     work = prepared.spec.workload
     described = {}
     for requested, _ in prepared.points:
-        key = work.data_key(requested)
-        found = work.describe_data(requested, prepared.datadirs.get(key))
+        dataset = work.dataset(requested)
+        found = dataset.describe(prepared.datadirs.get(dataset.key))
         if found is None:
             return {}
-        described[key] = found
+        described[dataset.key] = found
     first = next(iter(described.values()))
     if len(described) == 1:
         return first

@@ -428,3 +428,98 @@ def test_blocked_comparisons_cancel_what_a_start_shares(store, tmp_path, monkeyp
     verdicts = {p.settings["sort_buffer_size"]: p.verdict
                 for p in build_results(store, run_id).points}
     assert verdicts["2M"] == "worse"
+
+
+# --- one measurement loop ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("design", ["restarts", "blocked"])
+def test_both_designs_turn_a_failure_into_an_outcome_in_one_place(store, tmp_path, monkeypatch,
+                                                                   design):
+    """A restart is a block of one: a failed measurement goes through the same loop and the
+    same mapping (`runner._outcome`), and is stored alike; only the block's name is added."""
+    seen: list[tuple[type[BaseException], bool]] = []
+    outcome = runner._outcome
+
+    def spied(exc: BaseException, **where: bool) -> dict | None:
+        seen.append((type(exc), where.get("starting", False)))
+        return outcome(exc, **where)
+
+    monkeypatch.setattr(runner, "_outcome", spied)
+    fakes.SCRIPT.fails[CONFIG["4M"]] = "query failed: Out of sort memory"
+    run_id = _run(store, tmp_path, _spec(design=design))
+    assert seen == [(runner.WorkloadError, False)] * 3  # in the measurement, not the start
+    failed = [t for t in store.trials(run_id) if t.status == TrialState.FAILED]
+    assert [(t.point_idx, t.error) for t in failed] == \
+        [(2, "query failed: Out of sort memory")] * 3
+    assert [set(t.details) for t in failed] == [{"block"} if design == "blocked" else set()] * 3
+    assert len(fakes.SCRIPT.started) == (3 if design == "blocked" else 9)
+
+
+def test_an_exception_becomes_the_same_outcome_wherever_it_is_raised():
+    from knoblab.server import NoSpace, ServerRefused, Tampered
+    from knoblab.server.settings import SettingRefused
+
+    failed, discarded = TrialState.FAILED, TrialState.DISCARDED
+    lost = runner.pymysql.err.OperationalError(2013, "Lost connection")
+    refused = SettingRefused("sort_buffer_size", "1", 1231, "too small")
+    start_failed = {"start_failed": True}
+    assert runner._outcome(runner.WorkloadError("timeout")) == {"status": failed,
+                                                                "error": "timeout"}
+    assert runner._outcome(lost) == {"status": failed,
+                                     "error": "server error: (2013, 'Lost connection')"}
+    assert runner._outcome(Tampered("changed")) == {"status": failed, "error": "changed"}
+    # A refused start (or a server killed for memory) fails the point as refused; a value
+    # refused in place, that measurement only.
+    for where in ({"starting": True}, {}):
+        assert runner._outcome(ServerRefused("no"), **where) == {
+            "status": failed, "error": "no", "details": start_failed}
+    assert runner._outcome(refused, starting=True)["details"] == start_failed
+    assert runner._outcome(refused) == {
+        "status": failed, "error": f"server error: {refused}"}
+    # A start shared by a round's points: what fails it fails each of them as a failed start;
+    # a workload's own failure there is the run's.
+    assert runner._outcome(NoSpace("full"), starting=True, shared=True) == {
+        "status": failed, "error": "full", "details": start_failed}
+    assert runner._outcome(NoSpace("full"), starting=True) == {"status": failed,
+                                                               "error": "full"}
+    assert runner._outcome(runner.WorkloadError("x"), starting=True, shared=True) == {
+        "status": discarded, "error": "x"}
+    # The run stops: the trial is no measurement.
+    assert runner._outcome(KeyboardInterrupt()) == {"status": discarded, "error": "interrupted"}
+    assert runner._outcome(UserError("template deleted"), starting=True) == {
+        "status": discarded, "error": "template deleted"}
+    assert runner._outcome(RuntimeError("a bug")) is None
+
+
+def test_a_server_killed_for_memory_in_a_blocked_start_fails_that_point_alone(
+        store, tmp_path, monkeypatch):
+    """The others of its start are measured on a new one; nothing is stored twice."""
+    from knoblab.server import ServerRefused
+
+    measure, read = fakes.FakeWorkload.measure, fakes.FakeServer.global_values
+    killed: list[int] = []
+
+    def starved(self, server, requested, session_knobs, recorder):
+        if server.settings.get("sort_buffer_size") == CONFIG["4M"] and not killed:
+            killed.append(1)
+            server.dead = True
+            raise ServerRefused("the kernel killed the server for want of memory")
+        return measure(self, server, requested, session_knobs, recorder)
+
+    def answers(self, names):
+        if getattr(self, "dead", False):
+            raise runner.pymysql.err.OperationalError(2002, "Can't connect")
+        return read(self, names)
+
+    monkeypatch.setattr(fakes.FakeWorkload, "measure", starved)
+    monkeypatch.setattr(fakes.FakeServer, "global_values", answers)
+    run_id = _run(store, tmp_path, _spec(design="blocked"))
+    trials = store.trials(run_id)
+    failed = [t for t in trials if t.status == TrialState.FAILED]
+    assert len(failed) == 1 and failed[0].point_idx == 2
+    assert failed[0].details["start_failed"] and "want of memory" in (failed[0].error or "")
+    assert _done_per_cell(store, run_id) == {
+        cell: 1 for cell in runner.plan_order(3, 3, 7) if cell != (2, failed[0].repetition)}
+    assert len(fakes.SCRIPT.started) == 4  # the killed start's round needed a second one
+    assert TrialState.RUNNING not in {t.status for t in trials}
