@@ -56,9 +56,9 @@ from knoblab.server.slow_log import (
     lock_connection,
     put_aside_back,
 )
-from knoblab.store import CAPTURE as KIND
 from knoblab.store import RunInfo, Store
 from knoblab.units import format_duration
+from knoblab.vocabulary import Experiment, RunStatus
 
 MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
 LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
@@ -247,9 +247,10 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                      "replays on empty sandboxes")
     _claim(request.out)
     run_id = store.create_run(
-        name=f"{name}-capture", kind=KIND, spec_source=source, server_binary=where,
-        server_version=catalog.server_version,
-        info=RunInfo(workload={"kind": KIND}, dataset={"folder": str(request.out.resolve())},
+        name=f"{name}-capture", experiment=Experiment.CAPTURE, spec_source=source,
+        server_binary=where, server_version=catalog.server_version,
+        # It runs no workload (stores of older versions say {"kind": "capture"}: never read)
+        info=RunInfo(workload={}, dataset={"folder": str(request.out.resolve())},
                      owner={"pid": os.getpid(), "host": socket.gethostname(),
                             "lock": lock_id},
                      spec_dir=str(request.spec.parent.resolve()), knoblab_version=__version__),
@@ -281,10 +282,10 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                             "room, or with less --data") from None
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the store may be what failed
-            store.set_status(run_id, "interrupted" if isinstance(exc, KeyboardInterrupt)
-                             else "failed", str(exc)[:500] or type(exc).__name__)
+            store.set_status(run_id, RunStatus.INTERRUPTED if isinstance(exc, KeyboardInterrupt)
+                             else RunStatus.FAILED, str(exc)[:500] or type(exc).__name__)
         raise
-    store.set_status(run_id, "done" if code == 0 else "interrupted")
+    store.set_status(run_id, RunStatus.DONE if code == 0 else RunStatus.INTERRUPTED)
     if code == 0:
         data = f"data in {request.out / DUMP}" if plan.databases else "no data"
         view.message(f"ready: knoblab tune {request.out / SPEC} (statements in "
@@ -427,7 +428,7 @@ def _restored_here(store: Store, run_id: str) -> bool:
         run = store.run(run_id)
     except UserError:
         return False
-    return run["kind"] == KIND and not store.pending_restores(run["id"])
+    return run["kind"] == Experiment.CAPTURE and not store.pending_restores(run["id"])
 
 
 def under_way(store: Store, pending: list[dict[str, Any]]) -> dict[str, str]:
@@ -444,9 +445,10 @@ def under_way(store: Store, pending: list[dict[str, Any]]) -> dict[str, str]:
         except UserError:  # journal rows without their run: nothing runs them
             continue
         owner = run["info"].get("owner") or {}
-        if owner.get("host") == socket.gethostname() and run_state(run) == "running":
+        if owner.get("host") == socket.gethostname() and run_state(run) == RunStatus.RUNNING:
             found[run_id] = f"still running (process {owner.get('pid')})"
-        elif run["kind"] == KIND and run["status"] == "running" and owner.get("lock"):
+        elif run["kind"] == Experiment.CAPTURE and run["status"] == RunStatus.RUNNING and \
+                owner.get("lock"):
             with contextlib.suppress(Exception):  # a server gone: not under way there
                 conn = ExternalServer(Endpoint.from_dict(stored)).connect()
                 try:
@@ -465,7 +467,7 @@ def after_restore(store: Store, run_id: str, stored: dict[str, Any]) -> list[str
     log removed from the server's data directory and the server's own mysql.slow_log put back
     in place; what was done or is left, as sentences (nothing for other runs)."""
     try:
-        if store.run(run_id)["kind"] != KIND:
+        if store.run(run_id)["kind"] != Experiment.CAPTURE:
             return []
     except UserError:  # journal rows without their run
         return []

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from knoblab.stats import welch
+from knoblab.vocabulary import ClassVerdict
 
 SHOWN = 10  # classes in the table, by their share of the reference's statement time
 
@@ -38,7 +39,7 @@ class ClassChange:
     ci_low: float | None
     ci_high: float | None
     p_adjusted: float | None  # Bonferroni, over every class and configuration shown
-    verdict: str  # "faster", "slower", "no significant difference", "not measured"
+    verdict: ClassVerdict
     rows_differ: bool  # stable checksums that differ from the reference's
     # The configuration by its settings, as the results name it everywhere else (`point` is
     # its position among them); empty in results stored before it was kept.
@@ -73,7 +74,8 @@ class ClassComparison:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ClassComparison:
         return cls(data["reference"], [ClassRow(**{
-            **row, "changes": [ClassChange(**c) for c in row["changes"]]})
+            **row, "changes": [ClassChange(**{**c, "verdict": ClassVerdict(c["verdict"])})
+                                for c in row["changes"]]})
             for row in data["rows"]], data["hidden"], data["unstable"],
             dict(data.get("reference_settings") or {}))
 
@@ -107,13 +109,13 @@ def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
         b = [m[cid]["seconds"] for m in figures[point] if cid in m]
         differ = _rows_differ(base, figures[point], cid)
         if len(a) < 2 or len(b) < 2 or min(a + b) <= 0:
-            changes[cid].append(ClassChange(point, None, None, None, None, "not measured",
-                                            differ, named(point)))
+            changes[cid].append(ClassChange(point, None, None, None, None,
+                                            ClassVerdict.NOT_MEASURED, differ, named(point)))
             continue
         ratio, low, high, p = _welch_log(a, b, alpha / len(pairs))
         p = min(1.0, p * len(pairs))
-        verdict = "faster" if high < 1 else "slower" if low > 1 else \
-            "no significant difference"
+        verdict = ClassVerdict.FASTER if high < 1 else ClassVerdict.SLOWER if low > 1 else \
+            ClassVerdict.NO_DIFFERENCE
         changes[cid].append(ClassChange(point, ratio, low, high, p, verdict, differ,
                                         named(point)))
     rows = [ClassRow(

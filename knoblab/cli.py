@@ -61,6 +61,7 @@ from knoblab.literal import literal
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url, hide_passwords
 from knoblab.units import format_duration, parse_duration
+from knoblab.vocabulary import ComparisonVerdict, Experiment, Finding, PointVerdict, RunStatus
 
 if TYPE_CHECKING:
     from knoblab.compare import Comparison
@@ -525,7 +526,7 @@ def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
     run = store.run(args.run_id)
     _not_a_capture(run, "is not resumed (capture again)")
     stopped = (run["info"].get("stopped") or {}).get("reason")
-    if run["status"] == "done" and (budget is None or stopped != "budget"):
+    if run["status"] == RunStatus.DONE and (budget is None or stopped != "budget"):
         # Finished: resume_run says so (or refuses), measures nothing, and the report is not
         # printed again: where it is, in one line.
         resume_run(run["id"], store, home, ConsoleListener(), budget=budget)
@@ -697,9 +698,7 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 
 def _not_a_capture(run: dict[str, Any], what: str) -> None:
-    from knoblab.store import CAPTURE
-
-    if run["kind"] == CAPTURE:
+    if run["kind"] == Experiment.CAPTURE:
         folder = (run["info"].get("dataset") or {}).get("folder") or "the folder it wrote"
         raise UserError(f"run {run['id']} is a capture (knoblab capture), which measured "
                         f"nothing and {what}: its statements, data and spec are in {folder}; "
@@ -735,7 +734,7 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
         raise UserError(f"{exc}; the run is stored: knoblab report {run_id} --out DIR") \
             from None
     out.check(f"the run is stored, its report is in {folder}")
-    if all(p.verdict == "failed" for p in results.points):
+    if all(p.verdict == PointVerdict.FAILED for p in results.points):
         raise UserError("every configuration failed; see the errors above")
     # Most measurements failed: the report stands on the few left, and the exit code says so.
     failed = sum(p.failed for p in results.points)
@@ -766,8 +765,8 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                 f"{(row.change.ratio - 1) * 100:+.1f}% [{(row.change.ci_low - 1) * 100:+.1f}%, "
                 f"{(row.change.ci_high - 1) * 100:+.1f}%]")
             p = "—" if row.p_adjusted is None else f"{row.p_adjusted:.2g}"
-            style = {"differs": "red", "same": "green", "inconclusive": "yellow"}.get(
-                row.verdict, "dim")
+            style = {ComparisonVerdict.DIFFERS: "red", ComparisonVerdict.SAME: "green",
+                     ComparisonVerdict.INCONCLUSIVE: "yellow"}.get(row.verdict, "dim")
             table.add_row(row.label, num(row.first), num(row.other), change, p,
                           Text(row.verdict, style=style))
         out.print(table)
@@ -802,15 +801,15 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
 
 def _agreement(c: Comparison) -> str:
     a, b = c.first.run_id, c.other.run_id
-    from knoblab.report.format import plural
+    from knoblab.units import plural
     from knoblab.words import FINDING_WORDS, finding_text
 
-    differ = sum(r.verdict == "differs" for r in c.rows)
-    same = sum(r.verdict == "same" for r in c.rows)
-    unshown = sum(r.verdict == "inconclusive" for r in c.rows)
+    differ = sum(r.verdict == ComparisonVerdict.DIFFERS for r in c.rows)
+    same = sum(r.verdict == ComparisonVerdict.SAME for r in c.rows)
+    unshown = sum(r.verdict == ComparisonVerdict.INCONCLUSIVE for r in c.rows)
     counts = (f"Of {plural(len(c.rows), 'configuration')}, {differ} shown to differ between "
-              f"the runs, {same} {finding_text('same', c.first.statistics.min_effect)}, "
-              f"{unshown} {FINDING_WORDS['unshown']}.")
+              f"the runs, {same} {finding_text(Finding.SAME, c.first.statistics.min_effect)}, "
+              f"{unshown} {FINDING_WORDS[Finding.UNSHOWN]}.")
     if c.agree:
         best = (f"Both find {c.best_first} best." if c.best_first else
                 "Neither finds a configuration shown better than the others.")
@@ -820,13 +819,14 @@ def _agreement(c: Comparison) -> str:
     return f"{best} {counts}"
 
 
-RUN_STATES = ("running", "done", "failed", "interrupted", "killed")
+# plain words, as argparse names a wrong --status choice by its repr()
+RUN_STATES = tuple(state.value for state in RunStatus)
 
 
 def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.runner import run_state
     from knoblab.server.cgroups import reap_left_behind
-    from knoblab.store import CAPTURE, study_of
+    from knoblab.store import study_of
     from knoblab.studies import PREFIX, describe
 
     if args.limit < 0:
@@ -851,12 +851,12 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
             if args.status and state != args.status:
                 continue
             info = study["info"]
-            end = study["finished_at"] or (time.time() if state == "running" else None)
-            took = info.get("spent") if state == "done" else \
+            end = study["finished_at"] or (time.time() if state == RunStatus.RUNNING else None)
+            took = info.get("spent") if state == RunStatus.DONE else \
                 (None if end is None else end - study["created_at"])
             rows.append((study["created_at"], [
                 "study", literal(study["name"]), "tune",
-                "killed (knoblab tune again)" if state == "killed" else state,
+                "killed (knoblab tune again)" if state == RunStatus.KILLED else state,
                 literal(info.get("server") or ""), _machine_text(study["host"], info),
                 _when(study["created_at"]), "—" if took is None else format_duration(took),
                 literal(describe(study))]))
@@ -871,17 +871,18 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
         state = run_state({**run, "info": info})
         if args.status and state != args.status:
             continue
-        end = run["finished_at"] or (time.time() if state == "running" else None)
+        end = run["finished_at"] or (time.time() if state == RunStatus.RUNNING else None)
         took = "—" if end is None else format_duration(end - run["created_at"])
-        kind = run["kind"] if run["kind"] == CAPTURE else \
+        kind = run["kind"] if run["kind"] == Experiment.CAPTURE else \
             f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
         rows.append((run["created_at"], [
             run["id"], literal(run["name"]), kind,  # one line each
-            state if state != "killed" else "killed (knoblab restore)"
-            if run["kind"] == CAPTURE else "killed (knoblab resume)",
+            state if state != RunStatus.KILLED else "killed (knoblab restore)"
+            if run["kind"] == Experiment.CAPTURE else "killed (knoblab resume)",
             literal(run["server_version"] or ""), _machine_text(run["host"], info),
             _when(run["created_at"]), took,
-            literal(_answer(store, run["id"])) if state == "done" and run["kind"] != CAPTURE
+            literal(_answer(store, run["id"]))
+            if state == RunStatus.DONE and run["kind"] != Experiment.CAPTURE
             else ""]))
         shown += 1
         if args.limit and shown == args.limit:
@@ -922,9 +923,9 @@ def _answer(store: Store, run_id: str) -> str:
 def _study_state(study: dict[str, Any]) -> str:
     """A study's status, with "killed" for one left searching by a process now gone."""
     owner = study["info"].get("owner") or {}
-    if study["status"] == "running" and owner.get("host") == socket.gethostname() and \
+    if study["status"] == RunStatus.RUNNING and owner.get("host") == socket.gethostname() and \
             not sandbox.alive(int(owner.get("pid") or 0)):
-        return "killed"
+        return RunStatus.KILLED
     return str(study["status"])
 
 

@@ -18,7 +18,8 @@ from knoblab import stats
 from knoblab.errors import UserError
 from knoblab.records import Point, Results
 from knoblab.results import build_results, point_samples
-from knoblab.store import CAPTURE, Store
+from knoblab.store import Store
+from knoblab.vocabulary import ComparisonVerdict, Experiment, PointVerdict, RunStatus
 from knoblab.workloads.base import Rounds
 
 # How a run was planned (rounds, budget, design) may differ between two runs of one study;
@@ -35,7 +36,7 @@ class Row:
     other: float | None  # and in the other
     change: stats.Change | None  # other / first, None when either is unmeasured
     p_adjusted: float | None  # Holm over the rows
-    verdict: str  # "same", "differs", "inconclusive" or "unmeasured"
+    verdict: ComparisonVerdict
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
         raise UserError("compare needs two runs or more: knoblab compare RUN_A RUN_B")
     found = [store.run(run_id) for run_id in run_ids]
     for run in found:
-        if run["kind"] == CAPTURE:  # it measured nothing: no results to build
+        if run["kind"] == Experiment.CAPTURE:  # it measured nothing: no results to build
             folder = (run["info"].get("dataset") or {}).get("folder") or "its folder"
             raise UserError(f"run {run['id']} is a capture (knoblab capture), not a study: it "
                             "measured nothing to compare; tune what it captured with knoblab "
@@ -80,7 +81,7 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
     for r in runs:
         # Compared as far as it was measured, and said so; a run that measured nothing would
         # only be compared in "unmeasured" rows and agree with anything: refused.
-        if r.status != "done" and not any(p.n for p in r.points):
+        if r.status != RunStatus.DONE and not any(p.n for p in r.points):
             raise UserError(f"run {r.run_id} is {states[r.run_id]} and measured nothing yet: "
                             f"finish it first (knoblab resume {r.run_id}), then compare")
     return [_compare(runs[0], other, samples, states) for other in runs[1:]]
@@ -89,7 +90,7 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
 def incomplete_text(results: Results, state: str) -> str:
     """"" for a finished run; else one line: which run is not finished and how many of its
     measurements are missing (at least, for adaptive repetitions)."""
-    if results.status == "done":
+    if results.status == RunStatus.DONE:
         return ""
     measured = sum(p.n + p.failed for p in results.points)
     planned = results.workload.get("repetitions") or 1
@@ -106,8 +107,8 @@ def incomplete_text(results: Results, state: str) -> str:
 
 def _check_comparable(first: Results, other: Results) -> None:
     why = None
-    if first.kind != other.kind:
-        why = f"one is a {first.kind} run, the other a {other.kind} run"
+    if first.experiment != other.experiment:
+        why = f"one is a {first.experiment} run, the other a {other.experiment} run"
     elif first.workload.get("kind") != other.workload.get("kind"):
         why = (f"one measures a {first.workload.get('kind')} workload, the other a "
                f"{other.workload.get('kind')} workload")
@@ -165,7 +166,7 @@ def _compare(first: Results, other: Results, samples: dict[str, dict[int, list[f
     rows, k = [], 0
     for label, a_level, b_level, change in found:
         if change is None:
-            rows.append(Row(label, a_level, b_level, None, None, "unmeasured"))
+            rows.append(Row(label, a_level, b_level, None, None, ComparisonVerdict.UNMEASURED))
             continue
         p = p_values[k]
         k += 1
@@ -183,19 +184,20 @@ def _compare(first: Results, other: Results, samples: dict[str, dict[int, list[f
                                       incomplete_text(other, states[other.run_id])) if line])
 
 
-def _verdict(change: stats.Change, p: float, alpha: float, min_effect: float) -> str:
-    """"differs" when significant and at least min_effect; "same" when the whole interval lies
-    within ±min_effect; else "inconclusive"."""
+def _verdict(change: stats.Change, p: float, alpha: float,
+             min_effect: float) -> ComparisonVerdict:
+    """Differs when significant and at least min_effect; the same when the whole interval
+    lies within ±min_effect; else inconclusive."""
     if p < alpha and abs(change.ratio - 1) >= min_effect:
-        return "differs"
+        return ComparisonVerdict.DIFFERS
     if 1 - min_effect <= change.ci_low and change.ci_high <= 1 + min_effect:
-        return "same"
-    return "inconclusive"
+        return ComparisonVerdict.SAME
+    return ComparisonVerdict.INCONCLUSIVE
 
 
 def _best(results: Results) -> str | None:
     """The run's best configuration, or None when it found no difference (any will do)."""
-    best = next((p for p in results.points if p.verdict == "best"), None)
+    best = next((p for p in results.points if p.verdict == PointVerdict.BEST), None)
     return _label(best) if best is not None else None
 
 

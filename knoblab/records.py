@@ -17,11 +17,22 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
 from knoblab.classes import ClassComparison
 from knoblab.stats import Centre, Direction, Statistics, Test
 from knoblab.units import is_size, setting_text, size_or_count
+from knoblab.vocabulary import (
+    Experiment,
+    Finding,
+    OutcomeState,
+    PointVerdict,
+    RunStatus,
+    StepVerdict,
+    TrialState,
+    ValidationVerdict,
+)
 
 Settings = dict[str, str]  # knob (or sliced parameter) -> value
 Interval = tuple[float, float]  # a 95% interval: (low, high)
@@ -66,14 +77,17 @@ R = TypeVar("R", bound=_Record)
 def decode(hint: Any, value: Any) -> Any:
     """`value`, as JSON holds it, as the type `hint` names: the one way every record is read
     back (a run's results, a study's result). Records are rebuilt from their fields, tuples
-    from lists; a key that JSON written by an older version lacks reads as the field's default,
-    or as empty (None, 0, "", [], {}) when it has none."""
+    from lists, a vocabulary's members from their words; a key that JSON written by an older
+    version lacks reads as the field's default, or as empty (None, 0, "", [], {}) when it has
+    none."""
     if value is None:
         return None
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         chosen = [a for a in args if a is not type(None)]
         return decode(chosen[0], value) if len(chosen) == 1 else value
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return hint(value)
     if isinstance(hint, type) and is_dataclass(hint):
         hints = typing.get_type_hints(hint)
         return hint(**{f.name: decode(hints[f.name], value[_key(f)]) if _key(f) in value
@@ -98,7 +112,9 @@ def _missing(f: Field[Any], hint: Any) -> Any:
     if f.default_factory is not MISSING:
         return f.default_factory()
     origin = typing.get_origin(hint) or hint
-    if origin in (typing.Union, types.UnionType):
+    # a vocabulary has no empty word: None (a part read only to be replaced, as a study's)
+    if origin in (typing.Union, types.UnionType) or \
+            isinstance(origin, type) and issubclass(origin, Enum):
         return None
     return {list: [], dict: {}, tuple: (), str: "", int: 0, float: 0.0, bool: False}[origin]
 
@@ -191,8 +207,8 @@ class SeriesRun(_Record):
     """One run of a time series: its throughput every second."""
 
     repetition: int
-    # "done" or "failed" (what it managed before it failed)
-    status: str = field(metadata={"missing": "done"})
+    # done, or failed (what it managed before it failed)
+    status: TrialState = field(metadata={"missing": TrialState.DONE})
     t: list[float]  # seconds since the start
     tps: list[float]
     steady: tuple[int, int] | None  # the steady state: indexes [start, end) into t and tps
@@ -262,9 +278,7 @@ class Point(_Record):
     p_value: float | None  # Holm-adjusted, against the leader
     # TOST, Holm-adjusted: is it within ±min_effect of the leader (None: the leader, failed)
     p_equivalent: float | None
-    # "best" (the leader, when some point is shown worse), "equivalent", "worse",
-    # "inconclusive", "failed" or "not run"; see stats.Verdict
-    verdict: str
+    verdict: PointVerdict  # see stats.Verdict
     extra_rounds: int | None  # inconclusive: about how many more rounds would decide it
     errors: list[str]
     unavailable: str | None  # why the point was not measured on its server
@@ -298,7 +312,7 @@ class Point(_Record):
             dict(data["settings"]), dict(data.get("config") or {}),
             dict(data.get("effective") or {}), bool(data.get("is_default")), data.get("n", 0),
             data.get("failed", 0), data.get("ratio_to_best"), data.get("p_value"),
-            data.get("p_equivalent"), data["verdict"], data.get("extra_rounds"),
+            data.get("p_equivalent"), PointVerdict(data["verdict"]), data.get("extra_rounds"),
             list(data.get("errors") or []), data.get("unavailable"),
             dict(data.get("durability") or {}),
             Step.from_json(data) if "step" in data else None,
@@ -314,16 +328,16 @@ class SliceConclusion(_Record):
 
     A change is recommended only when it is shown to help against the current configuration
     (the server's defaults): `finding` says what the fastest measured point showed against it
-    (knoblab.words: "helps", "same", "unshown"; None when there is no change to judge: the
-    default is the fastest measured, or nothing finished), `versus_current` the comparison
-    it was judged on (the fastest measured over the current configuration)."""
+    (it helps, is the same or is not shown either way; None when there is no change to
+    judge: the default is the fastest measured, or nothing finished), `versus_current` the
+    comparison it was judged on (the fastest measured over the current configuration)."""
 
     slice: Settings
     significant: bool  # some point is measurably worse than the best
     best: Settings | None  # None: every point failed
     recommended: Settings | None  # None: keep what is configured now
     fastest: Settings | None = None  # the fastest measured, whatever its verdict
-    finding: str | None = None
+    finding: Finding | None = None
     versus_current: Comparison | None = None
 
 
@@ -347,7 +361,7 @@ class Conclusion(_Record):
     # unsliced: what the fastest measured showed against the current configuration
     # (SliceConclusion's fields of the same names)
     fastest: Settings | None = None
-    finding: str | None = None
+    finding: Finding | None = None
     versus_current: Comparison | None = None
 
     def of_slice(self, values: Mapping[str, str]) -> SliceConclusion:
@@ -419,8 +433,7 @@ class StepRow(_Record):
     vs_previous: Comparison | None  # against the last measured step before it
     vs_base: Comparison | None
     alone: Alone | None
-    verdict: str  # "base", "gain", "loss", "no measurable effect", "failed", "changes nothing"
-    # (its values were already in force) or "unavailable" (not on this server)
+    verdict: StepVerdict
     durability: list[str]  # "knob = value: what a crash can cost" of the step's own change
     note: str | None  # why it has no number
 
@@ -484,7 +497,7 @@ class ServerRow(_Record):
     n: int
     ratio_to_best: float | None
     p_value: float | None
-    verdict: str
+    verdict: PointVerdict
 
 
 @dataclass(frozen=True)
@@ -563,8 +576,8 @@ class Results:
 
     run_id: str
     name: str
-    kind: str  # the experiment: "sweep" or "steps" (a steps run has `steps`)
-    status: str
+    experiment: Experiment  # sweep or steps (a steps run has `steps`); "kind" in JSON
+    status: RunStatus
     objective: Objective  # the workload kind's
     server_binary: str
     server_version: str | None
@@ -603,7 +616,8 @@ class Results:
         """The results JSON; `conclusion_text` is the report's sentence, put where the results
         JSON has always had it (conclusion.text)."""
         found: JSON = {
-            "run_id": self.run_id, "name": self.name, "kind": self.kind, "status": self.status,
+            "run_id": self.run_id, "name": self.name, "kind": self.experiment,
+            "status": self.status,
             "objective": {"metric": self.objective.metric,
                           "direction": self.objective.direction},
             "server": {"binary": self.server_binary, "version": self.server_version},
@@ -644,8 +658,9 @@ class Results:
         steps, compared = data.get("steps"), data.get("servers_compared")
         reproduce = data.get("reproduce") or {}
         return cls(
-            run_id=data["run_id"], name=data["name"], kind=data.get("kind", "sweep"),
-            status=data.get("status", "done"), objective=objective,
+            run_id=data["run_id"], name=data["name"],
+            experiment=Experiment(data.get("kind", Experiment.SWEEP)),
+            status=RunStatus(data.get("status", RunStatus.DONE)), objective=objective,
             server_binary=server.get("binary", ""), server_version=server.get("version"),
             servers=[ServerInfo.from_json(s) for s in data.get("servers") or []],
             workload=workload, dataset=dict(data.get("dataset") or {}),
@@ -784,7 +799,7 @@ class TrialOutcome(_Record):
     number: int
     config: dict[str, str]  # the searched settings, as the server takes them
     changes: dict[str, str]  # those that differ from the baseline
-    state: str  # "scored", "baseline", "refused" (never run), "failed" (the server said no)
+    state: OutcomeState
     score: float | None  # mean log-ratio to the baseline over blocks; lower is better
     ratios: list[float]  # per block
     runs: tuple[str, ...]  # its runs in the store: the first, then those of its extra rounds
@@ -795,7 +810,7 @@ class TrialOutcome(_Record):
     @property
     def feasible(self) -> bool:
         """Scored, and within the constraint."""
-        return self.state == "scored" and (self.violation or 0.0) <= 0.0
+        return self.state == OutcomeState.SCORED and (self.violation or 0.0) <= 0.0
 
     @property
     def run_id(self) -> str | None:
@@ -825,7 +840,7 @@ class Validation(_Record):
 
     trial: TrialOutcome
     run_id: str
-    verdict: str  # "better", "worse", "same" (within min_effect), "undecided", "violates"
+    verdict: ValidationVerdict
     gain: float | None
     ci95: tuple[float, float] | None  # at `confidence`, 0.95 or more
     rounds: int
@@ -867,7 +882,7 @@ class Reduction(_Record):
     # recommendation (trimmed).
     trimmed: tuple[str, ...] = ()
     trim_run_id: str | None = None
-    trim_steps: tuple[tuple[str, str], ...] = ()
+    trim_steps: tuple[tuple[str, PointVerdict], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -916,5 +931,5 @@ class TuneResult(_Record):
 
 def best_shown(validations: list[Validation]) -> Validation | None:
     """The validated candidate with the largest gain shown significant, if any is."""
-    better = [v for v in validations if v.verdict == "better"]
+    better = [v for v in validations if v.verdict == ValidationVerdict.BETTER]
     return max(better, key=lambda v: v.gain or 0.0, default=None)

@@ -43,8 +43,8 @@ from knoblab.records import (
     evidence_from_json,
 )
 from knoblab.stats import Statistics
-from knoblab.store import RunInfo, Store, Trial, TrialState
-from knoblab.words import Finding
+from knoblab.store import RunInfo, Store, Trial
+from knoblab.vocabulary import Experiment, Finding, PointVerdict, RunStatus, StepVerdict, TrialState
 from knoblab.workloads.base import Rounds as Planned
 from knoblab.workloads.base import StoredTrial, Workload
 
@@ -57,7 +57,7 @@ def build_results(store: Store, run_id: str) -> Results:
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
     statistics = info.statistics
-    kind = _kind(store, run["id"], info.kind)
+    kind = _kind(store, run["id"], info.workload_kind)
     objective = kind.objective
     # Thread counts and dataset variants are compared within themselves: the best setting may
     # differ per thread count or data size, and times at 1M and 4M rows are not comparable.
@@ -81,13 +81,13 @@ def build_results(store: Store, run_id: str) -> Results:
         stats.Levels(rounds.level_worse, rounds.level_same)
     verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
                                          statistics, levels, blocks)
-    complete = run["status"] == "done"
+    complete = run["status"] == RunStatus.DONE
     points = []
     for idx, (requested, config) in enumerate(point_list):
         verdict = verdicts[idx]
-        if not complete and verdict.verdict == "best":
+        if not complete and verdict.verdict == PointVerdict.BEST:
             # A run not finished crowns nothing: its missing measurements could change it.
-            verdict = replace(verdict, verdict="inconclusive")
+            verdict = replace(verdict, verdict=PointVerdict.INCONCLUSIVE)
         done = [t for t in by_point[idx] if t.status == TrialState.DONE]
         failed = [t for t in by_point[idx] if t.status == TrialState.FAILED]
         points.append(Point(
@@ -103,7 +103,7 @@ def build_results(store: Store, run_id: str) -> Results:
             p_equivalent=verdict.p_equivalent,
             extra_rounds=verdict.extra,
             # Nothing measured and nothing failed: the run stopped before it got there.
-            verdict="not run" if not done and not failed and idx not in unavailable
+            verdict=PointVerdict.NOT_RUN if not done and not failed and idx not in unavailable
             else verdict.verdict,
             errors=sorted({t.error for t in failed if t.error}) +
             ([unavailable[idx]] if idx in unavailable else []),
@@ -119,8 +119,8 @@ def build_results(store: Store, run_id: str) -> Results:
     return Results(
         run_id=run["id"],
         name=run["name"],
-        kind=run["kind"],
-        status=run["status"],
+        experiment=Experiment(run["kind"]),
+        status=RunStatus(run["status"]),
         objective=objective,
         server_binary=run["server_binary"],
         server_version=run["server_version"],
@@ -190,7 +190,7 @@ def point_samples(store: Store, run_id: str) -> dict[int, list[float]]:
     by_point: dict[int, list[Trial]] = defaultdict(list)
     for trial in store.trials(run["id"]):
         by_point[trial.point_idx].append(trial)
-    kind = _kind(store, run["id"], info.kind)
+    kind = _kind(store, run["id"], info.workload_kind)
     trials = _as_stored(by_point, len(store.points(run["id"])))
     stored = _StoredSeconds(store, run["id"])
     return _checked(store, run["id"], info.statistics,
@@ -368,7 +368,7 @@ def _slice_conclusion(slice_values: Settings, members: list[int],
     current = next((i for i in members if points[i].is_default), None)
     if not complete or leader is None or current is None or not samples[current]:
         return SliceConclusion(slice_values, judgement.significant, best, None, fastest,
-                               None if current == leader or not complete else "unshown")
+                               None if current == leader or not complete else Finding.UNSHOWN)
     if current == leader:  # the current configuration is the fastest measured: no change
         return SliceConclusion(slice_values, judgement.significant, best,
                                points[current].settings, fastest, None)
@@ -377,13 +377,11 @@ def _slice_conclusion(slice_values: Settings, members: list[int],
                            seed=statistics.seed)
     compared = Comparison(ratio=change.ratio, ci95=(change.ci_low, change.ci_high),
                           p_value=points[current].p_value or 1.0,
-                          significant=points[current].verdict == "worse")
-    verdict = points[current].verdict
-    shown: Finding = "helps" if verdict == "worse" else "same" if verdict == "equivalent" \
-        else "unshown"
+                          significant=points[current].verdict == PointVerdict.WORSE)
+    shown = words.change_finding(points[current].verdict)
     _, interval = compared.gain(objective.direction)
-    finding: Finding = shown if _shows(shown, interval, statistics.min_effect) else "unshown"
-    recommended = fastest if finding == "helps" else points[current].settings
+    finding = shown if _shows(shown, interval, statistics.min_effect) else Finding.UNSHOWN
+    recommended = fastest if finding == Finding.HELPS else points[current].settings
     return SliceConclusion(slice_values, judgement.significant, best, recommended, fastest,
                            finding, compared)
 
@@ -391,7 +389,7 @@ def _slice_conclusion(slice_values: Settings, members: list[int],
 def _shows(finding: Finding, interval: tuple[float, float], min_effect: float) -> bool:
     """Whether the interval shows what the test found: "the same" when it lies within
     ±min_effect (on whichever side of zero), else as knoblab.words.agrees."""
-    if finding == "same":
+    if finding == Finding.SAME:
         return -min_effect < interval[0] and interval[1] < min_effect
     return words.agrees(finding, interval, min_effect)
 
@@ -607,21 +605,22 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
     # First every comparison, then Holm over all of them, then the rows with their verdicts.
     # Per step: its point, its verdict unless judged on its change, the places in the family
     # of its changes against the step before and the base, and its change alone.
-    planned: list[tuple[int, str | None, int | None, int | None,
+    planned: list[tuple[int, StepVerdict | None, int | None, int | None,
                         tuple[int, int | None] | None]] = []
     previous = base
     for idx in cumulative:
-        verdict: str | None = "base" if idx == base else None
+        verdict: StepVerdict | None = StepVerdict.BASE if idx == base else None
         vs_previous: int | None = None
         vs_base: int | None = None
         alone_of: tuple[int, int | None] | None = None
         if idx != base:
             if points[idx].unavailable:
                 # Not run here: its values were already in force, or this server lacks them.
-                verdict = "changes nothing" if points[idx].unavailable == "changes nothing" \
-                    else "unavailable"
+                verdict = StepVerdict.CHANGES_NOTHING \
+                    if points[idx].unavailable == StepVerdict.CHANGES_NOTHING \
+                    else StepVerdict.UNAVAILABLE
             elif not samples[idx]:
-                verdict = "failed"
+                verdict = StepVerdict.FAILED
             else:
                 vs_previous, vs_base = measure(previous, idx), measure(base, idx)
                 previous = idx
@@ -645,7 +644,7 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
         point, step, change = points[idx], placed[idx], result(vs_previous)
         if verdict is None:
             # no change to judge: the previous step failed, there is nothing to compare with
-            verdict = "failed" if change is None else _step_verdict(change, objective,
+            verdict = StepVerdict.FAILED if change is None else _step_verdict(change, objective,
                                                                    statistics)
         rows.append(StepRow(
             step=step.number, label=step.label, change=step.change, point=idx,
@@ -689,15 +688,16 @@ def _tested_change(a: list[float], b: list[float], objective: Objective,
                         1.0 + high / scale, change.p_raw)
 
 
-def _step_verdict(change: Comparison, objective: Objective, statistics: Statistics) -> str:
-    """"gain" or "loss" when the family's test decided the change and its interval shows it
-    (knoblab.words.agrees); else "no measurable effect" (not shown either way, or the same)."""
+def _step_verdict(change: Comparison, objective: Objective,
+                  statistics: Statistics) -> StepVerdict:
+    """A gain or a loss when the family's test decided the change and its interval shows it
+    (knoblab.words.agrees); else no measurable effect (not shown either way, or the same)."""
     shown = words.finding_of(change.gain(objective.direction)[1], statistics.min_effect)
-    if change.significant and _better(change, objective) and shown == "helps":
-        return "gain"
-    if change.significant and not _better(change, objective) and shown == "hurts":
-        return "loss"
-    return "no measurable effect"
+    if change.significant and _better(change, objective) and shown == Finding.HELPS:
+        return StepVerdict.GAIN
+    if change.significant and not _better(change, objective) and shown == Finding.HURTS:
+        return StepVerdict.LOSS
+    return StepVerdict.NO_EFFECT
 
 
 def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction | None:
@@ -719,7 +719,7 @@ def _recommended_steps(table: StepsTable) -> Settings:
     """The settings of the steps that measurably helped; the others are left out."""
     settings: Settings = {}
     for row in table.rows:
-        if row.verdict == "gain":
+        if row.verdict == StepVerdict.GAIN:
             settings.update(row.change)
     return settings
 

@@ -44,8 +44,9 @@ from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import SettingRefused, set_globals
 from knoblab.server.shape import Shape
 from knoblab.spec import MACHINE, Point, Spec, parse_spec
-from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial, TrialState
+from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial
 from knoblab.units import format_duration
+from knoblab.vocabulary import PointVerdict, RunStatus, TrialState
 from knoblab.workloads import Workload, WorkloadError
 from knoblab.workloads.base import Measured, Rounds, Second
 
@@ -514,7 +515,7 @@ def start_run(spec: Spec, store: Store, home: Path, listener: Listener,
     targets = list(prepared.targets.values())
     versions = ", ".join(dict.fromkeys(t.version for t in targets))
     run_id = store.create_run(
-        name=spec.name, kind=spec.experiment, spec_source=spec.source,
+        name=spec.name, experiment=spec.experiment, spec_source=spec.source,
         server_binary=", ".join(str(t.describe().get("binary") or t.describe()["endpoint"])
                                 for t in targets),
         server_version=versions,
@@ -579,7 +580,7 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener,
         if info.stopped and info.stopped.get("reason") == "budget" and budget <= spent:
             raise UserError(f"--budget {format_duration(budget)}: run {run_id} has already "
                             f"measured for {format_duration(spent)}; give a larger budget")
-    if run["status"] == "done":
+    if run["status"] == RunStatus.DONE:
         stopped_by_budget = (info.stopped or {}).get("reason") == "budget"
         if budget is None or not stopped_by_budget:
             listener.message(f"run {run_id} is already complete" + (
@@ -612,7 +613,7 @@ def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listen
     if json.loads(json.dumps(_workload_info(spec))) != info.workload:
         raise UserError(f"run {run_id} cannot be resumed: its workload changed since it began "
                         "(a script file edited?); start a new run")
-    store.set_status(run_id, "running")
+    store.set_status(run_id, RunStatus.RUNNING)
     execute(run_id, prepared, store, listener)
 
 
@@ -728,19 +729,19 @@ def execute(run_id: str, prepared: Prepared, store: Store, listener: Listener) -
                 sessions.enter_context(target.session(store, run_id, touched))
             _run_plan(run_id, prepared, store, listener, order, finished, refused)
     except KeyboardInterrupt:
-        store.set_status(run_id, "interrupted", "interrupted by the user")
+        store.set_status(run_id, RunStatus.INTERRUPTED, "interrupted by the user")
         raise
     except UserError as exc:
-        store.set_status(run_id, "failed", str(exc))
+        store.set_status(run_id, RunStatus.FAILED, str(exc))
         resume = f"knoblab resume {run_id}"
         run = store.run(run_id)
         if resume in str(exc) and next_command(run) != resume:  # a study's: tune goes on
             raise UserError(str(exc).replace(resume, next_command(run))) from None
         raise
     except BaseException as exc:
-        store.set_status(run_id, "failed", f"{type(exc).__name__}: {exc}")
+        store.set_status(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
         raise
-    store.set_status(run_id, "done")
+    store.set_status(run_id, RunStatus.DONE)
 
 
 def _run_plan(run_id: str, prepared: Prepared, store: Store, listener: Listener,
@@ -775,7 +776,7 @@ def _look(run_id: str, store: Store, listener: Listener, rounds: Rounds, done_ro
     """After `done_rounds` rounds: why to stop now, or None to measure another round.
     `elapsed`: the run's wall time so far (server starts included)."""
     results = build_results(store, run_id)
-    undecided = [p for p in results.points if p.verdict == "inconclusive"
+    undecided = [p for p in results.points if p.verdict == PointVerdict.INCONCLUSIVE
                  and p.p_value is not None]
     if not undecided:
         return {"reason": "decided", "rounds": done_rounds}
@@ -1130,9 +1131,9 @@ def _owner() -> dict[str, object]:
 def run_state(run: dict[str, Any]) -> str:
     """The run's status, with "killed" for a run left "running" by a process now gone."""
     owner = RunInfo.from_json(run["info"]).owner
-    if run["status"] == "running" and owner.get("host") == socket.gethostname() and \
+    if run["status"] == RunStatus.RUNNING and owner.get("host") == socket.gethostname() and \
             not alive(owner.get("pid", 0)):
-        return "killed"
+        return RunStatus.KILLED
     return str(run["status"])
 
 

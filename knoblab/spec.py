@@ -21,6 +21,7 @@ from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
 from knoblab.stats import Statistics, Test
 from knoblab.units import parse_size
+from knoblab.vocabulary import Experiment, StepVerdict
 from knoblab.workloads import Workload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
@@ -75,8 +76,8 @@ class Spec:
     source: str = field(default="", repr=False)
 
     @property
-    def experiment(self) -> str:
-        return "steps" if self.steps else "sweep"
+    def experiment(self) -> Experiment:
+        return Experiment.STEPS if self.steps else Experiment.SWEEP
 
     @property
     def searches(self) -> bool:
@@ -189,9 +190,9 @@ class Spec:
                     unchanged.append(f"{knob.name} is already {section.as_text(raw)}")
                     continue
                 change_req[knob.name], change_config[knob.name] = section.as_text(raw), value
-            skip = None
+            skip: str | None = None  # why the step is not run
             if unchanged:
-                skip = "changes nothing" if not change_req else None
+                skip = StepVerdict.CHANGES_NOTHING if not change_req else None
                 what, left = ("changes nothing", "it was") if skip else \
                     ("partly changes nothing", "that part was")
                 warnings.append(f"step {number} {what}: {'; '.join(unchanged)} at that point; "

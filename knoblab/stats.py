@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from knoblab.vocabulary import PointVerdict
+
 Direction = Literal["minimize", "maximize"]
 Test = Literal["welch-log", "welch", "mann-whitney"]
 Spending = Literal["pocock", "obf"]
@@ -209,9 +211,6 @@ class Levels:
                    sequential_levels(alpha, fractions, spending)[look])
 
 
-VerdictLabel = Literal["best", "equivalent", "worse", "inconclusive", "failed"]
-
-
 @dataclass(frozen=True)
 class Verdict:
     key: Hashable
@@ -220,7 +219,7 @@ class Verdict:
     # equivalent: shown within ±min_effect of the leader; worse: shown different from it, by at
     # least min_effect; inconclusive: neither (more measurements could decide it); the leader
     # itself is "equivalent" or "inconclusive" when nothing is shown worse: nothing is crowned.
-    verdict: VerdictLabel
+    verdict: PointVerdict
     ratio_to_best: float | None  # centre / the leader's centre (None for failed)
     effect: float | None  # relative change against the leader, positive = worse
     p_raw: float | None  # None for the leader and failed points
@@ -242,8 +241,8 @@ class Judgement:
     @property
     def equivalent(self) -> bool:
         """Every point that did not fail was shown to be within ±min_effect of the leader."""
-        alive = [v for v in self.verdicts if v.verdict != "failed"]
-        return len(alive) > 1 and all(v.verdict == "equivalent" for v in alive)
+        alive = [v for v in self.verdicts if v.verdict != PointVerdict.FAILED]
+        return len(alive) > 1 and all(v.verdict == PointVerdict.EQUIVALENT for v in alive)
 
     @property
     def crowned(self) -> Hashable | None:
@@ -292,7 +291,7 @@ def judge(
     }
     alive = [k for k, s in summaries.items() if s is not None]
     if not alive:
-        verdicts = [Verdict(k, None, "failed", None, None, None, None) for k in points]
+        verdicts = [Verdict(k, None, PointVerdict.FAILED, None, None, None, None) for k in points]
         return Judgement(None, verdicts, False, test, alpha, min_effect, levels)
 
     sign = 1.0 if direction == "minimize" else -1.0
@@ -318,29 +317,28 @@ def judge(
     for key in others:
         ratio = _ratio(level(key), level(best))
         effect = ratio - 1.0 if direction == "minimize" else 1.0 - ratio
-        label: VerdictLabel
         if p_adj[key] < reach.worse and effect >= min_effect:
-            label = "worse"
+            label = PointVerdict.WORSE
         elif p_same[key] < reach.same:
-            label = "equivalent"
+            label = PointVerdict.EQUIVALENT
         else:
-            label = "inconclusive"
-        extra = _extra_samples(points[key], points[best], min_effect, reach.worse,
-                               len(others), test, pairs[key]) if label == "inconclusive" \
-            else None
+            label = PointVerdict.INCONCLUSIVE
+        extra = None if label != PointVerdict.INCONCLUSIVE else \
+            _extra_samples(points[key], points[best], min_effect, reach.worse, len(others), test,
+                           pairs[key])
         compared[key] = Verdict(key, summaries[key], label, ratio, effect, p_raw[key],
                                 p_adj[key], p_same[key], extra)
-    significant = any(v.verdict == "worse" for v in compared.values())
+    significant = any(v.verdict == PointVerdict.WORSE for v in compared.values())
     if significant or not others:
-        leader: VerdictLabel = "best"
-    elif all(v.verdict == "equivalent" for v in compared.values()):
-        leader = "equivalent"
+        leader = PointVerdict.BEST
+    elif all(v.verdict == PointVerdict.EQUIVALENT for v in compared.values()):
+        leader = PointVerdict.EQUIVALENT
     else:
-        leader = "inconclusive"
+        leader = PointVerdict.INCONCLUSIVE
     verdicts = []
     for key, s in summaries.items():
         if s is None:
-            verdicts.append(Verdict(key, None, "failed", None, None, None, None))
+            verdicts.append(Verdict(key, None, PointVerdict.FAILED, None, None, None, None))
         elif key == best:
             verdicts.append(Verdict(key, s, leader, 1.0, 0.0, None, None))
         else:

@@ -21,7 +21,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote, unquote
@@ -31,6 +30,7 @@ import sqlalchemy as sa
 from knoblab import __version__
 from knoblab.errors import RunBusy, UserError
 from knoblab.stats import Statistics
+from knoblab.vocabulary import Experiment, RunStatus, TrialState
 
 SCHEMA_VERSION = 1
 # The layout of the tables below; raised when a change would mislead an older knoblab, which
@@ -44,17 +44,14 @@ RETRY_FOR = 60.0
 MIN_FREE = 1 << 20
 MAX_ROWS = 2**63 - 1  # the largest LIMIT SQLite and PostgreSQL accept
 T = TypeVar("T")
-# The kind of a run row that records a capture (knoblab capture): it measured nothing, and is
-# kept for the journal of the settings it changed on a running server.
-CAPTURE = "capture"
 metadata = sa.MetaData()
 
 runs = sa.Table(
     "runs", metadata,
     sa.Column("id", sa.String(32), primary_key=True),
     sa.Column("name", sa.Text, nullable=False),
-    sa.Column("kind", sa.String(32), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False),  # running, done, failed, interrupted
+    sa.Column("kind", sa.String(32), nullable=False),  # the experiment (vocabulary.Experiment)
+    sa.Column("status", sa.String(16), nullable=False),  # vocabulary.RunStatus
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("finished_at", sa.Float),
     sa.Column("host", sa.Text),
@@ -178,16 +175,6 @@ SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_m
                  "reconnects")
 
 
-class TrialState(StrEnum):
-    """A trial's life: running until it ends done or failed; discarded when interrupted (a
-    resumed run measures it again)."""
-
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    DISCARDED = "discarded"
-
-
 @dataclass(frozen=True)
 class Trial:
     id: int
@@ -235,7 +222,7 @@ class RunInfo:
     schema_version: int = SCHEMA_VERSION
 
     @property
-    def kind(self) -> str:
+    def workload_kind(self) -> str:
         """The workload kind's name."""
         return str(self.workload.get("kind", "query"))
 
@@ -308,7 +295,7 @@ def _names_to_text(data: dict[str, Any], what: str, *, optional: bool = False) -
             raise Damaged(f"its {what} maps {_kind_of(key)} to {_kind_of(value)}")
 
 
-RUN_STATES = frozenset({"running", "done", "failed", "interrupted"})
+RUN_STATES = frozenset(RunStatus) - {RunStatus.KILLED}  # killed is never stored
 # RunInfo's fields by the JSON type each must have (None allowed where the field is optional).
 _INFO_TYPES: dict[str, tuple[type, ...]] = {
     "knobs": (list,), "defaults": (dict,), "base": (dict,), "dataset": (dict,),
@@ -808,12 +795,13 @@ class Store:
             # What a run writes, in every table, then rolled back.
             run_id, now = f"probe-{uuid.uuid4().hex[:16]}", time.time()
             conn.execute(runs.insert().values(id=run_id, name="probe", kind="probe",
-                                              status="running", created_at=now,
+                                              status=RunStatus.RUNNING, created_at=now,
                                               spec_source=""))
             conn.execute(points.insert().values(run_id=run_id, idx=0, requested="{}",
                                                 config="{}"))
             key = conn.execute(trials.insert().values(
-                run_id=run_id, point_idx=0, repetition=0, position=0, status="running",
+                run_id=run_id, point_idx=0, repetition=0, position=0,
+                status=TrialState.RUNNING,
                 started_at=now, finished_at=now)).inserted_primary_key
             trial_id = key[0] if key else None
             conn.execute(seconds.insert().values(trial_id=trial_id, t=0.0))
@@ -823,7 +811,8 @@ class Store:
                                                         saved_at=now))
             conn.execute(run_locks.insert().values(run_id=run_id, token="probe", host="",
                                                    pid=0, acquired_at=now, heartbeat_at=now))
-            conn.execute(runs.update().where(runs.c.id == run_id).values(status="done"))
+            conn.execute(runs.update().where(runs.c.id == run_id).values(
+                status=RunStatus.DONE))
             conn.execute(run_locks.delete().where(run_locks.c.run_id == run_id))
             conn.execute(trials.update().where(trials.c.id == trial_id).values(value=0.0))
             raise Probed
@@ -922,8 +911,8 @@ class Store:
 
     # --- write side ---------------------------------------------------------------------------
 
-    def create_run(self, *, name: str, kind: str, spec_source: str, server_binary: str,
-                   server_version: str, info: RunInfo,
+    def create_run(self, *, name: str, experiment: Experiment, spec_source: str,
+                   server_binary: str, server_version: str, info: RunInfo,
                    point_list: list[tuple[dict[str, str], dict[str, str]]]) -> str:
         run_id = uuid.uuid4().hex[:8]
         if self._study is not None:
@@ -931,9 +920,9 @@ class Store:
 
         def work(conn: sa.Connection) -> None:
             conn.execute(runs.insert().values(
-                id=run_id, name=name, kind=kind, status="running", created_at=time.time(),
-                host=socket.gethostname(), spec_source=spec_source, server_binary=server_binary,
-                server_version=server_version,
+                id=run_id, name=name, kind=experiment, status=RunStatus.RUNNING,
+                created_at=time.time(), host=socket.gethostname(), spec_source=spec_source,
+                server_binary=server_binary, server_version=server_version,
                 info=json.dumps(info.to_json()),
             ))
             if point_list:  # a capture has none
@@ -955,7 +944,7 @@ class Store:
         finally:
             self._study = before
 
-    def save_study(self, name: str, *, status: str, spec_source: str,
+    def save_study(self, name: str, *, status: RunStatus, spec_source: str,
                    info: dict[str, Any], result: dict[str, Any] | None = None,
                    error: str | None = None) -> None:
         """The study's row, made or brought up to date; its first start is kept."""
@@ -964,7 +953,7 @@ class Store:
         now = time.time()
         values = {"name": name, "status": status, "updated_at": now, "host": socket.gethostname(),
                   "spec_source": spec_source, "info": json.dumps(info),
-                  "finished_at": None if status == "running" else now, "error": error}
+                  "finished_at": None if status == RunStatus.RUNNING else now, "error": error}
         if result is not None:
             values["result"] = json.dumps(result)
 
@@ -1043,8 +1032,8 @@ class Store:
         ).values(status=TrialState.DISCARDED, error="knoblab stopped during this trial"))
         ).rowcount
 
-    def set_status(self, run_id: str, status: str, error: str | None = None) -> None:
-        finished = time.time() if status != "running" else None
+    def set_status(self, run_id: str, status: RunStatus, error: str | None = None) -> None:
+        finished = time.time() if status != RunStatus.RUNNING else None
         self._tx(lambda conn: conn.execute(runs.update().where(runs.c.id == run_id).values(
             status=status, finished_at=finished, error=storable(error))))
 
@@ -1306,7 +1295,7 @@ class Store:
         capture (which measured nothing)."""
         return next((run for run in self.each_run()
                      if study_of(json.loads(run["info"])) is None
-                     and run["kind"] != CAPTURE), None)
+                     and run["kind"] != Experiment.CAPTURE), None)
 
 
 def _listed(row: Any) -> dict[str, Any]:

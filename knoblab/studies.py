@@ -22,6 +22,7 @@ from knoblab.errors import UserError
 from knoblab.records import TrialOutcome, TuneResult
 from knoblab.stats import Direction
 from knoblab.store import Store
+from knoblab.vocabulary import RunStatus
 
 PREFIX = "study:"  # `knoblab report study:NAME`: never a run's id, which is hexadecimal
 
@@ -41,7 +42,7 @@ class Recorder:
     def __getattr__(self, name: str) -> Any:  # message, close, and whatever else it has
         return getattr(self.listener, name)
 
-    def _save(self, status: str, **values: Any) -> None:
+    def _save(self, status: RunStatus, **values: Any) -> None:
         self.store.save_study(self.name, status=status, spec_source=self.source,
                               info=self.info, **values)
 
@@ -50,7 +51,7 @@ class Recorder:
         self.info.update(trials=done, total=total)
         if not self.started:
             self.started = True
-            self._save("running")
+            self._save(RunStatus.RUNNING)
         self.listener.searching(total, done, budget_left)
 
     def scored(self, outcome: TrialOutcome, best: TrialOutcome | None,
@@ -61,13 +62,13 @@ class Recorder:
         self.info["trials"] = int(self.info.get("trials", 0)) + 1
         if best is not None:
             self.info["best"] = f"trial {best.number} {gain_text(best, direction)}"
-        self._save("running")
+        self._save(RunStatus.RUNNING)
         self.listener.scored(outcome, best, budget_left, direction)
 
     def finished(self, result: TuneResult) -> None:
         self.info.update(trials=len(result.trials), server=result.server,
                          spent=result.spent, summary=summary(result))
-        self._save("done", result=result_to_json(result))
+        self._save(RunStatus.DONE, result=result_to_json(result))
 
     def failed(self, exc: BaseException) -> None:
         """The search stopped before its end (Ctrl-C, an error): what it did is in the
@@ -75,7 +76,7 @@ class Recorder:
         if not self.started:
             return
         interrupted = isinstance(exc, KeyboardInterrupt | SystemExit)
-        self._save("interrupted" if interrupted else "failed",
+        self._save(RunStatus.INTERRUPTED if interrupted else RunStatus.FAILED,
                    error=None if interrupted else " ".join(str(exc).split())[:500])
 
 
@@ -102,7 +103,7 @@ def describe(study: dict[str, Any]) -> str:
     """A study's trials and best gain (while it searches) or recommendation (when done)."""
     info = study["info"]
     trials = f"{info.get('trials', 0)} trials"
-    found = info.get("summary") if study["status"] == "done" else \
+    found = info.get("summary") if study["status"] == RunStatus.DONE else \
         (f"best so far: {info['best']}" if info.get("best") else None)
     return f"{trials}; {found}" if found else trials
 
@@ -116,7 +117,7 @@ def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:
             if known else ""
         raise UserError(f"no study {name!r} in the store{hint}; list them with: knoblab runs")
     if study["result"] is None:
-        if study["status"] == "running":
+        if study["status"] == RunStatus.RUNNING:
             owner = study["info"].get("owner") or {}
             raise UserError(f"study {name!r} is still searching (process {owner.get('pid')} on "
                             f"{owner.get('host')}): its report is written when its search ends")

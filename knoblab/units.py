@@ -111,3 +111,13 @@ def format_duration(seconds: float) -> str:
 def size_or_count(n: int) -> str:
     """A whole number as a size when it is one of at least 1K (1048576 -> 1M), else as is."""
     return format_size(n) if n >= 1024 else str(n)
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """"1 measurement", "3 measurements" (`many`: a plural not made with "s")."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def threads_text(threads: object) -> str:
+    """"1 thread", "8 threads"; "? threads" when not said."""
+    return plural(threads, "thread") if isinstance(threads, int) else f"{threads or '?'} threads"

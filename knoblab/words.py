@@ -15,13 +15,13 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-Finding = Literal["helps", "hurts", "same", "unshown"]
+from knoblab.vocabulary import Finding, PointVerdict
 
 FINDING_WORDS: dict[Finding, str] = {
-    "helps": "shown to help",
-    "hurts": "shown to hurt",
-    "same": "shown the same",
-    "unshown": "not shown either way",
+    Finding.HELPS: "shown to help",
+    Finding.HURTS: "shown to hurt",
+    Finding.SAME: "shown the same",
+    Finding.UNSHOWN: "not shown either way",
 }
 
 _MINUS = "\u2212"
@@ -30,7 +30,7 @@ _MINUS = "\u2212"
 def finding_text(finding: Finding, min_effect: float) -> str:
     """"shown to help", "shown the same (within ±3%)", ...: "the same" always says how close."""
     words = FINDING_WORDS[finding]
-    return f"{words} (within ±{min_effect:.0%})" if finding == "same" else words
+    return f"{words} (within ±{min_effect:.0%})" if finding == Finding.SAME else words
 
 
 def finding_of(interval: tuple[float, float] | None, min_effect: float) -> Finding:
@@ -39,21 +39,29 @@ def finding_of(interval: tuple[float, float] | None, min_effect: float) -> Findi
     A verdict from a test with a stricter level (Holm, sequential) may say "unshown" where
     this says more; it may never say the opposite of this or claim more than it."""
     if interval is None:
-        return "unshown"
+        return Finding.UNSHOWN
     low, high = interval
     if low > 0:
-        return "helps"
+        return Finding.HELPS
     if high < 0:
-        return "hurts"
+        return Finding.HURTS
     if -min_effect < low and high < min_effect:
-        return "same"
-    return "unshown"
+        return Finding.SAME
+    return Finding.UNSHOWN
+
+
+def change_finding(current: PointVerdict) -> Finding:
+    """What the change from the current configuration to the leader showed, as the current
+    one's verdict against the leader says it: shown worse, the change helps; shown
+    equivalent, the same; else nothing either way."""
+    return Finding.HELPS if current == PointVerdict.WORSE else \
+        Finding.SAME if current == PointVerdict.EQUIVALENT else Finding.UNSHOWN
 
 
 def agrees(finding: Finding, interval: tuple[float, float] | None, min_effect: float) -> bool:
     """Whether `finding` can be said of `interval`: "unshown" always can (a stricter test may
     not decide), a claim only when the interval shows it."""
-    return finding == "unshown" or finding == finding_of(interval, min_effect)
+    return finding == Finding.UNSHOWN or finding == finding_of(interval, min_effect)
 
 
 def gain_words(gain: float, direction: Literal["minimize", "maximize"], unit: str = "") -> str:

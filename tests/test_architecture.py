@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "knoblab"
 # Lowest first. A name stands for the module and, with a trailing dot, for a package's modules.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("knoblab", "knoblab.errors", "knoblab.units", "knoblab.literal",
-                     "knoblab.words", "knoblab.section", "knoblab.places", "knoblab.terminal",
-                     "knoblab.machine", "knoblab.connection", "knoblab.admin",
+                     "knoblab.vocabulary", "knoblab.words", "knoblab.section", "knoblab.places",
+                     "knoblab.terminal", "knoblab.machine", "knoblab.connection", "knoblab.admin",
                      "knoblab.catalog", "knoblab.safety",
                      # pure functions on samples
                      "knoblab.stats", "knoblab.timeseries", "knoblab.evidence",

@@ -11,7 +11,6 @@ its imports' warnings and the servers it leaves are those a user would see.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -24,7 +23,6 @@ import pytest
 
 from knoblab.store import RunInfo, Store
 
-ROOT = Path(__file__).resolve().parents[1]
 GOOD_SWEEP = 'read_buffer_size = ["64K", "128K"]'
 
 
@@ -33,19 +31,6 @@ def _spec(*, top: str = "", server: str = "", dataset: str = "rows = 1000",
           sweep: str = GOOD_SWEEP, statistics: str = "") -> str:
     return (f"{top}\n[server]\n{server}\n[dataset]\n{dataset}\n[workload]\n{workload}\n"
             f"[sweep]\n{sweep}\n[statistics]\n{statistics}\n")
-
-
-@pytest.fixture(scope="module")
-def env(knoblab_home: Path, catalog) -> dict[str, str]:
-    """The CLI's environment: the session home (catalog already built), no terminal width."""
-    environ = dict(os.environ)
-    environ["KNOBLAB_HOME"] = str(knoblab_home)
-    # As in a CI log or a pipe: no COLUMNS from the test runner's terminal.
-    for name in ("COLUMNS", "LINES", "KNOBLAB_STORE"):
-        environ.pop(name, None)
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                          environ.get("PYTHONPATH")]))
-    return environ
 
 
 def _knoblab(args: list[str], env: dict[str, str], cwd: Path, *, store: bool = True,
@@ -353,6 +338,14 @@ CASES = [
           ["[server] port = 0", "1 to 65535"], id="external-port-zero"),
     _case(_spec(server='host = "127.0.0.1"'), ["run", "{spec}"],
           ["[server] host", 'only for kind = "external"'], id="sandbox-with-host"),
+    _case(_spec(server=EXTERNAL + '\ndatabase = "my-data; DROP"'), ["run", "{spec}"],
+          ["[server] database = 'my-data; DROP'", "a plain name"],
+          id="external-database-not-a-plain-name"),
+    _case(_spec(server=EXTERNAL + '\ndatabase = "MySQL"'), ["run", "{spec}"],
+          ["[server] database = 'MySQL'", "the server's own database"],
+          id="external-database-of-the-server"),
+    _case(_spec(server='database = "bench"'), ["run", "{spec}"],
+          ["[server] database", 'only for kind = "external"'], id="sandbox-with-database"),
     _case("[server]\n" + EXTERNAL + "\n" + SYSBENCH + SWEEP, ["run", "{spec}"],
           ["sysbench runs need a sandbox server"], id="external-sysbench"),
     _case(_spec(server=EXTERNAL + '\noption_file = "~nosuchuser_knoblab/my.cnf"'),
@@ -553,7 +546,7 @@ def _stored_run(url: str, name: str = "stored") -> str:
     """A finished two-point run written straight into a store (no server needed)."""
     store = Store(url)
     run_id = store.create_run(
-        name=name, kind="sweep", spec_source="", server_binary="/usr/sbin/mariadbd",
+        name=name, experiment="sweep", spec_source="", server_binary="/usr/sbin/mariadbd",
         server_version="10.11.19-MariaDB",
         info=RunInfo.from_json({
             "knobs": ["read_buffer_size"], "defaults": {"read_buffer_size": "131072"},

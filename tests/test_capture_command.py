@@ -27,10 +27,12 @@ import zstandard
 
 from knoblab.capture import read_log
 from knoblab.store import Store
-from tests.test_external import _command, _connect, _env, _knoblab
+from tests.fakes import SERVER_WIDE, cli_command, cli_env, reaped
+from tests.test_external import _connect, _knoblab
 from tests.test_external_hostile import plain_user  # noqa: F401  (a fixture)
 
-pytestmark = pytest.mark.server
+# Captures change the running server's slow log settings; every test checks they are back.
+pytestmark = [pytest.mark.server, SERVER_WIDE]
 
 DATADIR = Path("/var/lib/mysql")
 DB = "knoblab_capture_t"
@@ -125,8 +127,8 @@ def _capture(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str):
 
 
 def _start(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(_command(tmp_path / "s.sqlite", "capture", str(spec), *args),
-                            env=_env(knoblab_home, KNOBLAB_TEST_PW=PASSWORD), cwd=tmp_path,
+    return subprocess.Popen(cli_command(tmp_path / "s.sqlite", "capture", str(spec), *args),
+                            env=cli_env(knoblab_home, KNOBLAB_TEST_PW=PASSWORD), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -281,14 +283,10 @@ def test_kill_9_then_restore_puts_every_setting_back(knoblab_home, tmp_path, cap
                                                      slow_log_as_it_was):
     proc = _start(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "10m", "--out",
                   str(tmp_path / "out"))
-    try:
+    with reaped(proc):
         _window_open(proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert _globals() != slow_log_as_it_was
     store = tmp_path / "s.sqlite"
     pending = {r["name"]: r["original"] for r in Store(f"sqlite:///{store}").pending_restores()}
@@ -378,7 +376,7 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
     from knoblab.store import RunInfo
 
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    run_id = store.create_run(name="t", kind="capture", spec_source="", server_binary="",
+    run_id = store.create_run(name="t", experiment="capture", spec_source="", server_binary="",
                               server_version="", info=RunInfo(), point_list=[])
     server = ExternalServer(Endpoint(host="127.0.0.1", port=3306))
     server.probe()

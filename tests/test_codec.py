@@ -26,7 +26,7 @@ VALIDATION = Validation(TRIAL, "run-v", "better", 0.1, (0.05, 0.15), 6, None, 0.
 REDUCTION = Reduction([Effect("a", 0.08, (0.02, 0.14), True, 0.975),
                        Effect("b", 0.0, (-0.03, 0.03), False, 0.975)],
                       "run-r", {"a": "1"}, "run-c", True, ("b",), "run-t",
-                      (("b", "same"),))
+                      (("b", "equivalent"),))
 
 
 def test_a_record_reads_back_as_it_was_written() -> None:

@@ -82,7 +82,7 @@ def _trial_run(store: Store, spec_dir: Path | None) -> str:
     """A stored run as knoblab tune leaves a trial: the study's spec, the study named."""
     from knoblab.store import RunInfo
     info = RunInfo(study="studied", spec_dir=str(spec_dir) if spec_dir else None)
-    return store.create_run(name="studied: trial 3", kind="steps", spec_source=TUNE_SPEC,
+    return store.create_run(name="studied: trial 3", experiment="steps", spec_source=TUNE_SPEC,
                             server_binary="mariadbd", server_version="10.11",
                             info=info, point_list=[({}, {})])
 

@@ -54,24 +54,6 @@ def pg_database(admin: psycopg.Connection) -> Iterator[str]:
     admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-@pytest.fixture
-def mount(tmp_path: Path) -> Iterator:
-    """A tmpfs of the size asked for (MiB); unmounted after."""
-    mounts: list[Path] = []
-
-    def make(megabytes: int) -> Path:
-        folder = tmp_path / f"fs-{len(mounts)}"
-        folder.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}M", "tmpfs",
-                        str(folder)], check=True)
-        mounts.append(folder)
-        return folder
-
-    yield make
-    for folder in mounts:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
 def _remount_read_only(folder: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
 
@@ -92,7 +74,7 @@ def _one_line(err: str) -> str:
 
 
 def _a_run(store: Store, name: str = "kept") -> str:
-    run_id = store.create_run(name=name, kind="sweep", spec_source="[sweep]\n",
+    run_id = store.create_run(name=name, experiment="sweep", spec_source="[sweep]\n",
                               server_binary="/usr/sbin/mariadbd", server_version="10.11",
                               info=RunInfo(knobs=["read_buffer_size"]),
                               point_list=[({"read_buffer_size": "64K"},
@@ -360,8 +342,8 @@ def test_a_store_under_a_file_is_named(tmp_path: Path):
         Store(f"sqlite:///{tmp_path / 'plain' / 's.sqlite'}")
 
 
-def test_a_store_on_a_read_only_file_system_is_read_but_not_written(mount):
-    folder = mount(4)
+def test_a_store_on_a_read_only_file_system_is_read_but_not_written(tmpfs):
+    folder = tmpfs(4)
     path = folder / "s.sqlite"
     writer = Store(f"sqlite:///{path}")
     _a_run(writer)
@@ -377,8 +359,8 @@ def test_a_store_on_a_read_only_file_system_is_read_but_not_written(mount):
 
 @pytest.mark.parametrize("command", [["run", "{spec}"], ["tune", "{spec}"], ["restore"]])
 def test_commands_that_write_refuse_a_read_only_store_before_anything_runs(
-        command: list[str], mount, tmp_path, monkeypatch, capsys):
-    folder = mount(4)
+        command: list[str], tmpfs, tmp_path, monkeypatch, capsys):
+    folder = tmpfs(4)
     path = folder / "s.sqlite"
     writer = Store(f"sqlite:///{path}")
     _a_run(writer)
@@ -394,15 +376,15 @@ def test_commands_that_write_refuse_a_read_only_store_before_anything_runs(
     assert code == 2 and str(path) in line and "read-only" in line
 
 
-def test_a_new_store_on_a_read_only_file_system_is_named(mount):
-    folder = mount(1)
+def test_a_new_store_on_a_read_only_file_system_is_named(tmpfs):
+    folder = tmpfs(1)
     _remount_read_only(folder)
     with pytest.raises(UserError, match=rf"{folder}.*read-only"):
         Store(f"sqlite:///{folder / 's.sqlite'}")
 
 
-def test_a_disk_that_fills_during_a_run_is_one_line_and_keeps_what_was_stored(mount):
-    folder = mount(2)
+def test_a_disk_that_fills_during_a_run_is_one_line_and_keeps_what_was_stored(tmpfs):
+    folder = tmpfs(2)
     store = Store(f"sqlite:///{folder / 's.sqlite'}")
     kept = _a_run(store)
     trial = store.begin_trial(kept, point_idx=0, repetition=1, position=1)
@@ -417,8 +399,8 @@ def test_a_disk_that_fills_during_a_run_is_one_line_and_keeps_what_was_stored(mo
             if t.status == "done"] == [0.5]
 
 
-def test_a_store_on_a_full_file_system_is_refused_before_anything_runs(mount):
-    folder = mount(2)
+def test_a_store_on_a_full_file_system_is_refused_before_anything_runs(tmpfs):
+    folder = tmpfs(2)
     path = folder / "s.sqlite"
     store = Store(f"sqlite:///{path}")
     store.check_writable()  # room enough

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from knoblab import workloads
 from knoblab.records import Results
 from knoblab.report import (
     conclusion_text,
@@ -29,7 +30,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _typed(result: dict) -> Results:
-    return Results.from_json(result)
+    kind = result["workload"].get("kind", "query")
+    return Results.from_json(result, workloads.kind(kind).objective)
 
 
 def _point(value, verdict, median, *, effective=None, ratio=None, p=None, default=False,

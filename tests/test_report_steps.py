@@ -48,6 +48,12 @@ def _compare(ratio, p, significant):
             "significant": significant}
 
 
+def _point_verdict(step_verdict):
+    """A step's point as a run judges it among the others: one not measured fails."""
+    return "failed" if step_verdict in ("failed", "unavailable", "changes nothing") \
+        else "inconclusive"
+
+
 def _steps_result(table=ARTICLE, *, alone=False, slice_=None, servers=None):
     points, rows = [], []
     settings = {}
@@ -57,7 +63,7 @@ def _steps_result(table=ARTICLE, *, alone=False, slice_=None, servers=None):
         points.append({"settings": dict(settings), "config": dict(settings), "step": step,
                        "role": "cumulative", "change": change, "label": label, "n": 5,
                        "failed": 0, "median": median, "samples": [median] * 5,
-                       "verdict": verdict, "errors": []})
+                       "verdict": _point_verdict(verdict), "errors": []})
         rows.append({
             "step": step, "label": label, "change": change, "point": step,
             "center": median, "ci95": [median * 0.98, median * 1.02], "n": 5,

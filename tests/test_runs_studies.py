@@ -6,34 +6,19 @@ command itself."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from knoblab import cli, runner, workloads
+from knoblab import cli, runner
 from knoblab import search as tune_module
 from knoblab.errors import UserError
 from knoblab.store import RunInfo, Store
-from tests import fakes
 
 BOX = re.compile("[\u2500-\u257f]")
 KNOBS = '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\nread_buffer_size = ["128K", "8M"]\n'
-
-
-@pytest.fixture
-def fake_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """`knoblab run` and `knoblab tune` measure the fake workload on the fake server."""
-    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
-    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
-        model=lambda s: 1.0 if int(s.get("sort_buffer_size", 2 << 20)) < 16 << 20 else 0.8))
-    monkeypatch.setattr(runner, "start_run", functools.partial(
-        runner.start_run, open_servers=fakes.open_fake))
-    monkeypatch.setattr(tune_module, "tune", functools.partial(
-        tune_module.tune, open_servers=fakes.open_fake))
 
 
 def _spec(tmp_path: Path, name: str = "mix", trials: int = 6) -> Path:
@@ -178,7 +163,7 @@ def test_runs_finds_plain_runs_behind_a_page_of_a_studys_runs(tmp_path: Path, ca
     store = Store(url)
 
     def made(name: str) -> str:
-        return store.create_run(name=name, kind="sweep", spec_source="", server_binary="",
+        return store.create_run(name=name, experiment="sweep", spec_source="", server_binary="",
                                 server_version="", info=RunInfo(),
                                 point_list=[({"a": "1"}, {"a": "1"})])
 
@@ -228,7 +213,7 @@ def test_latest_after_knoblab_tune_is_the_study_and_never_one_of_its_runs(
 def test_latest_in_a_store_of_only_a_studys_runs_is_one_line(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
     with store.measuring_for("big"):
-        store.create_run(name="big: trial 0", kind="sweep", spec_source="", server_binary="",
+        store.create_run(name="big: trial 0", experiment="sweep", spec_source="", server_binary="",
                          server_version="", info=RunInfo(), point_list=[({"a": "1"}, {"a": "1"})])
     with pytest.raises(UserError, match="no run of its own yet .only tuning studies'"):
         store.run("latest")

@@ -42,7 +42,7 @@ def store(request, tmp_path):
 
 def test_write_side_and_read_side_agree(store):
     run_id = store.create_run(
-        name="roundtrip", kind="sweep", spec_source="[sweep]\n", server_binary="/usr/sbin/x",
+        name="roundtrip", experiment="sweep", spec_source="[sweep]\n", server_binary="/usr/sbin/x",
         server_version="10.11", info=RunInfo(knobs=["read_buffer_size"]),
         point_list=[({"read_buffer_size": "64K"}, {"read_buffer_size": "65536"}),
                     ({"read_buffer_size": "1M"}, {"read_buffer_size": "1048576"})])

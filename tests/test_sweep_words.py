@@ -23,11 +23,11 @@ from knoblab import runner, workloads
 from knoblab.records import Noise, Results
 from knoblab.report import conclusion_text, print_report
 from knoblab.report.document import recommended_cnf
-from knoblab.report.format import plural, threads_text
 from knoblab.report.text import noise_text
 from knoblab.results import build_results
 from knoblab.spec import parse_spec
 from knoblab.store import Store
+from knoblab.units import plural, threads_text
 from knoblab.words import FINDING_WORDS, agrees
 from tests import fakes
 

@@ -37,7 +37,9 @@ from knoblab.report.format import (
     as_count,
     at_text,
     base_label,
+    clipped,
     count,
+    headline,
     is_measured,
     num,
     point_label,
@@ -47,21 +49,22 @@ from knoblab.report.format import (
     step_costs,
     step_finding_text,
     step_label,
-    threads_text,
     value_knobs,
     where,
     wrap_name,
 )
+from knoblab.vocabulary import PointVerdict, StepVerdict, TrialState
 from knoblab.words import FINDING_WORDS
 
 VERDICT_COLOURS = {
-    "best": "#2ca02c",
-    "equivalent": "#4c72b0",
-    "inconclusive": "#9a9a9a",
-    "worse": "#d62728",
-    "failed": "#b000b0",
-    "not run": "#7f7f7f",
+    PointVerdict.BEST: "#2ca02c",
+    PointVerdict.EQUIVALENT: "#4c72b0",
+    PointVerdict.INCONCLUSIVE: "#9a9a9a",
+    PointVerdict.WORSE: "#d62728",
+    PointVerdict.FAILED: "#b000b0",
+    PointVerdict.NOT_RUN: "#7f7f7f",
 }
+_NOT_MEASURED = (PointVerdict.FAILED, PointVerdict.NOT_RUN)
 
 
 # ----------------------------------------------------------------------------- text
@@ -149,12 +152,12 @@ def _draw(ax: Axes, x: float, p: Point, colour: str, rng: np.random.Generator,
           jitter: float = 0.12) -> None:
     """Samples as jittered dots, then the median with its 95% CI; failed points as an × below."""
     median = p.evidence.median
-    if p.verdict in ("failed", "not run") or median is None:
+    if p.verdict in _NOT_MEASURED or median is None:
         trans = ax.get_xaxis_transform()  # x in data, y in axes fraction
-        colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS["failed"])
+        colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS[PointVerdict.FAILED])
         ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
-        ax.text(x, 0.08, "not run" if p.verdict == "not run" else "failed", ha="center",
-                color=colour, transform=trans)
+        ax.text(x, 0.08, "not run" if p.verdict == PointVerdict.NOT_RUN else "failed",
+                ha="center", color=colour, transform=trans)
         return
     samples = np.asarray(p.evidence.samples, dtype=float)
     ax.scatter(x + rng.uniform(-jitter, jitter, samples.size), samples, s=12, color=colour,
@@ -188,10 +191,10 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
     if len(knobs) == 1:
         for p in points:
             # older JSON's words
-            colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS["equivalent"])
+            colour = VERDICT_COLOURS.get(p.verdict, VERDICT_COLOURS[PointVerdict.EQUIVALENT])
             _draw(ax, position[str(p.settings[first])], p, colour, rng)
         shown = [v for v in VERDICT_COLOURS if any(p.verdict == v for p in points)]
-        handles = [Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
+        handles = [Line2D([], [], marker="x" if v in _NOT_MEASURED else "o", ls="",
                           color=VERDICT_COLOURS[v], label=v) for v in shown]
     else:
         def rest(p: Point) -> tuple[str, ...]:
@@ -207,24 +210,25 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
                 x = position[str(p.settings[first])] + (i - (len(combos) - 1) / 2) * step
                 _draw(ax, x, p, colour, rng, jitter=step * 0.3)
                 median = p.evidence.median
-                if p.verdict != "failed" and median is not None:
+                if p.verdict != PointVerdict.FAILED and median is not None:
                     line.append((x, median))
-                    if p.verdict == "best":
-                        ax.plot(x, median, marker="*", ms=16, color=VERDICT_COLOURS["best"],
-                                zorder=4)
+                    if p.verdict == PointVerdict.BEST:
+                        ax.plot(x, median, marker="*", ms=16,
+                                color=VERDICT_COLOURS[PointVerdict.BEST], zorder=4)
             if line:
                 ax.plot(*zip(*line, strict=True), color=colour, lw=1.2, alpha=0.7, zorder=1)
             name = ", ".join(f"{k}={v}" for k, v in zip(knobs[1:], combo, strict=True))
             handles.append(Line2D([], [], marker="o", color=colour, label=name))
-        if any(p.verdict == "best" for p in points):
-            handles.append(Line2D([], [], marker="*", ms=12, ls="", color=VERDICT_COLOURS["best"],
+        if any(p.verdict == PointVerdict.BEST for p in points):
+            handles.append(Line2D([], [], marker="*", ms=12, ls="",
+                                  color=VERDICT_COLOURS[PointVerdict.BEST],
                                   label="fastest measured"))
 
-    best = next((median for p in points
-                 if p.verdict == "best" and (median := p.evidence.median) is not None), None)
+    best = next((median for p in points if p.verdict == PointVerdict.BEST
+                 and (median := p.evidence.median) is not None), None)
     if best is not None:
-        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"],
+        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS[PointVerdict.BEST], alpha=0.8)
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS[PointVerdict.BEST],
                               label="fastest median measured"))
     defaults = {str(p.settings[first]) for p in points if p.is_default}
     ax.set_xticks(range(len(xs)))
@@ -348,12 +352,10 @@ def _title_label(results: Results, point: Point) -> str:
 
 
 def _chart_title(results: Results, what: str, slice_name: str) -> str:
-    work = results.workload
-    threads = "" if "threads" in results.slices else f", {threads_text(work.get('threads'))}"
+    ran = headline(results)
     at = f" · {slice_name}" if slice_name else ""
     return (f"{results.name} — {what}{at}\n"
-            f"{work.get('kind')} {work.get('test', '?')}{threads} · "
-            f"{results.server_version or '?'}")
+            f"{', '.join([ran.what, *ran.how])} · {results.server_version or '?'}")
 
 
 def save_figure(fig: Figure, path: pathlib.Path) -> pathlib.Path:
@@ -373,7 +375,8 @@ def _chart_over_time(results: Results, points: list[Point], slice_name: str,
     fig = Figure(figsize=(4.2 * ncols + 0.6, 2.7 * nrows + 1.3), layout="constrained")
     axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
     # per point: (t, tps, steady start, end, whether the run failed) of each non-empty run
-    runs = {id(p): [(*_series(s), s.status == "failed") for s in _runs(p)] for p in points}
+    runs = {id(p): [(*_series(s), s.status == TrialState.FAILED) for s in _runs(p)]
+            for p in points}
     runs = {key: [r for r in reps if r[1].size] for key, reps in runs.items()}
     top = max((float(r[1].max()) for reps in runs.values() for r in reps), default=0.0) or 1.0
     for ax, p in zip(axes.flat, points, strict=False):
@@ -393,7 +396,7 @@ def _chart_over_time(results: Results, points: list[Point], slice_name: str,
         series, mean = p.time_series, p.evidence.mean
         windows = [(t[start], t[end - 1]) for t, _, start, end, failed in reps
                    if end > start and not failed]
-        if p.verdict != "failed" and series is not None and mean is not None:
+        if p.verdict != PointVerdict.FAILED and series is not None and mean is not None:
             if windows:
                 ax.hlines(mean, min(w[0] for w in windows) - 0.5,
                           max(w[1] for w in windows) + 0.5, colors="black", linestyles="--",
@@ -408,7 +411,7 @@ def _chart_over_time(results: Results, points: list[Point], slice_name: str,
                                             "pad": 1.5}, zorder=5)
         else:
             ax.text(0.5, 0.5, "failed", transform=ax.transAxes, ha="center", va="center",
-                    color=VERDICT_COLOURS["failed"], fontsize="large")
+                    color=VERDICT_COLOURS[PointVerdict.FAILED], fontsize="large")
         ax.set_title(f"{_title_label(results, p)} — {p.verdict}", fontsize="medium",
                      color=VERDICT_COLOURS.get(p.verdict, "black"), fontweight="bold")
         ax.grid(alpha=0.3)
@@ -468,11 +471,11 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
         ticks.append(_title_label(results, p).replace(" (default)", "\n(default)")
                      + (f"\n{stall} s stalled" if stall else ""))
         mean = p.evidence.mean
-        if p.verdict in ("failed", "not run") or mean is None:
+        if p.verdict in _NOT_MEASURED or mean is None:
             trans = ax.get_xaxis_transform()
             ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
-            ax.text(x, 0.08, "not run" if p.verdict == "not run" else "failed", ha="center",
-                    color=colour, transform=trans)
+            ax.text(x, 0.08, "not run" if p.verdict == PointVerdict.NOT_RUN else "failed",
+                    ha="center", color=colour, transform=trans)
             continue
         stdev = p.evidence.stdev or 0.0
         ax.errorbar(x, mean, yerr=stdev, fmt="none", ecolor=colour, elinewidth=1.2, capsize=9,
@@ -484,7 +487,7 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
         ax.annotate(num(mean), (x, mean), xytext=(14, 0), textcoords="offset points",
                     va="center", fontsize="small", color=colour)
     best = next((mean for p in points
-                 if p.verdict == "best" and (mean := p.evidence.mean) is not None), None)
+                 if p.verdict == PointVerdict.BEST and (mean := p.evidence.mean) is not None), None)
     handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v)
                for v in VERDICT_COLOURS if any(p.verdict == v for p in points)]
     handles += [
@@ -492,8 +495,8 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
         Line2D([], [], color="0.4", lw=7, alpha=0.55, label="95% CI of the mean"),
     ]
     if best is not None:
-        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS["best"], alpha=0.8)
-        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS["best"],
+        ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS[PointVerdict.BEST], alpha=0.8)
+        handles.append(Line2D([], [], ls="--", color=VERDICT_COLOURS[PointVerdict.BEST],
                               label="highest mean measured"))
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels(ticks, rotation=45 if len(points) > 10 else 0)
@@ -555,7 +558,7 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     found: dict[str, list[tuple[float, float, Point]]] = {name: [] for name in names}
     for p in results.points:  # per line, (rows, median, point) of every size measured
         size, median = as_count(p.settings.get("rows")), p.evidence.median
-        if size is not None and p.verdict != "failed" and median is not None:
+        if size is not None and p.verdict != PointVerdict.FAILED and median is not None:
             found[line_of(p)].append((size, median, p))
     lines = {name: sorted(members, key=lambda m: m[0]) for name, members in found.items()
              if members}
@@ -576,12 +579,12 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
                         np.array([hi for _, hi in cis]) - medians], 0, None)
         ax.errorbar(rows, medians, yerr=yerr, color=colour, marker="o", ms=6,
                     lw=1.6, capsize=3, zorder=3)
-        worse = [j for j, (_, _, p) in enumerate(members) if p.verdict == "worse"]
+        worse = [j for j, (_, _, p) in enumerate(members) if p.verdict == PointVerdict.WORSE]
         ax.plot(rows[worse], medians[worse], ls="", marker="o", ms=6, mfc="white", mec=colour,
                 mew=1.5, zorder=4)
-        best = [j for j, (_, _, p) in enumerate(members) if p.verdict == "best"]
-        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13, color=VERDICT_COLOURS["best"],
-                mec="white", mew=0.6, zorder=5)
+        best = [j for j, (_, _, p) in enumerate(members) if p.verdict == PointVerdict.BEST]
+        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13,
+                color=VERDICT_COLOURS[PointVerdict.BEST], mec="white", mew=0.6, zorder=5)
         r0, m0 = members[0][0], medians[0]
         label = name + (" (default)" if any(p.is_default for _, _, p in members) else "")
         if len(members) > 1:
@@ -594,7 +597,7 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
         Line2D([], [], color="0.4", ls=":", lw=1.3, label="linear from the smallest size"),
         Line2D([], [], color="0.4", ls="", marker="o", mfc="white", mew=1.5,
                label="worse than the best at that size"),
-        Line2D([], [], color=VERDICT_COLOURS["best"], ls="", marker="*", ms=12,
+        Line2D([], [], color=VERDICT_COLOURS[PointVerdict.BEST], ls="", marker="*", ms=12,
                label="best at that size"),
     ]
     ax.xaxis.set_major_locator(FixedLocator(counts))
@@ -605,11 +608,9 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     log_axis_labels(ax.yaxis, *ax.get_ylim(), short_number)
     ax.set_xlabel("rows (log scale)")
     ax.set_ylabel(f"{results.objective.metric} (median, 95% CI, log scale)")
-    work = results.workload
-    sql = " ".join(str(work.get("sql") or "").split())
-    sql = sql if len(sql) <= 60 else sql[:57] + "..."
+    ran = headline(results)
     ax.set_title(f"{results.name} — time against data size\n"
-                 f"{sql} · {work.get('cache', '?')} cache · "
+                 f"{' · '.join([clipped(ran.what, 60), *ran.how])} · "
                  f"{results.server_version or '?'}", fontsize="medium")
     ax.grid(which="both", alpha=0.3)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
@@ -729,15 +730,15 @@ def _chart_os(results: Results, points: list[Point], slice_name: str,
 
 # ----------------------------------------------------------------------------- steps and servers
 
-_STEP_COLOUR = {"base": "#4c72b0", "gain": "#2ca02c", "loss": "#d62728",
-                "no measurable effect": "#a0a0a0"}
+_STEP_COLOUR = {StepVerdict.BASE: "#4c72b0", StepVerdict.GAIN: "#2ca02c",
+                StepVerdict.LOSS: "#d62728", StepVerdict.NO_EFFECT: "#a0a0a0"}
 _DURABILITY_EDGE = "#b8860b"
 
 
-def _step_legend(results: Results, table: StepsTable, verdict: str) -> str:
+def _step_legend(results: Results, table: StepsTable, verdict: StepVerdict) -> str:
     """The words of a verdict's colour: its steps' findings ("not shown either way", "shown
     the same (within ±3%)", …), as the table says them."""
-    if verdict != "no measurable effect":
+    if verdict != StepVerdict.NO_EFFECT:
         return FINDING_WORDS[STEP_FINDING[verdict]]
     return "; ".join(dict.fromkeys(step_finding_text(results, r) for r in table.rows
                                    if r.verdict == verdict))
@@ -763,20 +764,21 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
         ticks.append(f"{row.step}\n{wrapped}")
         centre = row.center
         if not is_measured(row) or centre is None:
-            why = {"failed": "failed", "changes nothing": "changes\nnothing"}.get(
-                row.verdict, "not on\nthis server")
-            ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=VERDICT_COLOURS["failed"],
+            why = {StepVerdict.FAILED: "failed",
+                   StepVerdict.CHANGES_NOTHING: "changes\nnothing"}.get(row.verdict,
+                                                                        "not on\nthis server")
+            ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=VERDICT_COLOURS[PointVerdict.FAILED],
                     transform=trans)
-            ax.text(x, 0.08, why, ha="center", color=VERDICT_COLOURS["failed"], fontsize="small",
-                    transform=trans)
+            ax.text(x, 0.08, why, ha="center", color=VERDICT_COLOURS[PointVerdict.FAILED],
+                    fontsize="small", transform=trans)
             continue
         durable = bool(step_costs(row)) and bool(row.step)
         any_durable |= durable
         if previous is None or not row.step:
-            bottom, colour = 0.0, _STEP_COLOUR["base"]
+            bottom, colour = 0.0, _STEP_COLOUR[StepVerdict.BASE]
         else:
             bottom = previous[1]
-            colour = _STEP_COLOUR.get(row.verdict, _STEP_COLOUR["no measurable effect"])
+            colour = _STEP_COLOUR.get(row.verdict, _STEP_COLOUR[StepVerdict.NO_EFFECT])
             ax.plot([previous[0] + 0.3, x - 0.3], [bottom, bottom], ls=":", lw=1, color="0.45",
                     zorder=1)
         ax.bar(x, centre - bottom, bottom=bottom, width=0.6, color=colour,
@@ -806,12 +808,12 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
         total = table.total
         ratio = previous[1] / base.center if total is None else total.ratio
         better = (ratio < 1) == minimize
-        colour = (_STEP_COLOUR["gain" if better else "loss"] if total and total.significant
-                  else _STEP_COLOUR["no measurable effect"])
+        colour = (_STEP_COLOUR[StepVerdict.GAIN if better else StepVerdict.LOSS]
+                  if total and total.significant else _STEP_COLOUR[StepVerdict.NO_EFFECT])
         ax.plot([previous[0] + 0.3, x - 0.3], [previous[1]] * 2, ls=":", lw=1, color="0.45")
         ax.bar(x, previous[1], width=0.6, color=colour, alpha=0.85, edgecolor="black",
                linewidth=1.2, zorder=2)
-        ax.axhline(base.center, ls="--", lw=1, color=_STEP_COLOUR["base"], alpha=0.6,
+        ax.axhline(base.center, ls="--", lw=1, color=_STEP_COLOUR[StepVerdict.BASE], alpha=0.6,
                    zorder=1)
         ax.annotate(f"{num(previous[1])}\n{signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
                     xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
@@ -828,10 +830,10 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
                  + (f" · {heading}" if heading else "") + version, fontsize="medium")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
-    shown = [v for v in ("gain", "loss", "no measurable effect")
+    shown = [v for v in (StepVerdict.GAIN, StepVerdict.LOSS, StepVerdict.NO_EFFECT)
              if any(r.verdict == v for r in rows)]
     handles: list[Artist] = [
-               Patch(color=_STEP_COLOUR["base"], label=base_label(table)),
+               Patch(color=_STEP_COLOUR[StepVerdict.BASE], label=base_label(table)),
                *(Patch(color=_STEP_COLOUR[v], label=_step_legend(results, table, v))
                  for v in shown),
                Line2D([], [], color="black", marker="_", ms=10, ls="", label="95% CI")]
@@ -860,7 +862,7 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
         for x, row in enumerate(rows):
             colour = VERDICT_COLOURS.get(row.verdict, "black")
             centre = row.center
-            if row.verdict == "failed" or centre is None:
+            if row.verdict == PointVerdict.FAILED or centre is None:
                 trans = ax.get_xaxis_transform()
                 ax.plot(x, 0.04, marker="x", ms=10, mew=2, color=colour, transform=trans)
                 ax.text(x, 0.08, "failed", ha="center", color=colour, transform=trans)
@@ -870,7 +872,7 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
                         fmt="o", ms=8, color=colour, ecolor=colour, capsize=5, zorder=3)
             ratio = row.ratio_to_best
             text = num(centre)
-            if ratio is not None and row.verdict != "best":
+            if ratio is not None and row.verdict != PointVerdict.BEST:
                 text += f" ({signed((ratio - 1) * 100, 0)}%)"
             ax.annotate(text, (x, hi), xytext=(0, 5), textcoords="offset points", ha="center",
                         va="bottom", fontsize="small", color=colour)
@@ -893,7 +895,7 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
         ax.remove()
     fig.suptitle(f"{results.name} — servers compared")
     shown = [v for v in VERDICT_COLOURS if any(r.verdict == v for e in entries for r in e.rows)]
-    fig.legend(handles=[Line2D([], [], marker="x" if v in ("failed", "not run") else "o", ls="",
+    fig.legend(handles=[Line2D([], [], marker="x" if v in _NOT_MEASURED else "o", ls="",
                                color=VERDICT_COLOURS[v], label=v) for v in shown],
                loc="outside lower center", ncols=max(1, len(shown)), fontsize="small",
                frameon=False)

@@ -23,6 +23,7 @@ from knoblab.literal import literal
 from knoblab.records import Point, Results, StepRow, StepsTable, TuneResult
 from knoblab.report.format import (
     gain_interval_text,
+    headline,
     slices,
     step_label,
     value_knobs,
@@ -47,10 +48,13 @@ from knoblab.report.text import (
 )
 from knoblab.store import Trial
 from knoblab.units import format_duration, setting_text
+from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
 from knoblab.words import FINDING_WORDS, gain_words
 
-_VERDICT_CLASS = {"best": "best", "worse": "worse", "inconclusive": "inconclusive",
-                  "failed": "failed", "not run": "dim", "gain": "best", "loss": "worse"}
+# A cell that begins with a verdict → its colour (a class of the page's style sheet)
+_VERDICT_CLASS = {PointVerdict.BEST: "best", PointVerdict.WORSE: "worse",
+                  PointVerdict.INCONCLUSIVE: "inconclusive", PointVerdict.FAILED: "failed",
+                  PointVerdict.NOT_RUN: "dim", StepVerdict.GAIN: "best", StepVerdict.LOSS: "worse"}
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def table(title: str, headers: list[str], rows: list[list[str]],
 
 def build_document(results: Results, charts: list[Path]) -> Document:
     partial = None
-    if results.status != "done":
+    if results.status != RunStatus.DONE:
         partial = (f"Partial: this run is {results.status}; the report shows what was "
                    "measured so far, and no conclusion is final until it is finished "
                    f"(knoblab resume {results.run_id}).")
@@ -146,14 +150,11 @@ def build_document(results: Results, charts: list[Path]) -> Document:
 def question_text(results: Results) -> str:
     """What the run asks, in words: "Which read_buffer_size makes SELECT … fastest?"."""
     described = _spec_value(results.spec, "description")
-    work = results.workload
+    what = headline(results).subject
     if results.objective.time_series:
-        what = f"{work.get('kind', '')} {work.get('test', '')}".strip()
         highest = "lowest" if results.objective.direction == "minimize" else "highest"
         aim = f"gives the {highest} {results.objective.metric}"
     else:
-        sql = " ".join(str(work.get("sql") or "").split())
-        what = f"`{sql}`" if sql else f"the {work.get('kind', 'query')} workload"
         aim = "is fastest"
     knobs = value_knobs(results)
     if results.steps is not None:
@@ -247,7 +248,7 @@ def recommended_cnf(results: Results) -> str:
     measured effect; or no setting and a comment saying why."""
     head = ["# " + line for line in textwrap.wrap(
         f"knoblab {results.name}, run {results.run_id}: {question_text(results)}", 96)]
-    if results.status != "done":
+    if results.status != RunStatus.DONE:
         return cnf_text([*head, "# The run is not finished: nothing is recommended yet.",
                          "[mysqld]"])
     lines = _steps_lines(results) if results.steps is not None else _sweep_lines(results)
@@ -338,14 +339,14 @@ def _steps_lines(results: Results) -> list[str]:
     lines: list[str] = []
     chosen: list[dict[str, str]] = []
     for table in results.steps or []:
-        gains = [row for row in table.rows if row.verdict == "gain"]
+        gains = [row for row in table.rows if row.verdict == StepVerdict.GAIN]
         prefix = f"{where(table.slice)}: " if table.slice else ""
         if not gains:
-            lines.append(f"# {prefix}no step was {FINDING_WORDS['helps']}.")
+            lines.append(f"# {prefix}no step was {FINDING_WORDS[Finding.HELPS]}.")
         for row in gains:
             lines.append(f"# {prefix}step {row.step} ({step_label(row)}): "
-                         f"{FINDING_WORDS['helps']}, {_step_gain(results, table, row)} against "
-                         "the step before")
+                         f"{FINDING_WORDS[Finding.HELPS]}, {_step_gain(results, table, row)} "
+                         "against the step before")
             lines += [f"# durability: {cost}" for cost in row.durability]
         chosen.append({k: v for row in gains for k, v in row.change.items()})
     if chosen and all(c and c == chosen[0] for c in chosen):

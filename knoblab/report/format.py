@@ -10,39 +10,44 @@ from __future__ import annotations
 import math
 import re
 
+from knoblab import workloads
 from knoblab.errors import UserError
 from knoblab.records import Comparison, Point, Results, StepRow, StepsTable
 from knoblab.units import parse_size
-from knoblab.words import FINDING_WORDS, Finding, finding_of, finding_text
+from knoblab.vocabulary import Finding, StepVerdict
+from knoblab.words import FINDING_WORDS, finding_of, finding_text
+from knoblab.workloads.base import Headline
 
 GIVES_UP = "gives up durability"
 STEP_VERDICT = {  # a step's verdict → (what people read, rich style)
-    "base": ("—", "dim"),
-    "gain": (FINDING_WORDS["helps"], "green"),
-    "loss": (f"{FINDING_WORDS['hurts']}: leave it out", "red"),
-    "no measurable effect": (f"{FINDING_WORDS['unshown']}: leave it out", ""),
-    "failed": ("failed", "magenta"),
-    "unavailable": ("not on this server", "magenta"),
-    "changes nothing": ("changes nothing: not run", "dim"),
+    StepVerdict.BASE: ("—", "dim"),
+    StepVerdict.GAIN: (FINDING_WORDS[Finding.HELPS], "green"),
+    StepVerdict.LOSS: (f"{FINDING_WORDS[Finding.HURTS]}: leave it out", "red"),
+    StepVerdict.NO_EFFECT: (f"{FINDING_WORDS[Finding.UNSHOWN]}: leave it out", ""),
+    StepVerdict.FAILED: ("failed", "magenta"),
+    StepVerdict.UNAVAILABLE: ("not on this server", "magenta"),
+    StepVerdict.CHANGES_NOTHING: ("changes nothing: not run", "dim"),
 }
 # A measured step's verdict as a finding of knoblab.words (a step that neither helps nor hurts
 # is "the same" when its interval shows it, see step_finding).
-STEP_FINDING: dict[str, Finding] = {"gain": "helps", "loss": "hurts",
-                                    "no measurable effect": "unshown"}
+STEP_FINDING = {StepVerdict.GAIN: Finding.HELPS, StepVerdict.LOSS: Finding.HURTS,
+                StepVerdict.NO_EFFECT: Finding.UNSHOWN}
 _MINUS = "\u2212"  # a real minus sign: "−8%" does not read as a dash in a table
 
 
 # ----------------------------------------------------------------------------- words
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """"1 measurement", "3 measurements" (`many`: a plural not made with "s")."""
-    return f"{count} {noun if count == 1 else many or noun + 's'}"
+def headline(results: Results) -> Headline:
+    """What the run ran, in its workload kind's own words: the one place a report asks the
+    kind (every title and question is made of it)."""
+    kind = workloads.kind(str(results.workload.get("kind", "query")))
+    return kind.headline(results.workload, results.knobs)
 
 
-def threads_text(threads: object) -> str:
-    """"1 thread", "8 threads"; "? threads" when not said."""
-    return plural(threads, "thread") if isinstance(threads, int) else f"{threads or '?'} threads"
+def clipped(text: str, width: int) -> str:
+    """`text` cut to `width` characters, "..." saying it was."""
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -197,7 +202,7 @@ def step_finding(results: Results, row: StepRow) -> Finding | None:
     interval shows: the same, nothing either way, or a help (or harm) its test found smaller
     than the minimum effect."""
     finding = STEP_FINDING.get(row.verdict)
-    if finding == "unshown" and row.vs_previous is not None:
+    if finding == Finding.UNSHOWN and row.vs_previous is not None:
         return finding_of(row.vs_previous.gain(results.objective.direction)[1],
                           results.statistics.min_effect)
     return finding
@@ -206,7 +211,7 @@ def step_finding(results: Results, row: StepRow) -> Finding | None:
 def step_verdict_text(results: Results, row: StepRow) -> tuple[str, str]:
     """A step's verdict as people read it, and its rich style: "shown to help", "not shown
     either way: leave it out", "shown the same (within ±3%): leave it out" …"""
-    if row.verdict == "no measurable effect":
+    if row.verdict == StepVerdict.NO_EFFECT:
         return f"{step_finding_text(results, row)}: leave it out", ""
     return STEP_VERDICT.get(row.verdict, (row.verdict, ""))
 
@@ -217,7 +222,7 @@ def step_finding_text(results: Results, row: StepRow) -> str:
     min_effect = results.statistics.min_effect
     if finding is None:
         return STEP_VERDICT.get(row.verdict, (row.verdict, ""))[0]
-    if row.verdict == "no measurable effect" and finding == "helps":
+    if row.verdict == StepVerdict.NO_EFFECT and finding == Finding.HELPS:
         return f"{FINDING_WORDS[finding]}, but not shown by {min_effect:.0%} or more"
     return finding_text(finding, min_effect)
 
@@ -235,8 +240,8 @@ def base_label(table: StepsTable) -> str:
 
 
 def is_measured(row: StepRow) -> bool:
-    return row.center is not None and row.verdict not in ("failed", "unavailable",
-                                                          "changes nothing")
+    return row.center is not None and row.verdict not in (
+        StepVerdict.FAILED, StepVerdict.UNAVAILABLE, StepVerdict.CHANGES_NOTHING)
 
 
 def durability_knob(cost: str) -> str | None:

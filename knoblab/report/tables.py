@@ -37,11 +37,12 @@ from knoblab.report.format import (
     at_text,
     base_label,
     change_text,
+    clipped,
     count,
+    headline,
     is_measured,
     num,
     p_text,
-    plural,
     point_label,
     repetitions_text,
     signed,
@@ -51,7 +52,6 @@ from knoblab.report.format import (
     step_costs,
     step_label,
     step_verdict_text,
-    threads_text,
     value_knobs,
     where,
     wrap_name,
@@ -74,14 +74,16 @@ from knoblab.report.text import (
     tied_text,
     total_text,
 )
-from knoblab.units import format_size, settings_text
+from knoblab.units import format_size, plural, settings_text
+from knoblab.vocabulary import ClassVerdict, PointVerdict, StepVerdict
 from knoblab.workloads.query import REGIME_RULE
 from knoblab.workloads.replay import BEHIND_LIMIT
 from knoblab.workloads.sysbench import ERRORS_MEANING
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
-_RICH_STYLE = {"best": "green", "equivalent": "", "inconclusive": "yellow", "worse": "red",
-               "failed": "magenta", "not run": "dim"}
+_RICH_STYLE = {PointVerdict.BEST: "green", PointVerdict.EQUIVALENT: "",
+               PointVerdict.INCONCLUSIVE: "yellow", PointVerdict.WORSE: "red",
+               PointVerdict.FAILED: "magenta", PointVerdict.NOT_RUN: "dim"}
 _UNMEASURED = SeriesEvidence.from_json({})  # a point without its series: every figure is "—"
 
 
@@ -195,8 +197,8 @@ def _versus_best(p: Point) -> Text:
 def _verdict_cell(results: Results, p: Point) -> Text:
     """A point's verdict; the leader is "best" only when it is what the run recommends (the
     change to it shown to help, or the current configuration), else "fastest measured"."""
-    verdict = p.verdict
-    if verdict == "best":
+    verdict: str = p.verdict
+    if verdict == PointVerdict.BEST:
         of_slice = [q for q in results.points if slice_label(results, q) ==
                     slice_label(results, p)]
         if not is_recommended(results, of_slice, p):
@@ -209,12 +211,8 @@ def _p_cell(p_value: float | None) -> Text:
 
 
 def _title(results: Results) -> str:
-    work, data, points = results.workload, results.dataset, results.points
-    # What was run, in the kind's own words where it gives them (a replay's log).
-    sql = " ".join(str(work.get("title") or work.get("sql") or work.get("kind", "")).split())
-    sql = sql if len(sql) <= 70 else sql[:67] + "..."
-    said = [f"{work['cache']} cache" if work.get("cache") else "",
-            repetitions_text(results) if work.get("repetitions") else ""]
+    data, points, ran = results.dataset, results.points, headline(results)
+    said = [*ran.how, repetitions_text(results) if results.workload.get("repetitions") else ""]
     said_text = f" ({', '.join(s for s in said if s)})" if any(said) else ""
     counts = sorted({c for p in points if "rows" in results.slices
                      and (c := as_count(p.settings.get("rows"))) is not None})
@@ -230,7 +228,7 @@ def _title(results: Results) -> str:
     else:
         engine = f" {data['engine']}" if data.get("engine") else ""
     return (
-        f"{results.name} — {results.server_version or '?'} · {sql}{said_text} · "
+        f"{results.name} — {results.server_version or '?'} · {clipped(ran.what, 70)}{said_text} · "
         f"{rows}{size}{engine} · {results.regime or '?'}"
     )
 
@@ -257,7 +255,7 @@ def _timed_rows(results: Results) -> tuple[list[str], list[list[Text]], set[int]
             cells, applied, n, changed = _row_start(results, p, values, sliced)
             any_changed |= changed
             figures = p.evidence
-            alive = p.verdict != "failed" and figures.median is not None
+            alive = p.verdict != PointVerdict.FAILED and figures.median is not None
             read_mb = p.timed.read_mb if p.timed and p.n else None
             iowait = p.timed.iowait_share if p.timed and p.n else None
             cells += [
@@ -338,17 +336,9 @@ def _print_rounds(results: Results, console: Console) -> None:
 
 
 def _timeseries_title(results: Results) -> str:
-    work, steady = results.workload, results.steady or Steady()
-    threads = ("threads swept" if "threads" in results.knobs
-               else threads_text(work.get("threads")))
-    parts = [f"{work.get('kind')} {work.get('test', '?')}", threads]
-    if work.get("tables") is not None and work.get("table_size") is not None:
-        parts.append(f"{work['tables']}×{work['table_size']:,} rows")
-    if work.get("rand_type"):
-        parts.append(str(work["rand_type"]))
-    if work.get("rate"):
-        parts.append(f"rate {work['rate']} tps")
-    parts.append(f"{work.get('duration', '?')} s × {repetitions_text(results, 'run')}")
+    steady, ran = results.steady or Steady(), headline(results)
+    parts = [ran.what, *ran.how, *ran.more,
+             f"{ran.each or '? s'} × {repetitions_text(results, 'run')}"]
     state = ("warm-up detected" if steady.warmup is None
              else f"{steady.warmup} s dropped")
     if steady.window:
@@ -373,7 +363,7 @@ def _timeseries_rows(results: Results) -> tuple[list[str], list[list[Text]], set
             cells, applied, n, changed = _row_start(results, p, values, sliced)
             any_changed |= changed
             s = p.time_series or _UNMEASURED
-            alive = p.verdict != "failed" and s.mean is not None
+            alive = p.verdict != PointVerdict.FAILED and s.mean is not None
             errors = "—" if s.sql_errors is None else f"{s.sql_errors:,}"
             if s.reconnects:
                 errors += f" +{s.reconnects} reconn."
@@ -479,23 +469,19 @@ def _print_timeseries(results: Results, console: Console) -> None:
 
 def _steps_title(results: Results, tables: list[StepsTable]) -> str:
     """"name — version · what was run · settings applied one by one from the defaults"."""
-    work = results.workload
     labelled = [s.label for s in results.servers if s.label]
     if len(labelled) > 1:
         server = "servers " + ", ".join(labelled)
     else:
         server = results.server_version or "?"
+    ran = headline(results)
     if results.objective.time_series:
-        what = f"{work.get('kind')} {work.get('test', '?')}"
-        if work.get("threads") is not None:
-            what += f", {threads_text(work['threads'])}"
-        if work.get("duration"):
-            what += f", {work['duration']} s × {repetitions_text(results, 'run')}"
+        what = ", ".join([ran.what, *ran.how, *([f"{ran.each} × {repetitions_text(results, 'run')}"]
+                                                if ran.each else [])])
     else:
-        sql = " ".join(str(work.get("sql") or work.get("kind", "")).split())
-        what = sql if len(sql) <= 70 else sql[:67] + "..."
-        extra = [f"{work['cache']} cache" if work.get("cache") else "",
-                 repetitions_text(results) if work.get("repetitions") else ""]
+        what = clipped(ran.what, 70)
+        extra = [*ran.how,
+                 repetitions_text(results) if results.workload.get("repetitions") else ""]
         if any(extra):
             what += f" ({', '.join(e for e in extra if e)})"
         rows = results.dataset.get("rows")
@@ -613,8 +599,9 @@ def _step_cells(results: Results, table: StepsTable) -> tuple[dict[str, dict], l
         if step_costs(row) and row.step:
             verdict.append(f" — {GIVES_UP}", style="bold yellow")
         change_style = ""
-        if row.vs_previous and row.vs_previous.significant and row.verdict in ("gain", "loss"):
-            change_style = "green" if row.verdict == "gain" else "red"
+        if row.vs_previous and row.vs_previous.significant and \
+                row.verdict in (StepVerdict.GAIN, StepVerdict.LOSS):
+            change_style = "green" if row.verdict == StepVerdict.GAIN else "red"
         cells.append({
             "step": _text(str(row.step)),
             "setting": Text(label, style="dim" if row.step == 0 else ""),
@@ -705,7 +692,7 @@ def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, d
     }
     cells = []
     for row, server in zip(entry.rows, servers, strict=True):
-        alive = row.verdict != "failed" and row.center is not None
+        alive = row.verdict != PointVerdict.FAILED and row.center is not None
         ratio = row.ratio_to_best
         cells.append({
             "server": _text(row.binary),
@@ -770,7 +757,8 @@ def report_tables(results: Results) -> list[Grid]:
     return found
 
 
-_CLASS_STYLE = {"faster": "green", "slower": "red", "not measured": "dim"}
+_CLASS_STYLE = {ClassVerdict.FASTER: "green", ClassVerdict.SLOWER: "red",
+                ClassVerdict.NOT_MEASURED: "dim"}
 
 
 def class_grid(results: Results) -> Grid | None:
@@ -796,10 +784,11 @@ def class_grid(results: Results) -> Grid | None:
                  _text("—" if row.p95 is None else num(row.p95 * 1000))]
         for change in row.changes:
             if change.ratio is None or change.ci_low is None or change.ci_high is None:
-                said = change.verdict
+                said = str(change.verdict)
             else:
+                shown = "n.s." if change.verdict == ClassVerdict.NO_DIFFERENCE else change.verdict
                 said = (f"{change.ratio:.2f}× [{change.ci_low:.2f}–{change.ci_high:.2f}] "
-                        f"{'n.s.' if change.verdict.startswith('no ') else change.verdict}")
+                        f"{shown}")
             if change.rows_differ:
                 said += ", rows differ"
             cells.append(_text(said, style="bold magenta" if change.rows_differ

@@ -24,7 +24,6 @@ from knoblab.report.format import (
     is_measured,
     num,
     p_text,
-    plural,
     point_label,
     signed,
     slices,
@@ -36,8 +35,9 @@ from knoblab.report.format import (
     where,
     with_facts,
 )
-from knoblab.units import format_duration
-from knoblab.words import FINDING_WORDS, Finding, finding_of, finding_text, gain_words
+from knoblab.units import format_duration, plural
+from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
+from knoblab.words import FINDING_WORDS, change_finding, finding_of, finding_text, gain_words
 
 # ----------------------------------------------------------------------------- conclusion
 
@@ -58,7 +58,7 @@ def _effect_pct(results: Results, point: Point) -> int:
 def _failures(results: Results, points: list[Point]) -> str:
     parts = []
     for p in points:
-        if p.verdict != "failed" and not p.failed:
+        if p.verdict != PointVerdict.FAILED and not p.failed:
             continue
         part = f"{point_label(results, p)} ({p.failed} of {plural(p.n + p.failed, 'run')})"
         first_error = (p.errors or [""])[0].strip()
@@ -86,53 +86,55 @@ def _judge(results: Results, points: list[Point]) -> str:
         return ", ".join(label(p) for p in ps)
 
     by = {v: [p for p in points if p.verdict == v]
-          for v in ("best", "equivalent", "worse", "inconclusive")}
+          for v in (PointVerdict.BEST, PointVerdict.EQUIVALENT, PointVerdict.WORSE,
+                    PointVerdict.INCONCLUSIVE)}
     default = next((p for p in points if p.is_default), None)
     slower = "slower" if results.objective.direction == "minimize" else "lower"
     failed = _failures(results, points)
     statistics = results.statistics
     within = f"within ±{statistics.min_effect * 100:g}%"
-    measured = [p for p in points if p.verdict not in ("failed", "not run")]
+    measured = [p for p in points if p.verdict not in (PointVerdict.FAILED, PointVerdict.NOT_RUN)]
 
     if not measured:
         return " ".join(filter(None, ["Every point failed: nothing to compare.", failed]))
-    if by["best"]:
-        best = by["best"][0]
+    if by[PointVerdict.BEST]:
+        best = by[PointVerdict.BEST][0]
         # "Best" only for what is recommended (the default, or a change shown to help)
         leads = "Best" if is_recommended(results, points, best) else \
             fastest_words(results).capitalize()
         sentences = [f"{leads}: {label(best)} "
                      f"({num(best.centre(results.objective))} {results.objective.unit})."]
-        if by["equivalent"]:
-            sentences.append(f"{FINDING_WORDS['same'].capitalize()} as it ({within}): "
-                             f"{names(by['equivalent'])}.")
-        if by["worse"]:
-            effects = [_effect_pct(results, p) for p in by["worse"]]
-            p_max = max(p.p_value or 0.0 for p in by["worse"])
+        if by[PointVerdict.EQUIVALENT]:
+            sentences.append(f"{FINDING_WORDS[Finding.SAME].capitalize()} as it ({within}): "
+                             f"{names(by[PointVerdict.EQUIVALENT])}.")
+        if by[PointVerdict.WORSE]:
+            effects = [_effect_pct(results, p) for p in by[PointVerdict.WORSE]]
+            p_max = max(p.p_value or 0.0 for p in by[PointVerdict.WORSE])
             p_max_text = "p < 0.001" if p_max < 0.001 else f"p ≤ {p_text(p_max)}"
-            sentences.append(f"Worse: {names(by['worse'])} — "
+            sentences.append(f"Worse: {names(by[PointVerdict.WORSE])} — "
                              f"{_pct(min(effects), max(effects))} {slower} "
                              f"(Holm-adjusted {p_max_text}).")
-        if by["inconclusive"]:
-            sentences.append(f"Undecided: {_undecided(results, by['inconclusive'])}.")
+        if by[PointVerdict.INCONCLUSIVE]:
+            said = _undecided(results, by[PointVerdict.INCONCLUSIVE])
+            sentences.append(f"Undecided: {said}.")
         sentences.append(recommendation_text(results, points))
         return " ".join(sentences + ([failed] if failed else []))
 
     keep = f"the default ({label(default)})" if default else "the current value"
     how = f"α = {statistics.alpha:g}, {_n_text(results, measured)}"
-    if not by["inconclusive"]:
+    if not by[PointVerdict.INCONCLUSIVE]:
         sentences = [f"These values are "
-                     f"{with_facts(finding_text('same', statistics.min_effect), [how])}: "
+                     f"{with_facts(finding_text(Finding.SAME, statistics.min_effect), [how])}: "
                      f"keep {keep}."]
     else:
         why = _why_undecided(results, measured)
         sentences = [f"No value is shown better than another, and {why} to tell whether "
                      f"they are the same ({within}; {how}): keep {keep}."]
         leader = next((p for p in measured if p.p_value is None), measured[0])
-        if by["equivalent"]:
+        if by[PointVerdict.EQUIVALENT]:
             sentences.append(f"The same as {label(leader)}, the {fastest_words(results)} "
-                             f"({within}): {names(by['equivalent'])}.")
-        undecided = [p for p in by["inconclusive"] if p is not leader]
+                             f"({within}): {names(by[PointVerdict.EQUIVALENT])}.")
+        undecided = [p for p in by[PointVerdict.INCONCLUSIVE] if p is not leader]
         if undecided:
             sentences.append(f"Undecided: {_undecided(results, undecided)}.")
     return " ".join(sentences + ([failed] if failed else []))
@@ -148,7 +150,7 @@ def is_recommended(results: Results, points: list[Point], point: Point) -> bool:
         return conclusion.recommended == point.settings
     # results written before findings were kept: the default shown worse than it
     default = next((p for p in points if p.is_default), None)
-    return default is not None and default.verdict == "worse"
+    return default is not None and default.verdict == PointVerdict.WORSE
 
 
 def fastest_words(results: Results) -> str:
@@ -174,7 +176,7 @@ def recommendation(results: Results, points: list[Point], named: bool = False) -
     """recommendation_text without its full stop; `named`: values with their setting's name
     ("read_buffer_size = 2M", for recommended.cnf)."""
     conclusion = results.conclusion.of_slice(_slice_values(results, points))
-    measured = [p for p in points if p.verdict not in ("failed", "not run")]
+    measured = [p for p in points if p.verdict not in (PointVerdict.FAILED, PointVerdict.NOT_RUN)]
     default = next((p for p in points if p.is_default), None)
     leader = next((p for p in measured if p.p_value is None), None)
     if leader is None:
@@ -188,34 +190,30 @@ def recommendation(results: Results, points: list[Point], named: bool = False) -
         return (f"The server default was not measured, so no change from it is shown to help "
                 f"({fastest} is the {fastest_words(results)}): keep the current "
                 f"configuration, or add the default to the values to decide")
-    if default.verdict in ("failed", "not run"):
+    if default.verdict in (PointVerdict.FAILED, PointVerdict.NOT_RUN):
+        failed = default.verdict == PointVerdict.FAILED
         return (f"The default ({point_label(results, default)}) "
-                f"{'failed' if default.verdict == 'failed' else 'was not measured'}, so no "
+                f"{'failed' if failed else 'was not measured'}, so no "
                 f"change from it is shown to help ({fastest} is the "
                 f"{fastest_words(results)}): keep the current configuration")
     current = point_label(results, default)
     if default is leader:
         return f"The default ({current}) is the {fastest_words(results)}: keep it"
-    finding = conclusion.finding or _finding_of_verdict(default.verdict)
+    # results written before findings were kept: the default's verdict says it
+    finding = conclusion.finding or change_finding(default.verdict)
     head = f"{fastest} instead of the default ({current}): "
-    if finding == "helps":
-        return (f"{head}{FINDING_WORDS['helps']}, {_gain(results, default, conclusion)}: "
+    if finding == Finding.HELPS:
+        return (f"{head}{FINDING_WORDS[Finding.HELPS]}, {_gain(results, default, conclusion)}: "
                 f"set {fastest}")
-    if finding == "same":
-        return f"{head}{finding_text('same', results.statistics.min_effect)}: keep {current}"
-    return (f"{head}{FINDING_WORDS['unshown']}, {_estimate(results, default, conclusion)}: "
+    if finding == Finding.SAME:
+        return f"{head}{finding_text(Finding.SAME, results.statistics.min_effect)}: keep {current}"
+    return (f"{head}{FINDING_WORDS[Finding.UNSHOWN]}, {_estimate(results, default, conclusion)}: "
             f"keep {current}, or measure more to decide")
 
 
 def settings_words(results: Results, point: Point) -> str:
     """"read_buffer_size = 2M": a point's compared values as an option file sets them."""
     return ", ".join(f"{k} = {point.settings[k]}" for k in value_knobs(results))
-
-
-def _finding_of_verdict(verdict: str) -> Finding:
-    """The default's verdict against the leader as a finding of the change to the leader
-    (results written before findings were kept)."""
-    return "helps" if verdict == "worse" else "same" if verdict == "equivalent" else "unshown"
 
 
 def _gain_of(results: Results, default: Point,
@@ -318,9 +316,9 @@ def conclusion_text(results: Results) -> str:
     A steps run names the steps that gained, those to leave out and the total, per slice, then
     the servers compared.
     """
-    if results.status != "done":
+    if results.status != RunStatus.DONE:
         done = sum(p.n + p.failed for p in results.points)
-        missing = sum(1 for p in results.points if p.verdict == "not run")
+        missing = sum(1 for p in results.points if p.verdict == PointVerdict.NOT_RUN)
         return (f"Incomplete run ({results.status}): {plural(done, 'measurement')} so far"
                 + (f", {plural(missing, 'point')} not yet measured" if missing else "")
                 + f"; no conclusion is drawn until it is finished (knoblab resume "
@@ -337,14 +335,15 @@ def answer_text(results: Results) -> str:
     """The run's answer in a few words, for its row in `knoblab runs`: "best: 16K (0.203 s)",
     "no difference", "undecided", per slice ("threads=8: best: 512M; threads=32: no
     difference"); a steps run's steps shown to help; "" for a run not finished."""
-    if results.status != "done":
+    if results.status != RunStatus.DONE:
         return ""
     if results.steps is not None:
         parts = []
         for table in results.steps:
-            gained = [_step_name(r) for r in table.rows if r.step and r.verdict == "gain"]
-            said = (f"{FINDING_WORDS['helps']}: {', '.join(gained)}" if gained
-                    else f"no step {FINDING_WORDS['helps']}")
+            gained = [_step_name(r) for r in table.rows
+                      if r.step and r.verdict == StepVerdict.GAIN]
+            said = (f"{FINDING_WORDS[Finding.HELPS]}: {', '.join(gained)}" if gained
+                    else f"no step {FINDING_WORDS[Finding.HELPS]}")
             parts.append(f"{where(table.slice)}: {said}" if table.slice else said)
         return "; ".join(parts)
     parts = []
@@ -356,8 +355,8 @@ def answer_text(results: Results) -> str:
 
 def _answer(results: Results, points: list[Point]) -> str:
     """One slice's answer: its best value, or that its values do not differ."""
-    measured = [p for p in points if p.verdict not in ("failed", "not run")]
-    best = next((p for p in measured if p.verdict == "best"), None)
+    measured = [p for p in points if p.verdict not in (PointVerdict.FAILED, PointVerdict.NOT_RUN)]
+    best = next((p for p in measured if p.verdict == PointVerdict.BEST), None)
     if best is not None:
         # As the conclusion recommends: a best that is not shown to help is not the answer.
         recommended = results.conclusion.of_slice(
@@ -368,7 +367,7 @@ def _answer(results: Results, points: list[Point]) -> str:
                 f"({num(best.centre(results.objective))} {results.objective.unit})")
     if not measured:
         return "every point failed"
-    if not any(p.verdict == "inconclusive" for p in measured):
+    if not any(p.verdict == PointVerdict.INCONCLUSIVE for p in measured):
         return f"no difference (within ±{results.statistics.min_effect * 100:g}%)"
     return "undecided"
 
@@ -384,7 +383,7 @@ def stalls_text(results: Results) -> str:
         parts = []
         for p in points:
             series = p.time_series
-            if p.verdict == "failed" or series is None or series.stall_seconds is None:
+            if p.verdict == PointVerdict.FAILED or series is None or series.stall_seconds is None:
                 continue
             part = f"{point_label(results, p)} "
             if not series.stall_seconds:
@@ -408,7 +407,7 @@ def durability_lines(results: Results) -> list[str]:
         return [(f"{where(table.slice)}: " if table.slice else "") + line
                 for table in results.steps for line in step_durability_lines(results, table)]
     def level(p: Point) -> float | None:
-        return p.centre(results.objective) if p.verdict != "failed" else None
+        return p.centre(results.objective) if p.verdict != PointVerdict.FAILED else None
 
     lines = []
     maximize = results.objective.direction == "maximize"
@@ -561,7 +560,7 @@ def step_durability_lines(results: Results, table: StepsTable) -> list[str]:
                          f"durability — {given_up}.")
         else:
             change = f"{signed((previous.ratio - 1) * 100, 0)}% {_what_changes(results)}"
-            if row.verdict == "gain":
+            if row.verdict == StepVerdict.GAIN:
                 lines.append(f"{head}: {change}, bought by giving up durability — {given_up}.")
             else:
                 lines.append(f"{head}: {change} ({step_verdict_text(results, row)[0]}), and "
@@ -576,7 +575,7 @@ def step_notes(results: Results, table: StepsTable) -> list[str]:
         head = f"step {row.step} ({step_label(row)})"
         if row.note:
             lines.append(f"{head}: {row.note}.")
-        elif row.verdict == "failed":
+        elif row.verdict == StepVerdict.FAILED:
             point = results.points[row.point] if row.point < len(results.points) else None
             error = (point.errors[0] if point and point.errors else "").strip()
             lines.append(f"{head}: failed" + (f" — {error.splitlines()[0][:120]}." if error
@@ -606,8 +605,8 @@ def total_finding(results: Results, table: StepsTable) -> Finding | None:
         return None
     shown = finding_of(total.gain(results.objective.direction)[1],
                        results.statistics.min_effect)
-    if shown in ("helps", "hurts"):
-        return shown if total.significant else "unshown"
+    if shown in (Finding.HELPS, Finding.HURTS):
+        return shown if total.significant else Finding.UNSHOWN
     return shown
 
 
@@ -663,29 +662,30 @@ def _steps_judge(results: Results, table: StepsTable) -> str:
         return "No step was measured."
     findings = {r.step: step_finding(results, r) for r in rows}
 
-    def names(verdict: str, finding: Finding | None = None, mark: bool = False) -> str:
+    def names(verdict: StepVerdict, finding: Finding | None = None, mark: bool = False) -> str:
         # a step of no measurable effect shown to hurt is named with the losses
         return ", ".join(_step_name(r) + (f" ({GIVES_UP})" if mark and step_costs(r) else "")
                          for r in rows if (r.verdict == verdict and (
                              finding is None or findings[r.step] == finding)) or (
-                             verdict == "loss" and r.verdict == "no measurable effect"
-                             and findings[r.step] == "hurts"))
+                             verdict == StepVerdict.LOSS and r.verdict == StepVerdict.NO_EFFECT
+                             and findings[r.step] == Finding.HURTS))
 
-    same = finding_text("same", results.statistics.min_effect)
+    same = finding_text(Finding.SAME, results.statistics.min_effect)
     sentences = []
-    gains = names("gain", mark=True)
-    sentences.append(f"Steps {FINDING_WORDS['helps']}: {gains}." if gains
-                     else f"No step was {FINDING_WORDS['helps']}.")
+    gains = names(StepVerdict.GAIN, mark=True)
+    sentences.append(f"Steps {FINDING_WORDS[Finding.HELPS]}: {gains}." if gains
+                     else f"No step was {FINDING_WORDS[Finding.HELPS]}.")
     small = f"but not shown by {results.statistics.min_effect:.0%} or more"
-    judged: tuple[tuple[str, Finding | None, str], ...] = (
-            ("no measurable effect", "helps",
-             f"{FINDING_WORDS['helps'].capitalize()}, {small}, leave out"),
-            ("no measurable effect", "same", f"{same.capitalize()}, leave out"),
-            ("no measurable effect", "unshown",
-             f"{FINDING_WORDS['unshown'].capitalize()}, leave out"),
-            ("loss", None, f"{FINDING_WORDS['hurts'].capitalize()}, leave out"),
-            ("failed", None, "Failed"), ("unavailable", None, "Not on this server"),
-            ("changes nothing", None, "Changes nothing here, not run"))
+    judged: tuple[tuple[StepVerdict, Finding | None, str], ...] = (
+            (StepVerdict.NO_EFFECT, Finding.HELPS,
+             f"{FINDING_WORDS[Finding.HELPS].capitalize()}, {small}, leave out"),
+            (StepVerdict.NO_EFFECT, Finding.SAME, f"{same.capitalize()}, leave out"),
+            (StepVerdict.NO_EFFECT, Finding.UNSHOWN,
+             f"{FINDING_WORDS[Finding.UNSHOWN].capitalize()}, leave out"),
+            (StepVerdict.LOSS, None, f"{FINDING_WORDS[Finding.HURTS].capitalize()}, leave out"),
+            (StepVerdict.FAILED, None, "Failed"),
+            (StepVerdict.UNAVAILABLE, None, "Not on this server"),
+            (StepVerdict.CHANGES_NOTHING, None, "Changes nothing here, not run"))
     for verdict, finding, head in judged:
         found = names(verdict, finding)
         if found:
@@ -704,34 +704,34 @@ def _servers_judge(results: Results) -> str:
     sentences = []
     better = "faster" if results.objective.direction == "minimize" else "better"
     slower = "slower" if results.objective.direction == "minimize" else "worse"
-    same = finding_text("same", results.statistics.min_effect)
+    same = finding_text(Finding.SAME, results.statistics.min_effect)
     for entry in results.servers_compared or []:
         rows = entry.rows
         at = where({k: v for k, v in entry.slice.items() if k != "binary"})
         head = f"Servers compared at {at_text(entry.at)}" + (f", {at}" if at else "")
-        if all(r.verdict == "failed" for r in rows):
+        if all(r.verdict == PointVerdict.FAILED for r in rows):
             sentences.append(f"{head}: every server failed.")
             continue
-        best = next((r for r in rows if r.verdict == "best"), None)
+        best = next((r for r in rows if r.verdict == PointVerdict.BEST), None)
         if best is None:
-            alike = all(r.verdict in ("equivalent", "failed") for r in rows)
+            alike = all(r.verdict in (PointVerdict.EQUIVALENT, PointVerdict.FAILED) for r in rows)
             sentences.append(f"{head}: the servers are {same}." if alike else
-                             f"{head}: {FINDING_WORDS['unshown']} — no server is shown "
+                             f"{head}: {FINDING_WORDS[Finding.UNSHOWN]} — no server is shown "
                              f"{better} than another.")
             continue
         text = f"{head}: best {best.binary} ({num(best.center)} {results.objective.unit})"
-        worse = [r for r in rows if r.verdict == "worse"]
+        worse = [r for r in rows if r.verdict == PointVerdict.WORSE]
         if worse:
             text += f"; shown {slower}: " + ", ".join(
                 f"{r.binary} ({signed((r.ratio_to_best - 1) * 100, 0)}% "
                 f"{_what_changes(results)})" for r in worse if r.ratio_to_best is not None)
-        alike_ = [r.binary for r in rows if r.verdict == "equivalent"]
+        alike_ = [r.binary for r in rows if r.verdict == PointVerdict.EQUIVALENT]
         if alike_:
-            text += (f"; {FINDING_WORDS['same']} as it (within "
+            text += (f"; {FINDING_WORDS[Finding.SAME]} as it (within "
                      f"±{results.statistics.min_effect:.0%}): {', '.join(alike_)}")
-        undecided = [r.binary for r in rows if r.verdict == "inconclusive"]
+        undecided = [r.binary for r in rows if r.verdict == PointVerdict.INCONCLUSIVE]
         if undecided:
-            text += f"; {FINDING_WORDS['unshown']}: {', '.join(undecided)}"
+            text += f"; {FINDING_WORDS[Finding.UNSHOWN]}: {', '.join(undecided)}"
         sentences.append(text + ".")
     return " ".join(sentences)
 
@@ -739,7 +739,7 @@ def _servers_judge(results: Results) -> str:
 def no_server_better(results: Results) -> str:
     """Under a servers' table where none was shown better than another."""
     better = "faster" if results.objective.direction == "minimize" else "better"
-    return f"No server is shown {better} than another here ({FINDING_WORDS['unshown']})."
+    return f"No server is shown {better} than another here ({FINDING_WORDS[Finding.UNSHOWN]})."
 
 
 def _steps_conclusion(results: Results, tables: list[StepsTable]) -> str:

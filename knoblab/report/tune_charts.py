@@ -29,23 +29,28 @@ from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure,
 from knoblab.report.format import as_number, signed, wrap_name
 from knoblab.report.tuning import STATES, direction_of, gain_validated, percent
 from knoblab.units import format_size, is_size, settings_text
+from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
 from knoblab.words import FINDING_WORDS
 
 _SETTINGS_PANELS = 4  # settings.png shows at most this many settings
 _BASELINE_COLOUR = "0.35"
 _UNMEASURED = {  # a trial that was not measured → (its colour, its legend entry)
-    "refused": (VERDICT_COLOURS["not run"], f"{STATES['refused']} (unsafe)"),
-    "failed": (VERDICT_COLOURS["failed"], STATES["failed"]),
+    OutcomeState.REFUSED: (VERDICT_COLOURS[PointVerdict.NOT_RUN],
+                           f"{STATES[OutcomeState.REFUSED]} (unsafe)"),
+    OutcomeState.FAILED: (VERDICT_COLOURS[PointVerdict.FAILED], STATES[OutcomeState.FAILED]),
 }
 _VALIDATED = {  # a validation's verdict → (colour, legend entry) for the candidates not chosen
-    "better": (VERDICT_COLOURS["best"], f"validated again: {FINDING_WORDS['helps']}, not the "
-               "best"),
-    "worse": (VERDICT_COLOURS["worse"], f"validated again: {FINDING_WORDS['hurts']}"),
-    "same": (VERDICT_COLOURS["equivalent"], f"validated again: {FINDING_WORDS['same']}"),
-    "undecided": (VERDICT_COLOURS["inconclusive"],
-                  f"validated again: {FINDING_WORDS['unshown']}"),
-    "violates": (VERDICT_COLOURS["inconclusive"],
-                 f"validated again: {FINDING_WORDS['helps']}, outside the constraint"),
+    ValidationVerdict.BETTER: (VERDICT_COLOURS[PointVerdict.BEST],
+                               f"validated again: {FINDING_WORDS[Finding.HELPS]}, not the best"),
+    ValidationVerdict.WORSE: (VERDICT_COLOURS[PointVerdict.WORSE],
+                              f"validated again: {FINDING_WORDS[Finding.HURTS]}"),
+    ValidationVerdict.SAME: (VERDICT_COLOURS[PointVerdict.EQUIVALENT],
+                             f"validated again: {FINDING_WORDS[Finding.SAME]}"),
+    ValidationVerdict.UNDECIDED: (VERDICT_COLOURS[PointVerdict.INCONCLUSIVE],
+                                  f"validated again: {FINDING_WORDS[Finding.UNSHOWN]}"),
+    ValidationVerdict.VIOLATES: (VERDICT_COLOURS[PointVerdict.INCONCLUSIVE],
+                                 f"validated again: {FINDING_WORDS[Finding.HELPS]}, outside the "
+                                 "constraint"),
 }
 # The gain axis in words: for a time, what +100% means (the baseline's time over the trial's).
 _GAIN_AXIS = {"maximize": "gain against the baseline (+ is better)",
@@ -80,7 +85,8 @@ def write_tune_charts(result: TuneResult, folder: pathlib.Path) -> list[pathlib.
 
 def _scored(result: TuneResult) -> list[TrialOutcome]:
     """The trials measured against the baseline, in the order they ran."""
-    return sorted((t for t in result.trials if t.state == "scored" and t.gain is not None),
+    return sorted((t for t in result.trials
+                   if t.state == OutcomeState.SCORED and t.gain is not None),
                   key=lambda t: t.number)
 
 
@@ -118,7 +124,7 @@ def _search_figure(result: TuneResult) -> Figure | None:
     validated beside the gain it had in the search (the best of many noisy scores is
     flattered by luck; its validation says how much of it was real)."""
     trials = sorted(result.trials, key=lambda t: t.number)
-    if not any(t.state != "baseline" for t in trials):
+    if not any(t.state != OutcomeState.BASELINE for t in trials):
         return None
     scored = _scored(result)
     fig = Figure(figsize=(max(8.0, 0.22 * len(trials) + 5.5), 5.0), layout="constrained")
@@ -128,7 +134,7 @@ def _search_figure(result: TuneResult) -> Figure | None:
     ax.axhline(0.0, ls="--", lw=1, color=_BASELINE_COLOUR, zorder=1)
     handles.append(Line2D([], [], ls="--", lw=1, color=_BASELINE_COLOUR,
                           label="the baseline (0%)"))
-    colour = VERDICT_COLOURS["equivalent"]
+    colour = VERDICT_COLOURS[PointVerdict.EQUIVALENT]
     for t in scored:
         gain = _pct(t.gain or 0.0)
         ax.errorbar(t.number, gain, yerr=_yerr(gain, t.interval()), fmt="o", ms=5,
@@ -141,7 +147,7 @@ def _search_figure(result: TuneResult) -> Figure | None:
         ax.step(xs, [*best, best[-1]], where="post", color="black", lw=1.4, zorder=4)
         handles.append(Line2D([], [], color="black", lw=1.4, label="best gain so far (search)"))
 
-    same = [t.number for t in trials if t.state == "baseline"]
+    same = [t.number for t in trials if t.state == OutcomeState.BASELINE]
     if same:
         ax.plot(same, [0.0] * len(same), ls="", marker="o", ms=7, mfc="white",
                 mec=_BASELINE_COLOUR, zorder=3)
@@ -191,7 +197,7 @@ def _draw_validations(ax: Axes, result: TuneResult) -> list[Artist]:
         x, gain = v.trial.number + 0.35, _pct(v.gain)
         searched = v.trial.gain
         is_chosen = v is chosen
-        colour = VERDICT_COLOURS["best"] if is_chosen else _VALIDATED[v.verdict][0]
+        colour = VERDICT_COLOURS[PointVerdict.BEST] if is_chosen else _VALIDATED[v.verdict][0]
         if searched is not None:  # from the gain found in the search to the gain validated
             ax.plot([v.trial.number, x], [_pct(searched), gain], ls=":", lw=1.2, color=colour,
                     zorder=4)
@@ -244,7 +250,8 @@ def _importance_figure(result: TuneResult) -> Figure | None:
     shares = np.array([_pct(r.share) for r in rows])
     lows = np.array([_pct(min(r.low, r.share)) for r in rows])
     highs = np.array([_pct(max(r.high, r.share)) for r in rows])
-    ax.barh(ys, shares, height=0.6, color=VERDICT_COLOURS["equivalent"], alpha=0.85, zorder=2)
+    ax.barh(ys, shares, height=0.6, color=VERDICT_COLOURS[PointVerdict.EQUIVALENT], alpha=0.85,
+            zorder=2)
     ax.errorbar(shares, ys, xerr=[shares - lows, highs - shares], fmt="none", ecolor="black",
                 elinewidth=1.2, capsize=4, zorder=3)
     for y, r, high in zip(ys, rows, highs, strict=True):
@@ -318,7 +325,7 @@ def _settings_figure(result: TuneResult) -> Figure | None:
     ]
     if chosen is not None:
         handles.append(Line2D([], [], ls="", marker="o", ms=12, mfc="none",
-                              mec=VERDICT_COLOURS["best"], mew=2,
+                              mec=VERDICT_COLOURS[PointVerdict.BEST], mew=2,
                               label=f"the recommendation (trial {chosen.trial.number})"))
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles),
                fontsize="small", frameon=False)
@@ -357,7 +364,7 @@ def _draw_setting(ax: Axes, d: Dimension, scored: list[TrialOutcome], baseline: 
     if chosen is not None and chosen in numbers:
         at = int(np.flatnonzero(numbers == chosen)[0])
         ax.plot(xs[at], gains[at], ls="", marker="o", ms=12, mfc="none",
-                mec=VERDICT_COLOURS["best"], mew=2, zorder=4)
+                mec=VERDICT_COLOURS[PointVerdict.BEST], mew=2, zorder=4)
     if base_x is not None:
         ax.axvline(base_x, ls="--", lw=1.2, color=_BASELINE_COLOUR, zorder=1)
     return points

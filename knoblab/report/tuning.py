@@ -16,9 +16,9 @@ from knoblab.report.document import Chart, Document, table
 from knoblab.report.tables import class_grid, class_notes, print_classes
 from knoblab.stats import Direction
 from knoblab.units import format_duration, setting_text, settings_text
+from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
 from knoblab.words import (
     FINDING_WORDS,
-    Finding,
     finding_of,
     finding_text,
     gain_interval_words,
@@ -26,8 +26,9 @@ from knoblab.words import (
     signed_percent,
 )
 
-STATES = {"baseline": "the baseline", "refused": "refused before running",
-          "failed": "the server refused it"}
+STATES = {OutcomeState.BASELINE: "the baseline", OutcomeState.REFUSED: "refused before running",
+          OutcomeState.FAILED: "the server refused it"}
+NOT_RUN = (OutcomeState.REFUSED, OutcomeState.FAILED)  # a trial of these measured nothing
 
 
 def direction_of(result: TuneResult) -> Direction:
@@ -61,7 +62,7 @@ def interval_cell(interval: tuple[float, float] | None, direction: Direction = "
 def gain_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
     """"+8.1% (95% CI +4.0% to +12.3%)", or for a time "1.3× faster (time −23.1%; 95% CI
     −26.0% to −20.0%)": better than the baseline when it says so."""
-    if outcome.gain is None or outcome.state == "baseline":
+    if outcome.gain is None or outcome.state == OutcomeState.BASELINE:
         return STATES.get(outcome.state, outcome.state)
     return gain_interval_words(outcome.gain, outcome.interval(), direction)
 
@@ -69,10 +70,11 @@ def gain_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
 def unmeasured(result: TuneResult) -> str | None:
     """When the search measured no candidate (every trial the baseline, refused or failed):
     the sentence that says so, in place of a verdict on measurements there are none of."""
-    if any(t.state == "scored" for t in result.trials):
+    if any(t.state == OutcomeState.SCORED for t in result.trials):
         return None
-    kinds = (("baseline", "the baseline itself"), ("refused", "refused before running"),
-             ("failed", "refused by the server"))
+    kinds = ((OutcomeState.BASELINE, "the baseline itself"),
+             (OutcomeState.REFUSED, "refused before running"),
+             (OutcomeState.FAILED, "refused by the server"))
     counts = [f"{n} {what}" for state, what in kinds
               if (n := sum(t.state == state for t in result.trials))]
     trials = f"of {len(result.trials)} trials, " + ", ".join(counts) if counts else \
@@ -99,10 +101,10 @@ def unsettled(result: TuneResult) -> str | None:
 
 
 def trial_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
-    if outcome.state == "baseline":
+    if outcome.state == OutcomeState.BASELINE:
         return "the baseline: every trial is measured against it"
     changes = settings_text(outcome.changes)
-    if outcome.state in ("refused", "failed"):
+    if outcome.state in NOT_RUN:
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
     return f"{changes}: {gain_text(outcome, direction)}"
 
@@ -113,10 +115,11 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
 
 def print_tune(result: TuneResult, out: Console, measured: Results | None = None) -> None:
     trials = result.trials
-    scored = sorted((t for t in trials if t.state == "scored"), key=lambda t: t.score or 0.0)
+    scored = sorted((t for t in trials if t.state == OutcomeState.SCORED),
+                    key=lambda t: t.score or 0.0)
     out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
               f"(stopped: {STOPPED.get(result.stopped, result.stopped)}); "
-              f"{sum(t.state in ('refused', 'failed') for t in trials)} refused or failed",
+              f"{sum(t.state in NOT_RUN for t in trials)} refused or failed",
               markup=False, highlight=False)
     goal = result.goal
     bound = None if goal is None or goal.constraint is None or goal.bounded is None else \
@@ -188,7 +191,7 @@ TRIALS_TITLE: dict[Direction, str] = {
 def nothing_shown(result: TuneResult) -> str:
     """No validated candidate was shown to help (by min_effect or more): the current
     configuration stays."""
-    return (f"No configuration was {FINDING_WORDS['helps']} by {result.min_effect:.0%} or "
+    return (f"No configuration was {FINDING_WORDS[Finding.HELPS]} by {result.min_effect:.0%} or "
             "more against the current one: keep it.")
 
 
@@ -229,12 +232,12 @@ def reduction_lines(result: TuneResult) -> list[str]:
                  "no setting's effect is measurable alone, and the validation showed them "
                  "better together") + "; put back one by one, the least helpful first:")
             # Each step asks whether putting one more back hurts, against the best of them.
-            words = {"worse": f"{FINDING_WORDS['hurts']} (worse than the best)",
-                     "equivalent": f"{FINDING_WORDS['same']} as the best (within "
-                                   f"±{min_effect:.0%})",
-                     "best": "the best"}
-            lines.extend(f"  without {name} too: "
-                         f"{words.get(verdict, FINDING_WORDS['unshown'] + ' against the best')}"
+            words = {PointVerdict.WORSE: f"{FINDING_WORDS[Finding.HURTS]} (worse than the best)",
+                     PointVerdict.EQUIVALENT: f"{FINDING_WORDS[Finding.SAME]} as the best "
+                                              f"(within ±{min_effect:.0%})",
+                     PointVerdict.BEST: "the best"}
+            otherwise = f"{FINDING_WORDS[Finding.UNSHOWN]} against the best"
+            lines.extend(f"  without {name} too: {words.get(verdict, otherwise)}"
                          for name, verdict in reduction.trim_steps)
             lines.append(
                 "each step back was worse than the best: all of it is recommended"
@@ -250,7 +253,7 @@ def reduction_lines(result: TuneResult) -> list[str]:
                          f"{min_effect:.0%} or more): all of it is recommended")
         elif reduction.equivalent:
             lines.append(f"without the others, {reduced} was "
-                         f"{FINDING_WORDS['same']} as the full recommendation (within "
+                         f"{FINDING_WORDS[Finding.SAME]} as the full recommendation (within "
                          f"±{min_effect:.0%}): only it is recommended")
         else:
             lines.append(f"the full recommendation was not shown better than {reduced} alone "
@@ -271,7 +274,7 @@ def effect_finding(effect: Effect, min_effect: float) -> Finding:
     decision (significant over all its settings, by min_effect or more), which keeps it; a
     setting not kept is said as its interval shows it, never more."""
     if effect.measurable:
-        return "helps"
+        return Finding.HELPS
     return finding_of(effect.ci95, min_effect)
 
 
@@ -280,15 +283,15 @@ def effect_words(effect: Effect, result: TuneResult) -> str:
     the interval said beside it (knoblab.words.agrees)."""
     min_effect = result.min_effect
     finding = effect_finding(effect, min_effect)
-    if finding == "helps" and effect.measurable:
-        return FINDING_WORDS["helps"]
+    if finding == Finding.HELPS and effect.measurable:
+        return FINDING_WORDS[Finding.HELPS]
     current = result.baseline.get(effect.name, "the default")
     left = f"leave it as it is ({setting_text(effect.name, current)})"
-    if finding == "helps":  # above zero, but not by what a change must be shown to bring
-        return (f"{FINDING_WORDS['helps']}, but not shown to bring {min_effect:.0%} or more "
-                f"([statistics] min_effect): {left}")
-    if finding == "unshown":
-        return f"{FINDING_WORDS['unshown']} (a change must be shown to help): {left}"
+    if finding == Finding.HELPS:  # above zero, but not by what a change must be shown to bring
+        return (f"{FINDING_WORDS[Finding.HELPS]}, but not shown to bring {min_effect:.0%} or "
+                f"more ([statistics] min_effect): {left}")
+    if finding == Finding.UNSHOWN:
+        return f"{FINDING_WORDS[Finding.UNSHOWN]} (a change must be shown to help): {left}"
     return f"{finding_text(finding, min_effect)}: {left}"
 
 
@@ -337,21 +340,21 @@ def validation_finding(v: Validation, min_effect: float) -> Finding:
     """What a validation showed, in knoblab.words' terms: its verdict, or, when its test did
     not decide (or decided only a gain under min_effect), what its interval shows. Its
     interval is the one at the verdict's own level (Validation.confidence), so the two agree."""
-    decided: dict[str, Finding] = {"better": "helps", "violates": "helps", "worse": "hurts",
-                                   "same": "same"}
+    decided = {ValidationVerdict.BETTER: Finding.HELPS, ValidationVerdict.VIOLATES: Finding.HELPS,
+               ValidationVerdict.WORSE: Finding.HURTS, ValidationVerdict.SAME: Finding.SAME}
     return decided.get(v.verdict) or finding_of(v.ci95, min_effect)
 
 
 def validation_words(v: Validation, min_effect: float) -> str:
     """The verdict of a validation, in words that agree with its interval."""
     finding = validation_finding(v, min_effect)
-    if v.verdict == "violates":
-        return f"{FINDING_WORDS['helps']}, but outside the constraint"
-    if v.verdict == "undecided" and finding == "helps":
-        return (f"{FINDING_WORDS['helps']}, but not shown to bring {min_effect:.0%} or more "
-                "([statistics] min_effect), the least a recommendation needs")
-    if finding == "unshown":
-        return (f"{FINDING_WORDS['unshown']} (more rounds could decide it: a larger budget, "
+    if v.verdict == ValidationVerdict.VIOLATES:
+        return f"{FINDING_WORDS[Finding.HELPS]}, but outside the constraint"
+    if v.verdict == ValidationVerdict.UNDECIDED and finding == Finding.HELPS:
+        return (f"{FINDING_WORDS[Finding.HELPS]}, but not shown to bring {min_effect:.0%} or "
+                "more ([statistics] min_effect), the least a recommendation needs")
+    if finding == Finding.UNSHOWN:
+        return (f"{FINDING_WORDS[Finding.UNSHOWN]} (more rounds could decide it: a larger budget, "
                 "knoblab tune SPEC --budget ...)")
     return finding_text(finding, min_effect)
 
@@ -528,7 +531,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                       f"{claim_said(result)}" +
                       (", measured again in fresh server starts after the search."
                        if recommend.claim(result) is not None else "."))
-    scored = sorted((t for t in result.trials if t.state == "scored"),
+    scored = sorted((t for t in result.trials if t.state == OutcomeState.SCORED),
                     key=lambda t: t.score or 0.0)
     way = direction_of(result)
     trials = table(f"Trials ({TRIALS_TITLE[way]})",
@@ -557,7 +560,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         tables.append(replace(table(classes.title, classes.headers,
                                     [[cell.plain for cell in row] for row in classes.rows],
                                     classes.numeric), notes=class_notes(measured)))
-    refused = [trial_text(t) for t in result.trials if t.state in ("refused", "failed")]
+    refused = [trial_text(t) for t in result.trials if t.state in NOT_RUN]
     return Document(
         title=f"knoblab tune — study {result.study}",
         question=f"Which values of {names} give {aim}?",

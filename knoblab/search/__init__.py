@@ -51,6 +51,7 @@ from knoblab.search.study import (
 from knoblab.spec import Spec
 from knoblab.store import Store, driver_url
 from knoblab.units import format_duration
+from knoblab.vocabulary import OutcomeState
 
 __all__ = ["TuneListener", "TuneOptions", "tune"]
 
@@ -135,7 +136,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     # Importance: the ablation's, when the recommendation was reduced (each change measured);
     # else fANOVA over the trials measured within the constraint (an infeasible trial's value
     # is a stand-in), and the baseline's own place at 0.
-    feasible = {o.number for o in outcomes if o.feasible or o.state == "baseline"}
+    feasible = {o.number for o in outcomes if o.feasible or o.state == OutcomeState.BASELINE}
     importance = importances(space, [(t.params, t.value) for t in study.trials
                                      if t.number in feasible and t.value is not None],
                              evaluator_for(None if reduction is None else reduction.effects))

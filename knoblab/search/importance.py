@@ -43,6 +43,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from knoblab.records import Effect, Importance, Space, TuneResult
+from knoblab.vocabulary import OutcomeState
 
 __all__ = ["MIN_TRIALS", "Ablation", "Evaluator", "FanovaBootstrap", "Importance", "evaluator_for",
            "importances", "missing"]
@@ -91,7 +92,7 @@ def missing(result: TuneResult) -> str:
         return ("Importance: not shown, as no setting of the recommendation was shown to help "
                 "by itself when put back alone (above): there is no measured gain to share "
                 "out among them.")
-    measured = sum(t.feasible or t.state == "baseline" for t in result.trials)
+    measured = sum(t.feasible or t.state == OutcomeState.BASELINE for t in result.trials)
     if measured < MIN_TRIALS:
         return (f"Importance: not shown, as {measured} trial(s) were measured (within the "
                 f"constraint, the baseline counted) and telling the settings apart over the "

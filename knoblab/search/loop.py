@@ -41,8 +41,9 @@ from knoblab.search.study import (
 )
 from knoblab.spec import Spec
 from knoblab.stats import Direction
-from knoblab.store import Store, TrialState
+from knoblab.store import Store
 from knoblab.units import setting_text
+from knoblab.vocabulary import OutcomeState, TrialState
 from knoblab.workloads.base import Rounds, Second
 
 if TYPE_CHECKING:
@@ -179,14 +180,14 @@ class Search:
         config = self.space.config(trial.params)
         changes = {k: v for k, v in config.items() if v != self.baseline[k]}
         if not changes:
-            return TrialOutcome(trial.number, config, {}, "baseline", 0.0, [], ())
+            return TrialOutcome(trial.number, config, {}, OutcomeState.BASELINE, 0.0, [], ())
         try:
             safety.check([(changes, changes)], spec.base_settings(self.catalog), self.catalog,
                          connections=spec.workload.connections_for,
                          allow_durability_tradeoff=spec.allow_durability_tradeoff,
                          memory_budget=spec.memory_budget, machine_memory=machine_memory(spec))
         except UserError as exc:
-            return TrialOutcome(trial.number, config, changes, "refused", None, [], (),
+            return TrialOutcome(trial.number, config, changes, OutcomeState.REFUSED, None, [], (),
                                 str(exc))
         began = time.monotonic()
         run_id = self.run_trial(_trial_spec(spec, changes, options.rounds, trial.number))
@@ -197,7 +198,8 @@ class Search:
                             f"{failed}); fix [server.config] or the workload, then run "
                             "knoblab tune again")
         if not ratios:
-            return TrialOutcome(trial.number, config, changes, "failed", None, [], (run_id,),
+            return TrialOutcome(trial.number, config, changes, OutcomeState.FAILED, None, [],
+                                (run_id,),
                                 error or "no measurement of the candidate succeeded")
         runs = [run_id]
         # Short measurements for every trial, more only where they decide: a trial that may
@@ -218,8 +220,8 @@ class Search:
                 break
             ratios += added
         observed = self.observed(runs)
-        return TrialOutcome(trial.number, config, changes, "scored", statistics.fmean(ratios),
-                            ratios, tuple(runs), observed=observed,
+        return TrialOutcome(trial.number, config, changes, OutcomeState.SCORED,
+                            statistics.fmean(ratios), ratios, tuple(runs), observed=observed,
                             violation=None if observed is None or self.goal.constraint is None
                             else self.goal.constraint.violation(observed))
 

@@ -22,7 +22,8 @@ from knoblab.records import Effect, Reduction, TrialOutcome, Validation, best_sh
 from knoblab.search.loop import Search, ties
 from knoblab.spec import Spec
 from knoblab.units import format_duration, settings_text
-from knoblab.words import Finding, finding_of
+from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
+from knoblab.words import finding_of
 from knoblab.workloads.base import Rounds
 
 # Of the budget left after the search: the share for validating its best candidates (the
@@ -90,8 +91,8 @@ def confirm(search: Search, chosen: Validation, validations: list[Validation],
         return None
     config = {**chosen.trial.config, **{k: search.baseline[k] for k in chosen.trial.changes
                                         if k not in wanted}}
-    reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), "scored", None, [],
-                           (run_id,))
+    reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), OutcomeState.SCORED, None,
+                           [], (run_id,))
     return _verdict(search, reduced, run_id, 1)
 
 
@@ -139,14 +140,14 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
     at the level that verdict was decided at. A validation shares alpha among the `family` of
     candidates validated (Bonferroni), and its rounds until decided test at each look at a
     sequential boundary below that: a 95% interval beside it could lie above zero while the
-    verdict, rightly at its level, is "undecided". So the interval kept (and shown, with its
+    verdict, rightly at its level, is undecided. So the interval kept (and shown, with its
     level) is the one at the verdict's own level, and a verdict that interval does not bear
-    out (a test on another scale than the interval's) is "undecided": the words never claim
+    out (a test on another scale than the interval's) is undecided: the words never claim
     more than the interval shown, nor the opposite of it."""
     from knoblab.results import build_results
 
     ratios, _ = search.ratios(run_id)
-    again = TrialOutcome(outcome.number, outcome.config, outcome.changes, "scored",
+    again = TrialOutcome(outcome.number, outcome.config, outcome.changes, OutcomeState.SCORED,
                          statistics.fmean(ratios) if ratios else None, ratios, (run_id,))
     margin = search.spec.statistics.min_effect
     if search.goal.primary:
@@ -156,32 +157,35 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
         level = rounds.level_worse if rounds is not None and rounds.level_worse is not None \
             else results.statistics.alpha
         interval = again.interval(1 - level)
-        verdict = ("better" if base.verdict == "worse" else
-                   "worse" if candidate.verdict == "worse" else
-                   "same" if "equivalent" in (base.verdict, candidate.verdict)
-                   else "undecided")
+        verdict = (ValidationVerdict.BETTER if base.verdict == PointVerdict.WORSE else
+                   ValidationVerdict.WORSE if candidate.verdict == PointVerdict.WORSE else
+                   ValidationVerdict.SAME
+                   if PointVerdict.EQUIVALENT in (base.verdict, candidate.verdict)
+                   else ValidationVerdict.UNDECIDED)
     else:
         # Another metric than the one the run's verdicts judge: its paired interval.
         level = search.spec.statistics.alpha / family
         interval = again.interval(1 - level)
-        verdict = ("undecided" if interval is None else
-                   "better" if interval[0] > 0 and (again.gain or 0.0) >= margin else
-                   "worse" if interval[1] < 0 else
-                   "same" if -margin < interval[0] and interval[1] < margin
-                   else "undecided")
+        verdict = (ValidationVerdict.UNDECIDED if interval is None else
+                   ValidationVerdict.BETTER if interval[0] > 0 and (again.gain or 0.0) >= margin
+                   else ValidationVerdict.WORSE if interval[1] < 0 else
+                   ValidationVerdict.SAME if -margin < interval[0] and interval[1] < margin
+                   else ValidationVerdict.UNDECIDED)
     shown = finding_of(interval, margin)
-    if verdict != "undecided" and shown != _FINDING[verdict]:
-        verdict = "undecided"
+    if verdict != ValidationVerdict.UNDECIDED and shown != _FINDING[verdict]:
+        verdict = ValidationVerdict.UNDECIDED
     observed = search.observed([run_id])
-    if verdict == "better" and search.goal.constraint is not None and observed is not None \
-            and search.goal.constraint.violation(observed) > 0:
-        verdict = "violates"
+    constraint = search.goal.constraint
+    if verdict == ValidationVerdict.BETTER and constraint is not None and observed is not None \
+            and constraint.violation(observed) > 0:
+        verdict = ValidationVerdict.VIOLATES
     return Validation(outcome, run_id, verdict, again.gain, interval, len(ratios), observed,
                       1 - level)
 
 
 # What each verdict of a validation claims, in knoblab.words' terms.
-_FINDING: dict[str, Finding] = {"better": "helps", "worse": "hurts", "same": "same"}
+_FINDING = {ValidationVerdict.BETTER: Finding.HELPS, ValidationVerdict.WORSE: Finding.HURTS,
+            ValidationVerdict.SAME: Finding.SAME}
 
 
 def reduce(search: Search, chosen: Validation, budget: float | None) -> Reduction | None:
@@ -235,8 +239,8 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
                                      f"{', '.join(dropped)}", full,
                                      [put_back(search, dropped)], share, tied={}))
     whole, reduced = build_results(search.store, check_id).points[:2]
-    equivalent = "equivalent" in (whole.verdict, reduced.verdict)
-    if reduced.verdict != "worse" or len(dropped) < 2:
+    equivalent = PointVerdict.EQUIVALENT in (whole.verdict, reduced.verdict)
+    if reduced.verdict != PointVerdict.WORSE or len(dropped) < 2:
         return Reduction(effects, run_id, decided(changes, kept, reduced.verdict), check_id,
                          equivalent)
     return trim(search, chosen, effects, dropped, share, Reduction(
@@ -273,7 +277,8 @@ def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: lis
         return full_kept
     verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(order) + 1]]
     # The most settings put back with the configuration not shown worse than the best.
-    last = max((i for i, v in enumerate(verdicts) if v not in ("worse", "failed", "not run")),
+    last = max((i for i, v in enumerate(verdicts)
+                if v not in (PointVerdict.WORSE, PointVerdict.FAILED, PointVerdict.NOT_RUN)),
                default=0)
     back = order[:last]
     return dataclasses.replace(
@@ -282,11 +287,11 @@ def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: lis
         trim_steps=tuple(zip(order, verdicts[1:], strict=True)))
 
 
-def decided(changes: Mapping[str, str], kept: Mapping[str, str], reduced_verdict: str
-            ) -> dict[str, str]:
+def decided(changes: Mapping[str, str], kept: Mapping[str, str],
+            reduced_verdict: PointVerdict) -> dict[str, str]:
     """The burden of proof on the full configuration: the reduced one is recommended unless
-    the full one was shown better than it by at least min_effect (the reduced one "worse")."""
-    return dict(changes) if reduced_verdict == "worse" else dict(kept)
+    the full one was shown better than it by at least min_effect (the reduced one worse)."""
+    return dict(changes) if reduced_verdict == PointVerdict.WORSE else dict(kept)
 
 
 def _in_force(search: Search, changes: Mapping[str, str]) -> dict[str, str]:

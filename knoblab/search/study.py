@@ -33,6 +33,7 @@ from knoblab.records import Reduction, Space, TrialOutcome, Validation, decode
 from knoblab.search import samplers
 from knoblab.server.sandbox import alive
 from knoblab.store import Store, driver_url, safe_url
+from knoblab.vocabulary import OutcomeState
 
 if TYPE_CHECKING:
     import optuna
@@ -386,7 +387,7 @@ def _decoded(record: type[Any], saved: dict[str, Any]) -> Any:
 def _confirmation(saved: dict[str, Any]) -> Validation:
     if isinstance(saved["trial"], int):  # saved by an older version: the trial's parts apart
         reduced = TrialOutcome(saved["trial"], dict(saved["config"]), dict(saved["changes"]),
-                               "scored", None, [], (saved["run"],))
+                               OutcomeState.SCORED, None, [], (saved["run"],))
         return dataclasses.replace(_decoded(Validation, {**saved, "trial": {}}), trial=reduced)
     return typing.cast(Validation, _decoded(Validation, saved))
 
@@ -415,7 +416,7 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, second
     for key, value in outcome.to_json().items():
         if key in _KEPT and value is not None:
             trial.set_user_attr(key, value)
-    infeasible = outcome.state in ("refused", "failed")
+    infeasible = outcome.state in (OutcomeState.REFUSED, OutcomeState.FAILED)
     trial.set_user_attr("infeasible", 1.0 if infeasible else 0.0)
     # Constraints above 0 are violated: the sampler learns where not to look.
     trial.set_constraint("refused", 1.0 if infeasible else 0.0)
@@ -459,7 +460,8 @@ def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
     return typing.cast(TrialOutcome, decode(TrialOutcome, {
         **{k: attrs[k] for k in _KEPT if k in attrs}, "number": trial.number,
         "config": space.config(trial.params),
-        "score": trial.value if state in ("scored", "baseline") else None}))
+        "score": trial.value if state in (OutcomeState.SCORED, OutcomeState.BASELINE)
+        else None}))
 
 
 def complete_state() -> optuna.trial.TrialState:
@@ -483,7 +485,7 @@ def add_checked_seconds(study: optuna.Study, seconds: float) -> None:
 
 def typical_trial(trials: list[optuna.trial.FrozenTrial]) -> float:
     seconds = [float(t.user_attrs["seconds"]) for t in trials
-               if t.user_attrs.get("state") == "scored" and "seconds" in t.user_attrs]
+               if t.user_attrs.get("state") == OutcomeState.SCORED and "seconds" in t.user_attrs]
     return statistics.median(seconds) if seconds else 0.0
 
 

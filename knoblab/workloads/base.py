@@ -14,7 +14,7 @@ registry (`knoblab.workloads.KINDS`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -188,6 +188,18 @@ class StoredSeconds(Protocol):
     def os_seconds(self) -> dict[int, list[dict[str, float]]]: ...
 
 
+@dataclass(frozen=True)
+class Headline:
+    """What a run ran, in its kind's own words: every title and question of a report is made
+    of it, whatever the kind."""
+
+    what: str  # the statement, the test, the log replayed
+    subject: str  # how a question names it: "`SELECT …`", "sysbench oltp_read_only"
+    how: tuple[str, ...] = ()  # how it ran: "cold cache", "4 threads"
+    more: tuple[str, ...] = ()  # what a full title adds: tables, distribution, rate
+    each: str | None = None  # one measurement's length, for a time series: "60 s"
+
+
 class Workload(ABC):
     """A configured workload of one kind, read from a spec."""
 
@@ -264,6 +276,12 @@ class Workload(ABC):
     def warnings(self) -> tuple[str, ...]:
         """What the user should know about this workload as written (said before the run)."""
         return ()
+
+    @classmethod
+    def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
+        """What a run of this kind ran, from its description as stored (`describe`); `swept`:
+        the names the run swept, its parameters among them."""
+        return Headline(cls.kind, f"the {cls.kind} workload")
 
     @classmethod
     def work_done(cls, details: Mapping[str, Any]) -> float | None:

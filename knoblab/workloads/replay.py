@@ -46,7 +46,7 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,7 +69,9 @@ from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
 from knoblab.stats import Summary
 from knoblab.units import format_duration
+from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
+    Headline,
     Measured,
     Recorder,
     Rounds,
@@ -203,7 +205,7 @@ class ReplayWorkload(Timed):
         and 95th percentile lag (a run's own figures are in measurements.csv)."""
         found = super().evidence(trials, summary, stored, statistics)
         lags = [(_seconds(t.details.get("behind_median_seconds")), p95) for t in trials
-                if t.status == "done"
+                if t.status == TrialState.DONE
                 and (p95 := _seconds(t.details.get("behind_p95_seconds"))) is not None]
         if lags:
             # A run stored before its median lag was kept: its p95 stands in (a bound above).
@@ -370,6 +372,10 @@ class ReplayWorkload(Timed):
             raise WorkloadError(message)
         raise UserError(f"{message}: set [workload] design = \"restarts\", so that each "
                         "measurement starts from the loaded data")
+
+    @classmethod
+    def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
+        return Headline(str(described.get("title") or cls.kind), f"the {cls.kind} workload")
 
     def describe(self) -> dict[str, object]:
         """A plain dict for the results JSON: the log's summary and its classes, by

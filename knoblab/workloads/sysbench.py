@@ -38,7 +38,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -56,7 +56,10 @@ from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.records import Metric, Objective, Steady
 from knoblab.stats import Summary as StatsSummary
+from knoblab.units import threads_text
+from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
+    Headline,
     Measured,
     Recorder,
     Rounds,
@@ -422,6 +425,18 @@ class SysbenchWorkload(Workload):
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return int(requested.get("threads", self.threads)) + 2
+
+    @classmethod
+    def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
+        test, duration = described.get("test"), described.get("duration")
+        tables, rows = described.get("tables"), described.get("table_size")
+        more = [f"{tables}×{rows:,} rows" if tables is not None and rows is not None else "",
+                str(described.get("rand_type") or ""),
+                f"rate {described['rate']} tps" if described.get("rate") else ""]
+        return Headline(f"{cls.kind} {test or '?'}", f"{cls.kind} {test or ''}".strip(),
+                        ("threads swept" if "threads" in swept
+                         else threads_text(described.get("threads")),),
+                        tuple(m for m in more if m), f"{duration} s" if duration else None)
 
     def describe(self) -> dict[str, object]:
         return {"test": self.test, "threads": self.threads, "tables": self.tables,
@@ -811,7 +826,7 @@ def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str,
                                   "disk_read_bytes", "disk_write_bytes")}}
                  for t in trials if os_seconds.get(t.id)]
     for trial in trials:
-        if trial.status not in ("done", "failed"):
+        if trial.status not in (TrialState.DONE, TrialState.FAILED):
             continue
         rows = seconds.get(trial.id, [])
         steady = trial.details.get("steady") or {}
@@ -819,9 +834,9 @@ def series_evidence(trials: list[StoredTrial], seconds: dict[int, list[dict[str,
         series.append({"repetition": trial.repetition, "status": trial.status,
                        "t": [r["t"] for r in rows], "tps": [r["tps"] for r in rows],
                        "steady": window})
-        if trial.status == "done" and rows:
+        if trial.status == TrialState.DONE and rows:
             windows.append([r["tps"] for r in rows][window[0]:window[1]])
-    done = [t for t in trials if t.status == "done"]
+    done = [t for t in trials if t.status == TrialState.DONE]
     evidence: dict[str, Any] = {"series": series, "os_series": os_series, "samples": [],
                                 "regime": None}
     if not windows:

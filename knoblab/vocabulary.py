@@ -1,0 +1,113 @@
+"""The words knoblab judges and records with: one enum per vocabulary.
+
+Each is a StrEnum, so a member is its word: stored, written to JSON and shown exactly as the
+word itself, and equal to it (a store or a results JSON written before these enums reads back
+into the same members). Code names a word by its member, never by the literal: a misspelt
+member fails at once, a misspelt literal silently never matches (tests/test_vocabulary.py
+checks that no comparison in knoblab spells one out).
+
+What the words mean to a reader, in sentences, is knoblab.words' and knoblab.report's business.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PointVerdict(StrEnum):
+    """A point of a run against the run's leader (knoblab.stats.judge)."""
+
+    BEST = "best"  # the leader, when some point is shown worse than it
+    EQUIVALENT = "equivalent"  # shown within ±min_effect of the leader
+    INCONCLUSIVE = "inconclusive"  # neither shown equivalent nor worse (yet)
+    WORSE = "worse"  # shown worse than the leader by at least min_effect
+    FAILED = "failed"  # no measurement succeeded
+    NOT_RUN = "not run"  # the run stopped before it
+    INDISTINGUISHABLE = "indistinguishable"  # what runs of the first versions said: still read
+
+
+class StepVerdict(StrEnum):
+    """A step of a steps run against the step before it (a row of a steps table)."""
+
+    BASE = "base"  # step 0, what every change is measured from
+    GAIN = "gain"
+    LOSS = "loss"
+    NO_EFFECT = "no measurable effect"
+    FAILED = "failed"
+    CHANGES_NOTHING = "changes nothing"  # its values were already in force: not run
+    UNAVAILABLE = "unavailable"  # a setting this server lacks: not run
+
+
+class ValidationVerdict(StrEnum):
+    """A tuning study's candidate measured again against the baseline (knoblab.search.proof)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    SAME = "same"  # within ±min_effect
+    UNDECIDED = "undecided"
+    VIOLATES = "violates"  # better, but breaking the study's constraint
+
+
+class ClassVerdict(StrEnum):
+    """A statement class under one configuration against the reference (knoblab.classes)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    NO_DIFFERENCE = "no significant difference"
+    NOT_MEASURED = "not measured"
+
+
+class ComparisonVerdict(StrEnum):
+    """A configuration measured in two runs (knoblab compare)."""
+
+    SAME = "same"  # the whole interval within ±min_effect
+    DIFFERS = "differs"  # significant, and by at least min_effect
+    INCONCLUSIVE = "inconclusive"
+    UNMEASURED = "unmeasured"  # a side has no measurement
+
+
+class Finding(StrEnum):
+    """What a comparison showed of a change (knoblab.words says it in words)."""
+
+    HELPS = "helps"
+    HURTS = "hurts"
+    SAME = "same"  # within ±min_effect
+    UNSHOWN = "unshown"  # not shown either way
+
+
+class RunStatus(StrEnum):
+    """A run's or a tuning study's state, as stored; KILLED is never stored: it is a run
+    left RUNNING by a process now gone, as a listing tells it."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    KILLED = "killed"
+
+
+class TrialState(StrEnum):
+    """A trial's life: running until it ends done or failed; discarded when interrupted (a
+    resumed run measures it again)."""
+
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    DISCARDED = "discarded"
+
+
+class OutcomeState(StrEnum):
+    """What became of a tuning study's trial (records.TrialOutcome)."""
+
+    SCORED = "scored"  # measured against the baseline
+    BASELINE = "baseline"  # the baseline itself
+    REFUSED = "refused"  # never run: unsafe or impossible
+    FAILED = "failed"  # the server said no
+
+
+class Experiment(StrEnum):
+    """What a run is (the runs table's `kind`)."""
+
+    SWEEP = "sweep"  # points compared with each other
+    STEPS = "steps"  # settings applied one by one
+    CAPTURE = "capture"  # knoblab capture: a running server's statements; measures nothing
