@@ -15,7 +15,9 @@ from typing import Any, Protocol
 
 import pymysql
 
-DATABASE = "knoblab"  # the benchmark data's database, on every server
+# knoblab's own database, where the data it builds lives: its name on every sandbox, and on a
+# running server unless [server] database names another (`Server.database`)
+DATABASE = "knoblab"
 # The server's own databases: never the data measured.
 SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 # The server's answers that refuse a login (access denied to a database, to the user, to a
@@ -26,6 +28,10 @@ Progress = Callable[[int, int], None]  # (done, total) while data is built
 
 class Server(Protocol):
     """A connected server, configured for one measurement."""
+
+    # knoblab's own database on it, where the data knoblab builds lives (the scan table, a
+    # script's tables): DATABASE on a sandbox, [server] database on a running server
+    database: str
 
     def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection: ...
 

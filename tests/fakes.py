@@ -4,12 +4,18 @@ loop (plan → trial → store → results, resume, failures) is tested in milli
 They follow the same protocols as the real ones (`knoblab.workloads.base.Workload`,
 `knoblab.datasets.Dataset`, `knoblab.server.target.Target`); the real ones are tested against
 real servers elsewhere.
+
+Below them, the plain helpers many tests share: the running server they measure on, and
+`knoblab` run as a user runs it (its environment, its command, the servers it leaves running).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,9 +24,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pymysql
+import pytest
 
 from knoblab.catalog import Catalog, Knob
-from knoblab.connection import Progress, Server
+from knoblab.connection import DATABASE, Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import STOP
 from knoblab.server.target import Data, ServerRefused
@@ -180,6 +187,8 @@ def fake_catalog() -> Catalog:
 class FakeServer:
     """A server that applies whatever it is given."""
 
+    database = DATABASE
+
     def __init__(self, settings: Mapping[str, str]) -> None:
         self.settings = dict(settings)
         self.loads = 0  # measurements and warm-ups since it started
@@ -286,3 +295,67 @@ class FakeTarget:
 
 def open_fake(spec: Any, home: Path, message: Any) -> tuple[dict[str, Any], dict[str, str]]:
     return {"": FakeTarget()}, {}
+
+
+# --- the running server and the command line ------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+# The MariaDB some tests measure on, as a [server] section reaches it (beyond kind and database).
+RUNNING: dict[str, Any] = {"host": "127.0.0.1", "port": 3306, "user": "root"}
+# The tests whose doings on that server are server-wide: they change its GLOBAL settings, or
+# capture what every client runs there (the slow log). Side by side each would see the
+# other's, so they run one at a time: pytest-xdist (--dist loadgroup) sends them to one
+# worker, and a lock on the server itself (tests/conftest.py) keeps them apart wherever they
+# run, other test sessions' included.
+SERVER_WIDE = pytest.mark.xdist_group("running-server-wide")
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of `knoblab` as a user's script runs it: this home, no terminal size (as
+    in a pipe), no store but the one given, this checkout's knoblab; `extra` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
+    env["KNOBLAB_HOME"] = str(home)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+def cli_command(store: Path, *args: str) -> list[str]:
+    """`knoblab --store STORE ARGS` as a process of its own (STORE: an SQLite file)."""
+    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
+
+
+def servers_under(home: Path) -> list[int]:
+    """Server processes still running from sandboxes in `home`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(home) in cmdline and ("mariadbd" in cmdline or "mysqld" in cmdline):
+            found.append(int(entry.name))
+    return found
+
+
+def query(server: Server, sql: str, database: str | None = DATABASE) -> tuple[Any, ...]:
+    """The rows `sql` returns on `server`, in `database` (knoblab's own by default)."""
+    conn = server.connect(database)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql)
+            return tuple(cur.fetchall())
+    finally:
+        conn.close()
+
+
+@contextmanager
+def reaped(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
+    """`proc`, killed at the end of the block if it still runs (after a failed check too)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -7,13 +7,13 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from knoblab.server.binary import ServerBinary
+from tests.fakes import cli_command, cli_env, reaped, servers_under
 
 pytestmark = pytest.mark.server
 
@@ -44,21 +44,10 @@ INTERRUPT_SPEC = SWEEP_SPEC.replace('name = "tiny-sweep"', 'name = "ctrl-c"').re
     'read_buffer_size = ["8200", "128K", "2M"]', 'read_buffer_size = ["8200", "2M"]')
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}  # as when piped, by default
-    env["KNOBLAB_HOME"] = str(home)
-    return env
-
-
-def _command(store: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
-
-
 def knoblab(home: Path, store: Path, *args: str, cwd: Path,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_command(store, *args), env=_env(home), cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(cli_command(store, *args), env=cli_env(home), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _flat(text: str) -> str:
@@ -69,21 +58,6 @@ def _flat(text: str) -> str:
 def _db(store: Path, sql: str, *params: object) -> list[tuple]:
     with sqlite3.connect(store) as conn:
         return conn.execute(sql, params).fetchall()
-
-
-def _servers_under(home: Path) -> list[int]:
-    """Server processes still running from sandboxes in `home`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if str(home) in cmdline and ("mariadbd" in cmdline or "mysqld" in cmdline):
-            found.append(int(entry.name))
-    return found
 
 
 # --------------------------------------------------------------------------- a complete sweep
@@ -244,22 +218,18 @@ def test_ctrl_c_then_resume(knoblab_home, tmp_path):
     stderr_file = tmp_path / "run.stderr"
     with open(stderr_file, "w") as stderr:
         # Its own process group, signalled as a terminal's Ctrl-C signals the foreground group.
-        proc = subprocess.Popen(_command(store, "run", str(spec), "--out", str(tmp_path / "o")),
-                                env=_env(knoblab_home), cwd=tmp_path, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(cli_command(store, "run", str(spec), "--out", str(tmp_path / "o")),
+                                env=cli_env(knoblab_home), cwd=tmp_path, stdout=subprocess.DEVNULL,
                                 stderr=stderr, start_new_session=True)
-        try:
+        with reaped(proc):
             _wait_done_trials(store, 2, proc, timeout=180)
             os.killpg(proc.pid, signal.SIGINT)
             code = proc.wait(timeout=20)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
     message = stderr_file.read_text()
     assert code == 130, message
     assert "interrupted" in message
     assert "Traceback" not in message
-    assert _servers_under(knoblab_home) == []
+    assert servers_under(knoblab_home) == []
 
     (run_id, status), = _db(store, "SELECT id, status FROM runs")
     assert status == "interrupted"
@@ -271,7 +241,7 @@ def test_ctrl_c_then_resume(knoblab_home, tmp_path):
     resumed = knoblab(knoblab_home, store, "resume", run_id, "--json", str(tmp_path / "r.json"),
                       "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert _servers_under(knoblab_home) == []
+    assert servers_under(knoblab_home) == []
     assert _db(store, "SELECT status FROM runs WHERE id = ?", run_id) == [("done",)]
 
     after = _db(store, "SELECT id, point_idx, repetition, value FROM trials "

@@ -15,7 +15,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ import pymysql
 import pytest
 
 from knoblab.runner import plan_order
+from tests.fakes import cli_command, cli_env, reaped, servers_under
 
 pytestmark = pytest.mark.server
 
@@ -45,41 +45,15 @@ def _spec(name: str, *, rows: int = 2000, sql: str = "SELECT COUNT(*) FROM dt2",
             f"[statistics]\nseed = {SEED}\n")
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}  # as when piped
-    env["KNOBLAB_HOME"] = str(home)
-    return env
-
-
-def _command(store: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
-
-
 def _knoblab(home: Path, store: Path, *args: str, cwd: Path,
              timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_command(store, *args), env=_env(home), cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    return subprocess.run(cli_command(store, *args), env=cli_env(home), cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _db(store: Path, sql: str, *params: object) -> list[tuple]:
     with sqlite3.connect(store) as conn:
         return conn.execute(sql, params).fetchall()
-
-
-def _servers_under(home: Path) -> list[int]:
-    """Server processes still running from sandboxes in `home`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if str(home) in cmdline and ("mariadbd" in cmdline or "mysqld" in cmdline):
-            found.append(int(entry.name))
-    return found
 
 
 def _until(what: str, check: Callable[[], T], proc: subprocess.Popen,
@@ -100,13 +74,13 @@ def _until(what: str, check: Callable[[], T], proc: subprocess.Popen,
 
 def _no_servers_soon(home: Path, within: float = 5) -> None:
     deadline = time.monotonic() + within
-    while _servers_under(home) and time.monotonic() < deadline:
+    while servers_under(home) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _servers_under(home) == [], f"servers of {home} still running {within} s later"
+    assert servers_under(home) == [], f"servers of {home} still running {within} s later"
 
 
 def _no_sandboxes(home: Path) -> None:
-    assert _servers_under(home) == []
+    assert servers_under(home) == []
     assert list((home / "sandboxes").glob("*")) == []
 
 
@@ -153,8 +127,8 @@ def _sandbox_running(home: Path, sql_prefix: str, min_ms: int = 200) -> int | No
 def _start(home: Path, store: Path, tmp: Path, *args: str) -> subprocess.Popen:
     # Its own session: the SIGKILL below is meant for knoblab alone, never for its group.
     with open(tmp / "run.stdout", "w") as stdout, open(tmp / "run.stderr", "w") as stderr:
-        return subprocess.Popen(_command(store, *args), env=_env(home), cwd=tmp, stdout=stdout,
-                                stderr=stderr, start_new_session=True)
+        return subprocess.Popen(cli_command(store, *args), env=cli_env(home), cwd=tmp,
+                                stdout=stdout, stderr=stderr, start_new_session=True)
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +143,7 @@ def home(knoblab_home: Path, catalog) -> Path:
 def _building(home: Path, store: Path) -> Path | None:
     """A dataset template being built with its table already filling, while its server runs."""
     for table in home.glob("templates/*/*.building-*/data/knoblab/dt2.MYD"):
-        if _servers_under(home):
+        if servers_under(home):
             return table.parents[2]
     return None
 
@@ -197,15 +171,11 @@ def test_kill_9_then_resume(moment, home, tmp_path):
     spec.write_text(text)
     store = tmp_path / "s.sqlite"
     proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
-    try:
+    with reaped(proc):
         found = _until(moment, lambda: ready(home, store), proc)
-        assert _servers_under(home) or moment == "between-trials"
+        assert servers_under(home) or moment == "between-trials"
         os.kill(proc.pid, signal.SIGKILL)  # knoblab only: its servers must go by themselves
         assert proc.wait(timeout=10) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     # The kernel stops the servers of a killed knoblab (PR_SET_PDEATHSIG); their directories
     # stay until the next knoblab reaps them.
     _no_servers_soon(home)
@@ -279,16 +249,12 @@ def test_server_killed_mid_measurement(home, tmp_path):
     store = tmp_path / "s.sqlite"
     proc = _start(home, store, tmp_path, "run", str(spec), "--json", str(tmp_path / "r.json"),
                   "--out", str(tmp_path / "o"))
-    try:
+    with reaped(proc):
         server = _until("a query running", lambda: _sandbox_running(home, "SELECT SLEEP"), proc)
         (victim,), = _db(store, "SELECT id FROM trials WHERE status = 'running'")
-        assert server in _servers_under(home)
+        assert server in servers_under(home)
         os.kill(server, signal.SIGKILL)
         code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     stderr = (tmp_path / "run.stderr").read_text()
     assert code == 0, stderr  # 1 of 4 failed: the run went on
     assert "Traceback" not in stderr
@@ -390,7 +356,7 @@ def test_a_live_run_is_not_resumed_twice_and_a_killed_one_says_so(home, tmp_path
     spec.write_text(_spec("owner", sql=SLEEPY))
     store = tmp_path / "s.sqlite"
     proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
-    try:
+    with reaped(proc):
         _until("a finished trial", lambda: _done_count(store) >= 1, proc)
         (run_id,), = _db(store, "SELECT id FROM runs")
         twice = _knoblab(home, store, "resume", run_id, cwd=tmp_path)
@@ -398,10 +364,6 @@ def test_a_live_run_is_not_resumed_twice_and_a_killed_one_says_so(home, tmp_path
         assert f"still being measured by process {proc.pid}" in twice.stderr
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     listed = _knoblab(home, store, "runs", cwd=tmp_path)
     assert "killed" in listed.stdout and run_id in listed.stdout
     resumed = _knoblab(home, store, "resume", run_id, cwd=tmp_path)
@@ -414,19 +376,16 @@ def test_two_resumes_at_once_measure_each_trial_once(home, tmp_path):
     spec.write_text(_spec("race", sql=SLEEPY))
     store = tmp_path / "s.sqlite"
     proc = _start(home, store, tmp_path, "run", str(spec), "--out", str(tmp_path / "o"))
-    try:
+    with reaped(proc):
         _until("a finished trial", lambda: _done_count(store) >= 1, proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     _no_servers_soon(home)
     (run_id,), = _db(store, "SELECT id FROM runs")
     # Both started at the same moment, as a user and a cron job might.
-    racers = [subprocess.Popen(_command(store, "resume", run_id), env=_env(home), cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    racers = [subprocess.Popen(cli_command(store, "resume", run_id), env=cli_env(home),
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
               for _ in range(2)]
     outcomes = [(racer.wait(timeout=180), racer.stderr.read()) for racer in racers]
     for racer in racers:

@@ -148,7 +148,24 @@ def test_a_registered_kind_builds_into_a_template(name: str, binary: ServerBinar
     assert data.workload_database == database
     assert data.files(template)  # what a cold cache evicts
     with Sandbox(binary, template, {}, home=knoblab_home) as server:
+        assert data.database_on(server) == database
         assert _rows(server, database, table) == rows
+
+
+class _Running:
+    """A running server whose [server] database names knoblab's own there."""
+
+    database = "knoblab_bench"
+
+
+def test_data_in_knoblabs_own_database_is_in_the_running_servers(tmp_path: Path):
+    scan = datasets.read(EXAMPLES["scan-table"](tmp_path)[0], tmp_path)
+    dump = datasets.read(EXAMPLES["dump"](tmp_path)[0], tmp_path)
+    assert scan.database_on(_Running()) == "knoblab_bench"  # type: ignore[arg-type]
+    assert ScriptSetup("").database_on(_Running()) == "knoblab_bench"  # type: ignore[arg-type]
+    assert dump.database_on(_Running()) == "shelf"  # type: ignore[arg-type]
+    assert ScriptSetup("", dump).database_on(_Running()) == "shelf"  # type: ignore[arg-type]
+    assert EmptyServer("replay").database_on(_Running()) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.server

@@ -27,24 +27,6 @@ read_buffer_size = ["64K", "2M"]
 """
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path, request: pytest.FixtureRequest):
-    """A tmpfs of the size the test asks for, as KNOBLAB_HOME; unmounted after."""
-    mounts: list[Path] = []
-
-    def make(megabytes: int) -> Path:
-        folder = tmp_path / f"disk-{megabytes}M"
-        folder.mkdir()
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}M", "tmpfs",
-                        str(folder)], check=True)
-        mounts.append(folder)
-        return folder
-
-    yield make
-    for folder in mounts:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
 def _run(home: Path, tmp_path: Path, rows: int, *, wait: bool = True):
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC.format(rows=rows))
@@ -64,8 +46,8 @@ def _nothing_half_made(home: Path) -> None:
     assert list(home.glob("sandboxes/*")) == []
 
 
-def test_a_dataset_the_disk_cannot_hold_is_refused_before_it_is_built(small_disk, tmp_path):
-    home = small_disk(400)
+def test_a_dataset_the_disk_cannot_hold_is_refused_before_it_is_built(tmpfs, tmp_path):
+    home = tmpfs(400)
     out = _run(home, tmp_path, rows=10**12)
     assert out.returncode == 2, out.stderr
     line = out.stderr.strip().splitlines()[-1]
@@ -75,8 +57,8 @@ def test_a_dataset_the_disk_cannot_hold_is_refused_before_it_is_built(small_disk
     _nothing_half_made(home)
 
 
-def test_a_disk_that_holds_the_data_but_not_a_copy_is_refused_up_front(small_disk, tmp_path):
-    home = small_disk(300)  # the empty datadir (114M) and the data's template fit, a copy not
+def test_a_disk_that_holds_the_data_but_not_a_copy_is_refused_up_front(tmpfs, tmp_path):
+    home = tmpfs(300)  # the empty datadir (114M) and the data's template fit, a copy not
     out = _run(home, tmp_path, rows=1000)
     assert out.returncode == 2, out.stderr
     assert "each measurement (a copy of the data directory) needs" in out.stderr
@@ -84,9 +66,9 @@ def test_a_disk_that_holds_the_data_but_not_a_copy_is_refused_up_front(small_dis
     _nothing_half_made(home)
 
 
-def test_a_disk_filling_during_the_run_fails_measurements_and_leaves_nothing(small_disk,
+def test_a_disk_filling_during_the_run_fails_measurements_and_leaves_nothing(tmpfs,
                                                                              tmp_path):
-    home = small_disk(520)
+    home = tmpfs(520)
     run = _run(home, tmp_path, rows=1000, wait=False)
     try:
         # Once measuring, something else fills the disk.

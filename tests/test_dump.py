@@ -31,7 +31,7 @@ from knoblab.server.sandbox import Sandbox, base_template, derived_template
 from knoblab.server.target import Tampered
 from knoblab.spec import parse_spec
 from knoblab.workloads.script import ScriptWorkload
-from tests.test_disk import small_disk  # noqa: F401 (a fixture)
+from tests.fakes import SERVER_WIDE, query
 
 pytestmark = pytest.mark.server
 
@@ -158,13 +158,7 @@ def _workload(dump: Path, **dataset: str) -> ScriptWorkload:
 
 
 def _rows(server: Sandbox, sql: str, database: str = "shop") -> list[tuple]:
-    conn = server.connect(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return list(cur.fetchall())
-    finally:
-        conn.close()
+    return list(query(server, sql, database))
 
 
 def _build(binary: ServerBinary, home: Path, work: ScriptWorkload,
@@ -469,9 +463,8 @@ def test_a_syntax_error_is_one_line_with_exit_2_and_no_template(
     assert not list(knoblab_home.glob("sandboxes/*"))
 
 
-def test_a_dump_the_disk_cannot_hold_is_refused_before_it_is_loaded(small_disk,  # noqa: F811
-                                                                     tmp_path: Path):
-    home = small_disk(400)
+def test_a_dump_the_disk_cannot_hold_is_refused_before_it_is_loaded(tmpfs, tmp_path: Path):
+    home = tmpfs(400)
     dump = _write(tmp_path, "big.sql", WITH_DATABASE)
     with open(dump, "r+b") as sparse:  # 1 GiB of text, taking no room on the disk
         sparse.truncate(1 << 30)
@@ -482,9 +475,8 @@ def test_a_dump_the_disk_cannot_hold_is_refused_before_it_is_loaded(small_disk, 
     assert not list(home.glob("templates/*/dump-*")) and not list(home.glob("sandboxes/*"))
 
 
-def test_a_disk_filling_during_the_load_is_said_as_the_cause(small_disk,  # noqa: F811
-                                                             tmp_path: Path):
-    home = small_disk(400)
+def test_a_disk_filling_during_the_load_is_said_as_the_cause(tmpfs, tmp_path: Path):
+    home = tmpfs(400)
     # A few bytes of dump that make far more data than they weigh: the estimate passes.
     _write(tmp_path, "grows.sql", WITH_DATABASE.replace(
         "-- Dump completed",
@@ -567,6 +559,7 @@ HOSTILE = {
 }
 
 
+@SERVER_WIDE  # its statements on the running server would land in a capture's slow log
 @pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
 def test_what_a_dump_may_not_do_is_refused_at_its_line_and_does_not_happen(
         loader: Sandbox, outside: str, tmp_path: Path, case: str):

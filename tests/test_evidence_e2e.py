@@ -4,16 +4,14 @@ settings that reach the measured session. Real sandboxes, the real runner and co
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from knoblab.runner import start_run
 from knoblab.spec import parse_spec
 from knoblab.store import Store
-from tests.fakes import Quiet
+from tests.fakes import Quiet, cli_command, cli_env
 
 pytestmark = pytest.mark.server
 
@@ -42,12 +40,10 @@ def groupby_run(knoblab_home, tmp_path_factory):
     folder = tmp_path_factory.mktemp("groupby")
     spec = folder / "groupby.toml"
     spec.write_text(GROUP_BY)
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env["KNOBLAB_HOME"] = str(knoblab_home)
-    out = subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
-                          f"sqlite:///{folder / 's.sqlite'}", "run", str(spec), "--json",
-                          str(folder / "r.json"), "--out", str(folder / "out")],
-                         env=env, cwd=folder, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cli_command(folder / "s.sqlite", "run", str(spec), "--json",
+                                     str(folder / "r.json"), "--out", str(folder / "out")),
+                         env=cli_env(knoblab_home), cwd=folder, capture_output=True, text=True,
+                         timeout=600)
     assert out.returncode == 0, out.stderr
     return folder, out, json.loads((folder / "r.json").read_text())
 

@@ -1,6 +1,7 @@
 """Tuning a running server: the MariaDB on 127.0.0.1:3306 (root, no password), changed with
 SET GLOBAL and always put back — at the end, on Ctrl-C, and after kill -9 with
-`knoblab restore`. Its benchmark data lives only in the database knoblab created."""
+`knoblab restore`. Its benchmark data lives only in the database knoblab created: each test's
+own ([server] database, the `running_database` fixture)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,10 +16,13 @@ import pymysql
 import pytest
 
 from knoblab.store import Store
+from tests.fakes import RUNNING, SERVER_WIDE, cli_command, cli_env, reaped
 
-pytestmark = pytest.mark.server
+# Every test here changes the running server's settings, or checks that none changed.
+pytestmark = [pytest.mark.server, SERVER_WIDE]
 
-SERVER = '[server]\nkind = "external"\nhost = "127.0.0.1"\nport = 3306\nuser = "{user}"\n{extra}'
+SERVER = ('[server]\nkind = "external"\nhost = "127.0.0.1"\nport = 3306\nuser = "{user}"\n'
+          'database = "{database}"\n{extra}')
 SPEC = """\
 name = "external-{name}"
 {server}
@@ -37,7 +40,7 @@ sort_buffer_size = ["{sort}", "4M"]
 
 
 def _connect(**kwargs) -> pymysql.Connection:
-    options = {"host": "127.0.0.1", "port": 3306, "user": "root", "autocommit": True, **kwargs}
+    options = {**RUNNING, "autocommit": True, **kwargs}
     return pymysql.connect(**options)
 
 
@@ -74,26 +77,19 @@ def originals():
     assert after == before
 
 
-def _spec(tmp_path: Path, *, name: str = "sweep", user: str = "root", extra: str = "",
-          sql: str = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'", repetitions: int = 2,
-          sort: str = "1M") -> Path:
+def _spec(tmp_path: Path, database: str, *, name: str = "sweep", user: str = "root",
+          extra: str = "", sql: str = "SELECT COUNT(*) FROM dt2 WHERE slack LIKE 'a%'",
+          repetitions: int = 2, sort: str = "1M") -> Path:
+    """A sweep on the running server, its data in `database` (the test's own)."""
     path = tmp_path / f"{name}.toml"
-    path.write_text(SPEC.format(name=name, server=SERVER.format(user=user, extra=extra),
-                                sql=sql, repetitions=repetitions, sort=sort))
+    server = SERVER.format(user=user, database=database, extra=extra)
+    path.write_text(SPEC.format(name=name, server=server, sql=sql, repetitions=repetitions,
+                                sort=sort))
     return path
 
 
-def _env(knoblab_home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
-    return {**env, "KNOBLAB_HOME": str(knoblab_home), **extra}
-
-
-def _command(store: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
-
-
 def _knoblab(knoblab_home: Path, store: Path, *args: str, **env: str):
-    return subprocess.run(_command(store, *args), env=_env(knoblab_home, **env),
+    return subprocess.run(cli_command(store, *args), env=cli_env(knoblab_home, **env),
                           cwd=store.parent, capture_output=True, text=True, timeout=300)
 
 
@@ -109,11 +105,11 @@ def _wait_for(condition, proc: subprocess.Popen, timeout: float = 120) -> None:
     raise AssertionError("timed out waiting for the run to get there")
 
 
-def test_sweep_changes_settings_on_new_connections_and_puts_them_back(knoblab_home, tmp_path,
-                                                                      originals):
+def test_sweep_changes_settings_on_new_connections_and_puts_them_back(
+        knoblab_home, tmp_path, originals, running_database):
     store = tmp_path / "s.sqlite"
-    out = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path)), "--json",
-                   str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
+    out = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path, running_database)),
+                   "--json", str(tmp_path / "r.json"), "--out", str(tmp_path / "o"))
     assert out.returncode == 0, out.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert len(result["points"]) == 4 and all(p["n"] == 2 for p in result["points"])
@@ -127,31 +123,27 @@ def test_sweep_changes_settings_on_new_connections_and_puts_them_back(knoblab_ho
     # The originals the run recorded are the server's values before it (checked by `originals`).
 
 
-def test_ctrl_c_puts_the_settings_back(knoblab_home, tmp_path, originals):
+def test_ctrl_c_puts_the_settings_back(knoblab_home, tmp_path, originals, running_database):
     store = tmp_path / "s.sqlite"
-    spec = _spec(tmp_path, name="ctrl-c", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
-                 repetitions=6)
-    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+    spec = _spec(tmp_path, running_database, name="ctrl-c",
+                 sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2", repetitions=6)
+    proc = subprocess.Popen(cli_command(store, "run", str(spec)), env=cli_env(knoblab_home),
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    try:
+    with reaped(proc):
         _wait_for(lambda: store.exists() and _done(store) >= 2, proc)
         assert _globals("sort_buffer_size") != originals or \
             _globals("read_buffer_size") != originals  # mid-run: something is changed
         os.killpg(proc.pid, signal.SIGINT)
         code = proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert code == 130
     assert Store(f"sqlite:///{store}").pending_restores() == []
 
 
-def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
+def test_kill_9_then_restore(knoblab_home, tmp_path, originals, running_database):
     store = tmp_path / "s.sqlite"
-    spec = _spec(tmp_path, name="kill", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
-                 repetitions=6, sort="3M")
+    spec = _spec(tmp_path, running_database, name="kill",
+                 sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2", repetitions=6, sort="3M")
     _kill_9_after(knoblab_home, store, spec, done=1)
     pending = Store(f"sqlite:///{store}").pending_restores()
     assert {row["name"] for row in pending} == {"read_buffer_size", "sort_buffer_size"}
@@ -161,7 +153,8 @@ def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
     assert _globals("read_buffer_size", "sort_buffer_size") != originals
 
     # Every later start says so; a new run on that server is refused until it is restored.
-    again = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path, name="again")))
+    again = _knoblab(knoblab_home, store, "run",
+                     str(_spec(tmp_path, running_database, name="again")))
     assert again.returncode == 2
     assert "knoblab restore" in again.stdout + again.stderr
     assert "put it back first" in again.stderr
@@ -177,17 +170,13 @@ def test_kill_9_then_restore(knoblab_home, tmp_path, originals):
 
 def _kill_9_after(knoblab_home: Path, store: Path, spec: Path, *, done: int) -> None:
     """Run the spec and kill -9 knoblab once `done` measurements are stored."""
-    proc = subprocess.Popen(_command(store, "run", str(spec)), env=_env(knoblab_home),
+    proc = subprocess.Popen(cli_command(store, "run", str(spec)), env=cli_env(knoblab_home),
                             cwd=store.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    try:
+    with reaped(proc):
         _wait_for(lambda: store.exists() and _done(store) >= done, proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def _done(store: Path) -> int:
@@ -203,8 +192,9 @@ def _done(store: Path) -> int:
         return 0
 
 
-def test_restart_only_setting_is_refused_naming_it(knoblab_home, tmp_path, originals):
-    spec = _spec(tmp_path, name="restart").read_text().replace(
+def test_restart_only_setting_is_refused_naming_it(knoblab_home, tmp_path, originals,
+                                                   running_database):
+    spec = _spec(tmp_path, running_database, name="restart").read_text().replace(
         'sort_buffer_size = ["1M", "4M"]', 'innodb_sort_buffer_size = ["1M", "4M"]')
     path = tmp_path / "restart.toml"
     path.write_text(spec)
@@ -214,38 +204,40 @@ def test_restart_only_setting_is_refused_naming_it(knoblab_home, tmp_path, origi
     assert len(out.stderr.strip().splitlines()) == 1
 
 
-def test_a_database_knoblab_did_not_create_is_left_alone(knoblab_home, tmp_path, originals):
+def test_a_database_knoblab_did_not_create_is_left_alone(knoblab_home, tmp_path, originals,
+                                                         running_database):
     conn = _connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS knoblab")  # knoblab's own, from other tests
-            cur.execute("CREATE DATABASE knoblab")
-            cur.execute("CREATE TABLE knoblab.precious (id INT)")
-        out = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(_spec(tmp_path)))
+            cur.execute(f"CREATE DATABASE {running_database}")
+            cur.execute(f"CREATE TABLE {running_database}.precious (id INT)")
+        out = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run",
+                       str(_spec(tmp_path, running_database)))
         assert out.returncode == 2
-        assert "was not created by knoblab" in out.stderr
+        assert f"database {running_database} on root@127.0.0.1:3306 was not created by " \
+            "knoblab" in out.stderr
         with conn.cursor() as cur:
-            cur.execute("SHOW TABLES FROM knoblab")
+            cur.execute(f"SHOW TABLES FROM {running_database}")
             assert cur.fetchall() == (("precious",),)
     finally:
         with conn.cursor() as cur:
-            cur.execute("DROP DATABASE IF EXISTS knoblab")
+            cur.execute(f"DROP DATABASE IF EXISTS {running_database}")
         conn.close()
 
 
 def test_password_from_the_environment_is_used_and_never_stored(knoblab_home, tmp_path,
-                                                                 originals):
+                                                                 originals, running_database):
     password = "kn0bl4b-Secret-771"
     conn = _connect()
     try:
         with conn.cursor() as cur:
             cur.execute("DROP USER IF EXISTS 'knoblab_test'@'127.0.0.1'")
             cur.execute("CREATE USER 'knoblab_test'@'127.0.0.1' IDENTIFIED BY %s", (password,))
-            cur.execute("GRANT ALL ON knoblab.* TO 'knoblab_test'@'127.0.0.1'")
+            cur.execute(f"GRANT ALL ON {running_database}.* TO 'knoblab_test'@'127.0.0.1'")
             cur.execute("GRANT SUPER, PROCESS, RELOAD ON *.* TO 'knoblab_test'@'127.0.0.1'")
         store = tmp_path / "s.sqlite"
-        spec = _spec(tmp_path, user="knoblab_test", extra='password_env = "KNOBLAB_TEST_PW"\n',
-                     repetitions=1)
+        spec = _spec(tmp_path, running_database, user="knoblab_test",
+                     extra='password_env = "KNOBLAB_TEST_PW"\n', repetitions=1)
         wrong = _knoblab(knoblab_home, store, "run", str(spec), KNOBLAB_TEST_PW="wrong")
         assert wrong.returncode == 2
         assert "refused the login ($KNOBLAB_TEST_PW)" in wrong.stderr
@@ -263,9 +255,9 @@ def test_password_from_the_environment_is_used_and_never_stored(knoblab_home, tm
 
 
 def test_a_writing_script_starts_from_fresh_tables_every_time(knoblab_home, tmp_path,
-                                                              originals):
+                                                              originals, running_database):
     spec = tmp_path / "script.toml"
-    spec.write_text(SERVER.format(user="root", extra="") + """
+    spec.write_text(SERVER.format(user="root", database=running_database, extra="") + """
 [workload]
 kind = "script"
 setup = "CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB"
@@ -289,10 +281,10 @@ sort_buffer_size = ["1M", "4M"]
 
 
 def test_kill_9_then_resume_finishes_and_puts_everything_back(knoblab_home, tmp_path,
-                                                              originals):
+                                                              originals, running_database):
     store = tmp_path / "s.sqlite"
-    spec = _spec(tmp_path, name="resume", sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2",
-                 repetitions=3, sort="3M")
+    spec = _spec(tmp_path, running_database, name="resume",
+                 sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2", repetitions=3, sort="3M")
     _kill_9_after(knoblab_home, store, spec, done=2)
     run_id = Store(f"sqlite:///{store}").list_runs()[0]["id"]
     done_before = _done(store)

@@ -15,6 +15,7 @@ import pytest
 
 from knoblab.connection import Endpoint
 from knoblab.store import Store
+from tests.fakes import SERVER_WIDE
 from tests.test_external import (
     _connect,
     _globals,
@@ -24,7 +25,7 @@ from tests.test_external import (
     originals,  # noqa: F401  (a fixture)
 )
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, SERVER_WIDE]
 
 PLAIN = "knoblab_plain"  # a user with every right on knoblab's database, none on the server
 
@@ -52,9 +53,14 @@ def _one_line(out) -> str:
 
 
 def test_a_user_who_may_not_change_settings_is_told_before_anything_changes(
-        knoblab_home, tmp_path, plain_user, originals):  # noqa: F811
+        knoblab_home, tmp_path, plain_user, originals, running_database):  # noqa: F811
     store = tmp_path / "s.sqlite"
-    out = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path, user=plain_user)))
+    conn = _connect()
+    with conn.cursor() as cur:  # every right on this test's data, none on the server
+        cur.execute(f"GRANT ALL ON {running_database}.* TO '{PLAIN}'@'%'")
+    conn.close()
+    out = _knoblab(knoblab_home, store, "run",
+                   str(_spec(tmp_path, running_database, user=plain_user)))
     line = _one_line(out)
     assert "cannot be changed on knoblab_plain@127.0.0.1:3306" in line
     assert "SUPER or SYSTEM_VARIABLES_ADMIN" in line
@@ -63,13 +69,15 @@ def test_a_user_who_may_not_change_settings_is_told_before_anything_changes(
     # Nothing is left to restore, and the server is not locked: root can run at once.
     nothing = _knoblab(knoblab_home, store, "restore")
     assert nothing.returncode == 0 and "nothing to restore" in nothing.stdout
-    again = _knoblab(knoblab_home, store, "run", str(_spec(tmp_path, name="root")))
+    again = _knoblab(knoblab_home, store, "run",
+                     str(_spec(tmp_path, running_database, name="root")))
     assert again.returncode == 0, again.stderr
 
 
-def test_a_setting_that_exists_only_per_connection_is_refused(knoblab_home, tmp_path):
-    spec = _spec(tmp_path).read_text().replace('sort_buffer_size = ["1M", "4M"]',
-                                               'timestamp = [1, 2]')
+def test_a_setting_that_exists_only_per_connection_is_refused(knoblab_home, tmp_path,
+                                                              running_database):
+    spec = _spec(tmp_path, running_database).read_text().replace(
+        'sort_buffer_size = ["1M", "4M"]', 'timestamp = [1, 2]')
     path = tmp_path / "session.toml"
     path.write_text(spec)
     line = _one_line(_knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(path)))
@@ -115,16 +123,16 @@ def test_the_plain_user_really_lacks_the_privilege(plain_user):
         conn.close()
 
 
-def test_the_same_server_under_another_address_is_recognised(knoblab_home, tmp_path,
-                                                             originals):  # noqa: F811
+def test_the_same_server_under_another_address_is_recognised(
+        knoblab_home, tmp_path, originals, running_database):  # noqa: F811
     store = tmp_path / "s.sqlite"
-    spec = _spec(tmp_path, name="kill", sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2",
-                 repetitions=6, sort="3M")
+    spec = _spec(tmp_path, running_database, name="kill",
+                 sql="SELECT SLEEP(0.4), COUNT(*) FROM dt2", repetitions=6, sort="3M")
     _kill_9_after(knoblab_home, store, spec, done=1)
     assert _globals("read_buffer_size", "sort_buffer_size") != originals
     # localhost for 127.0.0.1: another spelling, the same server with the same leftovers.
-    other = _spec(tmp_path, name="other").read_text().replace('host = "127.0.0.1"',
-                                                              'host = "localhost"')
+    other = _spec(tmp_path, running_database, name="other").read_text().replace(
+        'host = "127.0.0.1"', 'host = "localhost"')
     path = tmp_path / "other.toml"
     path.write_text(other)
     line = _one_line(_knoblab(knoblab_home, store, "run", str(path)))

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 from knoblab.server.external import INCLUDE_MARK
 from knoblab.server.sandbox import base_template, copy_datadir
 from knoblab.store import Store
+from tests.fakes import cli_command, cli_env, reaped
 
 pytestmark = pytest.mark.server
 RESTART = Path(__file__).parent / "data" / "restart_server.py"
@@ -32,10 +32,9 @@ RESTART = Path(__file__).parent / "data" / "restart_server.py"
 class Service:
     """A MariaDB that knoblab did not start, with a conf.d folder its configuration includes."""
 
-    def __init__(self, binary, knoblab_home: Path, folder: Path) -> None:
+    def __init__(self, binary, knoblab_home: Path, folder: Path, socket_dir: Path) -> None:
         self.folder = folder
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="kb-svc-"))
-        self.socket = self.socket_dir / "mysqld.sock"
+        self.socket = socket_dir / "mysqld.sock"  # a short path, as a socket's must be
         self.pid_file = folder / "mysqld.pid"
         self.conf_d = folder / "conf.d"
         self.conf_d.mkdir(parents=True)
@@ -81,8 +80,8 @@ class Service:
 
 
 @pytest.fixture()
-def service(binary, knoblab_home, tmp_path):
-    server = Service(binary, knoblab_home, tmp_path / "service")
+def service(binary, knoblab_home, tmp_path, short_folder):
+    server = Service(binary, knoblab_home, tmp_path / "service", short_folder)
     yield server
     server.stop()
 
@@ -115,9 +114,7 @@ read_buffer_size = ["64K", "1M"]
 
 
 def _knoblab(knoblab_home: Path, store: Path, *args: str, **kwargs):
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
-    env["KNOBLAB_HOME"] = str(knoblab_home)
-    command = [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
+    env, command = cli_env(knoblab_home), cli_command(store, *args)
     if kwargs.get("background"):
         return subprocess.Popen(command, env=env, cwd=store.parent, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -149,7 +146,7 @@ def test_kill_9_then_restore_restarts_it_with_its_own_settings(knoblab_home, tmp
     store = tmp_path / "s.sqlite"
     spec = _spec(tmp_path, service, sql="SELECT SLEEP(0.5), COUNT(*) FROM dt2", repetitions=4)
     proc = _knoblab(knoblab_home, store, "run", str(spec), background=True)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 180
         while "innodb_sort_buffer_size" not in {
                 r["name"] for r in (Store(f"sqlite:///{store}").pending_restores()
@@ -160,10 +157,6 @@ def test_kill_9_then_restore_restarts_it_with_its_own_settings(knoblab_home, tmp
             time.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert service.value("innodb_sort_buffer_size") != original
     restored = _knoblab(knoblab_home, store, "restore")
     assert restored.returncode == 0, restored.stderr

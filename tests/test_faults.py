@@ -25,9 +25,10 @@ import pytest
 from knoblab.runner import plan_order
 from knoblab.store import Store
 from tests import test_external as external
-from tests.test_crash import _command, _db, _env, _knoblab, _no_sandboxes, _no_servers_soon
+from tests.fakes import SERVER_WIDE, cli_command, cli_env, reaped
+from tests.test_crash import _db, _knoblab, _no_sandboxes, _no_servers_soon
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, SERVER_WIDE]
 
 ITERATIONS = int(os.environ.get("KNOBLAB_FAULT_ITERATIONS", "2"))
 SEED = int(os.environ.get("KNOBLAB_FAULT_SEED", "0"))
@@ -46,7 +47,8 @@ read_buffer_size = {values}
 [statistics]
 seed = {seed}
 """
-EXTERNAL = '[server]\nkind = "external"\nhost = "127.0.0.1"\nport = 3306\nuser = "root"'
+EXTERNAL = ('[server]\nkind = "external"\nhost = "127.0.0.1"\nport = 3306\nuser = "root"\n'
+            'database = "{database}"')
 
 
 def _plan(rng: random.Random) -> dict[str, object]:
@@ -80,29 +82,28 @@ def shared_server_put_back(home, tmp_path):
 
 @pytest.mark.parametrize("iteration", range(ITERATIONS))
 def test_a_random_fault_leaves_every_invariant_standing(iteration, home, tmp_path,
-                                                        shared_server_put_back):
+                                                        shared_server_put_back,
+                                                        running_database):
     rng = random.Random(SEED * 100_003 + iteration)
     plan = _plan(rng)
     originals = shared_server_put_back
     spec = tmp_path / "spec.toml"
-    spec.write_text(SPEC.format(i=iteration, server=EXTERNAL if plan["external"] else "",
+    server = EXTERNAL.format(database=running_database) if plan["external"] else ""
+    spec.write_text(SPEC.format(i=iteration, server=server,
                                 repetitions=REPETITIONS, values=VALUES, seed=RUN_SEED))
     store = tmp_path / "s.sqlite"
     with open(tmp_path / "run.out", "w") as out:
-        proc = subprocess.Popen(_command(store, "run", str(spec), "--out", str(tmp_path / "o")),
-                                env=_env(home), cwd=tmp_path, stdout=out,
+        proc = subprocess.Popen(cli_command(store, "run", str(spec), "--out",
+                                            str(tmp_path / "o")),
+                                env=cli_env(home), cwd=tmp_path, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    with reaped(proc):
         time.sleep(float(plan["delay"]))  # type: ignore[arg-type]
         for signum, gap in zip(plan["signals"], plan["gaps"], strict=True):  # type: ignore
             if proc.poll() is None:
                 proc.send_signal(signum)
             time.sleep(gap)
         code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     said = (tmp_path / "run.out").read_text()
     what = f"{plan} exited {code}:\n{said[-3000:]}"
     assert "Traceback" not in said, what

@@ -5,7 +5,6 @@ and compare say what a run's state is."""
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab import cli, runner, workloads
+from knoblab import cli
 from knoblab.capture.plan import plan_for
 from knoblab.store import Store
 from knoblab.workloads.query import REGIME_RULE, regime
@@ -138,17 +137,9 @@ def test_a_replay_counts_the_captures_sessions_and_says_how_far_behind_it_fell(
 
 
 @pytest.fixture
-def fake_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
-    """`knoblab run` measures the fake workload on the fake server; the store's URL."""
-    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
+def fake_store(fake_servers: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The URL of a store of runs measured on the fake server, from the test's folder."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
-    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
-        model=lambda s: 1.0 if int(s.get("sort_buffer_size", 2 << 20)) < 16 << 20 else 0.8))
-    monkeypatch.setattr(runner, "start_run", functools.partial(
-        runner.start_run, open_servers=fakes.open_fake))
-    monkeypatch.setattr(runner, "resume_run", functools.partial(
-        runner.resume_run, open_servers=fakes.open_fake))
     return f"sqlite:///{tmp_path / 'store.sqlite'}"
 
 
@@ -172,27 +163,27 @@ def _run_ids(url: str) -> list[str]:
 
 
 def test_runs_shows_a_finished_runs_answer_as_its_conclusion_recommends(
-        fake_servers: str, tmp_path: Path, capsys):
-    assert cli.main(["--store", fake_servers, "run", str(_sweep(tmp_path))]) == 0
+        fake_store: str, tmp_path: Path, capsys):
+    assert cli.main(["--store", fake_store, "run", str(_sweep(tmp_path))]) == 0
     capsys.readouterr()
-    code, listed = _listed(capsys, "--store", fake_servers, "runs")
+    code, listed = _listed(capsys, "--store", fake_store, "runs")
     assert code == 0 and "plain sweep" in listed and "best: 32M (0.8" in listed
     # Without the current value (the default) measured, no change is shown to help: the
     # answer is to keep it, as the conclusion says, not the fastest value.
-    assert cli.main(["--store", fake_servers, "run", str(_sweep(tmp_path, '"1M", "32M"'))]) == 0
+    assert cli.main(["--store", fake_store, "run", str(_sweep(tmp_path, '"1M", "32M"'))]) == 0
     printed = _flat(capsys.readouterr().out)
     assert "keep" in printed
-    code, listed = _listed(capsys, "--store", fake_servers, "runs")
+    code, listed = _listed(capsys, "--store", fake_store, "runs")
     assert code == 0 and "keep the current value (32M not shown to help)" in listed
 
 
-def test_resume_of_a_finished_run_says_so_and_where_its_report_is(fake_servers: str,
+def test_resume_of_a_finished_run_says_so_and_where_its_report_is(fake_store: str,
                                                                   tmp_path: Path, capsys):
-    assert cli.main(["--store", fake_servers, "run", str(_sweep(tmp_path))]) == 0
+    assert cli.main(["--store", fake_store, "run", str(_sweep(tmp_path))]) == 0
     capsys.readouterr()
-    (run_id,) = _run_ids(fake_servers)
+    (run_id,) = _run_ids(fake_store)
     measured = len(fakes.SCRIPT.measured)
-    code = cli.main(["--store", fake_servers, "resume", run_id])
+    code = cli.main(["--store", fake_store, "resume", run_id])
     said = capsys.readouterr()
     assert code == 0
     assert said.err == f"run {run_id} is already complete\n"
@@ -201,16 +192,16 @@ def test_resume_of_a_finished_run_says_so_and_where_its_report_is(fake_servers: 
     assert len(fakes.SCRIPT.measured) == measured  # nothing measured again
 
 
-def test_compare_says_which_run_is_incomplete_and_what_it_lacks(fake_servers: str,
+def test_compare_says_which_run_is_incomplete_and_what_it_lacks(fake_store: str,
                                                                  tmp_path: Path, capsys):
     spec = _sweep(tmp_path)
-    assert cli.main(["--store", fake_servers, "run", str(spec)]) == 0
-    (finished,) = _run_ids(fake_servers)
+    assert cli.main(["--store", fake_store, "run", str(spec)]) == 0
+    (finished,) = _run_ids(fake_store)
     fakes.SCRIPT.interrupt_at = len(fakes.SCRIPT.measured) + 3  # the 3rd of 6: 2 stored
-    assert cli.main(["--store", fake_servers, "run", str(spec)]) == 130
-    (stopped,) = set(_run_ids(fake_servers)) - {finished}
+    assert cli.main(["--store", fake_store, "run", str(spec)]) == 130
+    (stopped,) = set(_run_ids(fake_store)) - {finished}
     capsys.readouterr()
-    code, said = _listed(capsys, "--store", fake_servers, "compare", finished, stopped)
+    code, said = _listed(capsys, "--store", fake_store, "compare", finished, stopped)
     assert code == 0
     assert (f"warning: run {stopped} is incomplete (interrupted): 4 of its 6 measurements are "
             "missing; its figures and its best are not final (finish it: knoblab resume "
@@ -218,10 +209,10 @@ def test_compare_says_which_run_is_incomplete_and_what_it_lacks(fake_servers: st
     assert f"run {finished} is incomplete" not in said
     # One that measured nothing is refused: its comparison would be of nothing.
     fakes.SCRIPT.interrupt_at = len(fakes.SCRIPT.measured) + 1
-    assert cli.main(["--store", fake_servers, "run", str(spec)]) == 130
-    (empty,) = set(_run_ids(fake_servers)) - {finished, stopped}
+    assert cli.main(["--store", fake_store, "run", str(spec)]) == 130
+    (empty,) = set(_run_ids(fake_store)) - {finished, stopped}
     capsys.readouterr()
-    code, said = _listed(capsys, "--store", fake_servers, "compare", finished, empty)
+    code, said = _listed(capsys, "--store", fake_store, "compare", finished, empty)
     assert code == 2
     assert f"run {empty} is interrupted and measured nothing yet: finish it first" in said
 

@@ -11,7 +11,6 @@ second or two.
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import sqlite3
@@ -22,10 +21,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from knoblab import cli, runner, workloads
-from knoblab import search as tune_module
+from knoblab import cli
 from knoblab.literal import literal
-from tests import fakes
 from tests.test_hardening_output import STEPS, SWEEP, _copy_run, _edit_info, _page, _words
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
@@ -79,19 +76,6 @@ def _shows_literally(folder: Path, *texts: str) -> None:
         assert _words(literal(text)) in words, text
     assert "script" not in page.tags
     assert page.tags.count("img") == len(list(folder.glob("*.png")))  # the charts alone
-
-
-@pytest.fixture
-def fake_servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """`knoblab run` and `knoblab tune` measure the fake workload on the fake server."""
-    monkeypatch.setenv("KNOBLAB_HOME", str(tmp_path / "home"))
-    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
-    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(
-        model=lambda s: 1.0 if int(s.get("sort_buffer_size", 2 << 20)) < 16 << 20 else 0.8))
-    monkeypatch.setattr(runner, "start_run", functools.partial(
-        runner.start_run, open_servers=fakes.open_fake))
-    monkeypatch.setattr(tune_module, "tune", functools.partial(
-        tune_module.tune, open_servers=fakes.open_fake))
 
 
 @_fuzz(10)

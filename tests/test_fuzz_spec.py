@@ -9,10 +9,11 @@ regression tests.
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import shutil
 import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,22 @@ from knoblab.server import KINDS as TARGET_KINDS
 from knoblab.spec import SECTION_KEYS, TOP_KEYS, Spec, load_spec, parse_spec
 from knoblab.workloads import KINDS
 
-# Files a script workload may name, relative to the spec's folder.
-FILES = Path(tempfile.mkdtemp(prefix="knoblab-fuzz-"))
-atexit.register(shutil.rmtree, FILES, True)
-(FILES / "setup.sql").write_text("CREATE TABLE t (a INT)\n")
-(FILES / "body.sql").write_text("INSERT INTO t VALUES ({row})\n")
-(FILES / "latin1.sql").write_bytes(b"SELECT 'caf\xe9'\n")
-(FILES / "folder").mkdir()
+# Files a script workload may name, relative to the spec's folder: named now (the strategies
+# below name them), made while this module's tests run (`files`).
+FILES = Path(tempfile.gettempdir()) / f"knoblab-fuzz-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def files() -> Iterator[Path]:
+    FILES.mkdir(mode=0o700)  # a new folder: never one someone else put there
+    try:
+        (FILES / "setup.sql").write_text("CREATE TABLE t (a INT)\n")
+        (FILES / "body.sql").write_text("INSERT INTO t VALUES ({row})\n")
+        (FILES / "latin1.sql").write_bytes(b"SELECT 'caf\xe9'\n")
+        (FILES / "folder").mkdir()
+        yield FILES
+    finally:
+        shutil.rmtree(FILES, ignore_errors=True)
 
 KNOBS = ["read_buffer_size", "innodb_buffer_pool_size", "sort_buffer_size", "tmp_table_size",
          "max_heap_table_size", "innodb_flush_log_at_trx_commit", "long_query_time",
@@ -100,6 +110,8 @@ EXTERNAL = {
     "option_file": st.sampled_from([
         "~/.my.cnf", "~nosuchuser_knoblab/my.cnf", "/nonexistent/my.cnf", "", "a\x00b",
         str(FILES / "setup.sql"), str(FILES / "folder")]),
+    "database": st.sampled_from(["knoblab", "knoblab_bench", "", "my-data", "MySQL", "a" * 70,
+                                 "a\x00b"]),
 }
 DATASET = {
     "kind": st.sampled_from(["scan-table", "other"]),

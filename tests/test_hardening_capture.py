@@ -14,7 +14,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -23,7 +23,9 @@ import zstandard
 
 from knoblab.capture import fingerprint, read_log
 from knoblab.errors import UserError
-from knoblab.store import CAPTURE, RunInfo, Store
+from knoblab.store import RunInfo, Store
+from knoblab.vocabulary import Experiment
+from tests.fakes import SERVER_WIDE, cli_command, cli_env, reaped
 from tests.test_capture_command import (  # noqa: F401  (fixtures)
     DATADIR,
     DB,
@@ -38,9 +40,10 @@ from tests.test_capture_command import (  # noqa: F401  (fixtures)
     capturer,
     slow_log_as_it_was,
 )
-from tests.test_external import _command, _env, _knoblab
+from tests.test_external import _knoblab
 
-pytestmark = pytest.mark.server
+# Captures change the running server's slow log settings; every test checks they are back.
+pytestmark = [pytest.mark.server, SERVER_WIDE]
 
 # A statement whose string holds lines like a slow log's entry header and start banner.
 LOOKALIKE = ("SELECT 'note\n# Time: 251126  8:38:01\n# User@Host: x[x] @ localhost []\n"
@@ -166,6 +169,27 @@ def test_database_names_are_dumped_as_names_and_a_lookalike_header_is_a_statemen
     assert texts.count(LOOKALIKE) >= 2
 
 
+def test_knoblabs_own_databases_whatever_their_name_are_not_dumped(running_database):
+    from knoblab.server.dumping import plan_dump
+    from knoblab.server.external import OWNER_TABLE
+
+    unmarked = f"{running_database}_users"  # named like knoblab's, made by someone else
+    try:
+        _sql(f"CREATE DATABASE {running_database}",
+             f"CREATE TABLE {running_database}.{OWNER_TABLE} (data_key VARCHAR(100))",
+             f"CREATE TABLE {running_database}.dt2 (a INT)",
+             f"CREATE DATABASE {unmarked}", f"CREATE TABLE {unmarked}.t (a INT)")
+        conn = _connect()
+        try:
+            with conn.cursor() as cur:
+                plan = plan_dump(cur, "schema", None)
+        finally:
+            conn.close()
+        assert running_database not in plan.databases and unmarked in plan.databases
+    finally:
+        _sql(f"DROP DATABASE IF EXISTS {running_database}", f"DROP DATABASE IF EXISTS {unmarked}")
+
+
 # ------------------------------------------------------------ one capture per server
 
 
@@ -174,7 +198,7 @@ def test_one_capture_per_server_and_restore_leaves_a_live_one_alone(
     spec = _spec(tmp_path, capturer)
     first = _start(knoblab_home, tmp_path, spec, "--for", "10m", "--out", str(tmp_path / "a"))
     other = tmp_path / "other.sqlite"
-    try:
+    with reaped(first):
         _window_open(first)
         window = _globals()
         holder = _lock_holder()
@@ -204,10 +228,6 @@ def test_one_capture_per_server_and_restore_leaves_a_live_one_alone(
         while _lock_holder() is not None and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _lock_holder() is None
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
     # The killed capture's settings are still there: another home is told whose they are.
     run_id = Store(f"sqlite:///{tmp_path / 's.sqlite'}").list_runs(limit=1)[0]["id"]
     again = _knoblab(other_home, other, "capture", str(spec), "--for", "3s", "--out",
@@ -263,7 +283,7 @@ def test_a_server_logging_to_its_table_keeps_none_of_the_window(
     # Killed in its window: the server's table is set aside until knoblab restore.
     killed = _start(knoblab_home, tmp_path, spec, "--for", "10m", "--out",
                     str(tmp_path / "killed"))
-    try:
+    with reaped(killed):
         _window_open(killed)
         with Statements(marker) as client:
             while client.ran < 3:
@@ -271,10 +291,6 @@ def test_a_server_logging_to_its_table_keeps_none_of_the_window(
         assert _capture_tables()
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait(timeout=10)
-    finally:
-        if killed.poll() is None:
-            killed.kill()
-            killed.wait()
     restored = _knoblab(knoblab_home, tmp_path / "s.sqlite", "restore",
                         KNOBLAB_TEST_PW=PASSWORD)
     assert restored.returncode == 0, restored.stderr
@@ -323,28 +339,21 @@ def test_kill_9_during_the_dump_ends_the_dump_and_leaves_no_file(
 # --------------------------------------------------------------------- a full disk
 
 
-@contextlib.contextmanager
-def _nearly_full(where: Path, free_kb: int) -> Iterator[Path]:
-    """A 16 MB tmpfs of our own holding a file that leaves about `free_kb` KB free."""
-    where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
-            capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    try:
-        with (where / "filler").open("wb") as filler, contextlib.suppress(OSError):
-            filler.write(b"\0" * (16 * 1024 * 1024 - free_kb * 1024))  # or up to full
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+def _nearly_full(tmpfs: Callable[[int], Path], free_kb: int) -> Path:
+    """A 16 MB tmpfs of our own (the `tmpfs` fixture's) holding a file that leaves about
+    `free_kb` KB free."""
+    where = tmpfs(16)
+    with (where / "filler").open("wb") as filler, contextlib.suppress(OSError):
+        filler.write(b"\0" * (16 * 1024 * 1024 - free_kb * 1024))  # or up to full
+    return where
 
 
 def test_a_full_disk_under_out_is_one_line_and_keeps_the_statements(
-        knoblab_home, tmp_path, capturer, slow_log_as_it_was):  # noqa: F811
-    with _nearly_full(tmp_path / "small", free_kb=12) as small:
-        proc, stderr = _run(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "1s",
-                            "--out", str(small / "out"), "--data", "schema")
-        line = _ending(proc.returncode, stderr)
+        tmpfs, knoblab_home, tmp_path, capturer, slow_log_as_it_was):  # noqa: F811
+    small = _nearly_full(tmpfs, free_kb=12)
+    proc, stderr = _run(knoblab_home, tmp_path, _spec(tmp_path, capturer), "--for", "1s",
+                        "--out", str(small / "out"), "--data", "schema")
+    line = _ending(proc.returncode, stderr)
     assert "cannot write the statements to" in line and "No space left on device" in line
     assert "every setting is back" in line
     assert _globals() == slow_log_as_it_was
@@ -353,17 +362,17 @@ def test_a_full_disk_under_out_is_one_line_and_keeps_the_statements(
     kept[0].unlink()
 
 
-def test_a_dump_onto_a_full_disk_is_one_line(tmp_path, capturer):  # noqa: F811
+def test_a_dump_onto_a_full_disk_is_one_line(tmpfs, tmp_path, capturer):  # noqa: F811
     from knoblab.connection import Endpoint
     from knoblab.server.dumping import DumpPlan, run_dump
 
     plan = DumpPlan("all", None, databases=[DB], tables=2)
-    with _nearly_full(tmp_path / "small", free_kb=0) as small:
-        with pytest.raises(UserError, match="cannot write the dump to .*: No space left on "
-                                            "device; no dump was kept"):
-            run_dump(Endpoint(host="127.0.0.1", port=3306), plan, small / "data.sql.zst",
-                     lambda done: None)
-        assert not (small / "data.sql.zst").exists()
+    small = _nearly_full(tmpfs, free_kb=0)
+    with pytest.raises(UserError, match="cannot write the dump to .*: No space left on "
+                                        "device; no dump was kept"):
+        run_dump(Endpoint(host="127.0.0.1", port=3306), plan, small / "data.sql.zst",
+                 lambda done: None)
+    assert not (small / "data.sql.zst").exists()
 
 
 # ------------------------------------------------------------------- a window with nothing
@@ -378,9 +387,9 @@ def test_a_window_that_captured_nothing_says_so(tmp_path, knoblab_home, binary):
         spec = tmp_path / "quiet.toml"
         spec.write_text(f'[server]\nkind = "external"\nsocket = "{server.socket}"\n'
                         'user = "root"\n')
-        done = subprocess.run(_command(tmp_path / "s.sqlite", "capture", str(spec), "--for",
+        done = subprocess.run(cli_command(tmp_path / "s.sqlite", "capture", str(spec), "--for",
                                        "1s", "--out", str(tmp_path / "out")),
-                              env=_env(knoblab_home), cwd=tmp_path, capture_output=True,
+                              env=cli_env(knoblab_home), cwd=tmp_path, capture_output=True,
                               text=True, timeout=120)
     line = _ending(done.returncode, done.stderr)
     assert "nothing was captured" in line and "capture again while the application runs" \
@@ -446,7 +455,7 @@ def test_a_name_that_is_not_utf8_is_stored_and_written_as_escapes(tmp_path, monk
     assert shown == "select a from t\\udcff where b = ?"
     assert shown.encode("utf-8")  # any store, file or terminal takes it
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    run_id = store.create_run(name="t", kind="run", spec_source="", server_binary="",
+    run_id = store.create_run(name="t", experiment="run", spec_source="", server_binary="",
                               server_version="", info=RunInfo(), point_list=[])
     store.set_status(run_id, "failed", f"statements fail: {name}")
     assert store.run(run_id)["error"] == "statements fail: SELECT a FROM t\\udcff WHERE b = 1"
@@ -460,9 +469,10 @@ def test_a_name_that_is_not_utf8_is_stored_and_written_as_escapes(tmp_path, monk
 
 def test_compare_of_a_capture_says_it_is_not_a_study(tmp_path, knoblab_home):
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    runs = [store.create_run(name="prod-capture", kind=CAPTURE, spec_source="",
+    runs = [store.create_run(name="prod-capture", experiment=Experiment.CAPTURE, spec_source="",
                              server_binary="", server_version="",
-                             info=RunInfo(workload={"kind": CAPTURE},
+                             # as older versions stored a capture: as a workload kind too
+                             info=RunInfo(workload={"kind": "capture"},
                                           dataset={"folder": "/tmp/prod-capture"}),
                              point_list=[]) for _ in range(2)]
     for run in runs:

@@ -15,7 +15,7 @@ import pytest
 from knoblab.errors import UserError
 from knoblab.server.shape import Shape
 from knoblab.spec import parse_spec
-from tests.test_runs_studies import fake_servers  # noqa: F401 - a fixture of these tests
+from tests.fakes import SERVER_WIDE
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = {"dataset": {"rows": 1000}, "workload": {"sql": "SELECT COUNT(*) FROM dt2"},
@@ -137,9 +137,11 @@ def test_a_run_on_the_running_server_then_a_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.server
+@SERVER_WIDE
 def test_tests_on_the_running_server_leave_no_database_there(tmp_path: Path):
-    # Runs on 127.0.0.1:3306 build their data in its database `knoblab`; the suite left it
-    # there. Its session drops it at the end, also after a failed test.
+    # A run on 127.0.0.1:3306 given no [server] database builds its data in `knoblab` (the
+    # suite once left it there): the session's end names it as left behind and drops it, also
+    # after a failed test.
     import os
     import subprocess
     import sys
@@ -157,6 +159,8 @@ def test_tests_on_the_running_server_leave_no_database_there(tmp_path: Path):
                           check=False)
     assert "1 failed" in done.stdout and "a test that fails after its run" in done.stdout, \
         done.stdout[-3000:] + done.stderr[-3000:]
+    assert "LEFT BEHIND by this test run: database knoblab on the MariaDB at 127.0.0.1:3306" \
+        in done.stdout, done.stdout[-3000:]
     with pymysql.connect(host="127.0.0.1", port=3306, user="root") as conn, \
             conn.cursor() as cur:
         assert cur.execute("SHOW DATABASES LIKE 'knoblab'") == 0

@@ -4,12 +4,10 @@ is wrong, exit code 2, before any server starts; an error names the file that fa
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,25 +54,18 @@ def _refused(done: subprocess.CompletedProcess[str], *words: str) -> str:
     return err
 
 
-@contextlib.contextmanager
-def _mounted(where: Path, options: str,
-             fill: dict[str, str | bytes] | None = None) -> Iterator[Path]:
-    """A small tmpfs of our own (root only): read-only or nearly full file systems."""
-    where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(where)],
-            capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    try:
-        for name, content in (fill or {}).items():
-            if isinstance(content, bytes):
-                (where / name).write_bytes(content)
-            else:
-                (where / name).write_text(content)
-        subprocess.run(["mount", "-o", f"remount,{options}", str(where)], check=True)
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
+def _mounted(tmpfs: Callable[[int], Path], options: str,
+             fill: dict[str, str | bytes] | None = None) -> Path:
+    """A small tmpfs of our own (the `tmpfs` fixture's, root only) holding `fill`, remounted
+    with `options`: read-only or nearly full file systems."""
+    where = tmpfs(16)
+    for name, content in (fill or {}).items():
+        if isinstance(content, bytes):
+            (where / name).write_bytes(content)
+        else:
+            (where / name).write_text(content)
+    subprocess.run(["mount", "-o", f"remount,{options}", str(where)], check=True)
+    return where
 
 
 def _golden_store(tmp_path: Path) -> tuple[str, str]:
@@ -109,14 +100,14 @@ def test_a_home_the_servers_scripts_cannot_use_is_refused_before_it_is_used(tmp_
     assert list((tmp_path / "victim").iterdir()) == []
 
 
-def test_a_read_only_home_is_named(tmp_path, knoblab):
-    with _mounted(tmp_path / "ro", "ro") as ro:
-        _refused(knoblab(ro, "knobs", "buffer"), "read-only")
+def test_a_read_only_home_is_named(tmpfs, tmp_path, knoblab):
+    ro = _mounted(tmpfs, "ro")
+    _refused(knoblab(ro, "knobs", "buffer"), "read-only")
 
 
-def test_a_home_on_a_full_file_system_is_named(tmp_path, knoblab):
-    with _mounted(tmp_path / "small", "rw") as small:
-        _refused(knoblab(small, "knobs", "buffer"), "file system is full")
+def test_a_home_on_a_full_file_system_is_named(tmpfs, tmp_path, knoblab):
+    small = _mounted(tmpfs, "rw")
+    _refused(knoblab(small, "knobs", "buffer"), "file system is full")
 
 
 @pytest.mark.server
@@ -166,13 +157,13 @@ def test_a_json_that_cannot_be_written_is_named_and_leaves_no_folder(tmp_path, k
     assert not out.exists()
 
 
-def test_a_read_only_json_is_refused_before_the_folder_is_written(tmp_path, knoblab):
+def test_a_read_only_json_is_refused_before_the_folder_is_written(tmpfs, tmp_path, knoblab):
     url, run_id = _golden_store(tmp_path)
     out = tmp_path / "out"
-    with _mounted(tmp_path / "ro", "ro", {"result.json": "{}"}) as ro:
-        _refused(knoblab(tmp_path / "home", "--store", url, "report", run_id,
-                          "--json", str(ro / "result.json"), "--out", str(out)),
-                 f"--json {ro / 'result.json'}", "cannot be written")
+    ro = _mounted(tmpfs, "ro", {"result.json": "{}"})
+    _refused(knoblab(tmp_path / "home", "--store", url, "report", run_id,
+                      "--json", str(ro / "result.json"), "--out", str(out)),
+             f"--json {ro / 'result.json'}", "cannot be written")
     assert not out.exists()
 
 
@@ -197,16 +188,16 @@ def test_the_crash_line_says_what_is_true_for_the_command(tmp_path, monkeypatch,
     assert str(tmp_path / "home" / "logs") in err
 
 
-def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmp_path, knoblab):
+def test_a_store_that_cannot_be_written_is_refused_before_a_run_starts(tmpfs, tmp_path,
+                                                                        knoblab):
     home = tmp_path / "home"
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC)
     Store(f"sqlite:///{tmp_path / 'made.sqlite'}").list_runs()
-    with _mounted(tmp_path / "ro", "ro",
-                  {"s.sqlite": (tmp_path / "made.sqlite").read_bytes()}) as ro:
-        for name in ("s.sqlite", "new.sqlite"):  # a store there already, and a new one
-            _refused(knoblab(home, "--store", f"sqlite:///{ro / name}", "run",
-                              str(spec)), f"results store {ro / name}", "read-only")
+    ro = _mounted(tmpfs, "ro", {"s.sqlite": (tmp_path / "made.sqlite").read_bytes()})
+    for name in ("s.sqlite", "new.sqlite"):  # a store there already, and a new one
+        _refused(knoblab(home, "--store", f"sqlite:///{ro / name}", "run",
+                          str(spec)), f"results store {ro / name}", "read-only")
     assert not (home / "templates").exists() or not any((home / "templates").iterdir())
 
 
@@ -223,18 +214,18 @@ def test_a_datadir_is_initialised_without_the_shared_temp_folder(tmp_path, monke
     assert (base / ".ready").exists() and not (base / "tmp").exists()
 
 
-def test_commands_that_only_read_need_no_writable_home(tmp_path, knoblab):
+def test_commands_that_only_read_need_no_writable_home(tmpfs, tmp_path, knoblab):
     # Another user's home, or a read-only copy: runs and report read it; run refuses it.
     store = (GOLDEN / "store.sqlite").read_bytes()
-    with _mounted(tmp_path / "ro", "ro", {"knoblab.sqlite": store}) as ro:
-        listed = knoblab(ro, "runs")
-        assert listed.returncode == 0, listed.stderr
-        assert "golden" in listed.stdout or len(listed.stdout.splitlines()) > 3, listed.stdout
-        reported = knoblab(ro, "report", "latest", "--out", str(tmp_path / "r"))
-        assert reported.returncode == 0, reported.stderr
-        spec = tmp_path / "spec.toml"
-        spec.write_text(SPEC)
-        _refused(knoblab(ro, "run", str(spec)), "read-only")
+    ro = _mounted(tmpfs, "ro", {"knoblab.sqlite": store})
+    listed = knoblab(ro, "runs")
+    assert listed.returncode == 0, listed.stderr
+    assert "golden" in listed.stdout or len(listed.stdout.splitlines()) > 3, listed.stdout
+    reported = knoblab(ro, "report", "latest", "--out", str(tmp_path / "r"))
+    assert reported.returncode == 0, reported.stderr
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC)
+    _refused(knoblab(ro, "run", str(spec)), "read-only")
 
 
 def test_no_output_overwrites_what_knoblab_relies_on(tmp_path, knoblab):

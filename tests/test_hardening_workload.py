@@ -23,7 +23,7 @@ from knoblab.errors import UserError
 from knoblab.runner import start_run
 from knoblab.spec import parse_spec
 from knoblab.store import RunInfo, Store
-from tests.fakes import Quiet
+from tests.fakes import SERVER_WIDE, Quiet, reaped
 
 pytestmark = pytest.mark.server
 
@@ -283,20 +283,21 @@ def as_found():
     assert not changed, f"left changed on 127.0.0.1:3306: {sorted(changed)}"
 
 
-def _running_spec(sql: str, repetitions: int = 1):
+def _running_spec(server: dict[str, object], sql: str, repetitions: int = 1):
     return parse_spec({
-        "server": {"kind": "external", "host": "127.0.0.1", "port": 3306, "user": "root"},
+        "server": server,
         "dataset": {"rows": 500},
         "workload": {"sql": sql, "repetitions": repetitions},
         "sweep": {"read_buffer_size": ["64K", "128K"]},
     }, default_name="hostile-running")
 
 
+@SERVER_WIDE
 def test_a_global_the_workload_changed_on_a_running_server_is_named_and_put_back(
-        knoblab_home, tmp_path, as_found):
+        knoblab_home, tmp_path, as_found, running_server):
     # The run ended 0 with verdicts, and the user's server was left at 1M.
-    store, run_id = _run(_running_spec("EXECUTE IMMEDIATE 'SET GLOBAL tmp_table_size = "
-                                       "1048576'"), knoblab_home, tmp_path)
+    store, run_id = _run(_running_spec(running_server, "EXECUTE IMMEDIATE 'SET GLOBAL "
+                                       "tmp_table_size = 1048576'"), knoblab_home, tmp_path)
     errors = _failures(store, run_id)
     assert len(errors) == 2
     assert all("tmp_table_size (" in error and
@@ -304,21 +305,24 @@ def test_a_global_the_workload_changed_on_a_running_server_is_named_and_put_back
     assert store.pending_restores() == []
 
 
+@SERVER_WIDE
 def test_a_workload_that_drops_knoblabs_database_on_a_running_server_fails_saying_so(
-        knoblab_home, tmp_path, as_found):
-    store, run_id = _run(_running_spec("EXECUTE IMMEDIATE 'DROP DATABASE knoblab'",
-                                       repetitions=2), knoblab_home, tmp_path)
+        knoblab_home, tmp_path, as_found, running_server, running_database):
+    store, run_id = _run(_running_spec(running_server, "EXECUTE IMMEDIATE 'DROP DATABASE "
+                                       f"{running_database}'", repetitions=2),
+                         knoblab_home, tmp_path)
     errors = _failures(store, run_id)
     # Each measurement starts from the data rebuilt, and fails for what it did to it.
     assert len(errors) == 4
-    assert all("dropped database knoblab" in error for error in errors), errors
+    assert all(f"dropped database {running_database}" in error for error in errors), errors
 
 
+@SERVER_WIDE
 def test_a_setup_that_changes_a_global_on_a_running_server_stops_the_run_and_puts_it_back(
-        knoblab_home, tmp_path, as_found):
+        knoblab_home, tmp_path, as_found, running_server):
     table = f"t_{uuid.uuid4().hex[:12]}"
     spec = parse_spec({
-        "server": {"kind": "external", "host": "127.0.0.1", "port": 3306, "user": "root"},
+        "server": running_server,
         # A setup of its own: data built before under the same setup would not be built again.
         "workload": {"kind": "script", "setup": f"CREATE TABLE {table} (i INT); EXECUTE "
                                                 "IMMEDIATE 'SET GLOBAL tmp_table_size = 1048576'",
@@ -330,15 +334,18 @@ def test_a_setup_that_changes_a_global_on_a_running_server_stops_the_run_and_put
         _run(spec, knoblab_home, tmp_path)
 
 
+@SERVER_WIDE
 def test_ctrl_c_during_a_measurement_that_changed_a_global_puts_it_back(knoblab_home, tmp_path,
-                                                                       as_found):
+                                                                       as_found,
+                                                                       running_database):
     spec = tmp_path / "changes.toml"
-    spec.write_text("""
+    spec.write_text(f"""
 [server]
 kind = "external"
 host = "127.0.0.1"
 port = 3306
 user = "root"
+database = "{running_database}"
 [workload]
 kind = "script"
 setup = "CREATE TABLE t (i INT)"
@@ -353,7 +360,7 @@ sort_buffer_size = ["1M", "2M"]
                              f"sqlite:///{tmp_path / 's.sqlite'}", "run", str(spec)], env=env,
                             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    try:
+    with reaped(proc):
         deadline = time.monotonic() + 120
         while _running_globals()["tmp_table_size"] != "1048576":
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
@@ -361,10 +368,6 @@ sort_buffer_size = ["1M", "2M"]
             time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=60) == 130
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     # as_found: tmp_table_size is the user's again
 
 

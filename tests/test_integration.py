@@ -30,6 +30,7 @@ from knoblab.server.sandbox import (
 )
 from knoblab.workloads.base import Measured
 from knoblab.workloads.query import QueryWorkload, WorkloadError, cached_fraction, evict
+from tests.fakes import query
 
 pytestmark = pytest.mark.server
 
@@ -119,16 +120,6 @@ def _dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()
     return child.pid
-
-
-def _query(server: Sandbox, sql: str, database: str | None = DATABASE) -> tuple:
-    conn = server.connect(database)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return cur.fetchall()
-    finally:
-        conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -292,7 +283,7 @@ def test_reap_orphans_kills_only_servers_whose_owner_died(binary, base_data, tmp
         assert not orphan_socket_dir.exists()
         # A sandbox whose owner is alive (this process) is left alone.
         assert kept.process.poll() is None
-        assert _query(kept, "SELECT 1", None) == ((1,),)
+        assert query(kept, "SELECT 1", None) == ((1,),)
         assert reap_orphans(home) == 0
         assert kept.dir.exists()
     finally:
@@ -305,18 +296,18 @@ def test_reap_orphans_kills_only_servers_whose_owner_died(binary, base_data, tmp
 
 
 def test_scan_table_content(scan_server):
-    count, distinct, low, high, minimum, maximum = _query(
+    count, distinct, low, high, minimum, maximum = query(
         scan_server, "SELECT COUNT(*), COUNT(DISTINCT grp), MIN(LENGTH(slack)), "
         "MAX(LENGTH(slack)), MIN(grp), MAX(grp) FROM dt2")[0]
     assert count == 100_000
     assert distinct == 100_000
     assert (minimum, maximum) == (0, 99_999)
     assert low >= 20 and high <= 50
-    assert _query(scan_server, "SELECT COUNT(*) FROM dt2 WHERE slack IS NULL")[0][0] == 0
-    (share,) = _query(scan_server, "SELECT AVG(slack LIKE 'a%') FROM dt2")[0]
+    assert query(scan_server, "SELECT COUNT(*) FROM dt2 WHERE slack IS NULL")[0][0] == 0
+    (share,) = query(scan_server, "SELECT AVG(slack LIKE 'a%') FROM dt2")[0]
     assert 0.05 <= float(share) <= 0.075
     # The helper table used to generate the rows is gone.
-    tables = {row[0] for row in _query(scan_server, "SHOW TABLES")}
+    tables = {row[0] for row in query(scan_server, "SHOW TABLES")}
     assert tables == {"dt2"}
     assert [p.name for p in SCAN.files(scan_server.datadir)] == ["dt2.MYD", "dt2.MYI"]
 
@@ -326,11 +317,11 @@ def test_scan_table_sized_in_bytes(binary, knoblab_home):
     table = ScanTable(size_bytes=size)
     data = derived_template(binary, table.key, table.build, knoblab_home)
     with Sandbox(binary, data, {}, home=knoblab_home) as server:
-        (length,) = _query(
+        (length,) = query(
             server, "SELECT DATA_LENGTH FROM information_schema.TABLES "
             f"WHERE TABLE_SCHEMA = '{DATABASE}' AND TABLE_NAME = 'dt2'")[0]
         assert 0.9 * size <= int(length) <= 1.1 * size
-        (rows,) = _query(server, "SELECT COUNT(*) FROM dt2")[0]
+        (rows,) = query(server, "SELECT COUNT(*) FROM dt2")[0]
         assert rows <= 200_000
 
 
@@ -370,7 +361,7 @@ def test_cold_measurement_reads_from_disk(scan_server):
     assert measured.details["os"]["server_read_bytes"] == measured.details["read_bytes"]
     assert measured.details["os"]["disk_read_bytes"] > 0
     assert measured.details["status"]["com_select"] == 1  # net of knoblab's own probing
-    (count,) = _query(scan_server, SCAN_SQL)[0]
+    (count,) = query(scan_server, SCAN_SQL)[0]
     assert 5_000 <= count <= 7_500
 
 
@@ -402,7 +393,7 @@ def test_sql_error_raises_workload_error(scan_server):
         _measure(QueryWorkload("SELECT no_such_column FROM dt2"), scan_server, [])
     assert "Unknown column 'no_such_column'" in str(caught.value)
     # The server survives a failed statement.
-    assert _query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
+    assert query(scan_server, "SELECT COUNT(*) FROM dt2") == ((100_000,),)
 
 
 def test_timeout_is_a_hard_limit_and_the_statement_is_stopped(scan_server):
@@ -413,7 +404,7 @@ def test_timeout_is_a_hard_limit_and_the_statement_is_stopped(scan_server):
         _measure(QueryWorkload("SELECT SLEEP(3)", timeout=0.5), scan_server, [])
     assert time.monotonic() - began < 2.5
     time.sleep(0.2)
-    running = _query(scan_server, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+    running = query(scan_server, "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
                                   "WHERE INFO LIKE 'SELECT SLEEP(3)%'")
     assert running == ((0,),)
 
@@ -424,7 +415,7 @@ def test_char_variant_of_the_scan_table(binary: ServerBinary, knoblab_home: Path
     assert char.key != ScanTable(rows=2_000).key
     template = derived_template(binary, char.key, char.build, knoblab_home)
     with Sandbox(binary, template, {}, home=knoblab_home) as server:
-        (column_type,) = _query(server, "SELECT COLUMN_TYPE FROM information_schema.COLUMNS "
+        (column_type,) = query(server, "SELECT COLUMN_TYPE FROM information_schema.COLUMNS "
                                 "WHERE TABLE_NAME = 'dt2' AND COLUMN_NAME = 'slack'")[0]
-        (rows,) = _query(server, "SELECT COUNT(*) FROM knoblab.dt2")[0]
+        (rows,) = query(server, "SELECT COUNT(*) FROM knoblab.dt2")[0]
     assert column_type == "char(50)" and rows == 2_000

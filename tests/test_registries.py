@@ -78,7 +78,7 @@ MINIMAL = {
 # A valid [server] section of each kind, beyond kind = "...".
 SECTIONS: dict[str, dict[str, Any]] = {
     "sandbox": {"binary": "mariadbd"},
-    "external": {"host": "127.0.0.1", "port": 3306, "user": "root"},
+    "external": {"host": "127.0.0.1", "port": 3306, "user": "root", "database": "knoblab_b"},
 }
 
 

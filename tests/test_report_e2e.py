@@ -9,8 +9,6 @@ import json
 import math
 import os
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pymysql
 import pytest
 
 from knoblab.server.sandbox import base_template, copy_datadir
+from tests.fakes import cli_command, cli_env
 
 pytestmark = pytest.mark.server
 
@@ -43,10 +42,8 @@ CAPPED = STUDY + '\n[server.config]\nmax_heap_table_size = "16K"\n'
 
 
 def _knoblab(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
-    env["KNOBLAB_HOME"] = str(home)
-    return subprocess.run([sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}",
-                           *args], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cli_command(store, *args), env=cli_env(home), capture_output=True,
+                          text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +118,7 @@ query_cache_type = ["OFF", "ON"]
 
 
 def test_recommended_cnf_loads_into_a_server_that_reports_its_values(knoblab_home, binary,
-                                                                      three_runs):
+                                                                      three_runs, short_folder):
     folder, store, _ = three_runs
     # 16K and 64M were measured, the default (16M) was not: no change is shown to help it
     text = (folder / "a" / "recommended.cnf").read_text()
@@ -136,7 +133,7 @@ def test_recommended_cnf_loads_into_a_server_that_reports_its_values(knoblab_hom
     assert "\nquery_cache_type = ON\n" in text, text
     # the gain, above the setting
     assert "# query_cache_type = ON instead of the default (OFF): shown to help, " in text
-    scratch = Path(tempfile.mkdtemp(prefix="kb-cnf-"))
+    scratch = short_folder  # the server's socket is in it
     copy_datadir(base_template(binary, knoblab_home) / "data", scratch / "data")
     socket = scratch / "s.sock"
     command = [str(binary.path), f"--defaults-file={cnf}", f"--datadir={scratch / 'data'}",

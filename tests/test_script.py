@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from knoblab.connection import DATABASE
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, derived_template
@@ -20,6 +19,7 @@ from knoblab.workloads.script import (
     split_statements,
     trim_comment_tail,
 )
+from tests.fakes import query
 
 SETUP = "CREATE TABLE t (id INT UNSIGNED NOT NULL PRIMARY KEY, conn INT NOT NULL) ENGINE=InnoDB"
 INSERT = "INSERT INTO t (id, conn) VALUES ({row}, {connection})"
@@ -28,19 +28,9 @@ INSERT = "INSERT INTO t (id, conn) VALUES ({row}, {connection})"
 # --------------------------------------------------------------------------- helpers
 
 
-def _query(server: Sandbox, sql: str) -> tuple:
-    conn = server.connect(DATABASE)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql)
-            return cur.fetchall()
-    finally:
-        conn.close()
-
-
 def _other_connections(server: Sandbox) -> list[tuple]:
     """Client connections on the server besides the one asking (system threads left out)."""
-    return [row for row in _query(server, "SHOW PROCESSLIST")
+    return [row for row in query(server, "SHOW PROCESSLIST")
             if row[1] != "system user" and row[4] != "Daemon" and row[7] != "SHOW PROCESSLIST"]
 
 
@@ -171,15 +161,15 @@ def test_setup_once_then_autocommit_inserts_on_three_connections(
     again = derived_template(binary, workload.dataset({}).key,
                              lambda s: builds.append(s), knoblab_home)
     assert again == template and builds == []  # the template is made once, then reused
-    assert _query(server, "SELECT COUNT(*) FROM t") == ((0,),)
+    assert query(server, "SELECT COUNT(*) FROM t") == ((0,),)
 
     measured = workload.run_body(server)
 
     assert measured.seconds > 0 and measured.rows == 150
-    ids = [row[0] for row in _query(server, "SELECT id FROM t ORDER BY id")]
+    ids = [row[0] for row in query(server, "SELECT id FROM t ORDER BY id")]
     assert ids == list(range(1, 151))
     # {row} is (connection - 1) * iterations + iteration + 1: connection c owns one block.
-    assert _query(server, "SELECT conn, MIN(id), MAX(id), COUNT(*) FROM t GROUP BY conn") == (
+    assert query(server, "SELECT conn, MIN(id), MAX(id), COUNT(*) FROM t GROUP BY conn") == (
         (1, 1, 50, 50), (2, 51, 100, 50), (3, 101, 150, 50))
     details = measured.details
     assert details["statements"] == 150 and details["transactions"] == 150
@@ -208,7 +198,7 @@ def test_transactions_of_ten_commit_once_per_transaction(server):
     measured = workload.run_body(server)
 
     assert measured.rows == 75
-    assert _query(server, "SELECT COUNT(*), MIN(id), MAX(id) FROM t") == ((75, 1, 75),)
+    assert query(server, "SELECT COUNT(*), MIN(id), MAX(id) FROM t") == ((75, 1, 75),)
     details = measured.details
     assert details["transactions"] == 9  # ceil(25 / 10) = 3 per connection
     assert details["status"]["com_commit"] == 9
@@ -233,7 +223,7 @@ def test_failing_body_stops_every_worker_and_names_where(binary, knoblab_home, t
         assert message.startswith("script body failed on connection 2, iteration 1: (1062) ")
         assert "Duplicate entry '1000'" in message and "\n" not in message
         # The other workers stopped early instead of finishing their 2000 iterations.
-        assert _query(server, "SELECT COUNT(*) FROM t")[0][0] < 2 * 2000
+        assert query(server, "SELECT COUNT(*) FROM t")[0][0] < 2 * 2000
         assert _wait_no_connections(server) == []
         assert _script_threads() == []
     assert server.process is None and not server.dir.exists()
@@ -270,7 +260,7 @@ def test_a_warm_up_is_one_pass_of_a_body_that_repeats_and_all_of_one_that_varies
     # The same statement every iteration: one transaction's worth on each connection warms
     # what all of it touches. Rows of their own per iteration: all of them.
     def inserts() -> int:
-        return int(_query(server, "SHOW GLOBAL STATUS LIKE 'Com_insert'")[0][1])
+        return int(query(server, "SHOW GLOBAL STATUS LIKE 'Com_insert'")[0][1])
 
     before = inserts()
     ScriptWorkload(setup=SETUP, body="INSERT INTO t (id, conn) VALUES (1000 + {connection}, "

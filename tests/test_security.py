@@ -89,7 +89,8 @@ SPLICES: dict[str, dict[str, str]] = {
     },
     "knoblab/server/external.py": {
         "knob": "a setting's name: the catalog's own (self.catalog.knobs[name].name)",
-        "DATABASE": "the constant 'knoblab'",
+        "own": "server.database: the constant 'knoblab', or [server] database, checked "
+               "against [A-Za-z_][A-Za-z0-9_]{0,63} (server._database)",
         "OWNER_TABLE": "the constant 'knoblab_owner'",
         "table.replace('`', '``')": "table names read from information_schema, quoted",
     },
@@ -113,7 +114,9 @@ SPLICES: dict[str, dict[str, str]] = {
                 "(_NAME) before it is used",
     },
     "knoblab/datasets/scan.py": {
-        "DATABASE": "the constant 'knoblab'",
+        "server.database": "knoblab's own database: the constant 'knoblab' on a sandbox, or "
+                           "[server] database, checked against [A-Za-z_][A-Za-z0-9_]{0,63} "
+                           "(server._database)",
         "self.table": "the dataclass default 'dt2'; no spec key sets it",
         "self.engine": "checked against ENGINES in ScanTable.__post_init__",
         "self.slack_type": "checked against SLACK_TYPES in ScanTable.__post_init__",
@@ -131,9 +134,11 @@ SPLICES: dict[str, dict[str, str]] = {
                            "backticks, its backticks doubled (dump.quoted)",
     },
     "knoblab/workloads/script.py": {
-        "DATABASE": "the constant 'knoblab'",
-        "quoted(self.workload_database)": "knoblab's database or the data's (a dump's), in "
-                                          "backticks, its backticks doubled (dump.quoted)",
+        "server.database": "knoblab's own database: the constant 'knoblab' on a sandbox, or "
+                           "[server] database, checked against [A-Za-z_][A-Za-z0-9_]{0,63} "
+                           "(server._database)",
+        "quoted(database)": "knoblab's database or the data's (a dump's), in backticks, its "
+                            "backticks doubled (dump.quoted)",
         "worker.thread_id": "an int: the server's CONNECTION_ID()",
     },
     "knoblab/workloads/replay.py": {
@@ -209,11 +214,11 @@ def _problems(path: str, tree: ast.Module) -> tuple[list[str], list[tuple[int, l
 def test_the_splice_check_finds_what_it_looks_for():
     planted = ast.parse("cur.execute(f'SELECT {user_input}')\ncur.execute('SET x = ' + v)\n"
                         "conn.query('SELECT {}'.format(v))\ncur.execute(sql)\n"
-                        "cur.execute(f'USE {DATABASE}')\ncur.execute('SELECT %s', (v,))\n"
+                        "cur.execute(f'USE {server.database}')\ncur.execute('SELECT %s', (v,))\n"
                         "cur.execute(f'KILL {int(v)}')\ncur.execute(f'KILL {intx(v)}')\n")
     problems, fstrings = _problems("knoblab/workloads/script.py", planted)
     assert len(problems) == 5, problems
-    assert fstrings == [(1, ["user_input"]), (5, ["DATABASE"]), (7, ["int(v)"]),
+    assert fstrings == [(1, ["user_input"]), (5, ["server.database"]), (7, ["int(v)"]),
                         (8, ["intx(v)"])]
 
 

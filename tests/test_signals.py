@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import test_external as external
+from tests.fakes import SERVER_WIDE
 from tests.test_crash import (
     BUILD_ROWS,
     SLEEPY,
@@ -126,11 +127,13 @@ def test_signals_in_quick_succession_leave_nothing_behind(start, gap, home, tmp_
     assert _db(store, "SELECT status FROM runs") == [("interrupted",)]
 
 
+@SERVER_WIDE
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM],
                          ids=["SIGHUP", "SIGTERM"])
 def test_a_running_servers_settings_are_put_back_on_hangup(signum, home, tmp_path,
+                                                           running_database,
                                                            originals):  # noqa: F811
-    spec = external._spec(tmp_path, name=f"hup-{signum.name.lower()}",
+    spec = external._spec(tmp_path, running_database, name=f"hup-{signum.name.lower()}",
                           sql="SELECT SLEEP(0.3), COUNT(*) FROM dt2", repetitions=4)
     store = tmp_path / "s.sqlite"
     proc = _start(home, store, tmp_path, "run", str(spec))

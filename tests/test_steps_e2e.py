@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import subprocess
-import sys
 
 import pytest
 
 from knoblab.store import Store
+from tests.fakes import cli_command, cli_env
 
 pytestmark = pytest.mark.server
 
@@ -47,11 +46,8 @@ innodb_log_buffer_size = "4M"
 
 
 def _knoblab(folder, knoblab_home, *args, timeout=600):
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env["KNOBLAB_HOME"] = str(knoblab_home)
-    return subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
-                           f"sqlite:///{folder / 's.sqlite'}", *args],
-                          env=env, cwd=folder, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cli_command(folder / "s.sqlite", *args), env=cli_env(knoblab_home),
+                          cwd=folder, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

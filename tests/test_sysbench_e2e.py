@@ -10,12 +10,11 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from tests.fakes import cli_command, cli_env, servers_under
 from tests.test_bad_input import knoblab_in_process
 
 pytestmark = pytest.mark.server
@@ -39,34 +38,12 @@ innodb_buffer_pool_size = ["16M", "64M"]
 """
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    return {**env, "KNOBLAB_HOME": str(home), **extra}
-
-
-def _command(tmp_path: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "knoblab.cli", "--store",
-            f"sqlite:///{tmp_path / 's.sqlite'}", *args]
-
-
-def _sandbox_servers(home: Path) -> list[int]:
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if "mariadbd" in text and str(home) in text:
-            pids.append(int(cmdline.parent.name))
-    return pids
-
-
 def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp_path):
     spec = tmp_path / "oltp.toml"
     spec.write_text(SPEC.format(duration=4, repetitions=2))
-    out = subprocess.run(_command(tmp_path, "run", str(spec), "--json", str(tmp_path / "r.json"),
-                                  "--out", str(tmp_path / "out")),
-                         env=_env(knoblab_home), cwd=tmp_path, capture_output=True, text=True,
+    out = subprocess.run(cli_command(tmp_path / "s.sqlite", "run", str(spec), "--json",
+                                     str(tmp_path / "r.json"), "--out", str(tmp_path / "out")),
+                         env=cli_env(knoblab_home), cwd=tmp_path, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "tps" in out.stderr  # the per-trial lines speak in throughput
@@ -100,9 +77,9 @@ def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home
     spec = tmp_path / "oltp.toml"
     spec.write_text(SPEC.format(duration=8, repetitions=1))
     store = tmp_path / "s.sqlite"
-    process = subprocess.Popen(_command(tmp_path, "run", str(spec), "--json",
-                                        str(tmp_path / "r.json")),
-                               env=_env(knoblab_home), cwd=tmp_path, stdout=subprocess.PIPE,
+    process = subprocess.Popen(cli_command(store, "run", str(spec), "--json",
+                                           str(tmp_path / "r.json")),
+                               env=cli_env(knoblab_home), cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -117,7 +94,7 @@ def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home
             time.sleep(0.2)
         else:
             pytest.fail("no per-second data arrived")
-        victims = _sandbox_servers(knoblab_home)
+        victims = servers_under(knoblab_home)
         assert len(victims) == 1
         os.kill(victims[0], signal.SIGKILL)
         stdout, stderr = process.communicate(timeout=120)
@@ -131,7 +108,7 @@ def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home
     partial = failed[0]["series"][0]
     assert partial["status"] == "failed" and len(partial["t"]) >= 3  # kept, and marked
     assert any(p["n"] == 1 for p in result["points"])  # the other value still ran
-    assert _sandbox_servers(knoblab_home) == []
+    assert servers_under(knoblab_home) == []
 
 
 @pytest.mark.parametrize(("line", "replacement", "expected"), [
@@ -158,8 +135,8 @@ def test_missing_sysbench_is_one_line(knoblab_home, tmp_path):
     spec.write_text(SPEC.format(duration=4, repetitions=1))
     empty = tmp_path / "bin"
     empty.mkdir()
-    out = subprocess.run(_command(tmp_path, "run", str(spec)),
-                         env=_env(knoblab_home, PATH=str(empty)), cwd=tmp_path,
+    out = subprocess.run(cli_command(tmp_path / "s.sqlite", "run", str(spec)),
+                         env=cli_env(knoblab_home, PATH=str(empty)), cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "apt-get install sysbench" in out.stderr

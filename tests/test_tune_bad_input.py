@@ -9,7 +9,6 @@ its imports (Optuna, SQLAlchemy, the PostgreSQL driver) and their logging are it
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +20,6 @@ from tests.test_bad_input import knoblab_in_process
 
 pytestmark = pytest.mark.server
 
-ROOT = Path(__file__).resolve().parents[1]
 SPEC = """name = "search"
 [server]
 {server}
@@ -40,16 +38,6 @@ validate = 1
 {knobs}
 """
 SAFE_KNOBS = 'sort_buffer_size = ["64K", "4M"]\nread_buffer_size = ["64K", "2M"]'
-
-
-@pytest.fixture(scope="module")
-def env(knoblab_home: Path, catalog) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
-    environ["KNOBLAB_HOME"] = str(knoblab_home)
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                          environ.get("PYTHONPATH")]))
-    return environ
 
 
 class Refusal:

@@ -4,10 +4,8 @@ its effect. Real sandbox server, through the command; the search is stopped once
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,19 +13,10 @@ import pytest
 
 from knoblab.recommend import UNSEEN_COST
 from knoblab.search.space import auto_space
-from tests.test_tune_bad_input import ROOT, SPEC
+from tests.fakes import cli_command, reaped
+from tests.test_tune_bad_input import SPEC
 
 pytestmark = pytest.mark.server
-
-
-@pytest.fixture(scope="module")
-def env(knoblab_home: Path, catalog) -> dict[str, str]:
-    environ = {k: v for k, v in os.environ.items()
-               if k not in ("COLUMNS", "LINES", "KNOBLAB_STORE")}
-    environ["KNOBLAB_HOME"] = str(knoblab_home)
-    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                          environ.get("PYTHONPATH")]))
-    return environ
 
 
 def _until_warned(tmp_path: Path, env: dict[str, str], knobs: str) -> tuple[int, list[str]]:
@@ -38,11 +27,10 @@ def _until_warned(tmp_path: Path, env: dict[str, str], knobs: str) -> tuple[int,
     spec.write_text(SPEC.format(knobs=knobs, tune="", tie="", server=""))
     err = tmp_path / "stderr.txt"
     with err.open("w") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
-             "tune", str(spec)], stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-            cwd=tmp_path, text=True)
-    try:
+        proc = subprocess.Popen(cli_command(tmp_path / "s.sqlite", "tune", str(spec)),
+                                stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+                                cwd=tmp_path, text=True)
+    with reaped(proc):
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
             if "never recommended" in err.read_text():
@@ -50,10 +38,6 @@ def _until_warned(tmp_path: Path, env: dict[str, str], knobs: str) -> tuple[int,
                 break
             time.sleep(0.05)
         proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     return proc.returncode, err.read_text().splitlines()
 
 

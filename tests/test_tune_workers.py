@@ -17,7 +17,7 @@ import optuna
 import psycopg
 import pytest
 
-from tests.test_crash import _servers_under
+from tests.fakes import servers_under
 from tests.test_store_shared import ADMIN
 
 pytestmark = pytest.mark.server
@@ -120,4 +120,4 @@ def test_two_workers_make_one_study_and_a_killed_workers_trial_is_measured_again
     written = tmp_path / "knoblab-results" / "study-workers"
     document = json.loads((written / "tune.json").read_text())
     assert len(document["trials"]) == 5 and (written / "search.png").exists()
-    _wait(lambda: not _servers_under(knoblab_home), "the sandboxes to stop", limit=30)
+    _wait(lambda: not servers_under(knoblab_home), "the sandboxes to stop", limit=30)

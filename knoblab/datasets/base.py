@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from knoblab.connection import Progress, Server
+from knoblab.connection import DATABASE, Progress, Server
 
 
 class Dataset(ABC):
@@ -49,8 +49,16 @@ class Dataset(ABC):
 
     @property
     def workload_database(self) -> str | None:
-        """The database a workload's connections use; None: the server's default."""
+        """The database a workload's connections use, as the data names it: DATABASE for
+        knoblab's own, whatever a server calls it (`database_on`); None: the server's
+        default."""
         return None
+
+    def database_on(self, server: Server) -> str | None:
+        """The database a workload's connections use on `server`: knoblab's own is that
+        server's (`Server.database`: a running server's [server] database)."""
+        named = self.workload_database
+        return server.database if named == DATABASE else named
 
     @property
     def known_databases(self) -> frozenset[str] | None:
@@ -66,8 +74,9 @@ class Dataset(ABC):
         """UserError when the data cannot be put on a running server (not a sandbox)."""
         return None  # by default it can
 
-    def files(self, datadir: Path) -> list[Path]:
-        """Its data files in a datadir (what a cold cache evicts)."""
+    def files(self, datadir: Path, own: str = DATABASE) -> list[Path]:
+        """Its data files in a datadir (what a cold cache evicts); `own`, knoblab's own
+        database there (`Server.database`)."""
         return []
 
     def varied(self, requested: Mapping[str, str]) -> Dataset:

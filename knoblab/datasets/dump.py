@@ -40,7 +40,7 @@ from typing import IO, Any, ClassVar
 import pymysql
 
 from knoblab import section
-from knoblab.connection import SYSTEM_DATABASES, Progress, Server
+from knoblab.connection import DATABASE, SYSTEM_DATABASES, Progress, Server
 from knoblab.datasets.base import Dataset
 from knoblab.errors import UserError
 from knoblab.units import format_size
@@ -404,7 +404,7 @@ class Dump(Dataset):
                         f"{where} is a running server; load it there yourself and leave "
                         "out [dataset], or give [server] binary to measure sandboxes")
 
-    def files(self, datadir: Path) -> list[Path]:
+    def files(self, datadir: Path, own: str = DATABASE) -> list[Path]:
         """The data files of the workload's database (what the cold-cache mode evicts)."""
         folder = datadir / self.workload_database
         if not folder.is_dir():

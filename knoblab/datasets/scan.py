@@ -131,11 +131,12 @@ class ScanTable(Dataset):
         return "scan-table-" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def build(self, server: Server, progress: Progress | None = None) -> None:
+        """Into knoblab's own database on `server` (a plain name: spliced as it is)."""
         conn = server.connect()
         try:
             with conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-                cur.execute(f"USE {DATABASE}")
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS {server.database}")
+                cur.execute(f"USE {server.database}")
                 cur.execute(
                     "CREATE TABLE pattern (id INT UNSIGNED NOT NULL, slack VARCHAR(50)) "
                     "ENGINE=MyISAM"
@@ -155,7 +156,7 @@ class ScanTable(Dataset):
                     # Size the table by bytes: load one block, measure bytes per row, extrapolate.
                     assert self.size_bytes is not None  # exactly one of the two is set
                     done = self._insert(cur, 0, BLOCK)
-                    per_row = _data_length(cur, self.table) / done
+                    per_row = _data_length(cur, server.database, self.table) / done
                     total = max(done, math.ceil(self.size_bytes / per_row))
                 while done < total:
                     count = min(total - done, BLOCK * BLOCKS_PER_INSERT)
@@ -196,9 +197,9 @@ class ScanTable(Dataset):
             return self.rows * per_row
         return int((self.size_bytes or 0) * 1.5)
 
-    def files(self, datadir: Path) -> list[Path]:
+    def files(self, datadir: Path, own: str = DATABASE) -> list[Path]:
         """The table's files in a datadir (what the cold-cache mode evicts)."""
-        folder = datadir / DATABASE
+        folder = datadir / own
         return sorted(p for p in folder.glob(f"{self.table}.*") if p.suffix.lower() != ".frm")
 
     def label(self, then: str = "") -> str:
@@ -212,7 +213,9 @@ class ScanTable(Dataset):
         info: dict[str, object] = {"kind": self.kind, "engine": self.engine,
                                    "table": self.table, "slack_type": self.slack_type}
         info["rows"] = self.rows
-        info["bytes"] = sum(p.stat().st_size for p in self.files(datadir)) if datadir else None
+        # None when not found: a running server's [server] database is not knoblab's default
+        files = self.files(datadir) if datadir else []
+        info["bytes"] = sum(p.stat().st_size for p in files) if files else None
         return info
 
 
@@ -239,9 +242,9 @@ def parameter_axis(name: str, values: list[Any]) -> list[str]:
     return axis
 
 
-def _data_length(cur: Any, table: str) -> int:
+def _data_length(cur: Any, database: str, table: str) -> int:
     cur.execute(
         "SELECT DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-        "AND TABLE_NAME = %s", (DATABASE, table)
+        "AND TABLE_NAME = %s", (database, table)
     )
     return int(one(cur)[0])

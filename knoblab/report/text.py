@@ -21,6 +21,7 @@ from knoblab.report.format import (
     change_text,
     durability_knob,
     gain_interval_text,
+    headline,
     is_measured,
     num,
     p_text,
@@ -284,10 +285,10 @@ def _why_undecided(results: Results, measured: list[Point]) -> str:
 def _n_text(results: Results, measured: list[Point]) -> str:
     ns = sorted({p.n for p in measured})
     if results.objective.time_series:
-        duration = results.workload.get("duration")
+        each = headline(results).each
         runs = "run" if ns == [1] else "runs"
         n_text = f"{ns[0]}" if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-        return n_text + (f" {runs} of {duration} s each" if duration else f" {runs} each")
+        return n_text + (f" {runs} of {each} each" if each else f" {runs} each")
     return f"n = {ns[0]} each" if len(ns) == 1 else f"n = {ns[0]}–{ns[-1]}"
 
 

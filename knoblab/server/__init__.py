@@ -9,12 +9,13 @@ the runner go through the registry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from knoblab import section
-from knoblab.connection import Endpoint
+from knoblab.connection import DATABASE, SYSTEM_DATABASES, Endpoint
 from knoblab.errors import UserError
 from knoblab.server.binary import find_binary
 from knoblab.server.external import RunningTarget
@@ -78,8 +79,9 @@ class SandboxKind:
 
     @classmethod
     def foreign_key(cls, key: str, owner: str) -> str:
-        return (f"[server] {key}: only for kind = \"{owner}\"; a sandbox is reached on its own "
-                "private socket")
+        why = "a sandbox's data lives in knoblab's own database" if key == "database" else \
+            "a sandbox is reached on its own private socket"
+        return f"[server] {key}: only for kind = \"{owner}\"; {why}"
 
     def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
         """With several binaries, one that cannot be used is left out and the others still
@@ -144,11 +146,13 @@ class ExternalKind:
     kind: ClassVar[str] = "external"
     described: ClassVar[str] = "a running server"
     keys: ClassVar[tuple[str, ...]] = ("host", "port", "socket", "user", "password_env",
-                                       "option_file", "restart_command", "config_include")
+                                       "option_file", "restart_command", "config_include",
+                                       "database")
     running: ClassVar[bool] = True
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, database: str = DATABASE) -> None:
         self.endpoint = endpoint
+        self.database = database  # where knoblab builds its data there, a database it owns
         self.servers: dict[str, str] = {}
 
     @classmethod
@@ -178,7 +182,7 @@ class ExternalKind:
         )
         if endpoint.option_file and not _path(endpoint.option_file, "option_file").is_file():
             raise UserError(f"[server] option_file = {endpoint.option_file!r}: no such file")
-        return cls(endpoint)
+        return cls(endpoint, _database(section.text(server, "database", "server", DATABASE)))
 
     @classmethod
     def foreign_key(cls, key: str, owner: str) -> str:
@@ -186,7 +190,20 @@ class ExternalKind:
         return f"[server] {key}: not for kind = \"external\"{why}; remove it"
 
     def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
-        return {"": RunningTarget(self.endpoint)}, {}
+        return {"": RunningTarget(self.endpoint, self.database)}, {}
+
+
+def _database(name: str) -> str:
+    """[server] database checked: a plain name (it is written into SQL as it is), not one of
+    the server's own databases."""
+    example = "e.g. database = \"knoblab_bench\""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+        raise UserError(f"[server] database = {name!r}: give a plain name of letters, digits "
+                        f"and _ (at most 64, not starting with a digit), {example}")
+    if name.lower() in SYSTEM_DATABASES:
+        raise UserError(f"[server] database = {name!r}: that is the server's own database; "
+                        f"name one knoblab may create and own, {example}")
+    return name
 
 
 def _path(text: str, key: str) -> Path:

@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.filesize import decimal as format_size
 
-from knoblab.connection import DATABASE, SYSTEM_DATABASES, Endpoint
+from knoblab.connection import SYSTEM_DATABASES, Endpoint
 from knoblab.errors import UserError
 from knoblab.server.external import OWNER_TABLE
 
@@ -79,11 +79,11 @@ def plan_dump(cur: Any, mode: str, rows: int | None) -> DumpPlan:
     plan = DumpPlan(mode, rows)
     cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME")
     names = [str(r[0]) for r in cur.fetchall() if str(r[0]).lower() not in SYSTEM_DATABASES]
-    if DATABASE in names:
-        cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                    "AND TABLE_NAME = %s", (DATABASE, OWNER_TABLE))
-        if cur.fetchone()[0]:
-            names.remove(DATABASE)  # knoblab's own benchmark data
+    # knoblab's own benchmark data, whatever [server] database named it: marked as knoblab's
+    cur.execute("SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME = %s",
+                (OWNER_TABLE,))
+    owned = {str(r[0]) for r in cur.fetchall()}
+    names = [name for name in names if name not in owned]
     plan.databases = names
     if not names:
         return plan

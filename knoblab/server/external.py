@@ -4,7 +4,7 @@ Before knoblab first changes a setting it writes the original value to the store
 the change can be undone at the end of the run, on Ctrl-C, on an exception and, after a kill -9
 or a power cut, with `knoblab restore`. Passwords come from an environment variable or a MySQL
 option file and are never written anywhere. Benchmark data lives only in a database knoblab
-created and marked as its own.
+created and marked as its own ([server] database, `knoblab` unless named otherwise).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to c
 class ExternalServer:
     """The interface workloads use (connect, pid, datadir, global_values), on a live server."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, database: str = DATABASE) -> None:
         self.endpoint = endpoint
+        self.database = database  # knoblab's own there: where it builds its data
         self._pid: int | None = None
         self._datadir: Path | None = None
         self.identity: str | None = None  # known once probed
@@ -358,32 +359,32 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
     """The benchmark data `key` in knoblab's own database, built only when it is not there
     (or `fresh`, for workloads that write). A database of that name knoblab did not create is
     never touched."""
+    own = server.database  # a plain name ([server] database is checked): spliced as it is
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA "
-                        "WHERE SCHEMA_NAME = %s", (DATABASE,))
+                        "WHERE SCHEMA_NAME = %s", (own,))
             if one(cur)[0]:
                 cur.execute("SELECT COUNT(*) FROM information_schema.TABLES "
-                            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                            (DATABASE, OWNER_TABLE))
+                            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s", (own, OWNER_TABLE))
                 if not one(cur)[0]:
                     raise UserError(
-                        f"database {DATABASE} on {server.endpoint.describe()} was not created "
+                        f"database {own} on {server.endpoint.describe()} was not created "
                         "by knoblab, which will not change it; rename it or tune another server")
             else:
-                cur.execute(f"CREATE DATABASE {DATABASE}")
-                cur.execute(f"CREATE TABLE {DATABASE}.{OWNER_TABLE} (data_key VARCHAR(100), "
+                cur.execute(f"CREATE DATABASE {own}")
+                cur.execute(f"CREATE TABLE {own}.{OWNER_TABLE} (data_key VARCHAR(100), "
                             "created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP) ENGINE=InnoDB")
-                cur.execute(f"INSERT INTO {DATABASE}.{OWNER_TABLE} (data_key) VALUES ('')")
-            cur.execute(f"SELECT data_key FROM {DATABASE}.{OWNER_TABLE}")
+                cur.execute(f"INSERT INTO {own}.{OWNER_TABLE} (data_key) VALUES ('')")
+            cur.execute(f"SELECT data_key FROM {own}.{OWNER_TABLE}")
             if one(cur)[0] == key and not fresh:
                 return
             cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES "
-                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME <> %s", (DATABASE, OWNER_TABLE))
+                        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME <> %s", (own, OWNER_TABLE))
             for (table,) in cur.fetchall():
-                cur.execute(f"DROP TABLE {DATABASE}.`{table.replace('`', '``')}`")
-            cur.execute(f"UPDATE {DATABASE}.{OWNER_TABLE} SET data_key = ''")
+                cur.execute(f"DROP TABLE {own}.`{table.replace('`', '``')}`")
+            cur.execute(f"UPDATE {own}.{OWNER_TABLE} SET data_key = ''")
     finally:
         conn.close()
     with watching(server):  # a setup's SET GLOBAL would change the user's server: put back
@@ -391,7 +392,7 @@ def ensure_data(server: ExternalServer, key: str, build: Callable[[Any], None], 
     conn = server.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute(f"UPDATE {DATABASE}.{OWNER_TABLE} SET data_key = %s", (key,))
+            cur.execute(f"UPDATE {own}.{OWNER_TABLE} SET data_key = %s", (key,))
     finally:
         conn.close()
 
@@ -436,9 +437,9 @@ class RunningTarget:
     """A running server: settings changed in place for each measurement, the originals
     stored first and always put back; data in a database knoblab created and marked."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
+    def __init__(self, endpoint: Endpoint, database: str = DATABASE) -> None:
         self.label = ""
-        self.server = ExternalServer(endpoint)
+        self.server = ExternalServer(endpoint, database)
         self.version_line, _, _ = self.server.probe()
         self.catalog = self.server.catalog()
         self.settings: Settings | None = None  # during a run's session
@@ -526,7 +527,8 @@ class RunningTarget:
         return self.server.datadir
 
     def data_message(self, label: str) -> str:
-        return f"data: {label}, in database {DATABASE} on {self.where}, which knoblab owns"
+        return (f"data: {label}, in database {self.server.database} on {self.where}, which "
+                "knoblab owns")
 
     @contextmanager
     def session(self, store: Any, run_id: str, touched: list[str]) -> Iterator[None]:

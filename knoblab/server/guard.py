@@ -19,7 +19,7 @@ from typing import Any
 
 import pymysql
 
-from knoblab.connection import ACCESS_DENIED, DATABASE, SYSTEM_DATABASES, Server, one
+from knoblab.connection import ACCESS_DENIED, SYSTEM_DATABASES, Server, one
 from knoblab.errors import UserError
 from knoblab.server.settings import own_session
 from knoblab.server.target import Tampered
@@ -54,8 +54,8 @@ def look(server: Server, everything: bool = False) -> State:
             own_session(cur)
             cur.execute("SHOW GLOBAL VARIABLES")
             found = {str(name).lower(): str(value) for name, value in cur.fetchall()}
-            database, tables = _data(cur)
-            others = _others(cur) if everything else None
+            database, tables = _data(cur, server.database)
+            others = _others(cur, server.database) if everything else None
     finally:
         conn.close()
     return State(found, database, tables, others)
@@ -67,24 +67,25 @@ def data_tables(server: Server) -> frozenset[str] | None:
     try:
         with conn.cursor() as cur:
             own_session(cur)
-            database, tables = _data(cur)
+            database, tables = _data(cur, server.database)
     finally:
         conn.close()
     return tables if database else None
 
 
-def _data(cur: Any) -> tuple[bool, frozenset[str]]:
+def _data(cur: Any, own: str) -> tuple[bool, frozenset[str]]:
+    """Whether knoblab's database (`own`) exists, and its tables."""
     cur.execute("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s",
-                (DATABASE,))
+                (own,))
     database = bool(one(cur)[0])
     cur.execute("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-                "AND TABLE_TYPE <> 'TEMPORARY'", (DATABASE,))
+                "AND TABLE_TYPE <> 'TEMPORARY'", (own,))
     return database, frozenset(str(row[0]) for row in cur.fetchall())
 
 
-def _others(cur: Any) -> tuple[frozenset[str], frozenset[str]]:
-    """The databases other than knoblab's and the server's own, and their tables."""
-    left_out = (*sorted(SYSTEM_DATABASES), DATABASE)
+def _others(cur: Any, own: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The databases other than knoblab's (`own`) and the server's own, and their tables."""
+    left_out = (*sorted(SYSTEM_DATABASES), own)
     cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME NOT IN "
                 "(%s, %s, %s, %s, %s)", left_out)
     databases = frozenset(str(row[0]) for row in cur.fetchall())
@@ -129,10 +130,10 @@ def changes(server: Server, before: State, failed: bool = False) -> str | None:
         return f"the server stopped answering after the measurement ({text})"
     problems = []
     if before.database and not after.database:
-        problems.append(f"the workload dropped database {DATABASE}, which holds the data "
-                        "being measured")
+        problems.append(f"the workload dropped database {server.database}, which holds the "
+                        "data being measured")
     elif before.tables - after.tables:
-        gone = ", ".join(f"{DATABASE}.{t}" for t in sorted(before.tables - after.tables))
+        gone = ", ".join(f"{server.database}.{t}" for t in sorted(before.tables - after.tables))
         problems.append(f"the workload dropped or renamed {gone}, the data being measured")
     problems += _others_gone(before, after)
     changed = {name: (value, after.globals.get(name)) for name, value in before.globals.items()

@@ -35,7 +35,7 @@ import pymysql
 
 from knoblab import places, safety
 from knoblab.catalog import Catalog, read_catalog
-from knoblab.connection import ACCESS_DENIED, Server
+from knoblab.connection import ACCESS_DENIED, DATABASE, Server
 from knoblab.errors import UserError
 from knoblab.observe import drop_from_page_cache
 from knoblab.places import knoblab_home
@@ -72,6 +72,8 @@ class ServerStartError(ServerRefused):
 
 class Sandbox:
     """One server start. Use as a context manager, or call start() and stop()."""
+
+    database = DATABASE  # a sandbox is knoblab's alone: its data always lives in this one
 
     def __init__(self, binary: ServerBinary, datadir_source: Path, settings: Mapping[str, str],
                  *, home: Path | None = None, copy: bool = True,
@@ -185,6 +187,7 @@ class Sandbox:
             self.copy_seconds = time.perf_counter() - began
         # A short, private socket path: unix socket paths are limited to ~107 bytes.
         self.socket_dir = Path(tempfile.mkdtemp(prefix="knoblab-"))
+        self._write_owner()  # at once: a knoblab killed from here on leaves it to the reaper
         os.chmod(self.socket_dir, 0o700)
         cnf = self.dir / "my.cnf"
         cnf.write_text(self._config_text())

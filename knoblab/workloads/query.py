@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -35,7 +35,9 @@ from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler, drop_from_page_cache
 from knoblab.records import Metric, Objective
 from knoblab.stats import Summary
+from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
+    Headline,
     Measured,
     Recorder,
     Rounds,
@@ -74,7 +76,7 @@ class Timed(Workload):
     @classmethod
     def samples(cls, trials: list[StoredTrial], stored: StoredSeconds,
                 statistics: Mapping[str, Any]) -> list[float]:
-        return [t.value for t in trials if t.status == "done" and t.value is not None]
+        return [t.value for t in trials if t.status == TrialState.DONE and t.value is not None]
 
     @classmethod
     def evidence(cls, trials: list[StoredTrial], summary: Summary | None,
@@ -158,10 +160,12 @@ class QueryWorkload(Timed):
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return 2  # the timed one, and knoblab's own for counters and settings
 
-    @property
-    def database(self) -> str | None:
-        """Where the statement runs: the data's database (knoblab's own for the scan table)."""
-        return self.dataset({}).workload_database
+    @classmethod
+    def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
+        sql = " ".join(str(described.get("sql") or "").split())
+        cache = described.get("cache")
+        return Headline(sql or cls.kind, f"`{sql}`" if sql else f"the {cls.kind} workload",
+                        (f"{cache} cache",) if cache else ())
 
     def describe(self) -> dict[str, object]:
         return {"sql": self.sql, "cache": self.cache, "timed_runs": self.timed_runs,
@@ -183,7 +187,8 @@ class QueryWorkload(Timed):
         """One timed run (after its warm-up run, for a warm cache)."""
         # The OS figures of every second, warm-up included: long runs get their vmstat.
         with SecondSampler(server.pid) as sampler:
-            files = self.dataset(requested).files(server.datadir) if server.datadir else []
+            files = self.dataset(requested).files(server.datadir, server.database) \
+                if server.datadir else []
             run = self.measure_once(server, files, session_knobs)
         recorder.os_seconds(sampler.take())
         return Measured(run.seconds, {**run.details, "rows": run.rows})
@@ -255,7 +260,8 @@ class QueryWorkload(Timed):
              ) -> tuple[float, int, dict[str, str], dict[str, Any]]:
         """Run the statement once; when timed, with the server's counters and the OS figures
         taken around the statement alone (not the connection or knoblab's own probes)."""
-        conn = server.connect(self.database, read_timeout=self.timeout)
+        # the data's database (knoblab's own there, for the scan table)
+        conn = server.connect(self.dataset({}).database_on(server), read_timeout=self.timeout)
         too_long = WorkloadError(f"query exceeded the timeout of {self.timeout:g} s")
         try:
             with conn.cursor() as cur:
@@ -306,7 +312,7 @@ def _kill_query(server: Server, connection_id: int) -> None:
 
 
 def _timing_evidence(trials: list[StoredTrial], summary: Summary | None) -> dict[str, Any]:
-    done = [t for t in trials if t.status == "done"]
+    done = [t for t in trials if t.status == TrialState.DONE]
     regimes = Counter(r for t in done if (r := _regime_of(t.details)))
     return {
         "median": summary.median if summary else None,

@@ -218,10 +218,11 @@ class ScriptSetup(Dataset):
         conn = server.connect(client_flag=CLIENT.MULTI_STATEMENTS)
         try:
             with conn.cursor() as cur:
-                if self.base is None:
-                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{DATABASE}`")
-                if self.workload_database is not None:
-                    cur.execute(f"USE {quoted(self.workload_database)}")
+                if self.base is None:  # knoblab's own there (a plain name)
+                    cur.execute(f"CREATE DATABASE IF NOT EXISTS `{server.database}`")
+                database = self.database_on(server)
+                if database is not None:
+                    cur.execute(f"USE {quoted(database)}")
                 if not split_statements(self.setup):
                     return  # sending only comments/blanks gets "Query was empty"
                 done = 0
@@ -334,11 +335,6 @@ class ScriptWorkload(Timed):
 
     def dataset(self, requested: Mapping[str, str]) -> ScriptSetup:
         return ScriptSetup(self.setup, self.data)
-
-    @property
-    def database(self) -> str | None:
-        """Where the setup and body run: the data's database, else knoblab's own."""
-        return self.dataset({}).workload_database
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return self.connections + 2  # its own, and knoblab's for counters and settings
@@ -467,9 +463,11 @@ class _Run:
     def open(self) -> None:
         """All K connections before the clock: connecting is not part of the measurement."""
         socket_timeout = math.ceil(self.workload.timeout) + STOP_GRACE
+        # where the setup ran: the data's database, else knoblab's own there
+        database = self.workload.dataset({}).database_on(self.server)
         for connection in range(1, self.workload.connections + 1):
             try:
-                conn = self.server.connect(self.workload.database,
+                conn = self.server.connect(database,
                                            client_flag=CLIENT.MULTI_STATEMENTS,
                                            read_timeout=socket_timeout,
                                            write_timeout=socket_timeout)
