@@ -213,25 +213,32 @@ def test_runs_removes_the_control_groups_of_a_killed_knoblab(tmp_path: Path):
         hierarchy = Hierarchy.find()
     except UserError as exc:
         pytest.skip(f"no control groups here: {exc}")
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # a knoblab that is no more: its pid names its groups
-    left = hierarchy.parents["memory"] / f"knoblab-left-{gone.pid}"
-    left.mkdir()
-    try:
-        home = tmp_path / "home"
-        home.mkdir(mode=0o500)  # read and list only
-        env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
-        env["KNOBLAB_HOME"] = str(home)
-        done = subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
-                               f"sqlite:///{tmp_path / 's.sqlite'}", "runs"], env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
-        assert done.returncode == 0, done.stderr
-        assert "removed 1 control group left by a killed knoblab" in done.stderr
-        assert not left.exists()
-        assert list(home.iterdir()) == []
-    finally:
-        if left.exists():
-            left.rmdir()
+    home = tmp_path / "home"
+    home.mkdir(mode=0o500)  # read and list only
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(home)
+    # Any knoblab that starts removes such groups, one started by a test running beside this
+    # one too: a group it took first is planted again (three times at most).
+    said = []
+    for _ in range(3):
+        gone = subprocess.Popen(["true"])
+        gone.wait()  # a knoblab that is no more: its pid names its groups
+        left = hierarchy.parents["memory"] / f"knoblab-left-{gone.pid}"
+        left.mkdir()
+        try:
+            done = subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
+                                   f"sqlite:///{tmp_path / 's.sqlite'}", "runs"], env=env,
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 0, done.stderr
+            assert not left.exists()
+            assert list(home.iterdir()) == []
+            said.append(done.stderr)
+            if "removed 1 control group left by a killed knoblab" in done.stderr:
+                break
+        finally:
+            if left.exists():
+                left.rmdir()
+    assert "removed 1 control group left by a killed knoblab" in said[-1], said
 
 
 def test_statement_classes_name_each_configuration_by_its_settings():
