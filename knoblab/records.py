@@ -127,10 +127,6 @@ def _inverse(x: float) -> float:
     return math.inf if x <= 0 else 1.0 / x
 
 
-def _interval(value: Any) -> Interval | None:
-    return None if value is None else (value[0], value[1])
-
-
 # ----------------------------------------------------------------------------- what is measured
 
 
