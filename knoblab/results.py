@@ -156,17 +156,18 @@ def build_results(store: Store, run_id: str) -> Results:
         finished_at=run["finished_at"],
         spec=run["spec_source"] or "",
         knoblab_version=info.knoblab_version,
-        statement_classes=_statement_classes(points, by_point, slices, info.workload,
+        statement_classes=_statement_classes(points, by_point, slices,
+                                             kind.statement_classes(info.workload),
                                              statistics.alpha),
     )
 
 
 def _statement_classes(points: list[Point], by_point: dict[int, list[Trial]],
-                       slices: list[str], workload: Mapping[str, Any],
+                       slices: list[str], fingerprints: dict[str, str],
                        alpha: float) -> ClassComparison | None:
     """A replayed log's classes under each configuration against the defaults (when measured)
     or the best; within one slice only (a comparison across builds is the servers')."""
-    if slices or len(points) < 2 or not workload.get("classes"):
+    if slices or len(points) < 2 or not fingerprints:
         return None
     measured = [i for i, p in enumerate(points) if p.n]
     defaults = [i for i in measured if points[i].is_default]
@@ -177,8 +178,7 @@ def _statement_classes(points: list[Point], by_point: dict[int, list[Trial]],
                                                  or 0.0)
     done = {idx: [t for t in trials if t.status == TrialState.DONE]
             for idx, trials in by_point.items()}
-    return compare_classes(done, reference,
-                           {c["id"]: c["fingerprint"] for c in workload["classes"]}, alpha,
+    return compare_classes(done, reference, fingerprints, alpha,
                            settings={i: p.settings for i, p in enumerate(points)})
 
 

@@ -40,7 +40,7 @@ sort_buffer_size = ["{sort}", "4M"]
 
 
 def _connect(**kwargs) -> pymysql.Connection:
-    options = {**RUNNING, "autocommit": True, **kwargs}
+    options = {**RUNNING, "autocommit": True, "ssl_disabled": True, **kwargs}
     return pymysql.connect(**options)
 
 

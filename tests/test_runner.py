@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import time
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -303,12 +302,12 @@ def test_a_budget_is_wall_time_server_starts_included(store, tmp_path, monkeypat
     fakes.SCRIPT.spread, fakes.SCRIPT.sleep, fakes.SCRIPT.start_sleep = 0.3, 0.01, 0.2
     spec = _auto_spec("min_repetitions = 2\nmax_repetitions = 50\nbudget = \"1s\"\n"
                       "design = \"restarts\"")
-    began = time.monotonic()
     run_id = _run(store, tmp_path, spec)
     rounds = build_results(store, run_id).rounds
     assert rounds is not None and rounds.stopped == "budget"
-    assert time.monotonic() - began < 1.0 + 3 * 0.21 + 1.0  # one round over, and some slack
-    assert len(fakes.SCRIPT.started) == 3 * rounds.done <= 9
+    # Rounds of 3 starts (0.6 s) and 3 measurements (0.03 s): the 1 s budget holds two at the
+    # most (the one in progress when it ran out is finished), however slow the machine.
+    assert len(fakes.SCRIPT.started) == 3 * rounds.done <= 6
 
 
 def test_a_budget_too_small_for_the_first_rounds_is_refused_before_anything_runs(store,

@@ -827,11 +827,11 @@ def class_notes(results: Results) -> list[str]:
     found = results.statement_classes
     if found is None:
         return []
-    at_once = results.workload.get("sessions")
+    at_once = headline(results).at_once
     notes = ["session-s: a class's statements' times added up over every session of a run"
              + (f" ({at_once} replayed at once), so the classes together can take up to "
-                f"{at_once}× the run's wall time" if isinstance(at_once, int) and at_once > 1
-                else "") + "; per run and session-s are medians over the reference's runs."]
+                f"{at_once}× the run's wall time" if at_once > 1 else "")
+             + "; per run and session-s are medians over the reference's runs."]
     differ = sorted({_class_label(results, results.points[c.point]) for row in found.rows
                      for c in row.changes if c.rows_differ})
     if differ:

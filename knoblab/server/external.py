@@ -34,6 +34,9 @@ LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.slow_log) h
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
 
 
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
 class ExternalServer:
     """The interface workloads use (connect, pid, datadir, global_values), on a live server."""
 
@@ -55,6 +58,10 @@ class ExternalServer:
         if e.option_file:
             options.update(read_default_file=str(Path(e.option_file).expanduser()),
                            read_default_group="client")
+        elif e.socket or (e.host or "localhost") in LOOPBACK:
+            # Nothing leaves this machine: TLS would protect nothing, and PyMySQL's attempt at
+            # it costs ~40 ms of client CPU per connection. An option file may ask for TLS.
+            options["ssl_disabled"] = True
         if e.password_env:
             options["password"] = os.environ.get(e.password_env, "")
         options.update(kwargs)

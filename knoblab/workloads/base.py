@@ -198,6 +198,7 @@ class Headline:
     how: tuple[str, ...] = ()  # how it ran: "cold cache", "4 threads"
     more: tuple[str, ...] = ()  # what a full title adds: tables, distribution, rate
     each: str | None = None  # one measurement's length, for a time series: "60 s"
+    at_once: int = 1  # sessions that ran side by side, when the run did not sweep that
 
 
 class Workload(ABC):
@@ -282,6 +283,12 @@ class Workload(ABC):
         """What a run of this kind ran, from its description as stored (`describe`); `swept`:
         the names the run swept, its parameters among them."""
         return Headline(cls.kind, f"the {cls.kind} workload")
+
+    @classmethod
+    def statement_classes(cls, described: Mapping[str, Any]) -> dict[str, str]:
+        """The classes of statements a run of this kind timed one by one, fingerprint by class
+        id, from its description as stored; none for kinds timed as a whole (the default)."""
+        return {}
 
     @classmethod
     def work_done(cls, details: Mapping[str, Any]) -> float | None:

@@ -375,7 +375,13 @@ class ReplayWorkload(Timed):
 
     @classmethod
     def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
-        return Headline(str(described.get("title") or cls.kind), f"the {cls.kind} workload")
+        at_once = described.get("sessions")
+        return Headline(str(described.get("title") or cls.kind), f"the {cls.kind} workload",
+                        at_once=at_once if isinstance(at_once, int) and at_once > 1 else 1)
+
+    @classmethod
+    def statement_classes(cls, described: Mapping[str, Any]) -> dict[str, str]:
+        return {c["id"]: c["fingerprint"] for c in described.get("classes") or ()}
 
     def describe(self) -> dict[str, object]:
         """A plain dict for the results JSON: the log's summary and its classes, by
