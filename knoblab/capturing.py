@@ -1,16 +1,24 @@
-"""`knoblab capture`: a running server's statements (its slow query log, for a window) and
-its databases (a dump), written to a folder with a spec `knoblab tune` takes as it is.
+"""`knoblab capture`: a running server's statements (its general or slow query log, for a
+window) and its databases (a dump), written to a folder with a spec `knoblab tune` takes as it
+is.
+
+Which log (`--log`, `knoblab.server.query_log.Source`): the slow log times each statement but
+follows only the connections opened during the window; the general log follows every one, an
+application's pooled connections opened hours before included. `auto` takes the slow log when
+no other connection is open as the window begins, else the general log. A window whose log
+missed connections that ran statements in it (the slow log asked for, with a pool open) is
+never "ready": it says so, and how to capture them.
 
 Everything is checked before the server is touched: the spec names a running server, the
 folder is new, empty or a capture's, the user holds every privilege needed (the missing
 ones named in one line), the dump fits on the disk. Then the settings of the slow log are
-journalled and changed (`knoblab.server.slow_log`), the window runs, the settings are put
+journalled and changed (`knoblab.server.query_log`), the window runs, the settings are put
 back — at its end, on a signal, on an error; after a kill -9 `knoblab restore` does it —
 and only then is the data dumped (`knoblab.server.dumping`), so the dump's own reads are not
 captured. The folder is 0700 and its files 0600: the log's literals are the user's data.
 
 One capture at a time per server: the capture holds the server's capture lock
-(`knoblab.server.slow_log.hold_lock`) from before it reads anything until it ends, whatever
+(`knoblab.server.query_log.hold_lock`) from before it reads anything until it ends, whatever
 KNOBLAB_HOME it runs from, and finds what a capture killed in its window left on the server
 (`killed_capture`). `knoblab restore` leaves a capture still under way alone (`under_way`) and
 removes what a killed one left once its settings are back (`after_restore`).
@@ -49,11 +57,16 @@ from knoblab.server.dumping import (
     run_dump,
 )
 from knoblab.server.external import ExternalServer
-from knoblab.server.slow_log import (
-    SlowLog,
+from knoblab.server.query_log import (
+    GENERAL,
+    SLOW,
+    SOURCES,
+    QueryLog,
+    Source,
     hold_lock,
     killed_capture,
     lock_connection,
+    open_connections,
     put_aside_back,
 )
 from knoblab.store import RunInfo, Store
@@ -85,6 +98,7 @@ class Request:
     out: Path
     seconds: float
     data: tuple[str, int | None]  # knoblab.server.dumping.parse_data
+    log: str = "auto"  # which of the server's logs: "auto", or a key of query_log.SOURCES
 
 
 def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
@@ -185,7 +199,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
              spec: tuple[str, str, str], server: ExternalServer, lock_id: int) -> int:
     """The capture, with the server's capture lock held; `spec`: its name, its text and the
     server's version line."""
-    name, source, version_line = spec
+    name, spec_text, version_line = spec
     endpoint = server.endpoint
     catalog = server.catalog()
     where = endpoint.describe()
@@ -199,25 +213,34 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                         "end and left the slow log's settings changed: put them back with: "
                         f"knoblab restore {killed} (with the store it ran with), then capture "
                         "again")
-    log = SlowLog.plan(server, catalog, store, run_id="")
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            open_now = [thread for thread in open_connections(cur) if thread != lock_id]
+            # Without PROCESS the process list shows this user's own connections only.
+            sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
+    finally:
+        conn.close()
+    taken_from, why = _source(request.log, len(open_now), sees_all)
+    log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
     mode, rows = request.data
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             missing = []
             if not log.may_change(cur):
-                missing.append("SUPER or SYSTEM_VARIABLES_ADMIN (to change the slow log's "
-                               "settings with SET GLOBAL)")
+                missing.append(f"SUPER or SYSTEM_VARIABLES_ADMIN (to change the "
+                               f"{taken_from.said}'s settings with SET GLOBAL)")
             if log.mode == "table":
                 try:
-                    cur.execute("SELECT 1 FROM mysql.slow_log LIMIT 0")
+                    cur.execute(f"SELECT 1 FROM mysql.{taken_from.table} LIMIT 0")
                 except Exception:
-                    missing.append("SELECT on mysql.slow_log (to read the log)")
+                    missing.append(f"SELECT on mysql.{taken_from.table} (to read the log)")
             if log.aside:
                 missing += missing_on(
                     cur, "mysql", ("SELECT", "CREATE", "DROP", "ALTER", "INSERT"),
-                    "to set the server's mysql.slow_log aside for the window and put it back "
-                    "after it")
+                    f"to set the server's mysql.{taken_from.table} aside for the window and put "
+                    "it back after it")
             plan = plan_dump(cur, mode, rows)
             missing += missing_privileges(cur, plan.databases)
     finally:
@@ -231,8 +254,12 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     view.message(f"capturing {where} ({catalog.server_version}) for "
                  f"{format_duration(request.seconds)} into {request.out}")
     changed = ", ".join(f"{n} = {v!r}" for n, v in log.changes.items() if not n.endswith("_file"))
-    view.message(f"the statements go to {log.describe()}; changed for the window and put back "
-                 f"after it: {changed}")
+    if taken_from is SLOW and not sees_all:
+        view.message(f"{endpoint.user} cannot see other users' connections (it lacks the "
+                     "PROCESS privilege): any open before the window are missed by the slow "
+                     "log, unseen; --log general takes every connection's statements")
+    view.message(f"the statements are taken from the {taken_from.said} ({why}); it goes to "
+                 f"{log.describe()}; changed for the window and put back after it: {changed}")
     if plan.databases:
         view.message(f"then the dump: {plan.describe()}")
         if plan.not_transactional:
@@ -247,7 +274,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                      "replays on empty sandboxes")
     _claim(request.out)
     run_id = store.create_run(
-        name=f"{name}-capture", experiment=Experiment.CAPTURE, spec_source=source,
+        name=f"{name}-capture", experiment=Experiment.CAPTURE, spec_source=spec_text,
         server_binary=where, server_version=catalog.server_version,
         # It runs no workload (stores of older versions say {"kind": "capture"}: never read)
         info=RunInfo(workload={}, dataset={"folder": str(request.out.resolve())},
@@ -260,12 +287,22 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
         for removed in log.left_by_killed():
             view.message(removed)
         summary = _window(request, server, log, view, rearm)
-        if not summary["log"]["statements"]:
+        if summary["log"]["missed"]:
             raise UserError(
-                f"nothing was captured: no statement ran on {where} during the window on a "
-                "connection the slow log followed (one opened before the window logs only "
-                "its statements slower than its long_query_time); every setting is back; "
-                "capture again while the application runs, or for longer")
+                f"not ready: the slow log missed {summary['log']['missed']} connection(s) "
+                "open before the window that ran statements in it (an application's pool "
+                "keeps its connections for hours): the capture would replay a part of the "
+                f"load; every setting is back; capture again with --log general (or auto, "
+                f"the default); what it did capture is in {request.out / LOG}")
+        if not summary["log"]["statements"]:
+            unseen = taken_from is SLOW and summary["log"]["open_before"]
+            followed = "" if not unseen else (
+                " on a connection the slow log followed (one opened before the window logs "
+                "only its statements slower than its long_query_time)")
+            raise UserError(
+                f"nothing was captured: no statement ran on {where} during the window"
+                f"{followed}; every setting is back; capture again while the application "
+                "runs, or for longer" + (", with --log general" if unseen else ""))
         summary.update(server={k: v for k, v in server.stored().items()
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
@@ -293,11 +330,12 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     return code
 
 
-def _window(request: Request, server: ExternalServer, log: SlowLog, view: CaptureView,
+def _window(request: Request, server: ExternalServer, log: QueryLog, view: CaptureView,
             rearm: Callable[[], None]) -> dict[str, Any]:
     """The window: settings journalled and changed, the log filled, the settings put back,
     the log written to the folder and verified by reading it back."""
     ended_early = False
+    active: int | None = None  # connections open before the window that ran statements in it
     began = ended = dt.datetime.now(dt.UTC)
     dest = request.out / LOG
     written = cleaned = False
@@ -309,12 +347,8 @@ def _window(request: Request, server: ExternalServer, log: SlowLog, view: Captur
                 log.start(conn)
                 began = dt.datetime.now(dt.UTC)
                 with conn.cursor() as cur:
-                    cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE "
-                                "ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', "
-                                "'Binlog Dump', 'Killed') AND USER NOT IN ('system user', "
-                                "'event_scheduler')")
-                    already = int(one(cur)[0])
-                    if already:
+                    already = len(log.open_before)
+                    if already and log.source is SLOW:
                         view.message(f"{already} connection(s) were open before the window: "
                                      "each keeps the long_query_time it opened with, so only "
                                      "its statements slower than that are captured; "
@@ -331,6 +365,8 @@ def _window(request: Request, server: ExternalServer, log: SlowLog, view: Captur
                         update(request.seconds, log.written(cur) - first)
                     except KeyboardInterrupt:
                         ended_early = True
+                    with contextlib.suppress(Exception):  # knowing less is no reason to stop
+                        active = _active(log.open_before, open_connections(cur))
             finally:
                 ended = dt.datetime.now(dt.UTC)
                 with contextlib.suppress(Exception):
@@ -368,11 +404,37 @@ def _window(request: Request, server: ExternalServer, log: SlowLog, view: Captur
                  f"into {dest}")
     return {"window": {"start": began.isoformat(), "end": ended.isoformat(),
                        "asked_seconds": request.seconds, "ended_early": ended_early},
-            "log": {"file": LOG, "via": log.mode, "statements": statements,
-                    "connections": len(connections)},
+            "log": {"file": LOG, "source": log.source.key, "via": log.mode,
+                    "statements": statements, "connections": len(connections),
+                    "open_before": len(log.open_before), "open_before_active": active,
+                    # what the log could not see: those the slow log did not follow
+                    "missed": (len(log.open_before) if active is None else active)
+                    if log.source is SLOW else 0},
             "settings": {name: {"original": log.originals.get(name), "window": value,
                                 "put_back": name in put_back}
                          for name, value in log.changes.items()}}
+
+
+def _source(asked: str, open_now: int, sees_all: bool) -> tuple[Source, str]:
+    """The log a window takes its statements from, and why, in words."""
+    if asked != "auto":
+        return SOURCES[asked], "--log " + asked
+    if not sees_all:
+        return GENERAL, ("this user cannot see other users' connections (no PROCESS "
+                         "privilege): it sees every connection's statements")
+    if open_now:
+        return GENERAL, (f"{open_now} other connection(s) are open: it sees their statements, "
+                         "the slow log would not")
+    return SLOW, "no other connection is open: it times each statement"
+
+
+def _active(before: dict[int, tuple[str | None, int | None]],
+            after: dict[int, tuple[str | None, int | None]]) -> int:
+    """How many connections of `before` ran a statement since, as far as the server shows:
+    their last statement's id moved; each one it gives no id for counts too. One that closed
+    in the window is not counted (its last statements are unknown)."""
+    return sum(1 for thread, (_, query) in before.items()
+               if query is None or (thread in after and after[thread][1] != query))
 
 
 def _dump(request: Request, endpoint: Endpoint, plan: DumpPlan, summary: dict[str, Any],

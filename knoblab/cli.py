@@ -255,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "restore again")
 
     capture = sub.add_parser("capture", help="capture a running server's statements (its "
-                             "slow log, for a window) and its data, with a spec to tune them")
+                             "general or slow log, for a window) and its data, with a spec "
+                             "to tune them")
     capture.add_argument("spec", type=Path, help="a spec whose [server] names a running server")
     capture.add_argument("--for", dest="window", required=True, metavar="TIME",
                          help="how long to capture (e.g. 10m); Ctrl-C ends it early")
@@ -265,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument("--data", default="schema", metavar="schema|all|sample=N",
                          help="what the dump takes: the tables' definitions (default), every "
                               "row, or at most N rows per table")
+    capture.add_argument("--log", dest="capture_log", default="auto",
+                         choices=("auto", "general", "slow"),
+                         help="the server's log the statements are taken from: the general "
+                              "log sees every connection, those open before the window too; "
+                              "the slow log times each statement but sees only connections "
+                              "opened during the window; auto (default): the slow log when no "
+                              "other connection is open as the window begins, else the general")
     capture.set_defaults(func=cmd_capture, starts_servers=False, writes_store=True,
                          after_crash="every setting it changed was put back, or is recorded "
                                      "for knoblab restore")
@@ -657,7 +665,8 @@ def cmd_capture(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.server.dumping import parse_data
 
     request = Request(spec=args.spec, out=args.capture_out,
-                      seconds=parse_duration(args.window, "--for"), data=parse_data(args.data))
+                      seconds=parse_duration(args.window, "--for"), data=parse_data(args.data),
+                      log=args.capture_log)
     view = CaptureConsole()
     try:
         return capture(request, store, view, _rearm)

@@ -40,7 +40,8 @@ CAPTURER, PASSWORD = "knoblab_capturer", "c4pture-Secret-318"
 # Everything a capture may change, by the names this server knows.
 WATCHED = ("slow_query_log", "long_query_time", "log_output", "slow_query_log_file",
            "min_examined_row_limit", "log_slow_rate_limit", "log_slow_filter",
-           "log_slow_admin_statements", "log_slow_disabled_statements")
+           "log_slow_admin_statements", "log_slow_disabled_statements", "general_log",
+           "general_log_file", "sql_log_off")
 # The client's read-only mix: three statement classes.
 MIX = (f"SELECT v FROM {DB}.t_inno WHERE id = %s",
        f"SELECT COUNT(*) FROM {DB}.t_my WHERE n > %s",
@@ -121,13 +122,17 @@ def _spec(tmp_path: Path, user: str, *, password: bool = True) -> Path:
     return path
 
 
-def _capture(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str):
-    return _knoblab(knoblab_home, tmp_path / "s.sqlite", "capture", str(spec), *args,
-                    KNOBLAB_TEST_PW=PASSWORD)
+# The tests of the window's machinery take the slow log (--log slow), whose settings the
+# fixture below watches; those of the general log ask for it.
+def _capture(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str, log: str = "slow"):
+    return _knoblab(knoblab_home, tmp_path / "s.sqlite", "capture", str(spec), "--log", log,
+                    *args, KNOBLAB_TEST_PW=PASSWORD)
 
 
-def _start(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(cli_command(tmp_path / "s.sqlite", "capture", str(spec), *args),
+def _start(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str,
+           log: str = "slow") -> subprocess.Popen:
+    return subprocess.Popen(cli_command(tmp_path / "s.sqlite", "capture", str(spec), "--log",
+                                        log, *args),
                             env=cli_env(knoblab_home, KNOBLAB_TEST_PW=PASSWORD), cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -372,7 +377,7 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
     elsewhere), the window's rows of mysql.slow_log are written out in the slow log's format."""
     from knoblab.connection import Endpoint
     from knoblab.server.external import ExternalServer
-    from knoblab.server.slow_log import SlowLog
+    from knoblab.server.query_log import QueryLog
     from knoblab.store import RunInfo
 
     store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
@@ -381,7 +386,7 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
     server = ExternalServer(Endpoint(host="127.0.0.1", port=3306))
     server.probe()
     server._datadir = None  # as for a server on another machine
-    log = SlowLog.plan(server, server.catalog(), store, run_id)
+    log = QueryLog.plan(server, server.catalog(), store, run_id)
     assert log.mode == "table" and "log_output" in log.changes
     log.bind(run_id)
     own = server.connect()
@@ -421,7 +426,7 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
 def test_knoblabs_own_entries_are_left_out_and_the_log_still_reads(tmp_path):
     """An entry of knoblab's own that carried the `# Time:` line gives it to the next one;
     one at the very end takes it along (a log never ends inside a header)."""
-    from knoblab.server.slow_log import _copy_entries
+    from knoblab.server.query_log import _copy_entries
 
     def entry(thread: int, sql: str, time_line: str | None = None) -> str:
         return ((f"# Time: {time_line}\n" if time_line else "") +
@@ -450,3 +455,202 @@ def test_a_dump_larger_than_the_disk_under_out_is_refused(tmp_path):
     too_big = DumpPlan("all", None, databases=[DB], text_bytes=1 << 60, tables=1)
     with pytest.raises(UserError, match="not enough room; free some space or give --out"):
         disk_check(too_big, tmp_path / "out")
+
+
+# --------------------------------------------------------------------- the general log
+
+def _general_open(proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _globals()["general_log"] == "ON":
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"capture ended early ({proc.returncode}): "
+                                 f"{proc.communicate()[1]}")
+        time.sleep(0.05)
+    raise AssertionError("the capture window never opened")
+
+
+class Pooled(Client):
+    """A connection of an application's pool: opened in the database before the window,
+    then the mix (its tables unqualified) until stopped."""
+
+    MIX = ("SELECT v FROM t_inno WHERE id = %s", "SELECT COUNT(*) FROM t_my WHERE n > %s")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn = _connect(database=DB)
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            self.thread_id = int(cur.fetchone()[0])
+
+    def run(self) -> None:
+        try:
+            with self.conn.cursor() as cur:
+                while not self.stop.is_set():
+                    for sql in self.MIX:
+                        cur.execute(sql, (self.ran % 5,))
+                    self.ran += 1
+                    time.sleep(0.01)
+        finally:
+            self.conn.close()
+
+
+@pytest.fixture
+def sees_all(capturer: str) -> Iterator[str]:
+    """The capturer with PROCESS: it sees every connection in the process list."""
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"GRANT PROCESS ON *.* TO '{capturer}'@'%'")
+        yield capturer
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"REVOKE PROCESS ON *.* FROM '{capturer}'@'%'")
+        conn.close()
+
+
+def _only(log: Path, thread: int, dest: Path) -> None:
+    """The general log's lines of one connection (the window also holds what other clients
+    of this shared server ran)."""
+    from knoblab.capture.logs import general_line
+
+    keep, lines = False, []
+    for line in log.read_text().splitlines(keepends=True):
+        found = general_line(line)
+        if found is not None:
+            keep = found[1] == thread
+        if keep:
+            lines.append(line)
+    dest.write_text("".join(lines))
+
+
+def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
+        knoblab_home, tmp_path, sees_all, slow_log_as_it_was):
+    out = tmp_path / "prod-capture"
+    with Pooled() as pooled:  # open, and running, before the capture starts
+        proc = _start(knoblab_home, tmp_path, _spec(tmp_path, sees_all), "--for", "3s",
+                      "--out", str(out), "--data", "all", log="auto")
+        _general_open(proc)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    said = " ".join(stderr.split())
+    assert "the statements are taken from the general query log" in said
+    assert "other connection(s) are open: it sees their statements" in said
+    assert "ready: knoblab tune" in said
+    assert _globals() == slow_log_as_it_was and not _leftover_logs()
+
+    events = _statements(out)
+    mine = [e for e in events if e.thread == pooled.thread_id]
+    assert pooled.ran > 3 and len(mine) >= 2 * 3
+    # The pool's database, from the process list as the window began: its statements name
+    # their tables unqualified.
+    assert {e.database for e in mine} == {DB}
+    # None of knoblab's own (which set the log's settings: the only test that may, now).
+    assert not [e.text for e in events if "SET GLOBAL" in e.text]
+    summary = json.loads((out / "capture.json").read_text())
+    assert summary["log"]["source"] == "general" and summary["log"]["missed"] == 0
+    assert summary["log"]["open_before"] >= 1 and summary["log"]["open_before_active"] >= 1
+    assert summary["settings"]["general_log"]["window"] == "ON"
+
+    # The pool's statements replay over the dump, in the database they ran in.
+    _only(out / "statements.log", pooled.thread_id, tmp_path / "pooled.log")
+    replay = tmp_path / "replay.toml"
+    replay.write_text('name = "pooled"\n[dataset]\ndump = "prod-capture/data.sql.zst"\n'
+                      '[workload]\nkind = "replay"\nlog = "pooled.log"\nrepetitions = 2\n'
+                      '[sweep]\nsort_buffer_size = ["256K", "1M"]\n')
+    replayed = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(replay), "--json",
+                        str(tmp_path / "replayed.json"))
+    assert replayed.returncode == 0, replayed.stderr
+    result = json.loads((tmp_path / "replayed.json").read_text())
+    prints = {c["fingerprint"] for c in result["workload"]["classes"]}
+    assert prints == {"select v from t_inno where id = ?",
+                      "select count(*) from t_my where n > ?"}, prints
+    assert all(row["errors"] == 0 for row in result["statement_classes"]["rows"])
+
+
+def test_the_slow_log_with_a_pool_open_is_not_ready_and_says_how_to_capture_it(
+        knoblab_home, tmp_path, sees_all, slow_log_as_it_was):
+    out = tmp_path / "out"
+    with Pooled() as pooled:
+        done = _capture(knoblab_home, tmp_path, _spec(tmp_path, sees_all), "--for", "2s",
+                        "--out", str(out), log="slow")
+    assert pooled.ran > 3
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("knoblab: not ready: the slow log missed"), line
+    assert "--log general" in line
+    assert "every setting is back" in line
+    assert "ready: knoblab tune" not in done.stdout + done.stderr
+    assert not (out / "spec.toml").exists()
+    assert _globals() == slow_log_as_it_was and not _leftover_logs()
+
+
+def test_the_general_table_log_is_written_as_a_general_log_read_log_reads(
+        tmp_path, capturer, slow_log_as_it_was):
+    """A server elsewhere: the window's rows of mysql.general_log, written out as the general
+    log's text."""
+    from knoblab.connection import Endpoint
+    from knoblab.server.external import ExternalServer
+    from knoblab.server.query_log import GENERAL, QueryLog
+    from knoblab.store import RunInfo
+
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    run_id = store.create_run(name="t", experiment="capture", spec_source="", server_binary="",
+                              server_version="", info=RunInfo(), point_list=[])
+    server = ExternalServer(Endpoint(host="127.0.0.1", port=3306))
+    server.probe()
+    server._datadir = None  # as for a server on another machine
+    log = QueryLog.plan(server, server.catalog(), store, run_id, source=GENERAL)
+    assert log.mode == "table" and "log_output" in log.changes
+    log.bind(run_id)
+    own = server.connect()
+    pooled = Pooled()
+    try:
+        log.start(own)
+        with pooled:
+            while pooled.ran < 3:
+                time.sleep(0.05)
+        with own.cursor() as cur:
+            cur.execute("SELECT 'knoblab''s own'")
+    finally:
+        own.close()
+        log.put_back()
+    assert _globals() == slow_log_as_it_was
+    log.write_out(tmp_path / "statements.log")
+    assert log.clean_up() is None
+    events = _statements(tmp_path)
+    mine = [e for e in events if e.thread == pooled.thread_id]
+    assert len(mine) >= 6 and {e.database for e in mine} == {DB}
+    assert all(e.time is not None for e in mine)
+    assert not [e for e in events if "knoblab's own" in e.text or "SET GLOBAL" in e.text]
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW TABLES FROM mysql LIKE 'knoblab%'")
+            tables = cur.fetchall()
+    finally:
+        conn.close()
+    assert not tables  # the server's own table back, the window's dropped
+
+
+def test_knoblabs_own_general_log_lines_are_left_out_and_their_time_kept(tmp_path):
+    from knoblab.server.query_log import _copy_general
+
+    source = tmp_path / "server.log"
+    source.write_text("/usr/sbin/mariadbd, Version: 10.11 (Debian). started with:\n"
+                      "Tcp port: 3306  Unix socket: /run/mysqld/mysqld.sock\n"
+                      "Time\t\t    Id Command\tArgument\n"
+                      "261125  5:54:29\t      5 Query\tSELECT 'own'\n"
+                      "\t\t      7 Query\tSELECT\n2\n"
+                      "261125  5:54:30\t      5 Query\tSELECT 'own'\n"
+                      "\t\t      5 Quit\t\n"
+                      "\t\t      7 Query\tSELECT 3\n")
+    written = tmp_path / "statements.log"
+    with source.open("rb") as raw, written.open("wb") as out:
+        _copy_general(raw, out, {5})
+    events = list(read_log(written))
+    assert [(e.thread, e.text) for e in events] == [(7, "SELECT\n2"), (7, "SELECT 3")]
+    first, second = events
+    assert second.time is not None and first.time is not None
+    assert second.time - first.time == 1  # the skipped line's time went onto the next one

@@ -409,7 +409,7 @@ def _entry(thread: int, sql: str, time_line: str | None = "261125  5:54:29") -> 
 
 
 def test_lines_like_a_header_or_a_banner_inside_a_statement_are_its_own(tmp_path):
-    from knoblab.server.slow_log import _copy_entries
+    from knoblab.server.query_log import _copy_entries
 
     cases = [
         LOOKALIKE,

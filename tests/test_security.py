@@ -98,7 +98,14 @@ SPLICES: dict[str, dict[str, str]] = {
         "marks": "the text '%s, %s, ...': the names and grantees are bound parameters",
         "db_marks": "the text '%s, %s, ...': the database names are bound parameters",
     },
-    "knoblab/server/slow_log.py": {
+    "knoblab/capturing.py": {
+        "taken_from.table": "a log table's name: a constant of knoblab.server.query_log's "
+                            "Source (slow_log, general_log)",
+    },
+    "knoblab/server/query_log.py": {
+        "table": "a log table's name: a constant of the module's Source (slow_log, "
+                 "general_log)",
+        "where": "the module's own constant condition on the process list, no value in it",
         "name": "a slow-log setting's name: one of the module's own constants that the "
                 "server's catalog has (_known)",
         "knob.name": "a setting's name: the catalog's own (catalog.knobs[name].name), for a "

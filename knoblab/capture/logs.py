@@ -149,6 +149,14 @@ def _lines(path: Path, handle: BinaryIO,
         progress(handle.tell())
 
 
+def general_line(text: str) -> tuple[str | None, int] | None:
+    """A general log line that starts an entry: its time as written (None when the line has
+    none: the one above it holds), and its connection; None for any other line (a banner, a
+    statement's next line)."""
+    found = _GENERAL.match(_chomp(text))
+    return None if found is None else (found.group("time"), int(found.group("id")))
+
+
 def _starts_entry(text: str) -> bool:
     return text.startswith(_SLOW_START) or _GENERAL.match(text) is not None
 

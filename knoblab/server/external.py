@@ -29,7 +29,7 @@ from knoblab.server.settings import read_globals, set_global
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, ServerRefused
 
-LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.slow_log) holds
+LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.query_log) holds
 
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
 

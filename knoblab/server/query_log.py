@@ -1,12 +1,20 @@
-"""A running server's slow query log, turned on for a capture window at long_query_time = 0
-and turned off again, and what it logged written out as a slow log `knoblab.capture.read_log`
-reads.
+"""A running server's query log — the slow log at long_query_time = 0, or the general log —
+turned on for a capture window and turned off again, and what it logged written out as a log
+`knoblab.capture.read_log` reads.
+
+Which log (`Source`): the slow log follows only connections opened during the window (each
+connection keeps the long_query_time it opened with: the server's rule, for the slow log of
+any tool) and gives each statement's time; the general log follows every connection, those an
+application's pool opened hours before the window included, and gives no times. A general
+log written out begins with an `Init DB` line for each connection open when the window began
+whose database the server's process list named: the log itself says a database only when a
+connection opens or changes it.
 
 Every setting changed is journalled in the store before it changes (the restore journal of
 `knoblab.server.external`), so the same `restore_settings` puts it back at the end, after a
-signal or an error, and `knoblab restore` after a kill -9. The original of `slow_query_log`
-is journalled first, so it is the first put back: once the slow log is off nothing more is
-logged, knoblab's own restoring statements included.
+signal or an error, and `knoblab restore` after a kill -9. The original of the log's switch
+is journalled first, so it is the first put back: once the log is off nothing more is logged,
+knoblab's own restoring statements included.
 
 Where the log goes:
 
@@ -14,23 +22,21 @@ Where the log goes:
   this process can write there (it can then read the file the server writes, and remove it).
   The data directory is readable only by the server's account, so the statements' literals
   are never in a place others can read; the file is removed as soon as it is copied.
-* TABLE: elsewhere, `log_output` gains TABLE and the window's rows of `mysql.slow_log` are
-  read over SQL and written out in the slow log's text format.
+* TABLE: elsewhere, `log_output` gains TABLE and the window's rows of the log's table
+  (mysql.slow_log, mysql.general_log) are read over SQL and written out in its text format.
 
 Whenever the window logs to a table (TABLE, or FILE on a server that also logs to its table),
-the server's own `mysql.slow_log` is set aside for it (renamed `mysql.knoblab_kept_RUN`, an
-empty copy in its place) and put back after it, so the window's statements and their literals
-never stay in the server's table; the rows the server's own settings log during the window are
-copied back into it.
+the server's own table is set aside for it (renamed `mysql.knoblab_kept_RUN`, or
+`knoblab_gkept_RUN` for the general log, an empty copy in its place) and put back after it,
+so the window's statements and their literals never stay in the server's table; the rows the
+server's own settings log during the window are copied back into it.
 
 One capture at a time per server, known on the server itself: a capture holds the named lock
 `LOCK` on a connection of its own for its whole length, and the server frees it when that
 connection ends, a kill -9 included. A capture killed in its window leaves marks on the server
-that the next one finds (`killed_capture`): the slow log's file named after it, or the table
-set aside.
+that the next one finds (`killed_capture`): the log's file named after it, or a table set
+aside.
 
-Connections keep the long_query_time they opened with: only statements of connections
-opened during the window are all logged (the server's rule, for the slow log of any tool).
 knoblab's own connections switch their own logging off, and their thread ids are left out
 of what is written, whatever the server logged.
 """
@@ -47,7 +53,7 @@ from typing import Any, BinaryIO
 
 import pymysql
 
-from knoblab.capture.logs import slow_entries
+from knoblab.capture.logs import general_line, slow_entries
 from knoblab.catalog import Catalog
 from knoblab.connection import one
 from knoblab.errors import UserError
@@ -73,8 +79,34 @@ _LONG = ("long_query_time", "log_slow_query_time")
 _THREAD = re.compile(r"# (?:User@Host:.*\bId:\s*(\d+)|Thread_id: (\d+))")
 # What a capture's window leaves on the server while it runs, named after its run.
 _LOG_NAME = re.compile(r"knoblab-capture-([0-9a-z]+)\.log")
-_KEPT, _WINDOW = "knoblab_kept_", "knoblab_window_"  # tables of the mysql database
-_TABLE_NAME = re.compile(rf"({_KEPT}|{_WINDOW})([0-9a-z]+)")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One of the server's query logs, as a capture window uses it."""
+
+    key: str  # as `knoblab capture --log` and capture.json name it
+    said: str
+    switch: tuple[str, ...]  # its on/off setting, by the names a server may give it
+    file: tuple[str, ...]  # its file's setting
+    wanted: tuple[tuple[tuple[str, ...], str], ...]  # settings for the window, as _WANTED
+    table: str  # its table in the mysql database (log_output = TABLE)
+    kept: str  # prefixes of the tables a window makes there: the server's own set aside,
+    window: str  # and the window's
+    counter: str  # a status counter that grows as it logs (the window's progress)
+    times: bool  # does it give each statement's time?
+
+
+SLOW = Source("slow", "slow query log", _SWITCH, _FILE, _WANTED, "slow_log", "knoblab_kept_",
+              "knoblab_window_", "Slow_queries", times=True)
+GENERAL = Source("general", "general query log", ("general_log",), ("general_log_file",), (),
+                 "general_log", "knoblab_gkept_", "knoblab_gwindow_", "Questions",
+                 times=False)
+SOURCES = {source.key: source for source in (SLOW, GENERAL)}
+# A table a window made in the mysql database, by its prefix: (the log's, kept or window).
+_PREFIXES = {prefix: (source, role) for source in SOURCES.values()
+             for prefix, role in ((source.kept, "kept"), (source.window, "window"))}
+_TABLE_NAME = re.compile(rf"({'|'.join(_PREFIXES)})([0-9a-z]+)")
 
 
 def _known(catalog: Catalog, names: tuple[str, ...]) -> str | None:
@@ -82,35 +114,39 @@ def _known(catalog: Catalog, names: tuple[str, ...]) -> str | None:
 
 
 @dataclass
-class SlowLog:
-    """The slow log of one capture window on `server`, journalled under `run_id`."""
+class QueryLog:
+    """The query log of one capture window on `server`, journalled under `run_id`."""
 
     server: ExternalServer
     catalog: Catalog
     store: Any
     run_id: str
+    source: Source = SLOW
     mode: str = "file"  # "file" or "table"
     file: Path | None = None  # FILE: the log the server writes
     own_threads: set[int] = field(default_factory=set)
-    started_at: dt.datetime | None = None  # TABLE: the window's start, in UTC
+    started_at: dt.datetime | None = None  # the window's start, in UTC
     outputs: frozenset[str] = frozenset()  # the server's own log_output
     aside: bool = False  # the window logs to a table: mysql.slow_log is set aside for it
     set_aside: bool = False  # and it is, now
     changes: dict[str, str] = field(default_factory=dict)  # name -> value in the window
     originals: dict[str, str | None] = field(default_factory=dict)
+    # The other connections open when the window began: their database, and the id of the
+    # last statement each had run (MariaDB's process list; None where the server has none).
+    open_before: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
 
     @classmethod
     def plan(cls, server: ExternalServer, catalog: Catalog, store: Any,
-             run_id: str) -> SlowLog:
+             run_id: str, source: Source = SLOW) -> QueryLog:
         """What the window changes, and where the log goes (FILE when this process can
         write in the server's data directory here, else TABLE)."""
-        switch = _known(catalog, _SWITCH)
+        switch = _known(catalog, source.switch)
         if switch is None:
-            raise UserError(f"{server.endpoint.describe()} has no slow query log "
-                            "(slow_query_log) to capture statements with")
+            raise UserError(f"{server.endpoint.describe()} has no {source.said} "
+                            f"({source.switch[0]}) to capture statements with")
         datadir = server.datadir
         local = datadir is not None and os.access(datadir, os.W_OK | os.X_OK)
-        log = cls(server, catalog, store, run_id, mode="file" if local else "table")
+        log = cls(server, catalog, store, run_id, source, mode="file" if local else "table")
         current = server.global_values(["log_output"])
         outputs = {o.strip().upper() for o in current.get("log_output", "FILE").split(",")}
         wanted = (outputs - {"NONE"}) | {"FILE" if local else "TABLE"}
@@ -120,12 +156,12 @@ class SlowLog:
         if local:
             assert datadir is not None
             log.file = datadir / f"knoblab-capture-{run_id or 'new'}.log"
-            name = _known(catalog, _FILE)
+            name = _known(catalog, source.file)
             if name is None:
-                raise UserError(f"{server.endpoint.describe()} has no slow_query_log_file "
+                raise UserError(f"{server.endpoint.describe()} has no {source.file[0]} "
                                 "setting to capture statements with")
             log.changes[name] = str(log.file)
-        for names, value in _WANTED:
+        for names, value in source.wanted:
             name = _known(catalog, names)
             if name is not None and catalog.knobs[name].dynamic:
                 log.changes[name] = value
@@ -137,7 +173,7 @@ class SlowLog:
         self.run_id = run_id
         if self.file is not None:
             self.file = self.file.with_name(f"knoblab-capture-{run_id}.log")
-            name = _known(self.catalog, _FILE)
+            name = _known(self.catalog, self.source.file)
             assert name is not None
             self.changes[name] = str(self.file)
 
@@ -157,9 +193,9 @@ class SlowLog:
         try:
             removed += put_aside_back(self.server)
         except pymysql.MySQLError as exc:  # this user may see the tables, not rename them
-            removed.append(f"mysql.slow_log is still set aside by a capture that did not end "
-                           f"({refusal(exc)}): a capture by a user with ALTER, CREATE, DROP "
-                           "and INSERT on mysql puts it back")
+            removed.append(f"a log table of the mysql database is still set aside by a "
+                           f"capture that did not end ({refusal(exc)}): a capture by a user "
+                           "with ALTER, CREATE, DROP and INSERT on mysql puts it back")
         return removed
 
     @property
@@ -171,8 +207,8 @@ class SlowLog:
             assert self.file is not None
             return (f"a new file in the server's data directory ({self.file.parent}), removed "
                     "once copied")
-        return ("the server's mysql.slow_log table (log_output = TABLE), read over SQL; "
-                "its own rows are set aside for the window and put back after it")
+        return (f"the server's mysql.{self.source.table} table (log_output = TABLE), read "
+                "over SQL; its own rows are set aside for the window and put back after it")
 
     def may_change(self, cur: Any) -> bool:
         """Each setting set to its own value (nothing changes): False when this user lacks
@@ -197,48 +233,53 @@ class SlowLog:
                                      self.originals.get(name))
         self.silence(conn)
         with conn.cursor() as cur:
-            if self.mode == "table":
-                cur.execute("SET SESSION time_zone = '+00:00'")
+            cur.execute("SET SESSION time_zone = '+00:00'")
             if self.file is not None and self.file.exists():
                 raise UserError(f"{self.file} exists already; remove it or capture later")
             if self.aside:
                 kept, window = self.tables
+                table = self.source.table
                 try:
-                    cur.execute(f"CREATE TABLE mysql.{window} LIKE mysql.slow_log")
+                    cur.execute(f"CREATE TABLE mysql.{window} LIKE mysql.{table}")
                     # One statement: the server logs to its table throughout.
-                    cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{kept}, "
-                                f"mysql.{window} TO mysql.slow_log")
+                    cur.execute(f"RENAME TABLE mysql.{table} TO mysql.{kept}, "
+                                f"mysql.{window} TO mysql.{table}")
                     self.set_aside = True
                 except pymysql.MySQLError as exc:
-                    raise UserError(f"cannot set mysql.slow_log aside for the window on "
+                    raise UserError(f"cannot set mysql.{table} aside for the window on "
                                     f"{self.server.endpoint.describe()}: {refusal(exc)}"
                                     ) from None
             for name in (n for n in self.changes if n != self.switch):
                 set_global(cur, self.catalog, name, self.changes[name])
-            if self.mode == "table":
-                cur.execute("SELECT NOW(6)")
-                self.started_at = one(cur)[0]
+            cur.execute("SELECT NOW(6)")
+            self.started_at = one(cur)[0]
             set_global(cur, self.catalog, self.switch, "ON")
+            # Read once the log is on: a connection that changes its database from now on
+            # does so in the log.
+            self.open_before = {thread: found for thread, found in open_connections(cur).items()
+                                if thread not in self.own_threads}
         if self.file is not None and not os.access(self.file, os.R_OK):
-            raise UserError(f"the server's slow log {self.file} cannot be read by this user; "
-                            "run knoblab capture as the server's account or as root")
+            raise UserError(f"the server's {self.source.said} {self.file} cannot be read by "
+                            "this user; run knoblab capture as the server's account or as "
+                            "root")
 
     @property
     def tables(self) -> tuple[str, str]:
         """The names (in the mysql database) of the server's own table while it is set
         aside, and of the window's."""
         assert re.fullmatch(r"[0-9a-z]+", self.run_id), self.run_id  # spliced into SQL
-        return f"{_KEPT}{self.run_id}", f"{_WINDOW}{self.run_id}"
+        return f"{self.source.kept}{self.run_id}", f"{self.source.window}{self.run_id}"
 
     def silence(self, conn: pymysql.Connection) -> None:
-        """knoblab's own connection: not logged (MariaDB's session switch, MySQL's session
-        long_query_time), and its thread id left out of what is written anyway."""
+        """knoblab's own connection: not logged (MariaDB's session switch of the slow log,
+        MySQL's session long_query_time, sql_log_off for the general log), and its thread id
+        left out of what is written anyway."""
         with conn.cursor() as cur:
             own_session(cur)
             cur.execute("SELECT CONNECTION_ID()")
             self.own_threads.add(int(one(cur)[0]))
             for name, value in ((_known(self.catalog, _SWITCH), 0),
-                                ("long_query_time", 31536000)):
+                                ("long_query_time", 31536000), ("sql_log_off", 1)):
                 knob = self.catalog.knobs.get(name or "")
                 if knob is not None and knob.scope == "SESSION":
                     with contextlib.suppress(pymysql.MySQLError):
@@ -250,8 +291,9 @@ class SlowLog:
         return restore_settings(_Quiet(self), self.catalog, self.store, self.run_id)
 
     def written(self, cur: Any) -> int:
-        """Statements the server has logged as slow since it started (a cheap counter)."""
-        cur.execute("SHOW GLOBAL STATUS LIKE 'Slow_queries'")
+        """A cheap counter of what the log has taken since the server started: statements
+        logged as slow, or (the general log) statements run."""
+        cur.execute("SHOW GLOBAL STATUS LIKE %s", (self.source.counter,))
         row = cur.fetchone()
         return int(row[1]) if row else 0
 
@@ -264,15 +306,19 @@ class SlowLog:
         except FileNotFoundError:
             source = None  # nothing was logged
         except OSError as exc:
-            raise UserError(f"cannot read the server's slow log {self.file}: "
+            raise UserError(f"cannot read the server's {self.source.said} {self.file}: "
                             f"{exc.strerror}") from None
         try:
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as out:
+                if self.source is GENERAL:
+                    out.write(self._databases_before())
                 if source is not None:
-                    _copy_entries(source, out, self.own_threads)
+                    copy = _copy_entries if self.source is SLOW else _copy_general
+                    copy(source, out, self.own_threads)
                 elif self.mode == "table":
-                    self._write_table(out)
+                    (self._write_table if self.source is SLOW else
+                     self._write_general_table)(out)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 dest.unlink()
@@ -281,6 +327,35 @@ class SlowLog:
         finally:
             if source is not None:
                 source.close()
+
+    def _databases_before(self) -> bytes:
+        """An `Init DB` line for each connection open when the window began that had a
+        database: the general log names one only when a connection opens or changes it."""
+        if self.started_at is None:
+            return b""
+        when = self.started_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return "".join(f"{when}\t{thread:>6} Init DB\t{database}\n"
+                       for thread, (database, _) in sorted(self.open_before.items())
+                       if database).encode("utf-8", "surrogateescape")
+
+    def _write_general_table(self, out: BinaryIO) -> None:
+        conn = self.server.connect()
+        try:
+            with conn.cursor(pymysql.cursors.SSCursor) as cur:
+                own_session(cur)
+                cur.execute("SET SESSION time_zone = '+00:00'")
+                marks = ", ".join(["%s"] * len(self.own_threads))
+                # Without ORDER BY: the table is the log's file (CSV), in the order written.
+                cur.execute("SELECT event_time, thread_id, command_type, argument FROM "
+                            f"mysql.general_log WHERE event_time >= %s AND thread_id NOT IN "
+                            f"({marks})", (self.started_at, *sorted(self.own_threads)))
+                for when, thread, command, argument in cur:
+                    text = argument.decode("utf-8", "surrogateescape") \
+                        if isinstance(argument, bytes) else str(argument)
+                    out.write(f"{when.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z\t{thread:>6} "
+                              f"{command}\t{text}\n".encode("utf-8", "surrogateescape"))
+        finally:
+            conn.close()
 
     def _write_table(self, out: BinaryIO) -> None:
         conn = self.server.connect()
@@ -324,28 +399,32 @@ class SlowLog:
                     left.append(f"the statements are kept in mysql.{self.tables[1]} on the "
                                 "server (copy them now: the next capture drops it)")
             except pymysql.MySQLError as exc:
-                left.append(f"mysql.slow_log is still the window's and the server's own is "
-                            f"mysql.{self.tables[0]} ({refusal(exc)}); the next capture "
-                            "puts it back")
+                left.append(f"mysql.{self.source.table} is still the window's and the "
+                            f"server's own is mysql.{self.tables[0]} ({refusal(exc)}); the "
+                            "next capture puts it back")
             finally:
                 conn.close()
         return "; ".join(left) or None
 
     def _put_table_back(self, cur: Any, keep_window: bool) -> None:
         """The server's own table in its place again, with the window's rows its own settings
-        would have logged (the slow log on, to its table, over its long_query_time and
-        min_examined_row_limit) copied into it first."""
+        would have logged (the log on, to its table; for the slow log, over its
+        long_query_time and min_examined_row_limit) copied into it first."""
         kept, window = self.tables
+        table = self.source.table
         switch = self.originals.get(self.switch) or "OFF"
         if switch.upper() in ("ON", "1") and "TABLE" in self.outputs:
-            long = _known(self.catalog, _LONG)
-            slower = float(self.originals.get(long or "") or 0)
-            least = int(float(self.originals.get("min_examined_row_limit") or 0))
-            cur.execute(f"INSERT INTO mysql.{kept} SELECT * FROM mysql.slow_log WHERE "
-                        "query_time > SEC_TO_TIME(%s) AND rows_examined >= %s",
-                        (slower, least))
-        cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{window}, mysql.{kept} TO "
-                    "mysql.slow_log")
+            if self.source is SLOW:
+                long = _known(self.catalog, _LONG)
+                slower = float(self.originals.get(long or "") or 0)
+                least = int(float(self.originals.get("min_examined_row_limit") or 0))
+                cur.execute(f"INSERT INTO mysql.{kept} SELECT * FROM mysql.slow_log WHERE "
+                            "query_time > SEC_TO_TIME(%s) AND rows_examined >= %s",
+                            (slower, least))
+            else:
+                cur.execute(f"INSERT INTO mysql.{kept} SELECT * FROM mysql.{table}")
+        cur.execute(f"RENAME TABLE mysql.{table} TO mysql.{window}, mysql.{kept} TO "
+                    f"mysql.{table}")
         if not keep_window:
             cur.execute(f"DROP TABLE mysql.{window}")
 
@@ -381,13 +460,14 @@ def lock_connection(cur: Any) -> int | None:
 
 def killed_capture(server: ExternalServer, catalog: Catalog) -> str | None:
     """The run of a capture killed in its window whose changes are still on the server: its
-    log is the server's slow log file, or the server's own table is set aside for it."""
-    name = _known(catalog, _FILE)
-    if name is not None:
-        current = server.global_values([name]).get(name) or ""
-        if found := _LOG_NAME.fullmatch(Path(current).name):
+    log is one of the server's log files, or a server's own table is set aside for it."""
+    names = [name for source in SOURCES.values()
+             if (name := _known(catalog, source.file)) is not None]
+    for current in server.global_values(names).values():
+        if found := _LOG_NAME.fullmatch(Path(current or "").name):
             return found.group(1)
-    return next((run for kind, run in _capture_tables(server) if kind == _KEPT), None)
+    return next((run for prefix, run in _capture_tables(server)
+                 if _PREFIXES[prefix][1] == "kept"), None)
 
 
 def _capture_tables(server: ExternalServer) -> list[tuple[str, str]]:
@@ -406,26 +486,28 @@ def _capture_tables(server: ExternalServer) -> list[tuple[str, str]]:
 
 
 def put_aside_back(server: ExternalServer, run_id: str | None = None) -> list[str]:
-    """The server's own mysql.slow_log put back in place where a capture (`run_id`'s, or any)
-    that did not end left it set aside, and the windows' tables dropped; what was done, as
+    """The server's own log tables put back in place where a capture (`run_id`'s, or any)
+    that did not end left them set aside, and the windows' tables dropped; what was done, as
     sentences. Only for captures whose settings are back and that no longer run."""
     done = []
-    tables = [(kind, run) for kind, run in _capture_tables(server)
+    tables = [(prefix, run) for prefix, run in _capture_tables(server)
               if run_id is None or run == run_id]
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             own_session(cur)
-            for kind, run in tables:
-                kept, window = f"{_KEPT}{run}", f"{_WINDOW}{run}"
-                if kind == _KEPT:
-                    if (_WINDOW, run) in tables:  # killed between the two statements
+            for prefix, run in tables:
+                source, role = _PREFIXES[prefix]
+                table = source.table
+                kept, window = f"{source.kept}{run}", f"{source.window}{run}"
+                if role == "kept":
+                    if (source.window, run) in tables:  # killed between the two statements
                         cur.execute(f"DROP TABLE mysql.{window}")
-                    cur.execute(f"RENAME TABLE mysql.slow_log TO mysql.{window}, "
-                                f"mysql.{kept} TO mysql.slow_log")
-                    done.append(f"put back mysql.slow_log as it was before capture {run} "
+                    cur.execute(f"RENAME TABLE mysql.{table} TO mysql.{window}, "
+                                f"mysql.{kept} TO mysql.{table}")
+                    done.append(f"put back mysql.{table} as it was before capture {run} "
                                 "(the rows of its window removed)")
-                elif (_KEPT, run) not in tables:
+                elif (source.kept, run) not in tables:
                     done.append(f"dropped mysql.{window}, the statements of capture {run}'s "
                                 "window")
                 cur.execute(f"DROP TABLE IF EXISTS mysql.{window}")
@@ -435,10 +517,10 @@ def put_aside_back(server: ExternalServer, run_id: str | None = None) -> list[st
 
 
 class _Quiet(ExternalServer):
-    """The server with its connections silenced: a connection opened while the slow log is
-    on logs what it runs until the log is off."""
+    """The server with its connections silenced: a connection opened while the log is on
+    logs what it runs until the log is off."""
 
-    def __init__(self, log: SlowLog) -> None:
+    def __init__(self, log: QueryLog) -> None:
         super().__init__(log.server.endpoint)
         self.log = log
         self.identity = log.server.identity
@@ -469,6 +551,42 @@ def _copy_entries(source: BinaryIO, out: BinaryIO, skipped: set[int]) -> None:
         if first.startswith(("# Time:", "# User@Host:")):
             dated = None
         out.writelines(text.encode("utf-8", "surrogateescape") for _, text in group)
+
+
+def _copy_general(source: BinaryIO, out: BinaryIO, skipped: set[int]) -> None:
+    """The general log's lines, less the entries (a line and the lines of its statement that
+    follow) of connections in `skipped`. A skipped line's time dates the lines after it: it
+    goes onto the next line written that has none of its own."""
+    dated: str | None = None  # a skipped line's time
+    keep = True
+    for raw in source:
+        text = raw.decode("utf-8", "surrogateescape")
+        found = general_line(text)
+        if found is not None:
+            when, thread = found
+            keep = thread not in skipped
+            if not keep:
+                dated = when or dated
+                continue
+            if when is None and dated is not None:
+                text = f"{dated}\t{text.lstrip(chr(9))}"
+            dated = None
+        if keep:
+            out.write(text.encode("utf-8", "surrogateescape"))
+
+
+def open_connections(cur: Any) -> dict[int, tuple[str | None, int | None]]:
+    """The server's other connections now (not its own threads, nor this one): each one's
+    database and the id of its last statement (MariaDB's QUERY_ID; None elsewhere)."""
+    where = ("ID <> CONNECTION_ID() AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Killed') "
+             "AND USER NOT IN ('system user', 'event_scheduler')")
+    try:
+        cur.execute(f"SELECT ID, DB, QUERY_ID FROM information_schema.PROCESSLIST WHERE {where}")
+    except pymysql.MySQLError:  # a server without QUERY_ID (MySQL)
+        cur.execute(f"SELECT ID, DB, NULL FROM information_schema.PROCESSLIST WHERE {where}")
+    return {int(thread): (None if db is None else str(db),
+                          None if query is None else int(query))
+            for thread, db, query in cur.fetchall()}
 
 
 def _thread(group: list[tuple[int, str]]) -> int | None:
