@@ -30,6 +30,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import socket
 import time
 import tomllib
@@ -242,6 +243,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                     f"to set the server's mysql.{taken_from.table} aside for the window and put "
                     "it back after it")
             plan = plan_dump(cur, mode, rows)
+            configured, left_out = production_configuration(cur)
             missing += missing_privileges(cur, plan.databases)
     finally:
         conn.close()
@@ -254,6 +256,14 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     view.message(f"capturing {where} ({catalog.server_version}) for "
                  f"{format_duration(request.seconds)} into {request.out}")
     changed = ", ".join(f"{n} = {v!r}" for n, v in log.changes.items() if not n.endswith("_file"))
+    if configured or left_out:
+        view.message(f"the server's own configuration, the baseline of every trial of the "
+                     f"spec ([server.config]): {len(configured)} setting(s) not at the build's "
+                     "default" + (f"; left out, as a sandbox cannot take them: "
+                                  f"{', '.join(sorted(left_out))}" if left_out else ""))
+    else:
+        view.message("the server's own configuration: every setting at the build's default "
+                     "(or the server does not say where its settings came from)")
     if taken_from is SLOW and not sees_all:
         view.message(f"{endpoint.user} cannot see other users' connections (it lacks the "
                      "PROCESS privilege): any open before the window are missed by the slow "
@@ -306,7 +316,8 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
         summary.update(server={k: v for k, v in server.stored().items()
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
-                       run=run_id)
+                       run=run_id,
+                       configuration={"settings": configured, "left_out": left_out})
         try:
             code = _dump(request, endpoint, plan, summary, view)
             summary["knoblab_version"] = __version__
@@ -480,8 +491,68 @@ def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
     ]
     if with_data:
         lines += ["[dataset]", f'dump = "{DUMP}"', ""]
+    configuration = summary.get("configuration") or {}
+    settings, left_out = configuration.get("settings") or {}, configuration.get("left_out") or {}
+    if settings or left_out:
+        lines += ["# The server's own configuration (every global not at the build's default):",
+                  "# in force in every trial, the baseline's too, so that recommended.cnf is a",
+                  "# change to it."]
+        lines += [f"# left out, as a sandbox cannot take it: {name} ({why})"
+                  for name, why in sorted(left_out.items())]
+        lines += ["[server.config]"]
+        lines += [f"{name} = {json.dumps(value)}" for name, value in sorted(settings.items())]
+        lines += [""]
     lines += ["[tune]", 'knobs = "auto"', ""]
     return "\n".join(lines)
+
+
+# What of a production server's configuration a sandbox cannot or should not take, by name.
+_LEFT_OUT = (
+    (re.compile(r"(basedir|datadir|socket|pid_file|tmpdir|secure_file_priv|log_error|"
+                r"character_sets_dir|lc_messages_dir|plugin_dir|log_bin\w*|relay_log\w*|"
+                r"\w*_(file|dir|path|home_dir|basename|index))"),
+     "a path on the production machine"),
+    (re.compile(r"port|bind_address|skip_networking|skip_name_resolve|extra_port|"
+                r"extra_max_connections|report_\w+|proxy_protocol_networks"),
+     "the network: a sandbox listens on a private socket only"),
+    (re.compile(r"server_id|gtid_\w+|log_slave_updates|log_replica_updates|read_only|"
+                r"replicate_\w+|slave_\w+|replica_\w+|master_\w+|rpl_\w+|binlog_\w+|"
+                r"sync_binlog|wsrep_\w*|expire_logs_days|binlog_expire_logs_seconds"),
+     "replication: a sandbox neither writes a binary log nor replicates"),
+    (re.compile(r"plugin_load\w*|plugin_maturity"), "plugins: a sandbox loads its build's own"),
+    (re.compile(r"general_log|slow_query_log|log_output|long_query_time|log_slow_\w+|"
+                r"min_examined_row_limit|log_queries_not_using_indexes|sql_log_off"),
+     "the query logs: a capture's own, and nothing a sandbox's measurements use"),
+    (re.compile(r"ssl_\w+|tls_version|require_secure_transport"),
+     "TLS: a sandbox's private socket has none"),
+    (re.compile(r"init_connect|init_file|init_slave|init_replica"),
+     "statements the production server runs at its start or at each connection"),
+)
+
+
+def production_configuration(cur: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """The server's globals whose value did not come from the build's default (its option
+    files, its command line, a SET GLOBAL: MariaDB's GLOBAL_VALUE_ORIGIN) and differs from
+    it, as a sandbox takes them; and those left out, with why. Empty where the server does not
+    say where its settings came from."""
+    try:
+        cur.execute("SELECT LOWER(VARIABLE_NAME), GLOBAL_VALUE FROM "
+                    "information_schema.SYSTEM_VARIABLES WHERE GLOBAL_VALUE_ORIGIN IN "
+                    "('CONFIG', 'COMMAND-LINE', 'SQL') AND GLOBAL_VALUE IS NOT NULL AND NOT "
+                    "GLOBAL_VALUE <=> DEFAULT_VALUE")
+    except pymysql.MySQLError:  # no origin to read (MySQL has it elsewhere)
+        return {}, {}
+    settings, left_out = {}, {}
+    for name, value in cur.fetchall():
+        name, value = str(name), str(value)
+        why = next((why for pattern, why in _LEFT_OUT if pattern.fullmatch(name)), None)
+        if why is None and value.startswith("/"):
+            why = "a path on the production machine"
+        if why is None:
+            settings[name] = value
+        else:
+            left_out[name] = why
+    return settings, left_out
 
 
 def _restored_here(store: Store, run_id: str) -> bool:

@@ -525,8 +525,23 @@ def _only(log: Path, thread: int, dest: Path) -> None:
     dest.write_text("".join(lines))
 
 
+@pytest.fixture
+def configured() -> Iterator[str]:
+    """A setting of the running server's configuration changed from its default (SET GLOBAL:
+    its origin becomes SQL), one nothing the other tests measure depends on."""
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL max_connect_errors = 12345")
+        yield "max_connect_errors"
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("SET GLOBAL max_connect_errors = DEFAULT")
+        conn.close()
+
+
 def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
-        knoblab_home, tmp_path, sees_all, slow_log_as_it_was):
+        knoblab_home, tmp_path, sees_all, configured, slow_log_as_it_was):
     out = tmp_path / "prod-capture"
     with Pooled() as pooled:  # open, and running, before the capture starts
         proc = _start(knoblab_home, tmp_path, _spec(tmp_path, sees_all), "--for", "3s",
@@ -534,6 +549,13 @@ def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
         _general_open(proc)
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
+    # The server's own configuration is the spec's: what a sandbox can take, the rest named.
+    text = (out / "spec.toml").read_text()
+    spec = tomllib.loads(text)
+    assert spec["server"]["config"][configured] == "12345"
+    assert not {"port", "datadir", "socket", "general_log"} & set(spec["server"]["config"])
+    assert "# left out, as a sandbox cannot take it: port (the network" in text
+    assert "the baseline of every trial" in " ".join(stderr.split())
     said = " ".join(stderr.split())
     assert "the statements are taken from the general query log" in said
     assert "other connection(s) are open: it sees their statements" in said

@@ -156,3 +156,23 @@ def test_unsafe_values_are_searched_with_the_opt_in_and_safe_ones_without():
     with pytest.raises(UserError, match="log scale"):
         parse_space({"innodb_flush_log_at_trx_commit": [0, 2]}, catalog,
                     allow_durability_tradeoff=True)
+
+
+def test_an_auto_range_holds_the_value_in_force(catalog):
+    """A captured production server's 32M buffer pool, or 48 GB of it on a budget of 8 GB:
+    each range reaches the value every trial is measured against."""
+    budget = 8 << 30
+    plain, _ = auto_space(catalog, budget, durability=False)
+    pool = {d.name: d for d in plain.dimensions}["innodb_buffer_pool_size"]
+    assert pool.low == 128 << 20 and pool.high == budget // 2
+    for now in (32 << 20, 48 << 30):
+        space, _ = auto_space(catalog, budget, durability=False,
+                              current={"innodb_buffer_pool_size": str(now),
+                                       "sort_buffer_size": "not a size"})
+        by_name = {d.name: d for d in space.dimensions}
+        widened = by_name["innodb_buffer_pool_size"]
+        assert widened.low == min(pool.low, now) and widened.high == max(pool.high, now)
+        # A value that is no size leaves its range as it was.
+        sort = {d.name: d for d in plain.dimensions}["sort_buffer_size"]
+        assert (by_name["sort_buffer_size"].low, by_name["sort_buffer_size"].high) == \
+            (sort.low, sort.high)

@@ -83,17 +83,17 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
         raise UserError("knoblab tune searches one server at a time: name one [server] binary")
     target = next(iter(targets.values()))
     catalog = target.catalog
+    base = spec.base_settings(catalog)
     if options.knobs == "auto":
         space, left_out = auto_space(catalog, safety.memory_budget_of(
                                          spec.memory_budget or machine_memory(spec)),
-                                     spec.allow_durability_tradeoff)
+                                     spec.allow_durability_tradeoff, base)
         listener.message("knobs = \"auto\": searching " +
                          "; ".join(d.describe() for d in space.dimensions))
         if left_out:
             listener.message(f"left out: {', '.join(left_out)}")
     else:
         space = parse_space(options.knobs, catalog, spec.allow_durability_tradeoff)
-    base = spec.base_settings(catalog)
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
     check_trials(spec, options, space, baseline, targets, store)

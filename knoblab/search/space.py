@@ -17,6 +17,8 @@ the server applies (8200 would become 8192 and two trials would be one configura
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from knoblab import safety
@@ -59,9 +61,11 @@ MEMORY_SHARE = {"innodb_buffer_pool_size": 0.5, "key_buffer_size": 0.25,
 SESSION_SHARE = 1 / 64
 
 
-def auto_space(catalog: Catalog, memory_budget: int, durability: bool
-               ) -> tuple[Space, list[str]]:
-    """knobs = "auto" on this server: the space, and a note per setting left out and why."""
+def auto_space(catalog: Catalog, memory_budget: int, durability: bool,
+               current: Mapping[str, str] | None = None) -> tuple[Space, list[str]]:
+    """knobs = "auto" on this server: the space, and a note per setting left out and why.
+    A range holds the value in force (`current`: [server.config], e.g. a captured
+    production server's), the baseline every trial is measured against."""
     chosen = {**AUTO, **(AUTO_DURABILITY if durability else {})}
     unseen = never_recommended(list(chosen))
     dimensions, left_out = [], []
@@ -73,7 +77,7 @@ def auto_space(catalog: Catalog, memory_budget: int, durability: bool
         if knob is None:
             left_out.append(f"{name} (not on this server)")
             continue
-        entry = _within(knob, entry, memory_budget)
+        entry = _within(knob, entry, memory_budget, (current or {}).get(name))
         try:
             dimensions.append(_dimension(knob, entry))
         except UserError as exc:
@@ -84,8 +88,9 @@ def auto_space(catalog: Catalog, memory_budget: int, durability: bool
     return Space(tuple(dimensions)), left_out
 
 
-def _within(knob: Knob, entry: Any, memory_budget: int) -> Any:
-    """A range of AUTO narrowed to the server's limits and the memory budget."""
+def _within(knob: Knob, entry: Any, memory_budget: int, now: str | None = None) -> Any:
+    """A range of AUTO narrowed to the server's limits and the memory budget, and widened to
+    the value in force (`now`) when that lies outside it."""
     if not isinstance(entry, list) or knob.type not in INTEGER_TYPES:
         return entry
     low, high = (parse_size(v) for v in entry)
@@ -96,7 +101,12 @@ def _within(knob: Knob, entry: Any, memory_budget: int) -> Any:
         low = max(low, int(knob.minimum))
     if knob.maximum is not None:
         high = min(high, int(knob.maximum))
-    return [str(low), str(max(high, low))]
+    high = max(high, low)
+    if now is not None:
+        with contextlib.suppress(UserError, ValueError):
+            value = parse_size(now)
+            low, high = min(low, value), max(high, value)
+    return [str(low), str(high)]
 
 
 def parse_space(raw: Any, catalog: Catalog, allow_durability_tradeoff: bool = False) -> Space:
