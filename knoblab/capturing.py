@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
 import pymysql
 from rich.filesize import decimal as format_size
 
-from knoblab import __version__, places
+from knoblab import __version__, machine, places
 from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.connection import Endpoint, one
@@ -317,7 +318,8 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
                        run=run_id,
-                       configuration={"settings": configured, "left_out": left_out})
+                       configuration={"settings": configured, "left_out": left_out},
+                       machine=_machine(server))
         try:
             code = _dump(request, endpoint, plan, summary, view)
             summary["knoblab_version"] = __version__
@@ -503,7 +505,31 @@ def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
         lines += [f"{name} = {json.dumps(value)}" for name, value in sorted(settings.items())]
         lines += [""]
     lines += ["[tune]", 'knobs = "auto"', ""]
+    found = summary.get("machine")
+    if found:
+        lines += [f"# The server's machine: {found['memory_gib']} GiB of memory, {found['cpus']} "
+                  f"CPU(s) the server may run on ({found['cpu']}), its data on {found['disk']}.",
+                  "# A sandbox shaped like it answers for it: on a test machine that can give "
+                  "that much,",
+                  "# uncomment these lines (knoblab tune says so when it cannot).",
+                  "# [machine]",
+                  f"# memory = \"{found['memory_gib']}G\"",
+                  f"# cpus = {found['cpus']}", ""]
     return "\n".join(lines)
+
+
+def _machine(server: ExternalServer) -> dict[str, Any] | None:
+    """The machine the server runs on, when it is this one (its process is seen here): its
+    memory, the CPUs its process may run on, its data directory's file system."""
+    if server.pid is None:
+        return None
+    try:
+        cpus = len(os.sched_getaffinity(server.pid))
+    except OSError:
+        cpus = os.cpu_count() or 1
+    here = machine.fingerprint(server.datadir or Path("/"), "")
+    return {"memory_gib": max(1, round(psutil.virtual_memory().total / 2**30)),
+            "cpus": cpus, "cpu": here["cpu"], "disk": here["disk"], "kernel": here["kernel"]}
 
 
 # What of a production server's configuration a sandbox cannot or should not take, by name.

@@ -510,6 +510,16 @@ def sees_all(capturer: str) -> Iterator[str]:
         conn.close()
 
 
+def _server_pid() -> int:
+    conn = _connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@pid_file")
+            return int(Path(cur.fetchone()[0]).read_text())
+    finally:
+        conn.close()
+
+
 def _only(log: Path, thread: int, dest: Path) -> None:
     """The general log's lines of one connection (the window also holds what other clients
     of this shared server ran)."""
@@ -556,6 +566,9 @@ def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
     assert not {"port", "datadir", "socket", "general_log"} & set(spec["server"]["config"])
     assert "# left out, as a sandbox cannot take it: port (the network" in text
     assert "the baseline of every trial" in " ".join(stderr.split())
+    # The server runs on this machine: its shape, to give a sandbox where the test machine can.
+    assert f"# cpus = {len(os.sched_getaffinity(_server_pid()))}" in text
+    assert "# [machine]" in text and "[machine]" not in spec
     said = " ".join(stderr.split())
     assert "the statements are taken from the general query log" in said
     assert "other connection(s) are open: it sees their statements" in said

@@ -54,6 +54,7 @@ def test_a_shape_is_read_and_said_in_words(tmp_path: Path, catalog):
 @pytest.mark.parametrize("machine, said", [
     ({"memory": "64M"}, "below 160M, the least a MariaDB server starts and runs in"),
     ({"memory": "lots"}, "[machine] memory"),
+    ({"memory": "64T"}, "a sandbox cannot have more memory than the machine it runs on"),
     ({"cpus": 4096}, "a sandbox cannot have more CPUs than the machine it runs on"),
     ({"cpus": 0}, "[machine] cpus = 0: must be a whole number of at least 1"),
     ({"cpu": 0.5, "cpus": 1}, "give cpus (how many CPUs) or cpu (a share of CPU time)"),

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from knoblab.errors import UserError
 from knoblab.section import check_keys
 from knoblab.server.cgroups import Hierarchy, Limits, device_of
@@ -72,6 +74,11 @@ class Shape:
                                 "starts and runs in (about 80M once started, and room for "
                                 "what it reads); give at least "
                                 f"{format_size(LEAST_MEMORY)}")
+            total = psutil.virtual_memory().total
+            if memory > total:
+                raise UserError(f"[machine] memory = {section['memory']!r}: this machine has "
+                                f"{format_size(total)}; a sandbox cannot have more memory than "
+                                "the machine it runs on (a limit above it limits nothing)")
         cpus = _count(section, "cpus")
         if cpus is not None and cpus > (os.cpu_count() or 1):
             raise UserError(f"[machine] cpus = {cpus}: this machine has {os.cpu_count()}; a "
