@@ -21,6 +21,7 @@ import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import zstandard
@@ -371,10 +372,9 @@ def test_a_sandbox_spec_is_refused(knoblab_home, tmp_path):
     assert "knoblab capture needs a running server" in line
 
 
-def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capturer,
-                                                              slow_log_as_it_was):
-    """Where the server's data directory is not this process's to write (a server
-    elsewhere), the window's rows of mysql.slow_log are written out in the slow log's format."""
+def _elsewhere(tmp_path: Path, source: Any) -> tuple[Any, Any]:
+    """A window's log (of `source`) planned on the running server as on one on another
+    machine (its data directory not this process's): to a table. The log, and the server."""
     from knoblab.connection import Endpoint
     from knoblab.server.external import ExternalServer
     from knoblab.server.query_log import QueryLog
@@ -386,9 +386,19 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
     server = ExternalServer(Endpoint(host="127.0.0.1", port=3306))
     server.probe()
     server._datadir = None  # as for a server on another machine
-    log = QueryLog.plan(server, server.catalog(), store, run_id)
+    log = QueryLog.plan(server, server.catalog(), store, run_id, source=source)
     assert log.mode == "table" and "log_output" in log.changes
     log.bind(run_id)
+    return log, server
+
+
+def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capturer,
+                                                              slow_log_as_it_was):
+    """Where the server's data directory is not this process's to write (a server
+    elsewhere), the window's rows of mysql.slow_log are written out in the slow log's format."""
+    from knoblab.server.query_log import SLOW
+
+    log, server = _elsewhere(tmp_path, SLOW)
     own = server.connect()
     try:
         log.start(own)
@@ -625,20 +635,9 @@ def test_the_general_table_log_is_written_as_a_general_log_read_log_reads(
         tmp_path, capturer, slow_log_as_it_was):
     """A server elsewhere: the window's rows of mysql.general_log, written out as the general
     log's text."""
-    from knoblab.connection import Endpoint
-    from knoblab.server.external import ExternalServer
-    from knoblab.server.query_log import GENERAL, QueryLog
-    from knoblab.store import RunInfo
+    from knoblab.server.query_log import GENERAL
 
-    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
-    run_id = store.create_run(name="t", experiment="capture", spec_source="", server_binary="",
-                              server_version="", info=RunInfo(), point_list=[])
-    server = ExternalServer(Endpoint(host="127.0.0.1", port=3306))
-    server.probe()
-    server._datadir = None  # as for a server on another machine
-    log = QueryLog.plan(server, server.catalog(), store, run_id, source=GENERAL)
-    assert log.mode == "table" and "log_output" in log.changes
-    log.bind(run_id)
+    log, server = _elsewhere(tmp_path, GENERAL)
     own = server.connect()
     pooled = Pooled()
     try:

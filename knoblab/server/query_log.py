@@ -47,6 +47,7 @@ import contextlib
 import datetime as dt
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -317,8 +318,7 @@ class QueryLog:
                     copy = _copy_entries if self.source is SLOW else _copy_general
                     copy(source, out, self.own_threads)
                 elif self.mode == "table":
-                    (self._write_table if self.source is SLOW else
-                     self._write_general_table)(out)
+                    self._write_table(out)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 dest.unlink()
@@ -338,39 +338,29 @@ class QueryLog:
                        for thread, (database, _) in sorted(self.open_before.items())
                        if database).encode("utf-8", "surrogateescape")
 
-    def _write_general_table(self, out: BinaryIO) -> None:
-        conn = self.server.connect()
-        try:
-            with conn.cursor(pymysql.cursors.SSCursor) as cur:
-                own_session(cur)
-                cur.execute("SET SESSION time_zone = '+00:00'")
-                marks = ", ".join(["%s"] * len(self.own_threads))
-                # Without ORDER BY: the table is the log's file (CSV), in the order written.
-                cur.execute("SELECT event_time, thread_id, command_type, argument FROM "
-                            f"mysql.general_log WHERE event_time >= %s AND thread_id NOT IN "
-                            f"({marks})", (self.started_at, *sorted(self.own_threads)))
-                for when, thread, command, argument in cur:
-                    text = argument.decode("utf-8", "surrogateescape") \
-                        if isinstance(argument, bytes) else str(argument)
-                    out.write(f"{when.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z\t{thread:>6} "
-                              f"{command}\t{text}\n".encode("utf-8", "surrogateescape"))
-        finally:
-            conn.close()
-
     def _write_table(self, out: BinaryIO) -> None:
+        """The window's rows of the log's table, less knoblab's own, in its text format."""
         conn = self.server.connect()
         try:
             with conn.cursor(pymysql.cursors.SSCursor) as cur:
                 own_session(cur)
                 cur.execute("SET SESSION time_zone = '+00:00'")
                 marks = ", ".join(["%s"] * len(self.own_threads))
-                cur.execute("SELECT start_time, user_host, query_time, lock_time, rows_sent, "
-                            "rows_examined, db, thread_id, sql_text FROM mysql.slow_log "
-                            f"WHERE start_time >= %s AND thread_id NOT IN ({marks}) "
-                            "ORDER BY start_time",
-                            (self.started_at, *sorted(self.own_threads)))
+                window = (self.started_at, *sorted(self.own_threads))
+                as_text: Callable[..., bytes]
+                if self.source is SLOW:
+                    cur.execute("SELECT start_time, user_host, query_time, lock_time, "
+                                "rows_sent, rows_examined, db, thread_id, sql_text FROM "
+                                "mysql.slow_log WHERE start_time >= %s AND thread_id NOT IN "
+                                f"({marks}) ORDER BY start_time", window)
+                    as_text = _entry
+                else:  # without ORDER BY: the table is the log's file (CSV), as written
+                    cur.execute("SELECT event_time, thread_id, command_type, argument FROM "
+                                "mysql.general_log WHERE event_time >= %s AND thread_id NOT "
+                                f"IN ({marks})", window)
+                    as_text = _general_entry
                 for row in cur:
-                    out.write(_entry(*row))
+                    out.write(as_text(*row))
         finally:
             conn.close()
 
@@ -597,6 +587,15 @@ def _thread(group: list[tuple[int, str]]) -> int | None:
         if found := _THREAD.match(text):
             return int(found.group(1) or found.group(2))
     return None
+
+
+def _general_entry(when: dt.datetime, thread: int, command: str,
+                   argument: str | bytes) -> bytes:
+    """One mysql.general_log row as the general log's text writes it (its time in UTC)."""
+    text = argument.decode("utf-8", "surrogateescape") if isinstance(argument, bytes) \
+        else str(argument)
+    return (f"{when.strftime('%Y-%m-%dT%H:%M:%S.%f')}Z\t{thread:>6} {command}\t{text}\n"
+            ).encode("utf-8", "surrogateescape")
 
 
 def _entry(start: dt.datetime, user_host: str, query_time: dt.timedelta,
