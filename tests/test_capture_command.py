@@ -139,11 +139,12 @@ def _start(knoblab_home: Path, tmp_path: Path, spec: Path, *args: str,
                             start_new_session=True)
 
 
-def _window_open(proc: subprocess.Popen, timeout: float = 60) -> None:
+def _window_open(proc: subprocess.Popen, timeout: float = 60, log: str = "slow") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         now = _globals()
-        if now["slow_query_log"] == "ON" and float(now["long_query_time"]) == 0:
+        if (now["general_log"] == "ON" if log == "general" else
+                now["slow_query_log"] == "ON" and float(now["long_query_time"]) == 0):
             return
         if proc.poll() is not None:
             raise AssertionError(f"capture ended early ({proc.returncode}): "
@@ -182,6 +183,19 @@ class Client(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.join(timeout=10)
+
+
+def _replayed(knoblab_home: Path, tmp_path: Path, log: str) -> dict:
+    """`log` replayed on sandboxes over the capture's dump (prod-capture/), two settings of
+    sort_buffer_size, two rounds; its results JSON."""
+    replay = tmp_path / "replay.toml"
+    replay.write_text('name = "replayed"\n[dataset]\ndump = "prod-capture/data.sql.zst"\n'
+                      f'[workload]\nkind = "replay"\nlog = "{log}"\nrepetitions = 2\n'
+                      '[sweep]\nsort_buffer_size = ["256K", "1M"]\n')
+    replayed = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(replay), "--json",
+                        str(tmp_path / "replayed.json"))
+    assert replayed.returncode == 0, replayed.stderr
+    return json.loads((tmp_path / "replayed.json").read_text())
 
 
 def _statements(out: Path) -> list:
@@ -229,14 +243,7 @@ def test_a_window_captures_the_clients_statements_and_puts_everything_back(
 
     # What was captured replays on sandboxes over what was dumped: every statement class of
     # the mix runs there without an error (the same log and dump the written spec names).
-    replay = tmp_path / "replay.toml"
-    replay.write_text('name = "replayed"\n[dataset]\ndump = "prod-capture/data.sql.zst"\n'
-                      '[workload]\nkind = "replay"\nlog = "prod-capture/statements.log"\n'
-                      'repetitions = 2\n[sweep]\nsort_buffer_size = ["256K", "1M"]\n')
-    replayed = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(replay), "--json",
-                        str(tmp_path / "replayed.json"))
-    assert replayed.returncode == 0, replayed.stderr
-    result = json.loads((tmp_path / "replayed.json").read_text())
+    result = _replayed(knoblab_home, tmp_path, "prod-capture/statements.log")
     prints = {c["fingerprint"] for c in result["workload"]["classes"]}
     assert {f"select v from {DB}.t_inno where id = ?", "select ? + ?"} <= prints, prints
     rows = result["statement_classes"]["rows"]
@@ -372,9 +379,11 @@ def test_a_sandbox_spec_is_refused(knoblab_home, tmp_path):
     assert "knoblab capture needs a running server" in line
 
 
-def _elsewhere(tmp_path: Path, source: Any) -> tuple[Any, Any]:
-    """A window's log (of `source`) planned on the running server as on one on another
-    machine (its data directory not this process's): to a table. The log, and the server."""
+def _window_elsewhere(tmp_path: Path, source: Any, client: Client,
+                      as_it_was: dict[str, str]) -> list:
+    """A window of `source`'s log on the running server planned as on a server on another
+    machine (its data directory not this process's: to a table), while `client` runs its mix
+    three times and knoblab's own connection a statement; the statements written out."""
     from knoblab.connection import Endpoint
     from knoblab.server.external import ExternalServer
     from knoblab.server.query_log import QueryLog
@@ -389,7 +398,21 @@ def _elsewhere(tmp_path: Path, source: Any) -> tuple[Any, Any]:
     log = QueryLog.plan(server, server.catalog(), store, run_id, source=source)
     assert log.mode == "table" and "log_output" in log.changes
     log.bind(run_id)
-    return log, server
+    own = server.connect()
+    try:
+        log.start(own)
+        with client:
+            while client.ran < 3:
+                time.sleep(0.05)
+        with own.cursor() as cur:
+            cur.execute("SELECT 'knoblab''s own'")
+    finally:
+        own.close()
+        log.put_back()
+    assert _globals() == as_it_was
+    log.write_out(tmp_path / "statements.log")
+    assert log.clean_up() is None
+    return _statements(tmp_path)
 
 
 def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capturer,
@@ -398,22 +421,8 @@ def test_the_table_log_is_written_as_a_slow_log_read_log_reads(tmp_path, capture
     elsewhere), the window's rows of mysql.slow_log are written out in the slow log's format."""
     from knoblab.server.query_log import SLOW
 
-    log, server = _elsewhere(tmp_path, SLOW)
-    own = server.connect()
-    try:
-        log.start(own)
-        with Client() as client:
-            while client.ran < 3:
-                time.sleep(0.05)
-        with own.cursor() as cur:
-            cur.execute("SELECT 'knoblab''s own'")
-    finally:
-        own.close()
-        log.put_back()
-    assert _globals() == slow_log_as_it_was
-    log.write_out(tmp_path / "statements.log")
-    assert log.clean_up() is None
-    events = _statements(tmp_path)
+    client = Client()
+    events = _window_elsewhere(tmp_path, SLOW, client, slow_log_as_it_was)
     mine = [e for e in events if e.thread == client.thread_id]
     assert len(mine) >= 9 and all(e.time is not None and e.query_time is not None
                                   for e in mine)
@@ -468,18 +477,6 @@ def test_a_dump_larger_than_the_disk_under_out_is_refused(tmp_path):
 
 
 # --------------------------------------------------------------------- the general log
-
-def _general_open(proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _globals()["general_log"] == "ON":
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"capture ended early ({proc.returncode}): "
-                                 f"{proc.communicate()[1]}")
-        time.sleep(0.05)
-    raise AssertionError("the capture window never opened")
-
 
 class Pooled(Client):
     """A connection of an application's pool: opened in the database before the window,
@@ -566,7 +563,7 @@ def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
     with Pooled() as pooled:  # open, and running, before the capture starts
         proc = _start(knoblab_home, tmp_path, _spec(tmp_path, sees_all), "--for", "3s",
                       "--out", str(out), "--data", "all", log="auto")
-        _general_open(proc)
+        _window_open(proc, log="general")
         stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     # The server's own configuration is the spec's: what a sandbox can take, the rest named.
@@ -600,14 +597,7 @@ def test_a_pool_opened_before_the_window_is_captured_from_the_general_log(
 
     # The pool's statements replay over the dump, in the database they ran in.
     _only(out / "statements.log", pooled.thread_id, tmp_path / "pooled.log")
-    replay = tmp_path / "replay.toml"
-    replay.write_text('name = "pooled"\n[dataset]\ndump = "prod-capture/data.sql.zst"\n'
-                      '[workload]\nkind = "replay"\nlog = "pooled.log"\nrepetitions = 2\n'
-                      '[sweep]\nsort_buffer_size = ["256K", "1M"]\n')
-    replayed = _knoblab(knoblab_home, tmp_path / "s.sqlite", "run", str(replay), "--json",
-                        str(tmp_path / "replayed.json"))
-    assert replayed.returncode == 0, replayed.stderr
-    result = json.loads((tmp_path / "replayed.json").read_text())
+    result = _replayed(knoblab_home, tmp_path, "pooled.log")
     prints = {c["fingerprint"] for c in result["workload"]["classes"]}
     assert prints == {"select v from t_inno where id = ?",
                       "select count(*) from t_my where n > ?"}, prints
@@ -637,23 +627,8 @@ def test_the_general_table_log_is_written_as_a_general_log_read_log_reads(
     log's text."""
     from knoblab.server.query_log import GENERAL
 
-    log, server = _elsewhere(tmp_path, GENERAL)
-    own = server.connect()
-    pooled = Pooled()
-    try:
-        log.start(own)
-        with pooled:
-            while pooled.ran < 3:
-                time.sleep(0.05)
-        with own.cursor() as cur:
-            cur.execute("SELECT 'knoblab''s own'")
-    finally:
-        own.close()
-        log.put_back()
-    assert _globals() == slow_log_as_it_was
-    log.write_out(tmp_path / "statements.log")
-    assert log.clean_up() is None
-    events = _statements(tmp_path)
+    pooled = Pooled()  # its connection open before the window
+    events = _window_elsewhere(tmp_path, GENERAL, pooled, slow_log_as_it_was)
     mine = [e for e in events if e.thread == pooled.thread_id]
     assert len(mine) >= 6 and {e.database for e in mine} == {DB}
     assert all(e.time is not None for e in mine)
