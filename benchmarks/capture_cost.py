@@ -6,8 +6,9 @@ server's logs is on for a capture, against the same load with it off.
 One sandbox holding sysbench's table (100,000 rows, in memory), reached as a running server
 over its socket. sysbench runs (oltp_read_write, THREADS threads, PHASE seconds each)
 alternate, ROUNDS times: one with no log on, one inside a window of the general log to a FILE,
-one with none, one inside a window of the slow log (long_query_time = 0) to a FILE, one with
-none, one inside a window of the slow log to a TABLE. Each run opens its connections inside
+one with none, one inside a window of the slow log (long_query_time = 0) to a FILE, and so on
+for the general log and the slow log to a TABLE (where the capture cannot write in the data
+directory). Each run opens its connections inside
 its window, so that the slow log follows them as it follows an application's new connections
 (it does not follow those opened before its window: that is what the general log is for). Each
 window is opened and closed by the capture's own machinery (knoblab.server.query_log); the copy
@@ -41,6 +42,7 @@ SECOND = re.compile(r"\[ (\d+)s \] thds: \d+ tps: ([\d.]+)")
 WINDOWS: tuple[tuple[str, Source, bool], ...] = (
     ("general log, FILE", GENERAL, True),
     ("slow log, FILE", SLOW, True),
+    ("general log, TABLE", GENERAL, False),
     ("slow log, TABLE", SLOW, False),
 )
 
