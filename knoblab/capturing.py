@@ -215,20 +215,15 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                         "end and left the slow log's settings changed: put them back with: "
                         f"knoblab restore {killed} (with the store it ran with), then capture "
                         "again")
+    mode, rows = request.data
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             open_now = [thread for thread in open_connections(cur) if thread != lock_id]
             # Without PROCESS the process list shows this user's own connections only.
             sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
-    finally:
-        conn.close()
-    taken_from, why = _source(request.log, len(open_now), sees_all)
-    log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
-    mode, rows = request.data
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
+            taken_from, why = _source(request.log, len(open_now), sees_all)
+            log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
             missing = []
             if not log.may_change(cur):
                 missing.append(f"SUPER or SYSTEM_VARIABLES_ADMIN (to change the "

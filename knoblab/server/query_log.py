@@ -95,14 +95,12 @@ class Source:
     kept: str  # prefixes of the tables a window makes there: the server's own set aside,
     window: str  # and the window's
     counter: str  # a status counter that grows as it logs (the window's progress)
-    times: bool  # does it give each statement's time?
 
 
 SLOW = Source("slow", "slow query log", _SWITCH, _FILE, _WANTED, "slow_log", "knoblab_kept_",
-              "knoblab_window_", "Slow_queries", times=True)
+              "knoblab_window_", "Slow_queries")
 GENERAL = Source("general", "general query log", ("general_log",), ("general_log_file",), (),
-                 "general_log", "knoblab_gkept_", "knoblab_gwindow_", "Questions",
-                 times=False)
+                 "general_log", "knoblab_gkept_", "knoblab_gwindow_", "Questions")
 SOURCES = {source.key: source for source in (SLOW, GENERAL)}
 # A table a window made in the mysql database, by its prefix: (the log's, kept or window).
 _PREFIXES = {prefix: (source, role) for source in SOURCES.values()
@@ -128,7 +126,7 @@ class QueryLog:
     own_threads: set[int] = field(default_factory=set)
     started_at: dt.datetime | None = None  # the window's start, in UTC
     outputs: frozenset[str] = frozenset()  # the server's own log_output
-    aside: bool = False  # the window logs to a table: mysql.slow_log is set aside for it
+    aside: bool = False  # the window logs to a table: the log's own table is set aside
     set_aside: bool = False  # and it is, now
     changes: dict[str, str] = field(default_factory=dict)  # name -> value in the window
     originals: dict[str, str | None] = field(default_factory=dict)
