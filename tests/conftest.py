@@ -51,6 +51,16 @@ def binary() -> ServerBinary:
     return find_binary()
 
 
+@pytest.fixture
+def sandbox(binary: ServerBinary, knoblab_home: Path) -> Iterator[Any]:
+    """A sandbox server of the default template, for this test alone."""
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
+                 home=knoblab_home) as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def catalog(binary: ServerBinary, knoblab_home: Path):
     from knoblab.server.sandbox import catalog_for

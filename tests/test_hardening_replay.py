@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,15 +30,6 @@ def _general(tmp_path: Path, body: str, name: str = "general.log") -> Path:
 
 def _workload(log: Path, **workload: object) -> ReplayWorkload:
     return ReplayWorkload.from_spec({"log": str(log), **workload}, {}, {}, None)
-
-
-@pytest.fixture
-def sandbox(binary, knoblab_home: Path) -> Iterator[object]:
-    from knoblab.server.sandbox import Sandbox, base_template
-
-    with Sandbox(binary, base_template(binary, knoblab_home) / "data", {},
-                 home=knoblab_home) as server:
-        yield server
 
 
 def _shop(server, *statements: str) -> None:

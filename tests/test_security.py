@@ -148,9 +148,6 @@ SPLICES: dict[str, dict[str, str]] = {
                             "backticks doubled (dump.quoted)",
         "worker.thread_id": "an int: the server's CONNECTION_ID()",
     },
-    "knoblab/workloads/replay.py": {
-        "worker.thread_id": "an int: the server's CONNECTION_ID() (mysqlclient's thread_id())",
-    },
     "knoblab/workloads/sysbench.py": {
         "self.database": "checked against [A-Za-z0-9_]{1,64} in validate(), which prepare() "
                          "calls first; no spec key sets it",

@@ -241,7 +241,7 @@ def run_dump(endpoint: Endpoint, plan: DumpPlan, dest: Path,
     done = 0
     with tempfile.TemporaryFile() as errors:
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, env=env,
-                                   stdin=subprocess.DEVNULL, preexec_fn=_ends_with_parent())
+                                   stdin=subprocess.DEVNULL, preexec_fn=ends_with_parent())
         fd, partial = -1, None
         try:
             assert process.stdout is not None
@@ -281,7 +281,7 @@ def run_dump(endpoint: Endpoint, plan: DumpPlan, dest: Path,
     return dest.stat().st_size
 
 
-def _ends_with_parent() -> Callable[[], None] | None:
+def ends_with_parent() -> Callable[[], None] | None:
     """For the child, before it runs: killed when knoblab dies (Linux's parent-death signal),
     so a kill -9 of knoblab never leaves the dump running. None where there is no prctl."""
     try:

@@ -33,19 +33,22 @@ p50/p95/p99, rows returned, errors by code and a checksum of the rows returned (
 of their order): `knoblab.evidence`'s comparison of classes between configurations is made of
 these. Statement texts never leave the plan's folder: details name classes by fingerprint.
 
-The client is mysqlclient, the C client library with a thin Python layer: its CPU per
-statement is about half of PyMySQL's (docs/benchmarks.md). `client_cpu_seconds` against the
-server's `cpu_seconds` says how much of the machine the client took.
+The client is sysbench's own engine: its LuaJIT threads play the plan (`replay.lua`) through
+the MariaDB C client library, at sysbench's own CPU per statement (docs/benchmarks.md), so that
+a replay measures the server rather than its client. `client_cpu_seconds` against the server's
+`cpu_seconds` says how much of the machine the client took.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import threading
-import time
-import zlib
-from array import array
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,20 +56,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pymysql
-from MySQLdb import _mysql
-from MySQLdb.constants import CLIENT
 
 from knoblab import datasets, section
-from knoblab.capture.plan import TIMESTAMP, USE, Plan, Session, plan_for
+from knoblab.capture.plan import Plan, plan_for
 from knoblab.catalog import Catalog
 from knoblab.connection import SYSTEM_DATABASES, Progress, Server
 from knoblab.datasets import Dataset
-from knoblab.datasets.dump import DATA_USER, data_account, quoted
+from knoblab.datasets.dump import DATA_USER, data_account
 from knoblab.datasets.empty import EmptyServer
 from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
+from knoblab.server.dumping import ends_with_parent
 from knoblab.stats import Summary
 from knoblab.units import format_duration
 from knoblab.vocabulary import TrialState
@@ -82,9 +84,6 @@ from knoblab.workloads.base import (
 from knoblab.workloads.query import Timed, regime
 
 SPEEDS = ("max", "original")
-STOP_GRACE = 10.0  # seconds workers get to stop once their connections are killed
-# The connection itself is gone: the server died or killed it; the measurement cannot go on.
-_LOST = frozenset({2006, 2013, 2055, 1927})
 _SHOWN_CLASSES = 3  # classes named in a refusal
 _SHOWN_DATABASES = 5  # databases named in a refusal
 # Connections knoblab opens on the sandbox besides the sessions' (counters, settings, the KILL
@@ -151,6 +150,7 @@ class ReplayWorkload(Timed):
         if speed not in SPEEDS:
             raise UserError(f"[workload] speed = {speed!r}: use \"max\" (as fast as the server "
                             "answers) or \"original\" (the captured arrival times)")
+        client_binary()
         log = (base_dir or Path.cwd()) / name
         plan = plan_for(log, knoblab_home(), _plan_progress(log))
         sessions = int(section.number(workload, "sessions", "workload", min(plan.peak, 64),
@@ -291,8 +291,8 @@ class ReplayWorkload(Timed):
                 run.go()
         finally:
             run.shut_down()
-        classes = run.classes()
-        databases = {name: code for w in run.workers for name, code in w.databases.items()}
+        classes = run.classes
+        databases = run.databases
         self._first[0] = False
         self._refuse_failing(classes, databases, first)
         self._refuse_changed_rows(seen.result["status"], first)
@@ -301,7 +301,7 @@ class ReplayWorkload(Timed):
             sum(c["seconds"] for c in classes.values())
         figures = seen.result["os"]
         cpu_share = figures["server_cpu_seconds"] / run.seconds if run.seconds > 0 else 0.0
-        client_cpu = sum(w.cpu_seconds for w in run.workers)
+        client_cpu = run.client_cpu
         details: dict[str, Any] = {
             "statements": statements,
             "errors": sum(sum(c["errors"].values()) for c in classes.values()),
@@ -325,8 +325,7 @@ class ReplayWorkload(Timed):
             "levels": seen.result["levels"],
         }
         if self.speed == "original":
-            late = np.concatenate([np.frombuffer(w.late, dtype="d") for w in run.workers]) \
-                if run.workers else np.empty(0)
+            late = run.late
             details["behind_median_seconds"] = round(float(np.median(late)), 6) \
                 if late.size else 0.0
             details["behind_p95_seconds"] = round(float(np.quantile(late, 0.95)), 6) \
@@ -518,214 +517,181 @@ def _rows_changed(status: Mapping[str, float]) -> int:
 
 # --- the replay -----------------------------------------------------------------------------
 
-
-class _Class:
-    """One worker's figures for one statement class."""
-
-    __slots__ = ("checksum", "errors", "rows", "times", "unsent")
-
-    def __init__(self) -> None:
-        self.times = array("d")
-        self.rows = 0
-        self.errors: dict[str, int] = {}
-        self.checksum = 0
-        self.unsent = 0  # failed without being sent: its database could not be used
+# The client: sysbench's LuaJIT threads playing the plan through libmariadb (replay.lua says
+# how it reads its set-up and writes its figures).
+CLIENT_SCRIPT = Path(__file__).with_name("replay.lua")
+_TIME = np.dtype([("kind", "<i4"), ("seconds", "<f4")])
+_CHECKSUM_MOD = 1 << 52  # the client sums its rows' CRCs modulo this
+_OUTPUT_SHOWN = 300  # characters of the client's own output in a failure
 
 
-@dataclass
-class _Worker:
-    number: int
-    thread: threading.Thread | None = None
-    classes: dict[int, _Class] = field(default_factory=dict)
-    cpu_seconds: float = 0.0
-    late: array[float] = field(default_factory=lambda: array("d"))
-    thread_id: int | None = None  # its current connection's, for KILL
-    databases: dict[str, str] = field(default_factory=dict)  # a USE that failed: its error
+def client_binary() -> str:
+    """The sysbench that runs the replay's client; a UserError when there is none."""
+    found = shutil.which("sysbench")
+    if found is None:
+        raise UserError("a replay's client runs in sysbench, which is not on PATH: install "
+                        "it (apt-get install sysbench)")
+    return found
 
 
 class _Replay:
+    """One replay of the plan: the client started, waited for, stopped whatever happens, and
+    its figures read back."""
+
     def __init__(self, workload: ReplayWorkload, socket: str, server: Server) -> None:
         self.workload, self.plan, self.socket, self.server = workload, workload.plan, socket, \
             server
-        self.queue: Iterator[int] = iter(range(self.plan.sessions))
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.failure: str | None = None
-        self.workers = [_Worker(n) for n in range(min(workload.sessions,
-                                                      self.plan.sessions))]
-        self.began = 0.0
+        self.threads = workload.workers
+        self.process: subprocess.Popen[bytes] | None = None
+        self.out = Path(tempfile.mkdtemp(prefix="replay-", dir=knoblab_home()))  # 0700
         self.seconds = 0.0
-        self.database = workload.dataset({}).workload_database
+        self.client_cpu = 0.0
+        self.databases: dict[str, str] = {}  # a USE that failed: its error
+        self.late = np.empty(0)
+        self.classes: dict[str, dict[str, Any]] = {}
 
     def go(self) -> None:
-        self.began = time.perf_counter()
-        for worker in self.workers:
-            worker.thread = threading.Thread(target=self._work, args=(worker,), daemon=True,
-                                             name=f"knoblab-replay-{worker.number}")
-            worker.thread.start()
-        deadline = self.began + self.workload.timeout
-        for worker in self.workers:
-            assert worker.thread is not None
-            worker.thread.join(max(deadline - time.perf_counter(), 0.0))
-            if worker.thread.is_alive():
-                self.stop.set()
-                raise WorkloadError(f"the replay exceeded the timeout of "
-                                    f"{self.workload.timeout:g} s")
-        self.seconds = time.perf_counter() - self.began
-        if self.failure is not None:
-            raise WorkloadError(self.failure)
+        """The replay, to its end; WorkloadError when the client fails or the timeout
+        passes."""
+        (self.out / "files.txt").write_text("".join(f"{name}\n" for name in self.plan.files))
+        (self.out / "sessions.bin").write_bytes(self.plan.index.tobytes())
+        (self.out / "next").write_bytes(bytes(8))
+        env = {**os.environ, "KNOBLAB_REPLAY_PLAN": str(self.plan.folder),
+               "KNOBLAB_REPLAY_OUT": str(self.out), "KNOBLAB_REPLAY_SOCKET": self.socket,
+               "KNOBLAB_REPLAY_USER": DATA_USER,
+               "KNOBLAB_REPLAY_DATABASE": self.workload.dataset({}).workload_database or "",
+               "KNOBLAB_REPLAY_SPEED": self.workload.speed}
+        with (self.out / "client.out").open("wb") as output:
+            self.process = subprocess.Popen(
+                [client_binary(), str(CLIENT_SCRIPT), f"--threads={self.threads}", "--time=0",
+                 "--events=0", "run"], cwd=self.out, env=env, stdin=subprocess.DEVNULL,
+                stdout=output, stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C reaches knoblab, which stops it
+                preexec_fn=ends_with_parent())
+        status = self._wait(self.process.pid, self.workload.timeout)
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        self._read(self.process.returncode)
+
+    def _wait(self, pid: int, timeout: float) -> int:
+        """The client's exit status, its CPU time kept; WorkloadError past the timeout."""
+        with _pidfd(pid) as handle:
+            poller = select.poll()
+            poller.register(handle, select.POLLIN)
+            if not poller.poll(max(timeout, 0.0) * 1000):
+                raise WorkloadError(f"the replay exceeded the timeout of {timeout:g} s")
+        _, status, usage = os.wait4(pid, 0)
+        self.client_cpu = usage.ru_utime + usage.ru_stime
+        return status
+
+    def _read(self, code: int) -> None:
+        threads = [_thread_figures(path) for path in sorted(self.out.glob("thread-*.txt"))]
+        failures = [t["fail"] for t in threads if t.get("fail")]
+        if failures:
+            raise WorkloadError(str(failures[0]))
+        if code != 0 or len(threads) != self.threads:
+            said = " ".join((self.out / "client.out").read_text(errors="replace").split())
+            raise WorkloadError(f"the replay's client failed (sysbench exit {code}): "
+                                f"{said[-_OUTPUT_SHOWN:] or 'no message'}")
+        began = min(int(t["began"]) for t in threads)
+        ended = max(int(t["ended"]) for t in threads)
+        self.seconds = (ended - began) / 1e9
+        for t in threads:
+            self.databases.update(t["use"])
+        lates = [np.fromfile(path, dtype="<f8") for path in self.out.glob("late-*.bin")]
+        self.late = np.concatenate(lates) if lates else np.empty(0)
+        self.classes = self._classes(threads)
 
     def shut_down(self) -> None:
-        """Every worker stopped, whatever happened: a statement in progress is killed."""
-        alive = [w for w in self.workers if w.thread is not None and w.thread.is_alive()]
-        if not alive:
-            return
-        self.stop.set()
+        """The client stopped, whatever happened (a statement in progress is killed on the
+        server), and its folder removed."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(process.pid, 0)
+            process.returncode = -signal.SIGKILL
+            self._kill_sessions()
+        shutil.rmtree(self.out, ignore_errors=True)
+
+    def _kill_sessions(self) -> None:
+        """The replay's connections the server still runs statements for, killed."""
         with contextlib.suppress(pymysql.MySQLError):
             conn = self.server.connect(connect_timeout=5)
             try:
                 with conn.cursor() as cur:
-                    for worker in alive:
-                        if worker.thread_id is not None:
-                            with contextlib.suppress(pymysql.MySQLError):
-                                cur.execute(f"KILL CONNECTION {worker.thread_id}")
+                    cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s",
+                                (DATA_USER,))
+                    for (thread,) in cur.fetchall():
+                        with contextlib.suppress(pymysql.MySQLError):
+                            cur.execute(f"KILL CONNECTION {int(thread)}")
             finally:
                 conn.close()
-        deadline = time.monotonic() + STOP_GRACE
-        for worker in alive:
-            assert worker.thread is not None
-            worker.thread.join(max(deadline - time.monotonic(), 0.0))
 
-    def _next(self) -> Session | None:
-        with self.lock:
-            number = next(self.queue, None)
-        return None if number is None else self.plan.session(number)
-
-    def _fail(self, message: str) -> None:
-        with self.lock:
-            if self.failure is None and not self.stop.is_set():
-                self.failure = message
-        self.stop.set()
-
-    def _work(self, worker: _Worker) -> None:
-        cpu = time.thread_time()
-        try:
-            while not self.stop.is_set() and (session := self._next()) is not None:
-                self._session(worker, session)
-        except Exception as exc:  # any failure of the client stops the replay, said
-            self._fail(f"the replay's client failed: {type(exc).__name__}: {exc}")
-        finally:
-            worker.cpu_seconds = time.thread_time() - cpu
-
-    def _session(self, worker: _Worker, session: Session) -> None:
-        original = self.workload.speed == "original"
-        if original and session.first is not None:
-            self._wait(self.began + session.first)
-        try:
-            conn = _mysql.connect(unix_socket=self.socket, user=DATA_USER, password="",
-                                  client_flag=CLIENT.MULTI_STATEMENTS | CLIENT.MULTI_RESULTS,
-                                  **({"database": self.database} if self.database else {}))
-        except _mysql.MySQLError as exc:
-            self._fail(f"the replay could not connect: {_error(exc)}")
-            return
-        worker.thread_id = conn.thread_id()
-        classes, perf = worker.classes, time.perf_counter_ns
-        # The error of the last USE, when it failed: the connection is not in the
-        # statements' database, and they must not run in another one.
-        unusable: str | None = None
-        try:
-            for kind, offset, text in self.plan.records(session):
-                if self.stop.is_set():
-                    return
-                if original and not math.isnan(offset):
-                    late = self._wait(self.began + offset)
-                    worker.late.append(late)
-                if kind == USE:
-                    text = b"USE " + quoted(text.decode("utf-8", "surrogateescape")).encode(
-                        "utf-8", "surrogateescape")
-                elif kind == TIMESTAMP:
-                    text = b"SET timestamp = " + text
-                figures = classes.get(kind)
-                if figures is None:
-                    figures = classes[kind] = _Class()
-                if unusable is not None and kind != USE:
-                    figures.errors[unusable] = figures.errors.get(unusable, 0) + 1
-                    figures.unsent += 1
-                    continue
-                began = perf()
-                try:
-                    conn.query(text)
-                    rows, checksum = _results(conn)
-                    if kind == USE:
-                        unusable = None
-                except _mysql.MySQLError as exc:
-                    code = exc.args[0] if exc.args else 0
-                    if code in _LOST:
-                        self._fail(f"the server dropped a replay connection: {_error(exc)}")
-                        return
-                    figures.errors[str(code)] = figures.errors.get(str(code), 0) + 1
-                    if kind == USE:
-                        worker.databases[text[5:-1].decode("utf-8", "replace")] = str(code)
-                        unusable = str(code)
-                    rows, checksum = 0, 0
-                figures.times.append((perf() - began) / 1e9)
-                figures.rows += rows
-                figures.checksum = (figures.checksum + checksum) & 0xFFFFFFFFFFFFFFFF
-        finally:
-            worker.thread_id = None
-            conn.close()
-
-    def _wait(self, due: float) -> float:
-        """Sleeps until `due` (perf_counter time), or the stop; how late it already was."""
-        now = time.perf_counter()
-        if due > now:
-            self.stop.wait(due - now)
-            return 0.0
-        return now - due
-
-    def classes(self) -> dict[str, dict[str, Any]]:
-        """Per class id, across the workers: count, total seconds, p50/p95/p99, rows,
-        errors by code and the rows' checksum. USE and SET timestamp records are left out."""
-        merged: dict[int, list[_Class]] = {}
-        for worker in self.workers:
-            for kind, figures in worker.classes.items():
-                if kind >= 0:
-                    merged.setdefault(kind, []).append(figures)
+    def _classes(self, threads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Per class id, across the threads: count, total seconds, p50/p95/p99, rows, errors
+        by code and the rows' checksum. USE and SET timestamp records are left out."""
+        times = np.concatenate([np.fromfile(path, dtype=_TIME)
+                                for path in self.out.glob("times-*.bin")] or [np.empty(0, _TIME)])
+        times = times[times["kind"] >= 0]
+        order = np.argsort(times["kind"], kind="stable")
+        kinds, starts = np.unique(times["kind"][order], return_index=True)
+        seconds = np.split(times["seconds"][order].astype("f8"), starts[1:]) if kinds.size \
+            else []
+        timed = {int(kind): part for kind, part in zip(kinds, seconds, strict=True)}
+        figures: dict[int, dict[str, Any]] = {}
+        for thread in threads:
+            for kind, (rows, checksum, unsent) in thread["class"].items():
+                into = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
+                                                 "errors": {}})
+                into["rows"] += rows
+                into["checksum"] = (into["checksum"] + checksum) % _CHECKSUM_MOD
+                into["unsent"] += unsent
+            for (kind, code), n in thread["error"].items():
+                errors = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
+                                                   "errors": {}})["errors"]
+                errors[code] = errors.get(code, 0) + n
         out: dict[str, dict[str, Any]] = {}
-        for kind, parts in sorted(merged.items()):
-            times = np.concatenate([np.frombuffer(p.times, dtype="d") for p in parts])
-            errors: dict[str, int] = {}
-            for part in parts:
-                for code, n in part.errors.items():
-                    errors[code] = errors.get(code, 0) + n
-            p50, p95, p99 = (float(v) for v in np.quantile(times, [0.5, 0.95, 0.99])) \
-                if times.size else (0.0, 0.0, 0.0)
+        for kind in sorted(k for k in set(figures) | set(timed) if k >= 0):
+            part = timed.get(kind, np.empty(0))
+            found = figures.get(kind, {"rows": 0, "checksum": 0, "unsent": 0, "errors": {}})
+            p50, p95, p99 = (float(v) for v in np.quantile(part, [0.5, 0.95, 0.99])) \
+                if part.size else (0.0, 0.0, 0.0)
             out[self.plan.classes[kind].id] = {
-                "n": int(times.size) + sum(p.unsent for p in parts),
-                "seconds": round(float(times.sum()), 6),
+                "n": int(part.size) + found["unsent"],
+                "seconds": round(float(part.sum()), 6),
                 "p50": round(p50, 7), "p95": round(p95, 7), "p99": round(p99, 7),
-                "rows": sum(p.rows for p in parts), "errors": errors,
-                "checksum": f"{sum(p.checksum for p in parts) & 0xFFFFFFFFFFFFFFFF:016x}",
+                "rows": found["rows"], "errors": found["errors"],
+                "checksum": f"{found['checksum']:016x}",
             }
         return out
 
 
-def _results(conn: Any) -> tuple[int, int]:
-    """Reads every result of the statement just sent: rows returned, and their checksum
-    (a sum of per-row CRCs, so that the order rows come in does not change it)."""
-    rows = checksum = 0
-    while True:
-        result = conn.store_result()
-        if result is not None:
-            fetched = result.fetch_row(0)
-            rows += len(fetched)
-            for row in fetched:
-                checksum += zlib.crc32(repr(row).encode())
-        if conn.next_result() != 0:
-            return rows, checksum
+@contextlib.contextmanager
+def _pidfd(pid: int) -> Iterator[int]:
+    handle = os.pidfd_open(pid)
+    try:
+        yield handle
+    finally:
+        os.close(handle)
 
 
-def _error(exc: BaseException) -> str:
-    if len(exc.args) >= 2:
-        return " ".join(f"({exc.args[0]}) {exc.args[1]}".split())
-    return f"{type(exc).__name__}: {exc}"
+def _thread_figures(path: Path) -> dict[str, Any]:
+    """A client thread's summary (replay.lua's thread-N.txt)."""
+    found: dict[str, Any] = {"class": {}, "error": {}, "use": {}}
+    for line in path.read_text(errors="replace").splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("began", "ended"):
+            found[word] = int(rest)
+        elif word == "class":
+            kind, rows, checksum, unsent = (int(v) for v in rest.split())
+            found["class"][kind] = (rows, checksum, unsent)
+        elif word == "error":
+            kind, code, n = (int(v) for v in rest.split())
+            found["error"][kind, str(code)] = n
+        elif word == "use":
+            error, name = rest.split()
+            found["use"][bytes.fromhex(name).decode("utf-8", "replace")] = error
+        elif word == "fail":
+            found["fail"] = rest
+    return found

@@ -1,0 +1,349 @@
+-- knoblab's replay client: a replay plan's sessions played in sysbench's LuaJIT threads,
+-- straight through the MariaDB C client library (libmariadb, which sysbench links), so that
+-- the client costs the machine no more per statement than sysbench's own.
+--
+-- Run by knoblab.workloads.replay as `sysbench replay.lua --threads=N --time=0 --events=0 run`
+-- with its set-up in the environment:
+--   KNOBLAB_REPLAY_PLAN     the plan's folder (its record files)
+--   KNOBLAB_REPLAY_OUT      a private folder: files.txt and sessions.bin in, figures out
+--   KNOBLAB_REPLAY_SOCKET, KNOBLAB_REPLAY_USER, KNOBLAB_REPLAY_DATABASE (may be empty)
+--   KNOBLAB_REPLAY_SPEED    "max" or "original"
+-- Sessions are taken in order from sessions.bin (the plan's index: file, offset, length,
+-- first, last, statements), the next one by whichever thread is free, through a counter in
+-- the file `next` under flock. Each thread writes, as it goes, times-<thread>.bin (class,
+-- seconds as float32 per statement) and, at speed original, late-<thread>.bin (seconds
+-- behind the schedule, float64, per timed statement); at its end, thread-<thread>.txt:
+--   began <ns> / ended <ns>           its monotonic clock at its first and last step
+--   class <kind> <rows> <checksum> <unsent>
+--   error <kind> <code> <count>
+--   use <code> <database, hex>        a USE that failed, with its error
+--   fail <message>                    the replay cannot go on (the server went away, ...)
+
+local ffi = require("ffi")
+local C = ffi.C
+
+ffi.cdef [[
+typedef struct st_mysql MYSQL;
+typedef struct st_mysql_res MYSQL_RES;
+MYSQL *mysql_init(MYSQL *);
+MYSQL *mysql_real_connect(MYSQL *, const char *, const char *, const char *, const char *,
+                          unsigned int, const char *, unsigned long);
+int mysql_real_query(MYSQL *, const char *, unsigned long);
+MYSQL_RES *mysql_store_result(MYSQL *);
+char **mysql_fetch_row(MYSQL_RES *);
+unsigned long *mysql_fetch_lengths(MYSQL_RES *);
+unsigned int mysql_num_fields(MYSQL_RES *);
+int mysql_next_result(MYSQL *);
+unsigned int mysql_errno(MYSQL *);
+const char *mysql_error(MYSQL *);
+void mysql_free_result(MYSQL_RES *);
+void mysql_close(MYSQL *);
+uint32_t crc32(unsigned long, const char *, unsigned int);
+typedef struct { int64_t sec; int64_t nsec; } knoblab_timespec;
+int clock_gettime(int, knoblab_timespec *);
+int clock_nanosleep(int, int, const knoblab_timespec *, knoblab_timespec *);
+int open(const char *, int, int);
+int flock(int, int);
+long pread(int, void *, unsigned long, long);
+long pwrite(int, const void *, unsigned long, long);
+int close(int);
+typedef struct __attribute__((packed)) { int32_t kind; uint32_t length; double offset; }
+  knoblab_record;
+typedef struct __attribute__((packed)) {
+  int32_t file; int64_t offset; int64_t length; double first; double last; int64_t statements;
+} knoblab_session;
+typedef struct { int32_t kind; float seconds; } knoblab_time;
+]]
+
+local USE, TIMESTAMP = -1, -2
+local CLOCK_MONOTONIC, TIMER_ABSTIME = 1, 1
+local O_RDWR, LOCK_EX, LOCK_UN = 2, 2, 8
+local CLIENT_FLAGS = 65536 + 131072 -- CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS
+-- The connection itself is gone: the server died or killed it.
+local LOST = { [2006] = true, [2013] = true, [2055] = true, [1927] = true }
+local STOPPED = 2 ^ 52 -- the counter's value once a thread failed: no session is taken after
+local CHUNK = 1048576 -- bytes of a session's records read at once
+local BUFFERED = 65536 -- statement times kept before they are written out
+local STOP_EVERY = 1024 -- statements between two looks at the counter
+
+local RECORD = ffi.sizeof("knoblab_record")
+local SESSION = ffi.sizeof("knoblab_session")
+local record_ptr = ffi.typeof("const knoblab_record *")
+local char_ptr = ffi.typeof("const char *")
+-- mysql_fetch_lengths gives unsigned longs: read as 32-bit halves, the low one first (x86-64
+-- and arm64 are little-endian), so that a length is a number rather than a boxed 64-bit value.
+local lengths_ptr = ffi.typeof("const uint32_t *")
+
+local plan = os.getenv("KNOBLAB_REPLAY_PLAN")
+local out = os.getenv("KNOBLAB_REPLAY_OUT")
+local socket = os.getenv("KNOBLAB_REPLAY_SOCKET")
+local user = os.getenv("KNOBLAB_REPLAY_USER")
+local database = os.getenv("KNOBLAB_REPLAY_DATABASE")
+if database == "" then database = nil end
+local original = os.getenv("KNOBLAB_REPLAY_SPEED") == "original"
+
+local now_spec = ffi.new("knoblab_timespec")
+
+local function now()
+  C.clock_gettime(CLOCK_MONOTONIC, now_spec)
+  return tonumber(now_spec.sec) * 1e9 + tonumber(now_spec.nsec)
+end
+
+local wait_spec = ffi.new("knoblab_timespec")
+
+-- Sleeps until `due` (ns of the monotonic clock); how late it already was, in seconds.
+local function wait_until(due)
+  local late = now() - due
+  if late >= 0 then return late / 1e9 end
+  wait_spec.sec = math.floor(due / 1e9)
+  wait_spec.nsec = due - tonumber(wait_spec.sec) * 1e9
+  while C.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, wait_spec, nil) ~= 0 do end
+  return 0
+end
+
+-- The shared counter of sessions taken: the next one, or STOPPED.
+local counter = C.open(out .. "/next", O_RDWR, 0)
+assert(counter >= 0, "cannot open the session counter")
+local taken = ffi.new("int64_t[1]")
+
+local function counter_take(add, set)
+  C.flock(counter, LOCK_EX)
+  C.pread(counter, taken, 8, 0)
+  local value = tonumber(taken[0])
+  if set then taken[0] = set else taken[0] = value + add end
+  C.pwrite(counter, taken, 8, 0)
+  C.flock(counter, LOCK_UN)
+  return value
+end
+
+-- The plan's record files, one name per line, numbered from 0 as its index counts them.
+local files, count = {}, 0
+for name in io.lines(out .. "/files.txt") do
+  files[count] = name
+  count = count + 1
+end
+
+local index = assert(io.open(out .. "/sessions.bin", "rb"))
+local sessions = index:seek("end") / SESSION
+
+local function session_at(number)
+  index:seek("set", number * SESSION)
+  local raw = index:read(SESSION)
+  local s = ffi.cast("const knoblab_session *", raw)
+  return { file = files[s.file], offset = tonumber(s.offset), length = tonumber(s.length),
+           first = s.first }
+end
+
+-- A session's records, read in chunks: `next` gives kind, offset, pointer and length.
+local Reader = {}
+Reader.__index = Reader
+
+local function reader(path, offset, length)
+  local handle = assert(io.open(path, "rb"))
+  handle:seek("set", offset)
+  return setmetatable({ handle = handle, left = length, buf = "", pos = 0 }, Reader)
+end
+
+function Reader:fill(need)
+  local have = #self.buf - self.pos
+  if have >= need then return true end
+  local want = math.min(math.max(need - have, CHUNK), self.left)
+  if want <= 0 then return false end
+  local piece = self.handle:read(want)
+  if not piece then return false end
+  self.left = self.left - #piece
+  self.buf = self.buf:sub(self.pos + 1) .. piece
+  self.pos = 0
+  return #self.buf >= need
+end
+
+function Reader:next()
+  if not self:fill(RECORD) then return nil end
+  local head = ffi.cast(record_ptr, ffi.cast(char_ptr, self.buf) + self.pos)
+  local kind, length, offset = head.kind, head.length, head.offset
+  if not self:fill(RECORD + length) then return nil end
+  local text = ffi.cast(char_ptr, self.buf) + self.pos + RECORD
+  self.pos = self.pos + RECORD + length
+  return kind, offset, text, length
+end
+
+function Reader:close()
+  self.handle:close()
+end
+
+function thread_run(thread_id)
+  local began = now()
+  local times = ffi.new("knoblab_time[?]", BUFFERED)
+  local timed = 0
+  local times_file = assert(io.open(string.format("%s/times-%d.bin", out, thread_id), "wb"))
+  local late_file = original and
+      assert(io.open(string.format("%s/late-%d.bin", out, thread_id), "wb"))
+  local lates = ffi.new("double[?]", BUFFERED)
+  local late_count = 0
+  local rows, sums, unsent, errors, uses = {}, {}, {}, {}, {}
+  local failure = nil
+  local since_look = 0
+
+  local function flush()
+    if timed > 0 then
+      times_file:write(ffi.string(times, timed * 8))
+      timed = 0
+    end
+    if late_count > 0 then
+      late_file:write(ffi.string(lates, late_count * 8))
+      late_count = 0
+    end
+  end
+
+  local function count_error(kind, code)
+    local of = errors[kind]
+    if not of then
+      of = {}
+      errors[kind] = of
+    end
+    of[code] = (of[code] or 0) + 1
+  end
+
+  -- Every result of the statement just sent: rows, and their checksum (a sum of per-row
+  -- CRCs, so that the order rows come in does not change it).
+  local function results(conn, kind)
+    local n, sum = 0, 0
+    repeat
+      local result = C.mysql_store_result(conn)
+      if result ~= nil then
+        local fields = C.mysql_num_fields(result)
+        while true do
+          local row = C.mysql_fetch_row(result)
+          if row == nil then break end
+          local lengths = ffi.cast(lengths_ptr, C.mysql_fetch_lengths(result))
+          local crc = 0
+          for i = 0, fields - 1 do
+            local value = row[i]
+            if value == nil then
+              crc = C.crc32(crc, "\1", 1)
+            else -- with the NUL the library ends each field with: fields stay apart
+              crc = C.crc32(crc, value, lengths[2 * i] + 1)
+            end
+          end
+          sum = (sum + crc) % STOPPED
+          n = n + 1
+        end
+        C.mysql_free_result(result)
+      end
+    until C.mysql_next_result(conn) ~= 0
+    rows[kind] = (rows[kind] or 0) + n
+    sums[kind] = ((sums[kind] or 0) + sum) % STOPPED
+  end
+
+  local function play(session, zero)
+    if original and session.first == session.first then
+      wait_until(zero + session.first * 1e9)
+    end
+    local conn = C.mysql_init(nil)
+    if C.mysql_real_connect(conn, nil, user, "", database, 0, socket, CLIENT_FLAGS) == nil then
+      failure = string.format("the replay could not connect: (%d) %s", C.mysql_errno(conn),
+                              ffi.string(C.mysql_error(conn)))
+      C.mysql_close(conn)
+      return false
+    end
+    local records = reader(plan .. "/" .. session.file, session.offset, session.length)
+    -- The error of the last USE, when it failed: the connection is not in the statements'
+    -- database, and they must not run in another one.
+    local unusable = nil
+    local ok = true
+    while true do
+      local kind, offset, text, length = records:next()
+      if kind == nil then break end
+      if original and offset == offset then
+        lates[late_count] = wait_until(zero + offset * 1e9)
+        late_count = late_count + 1
+        if late_count == BUFFERED then flush() end
+      end
+      local name = nil
+      if kind == USE then
+        name = ffi.string(text, length)
+        local sql = "USE `" .. name:gsub("`", "``") .. "`"
+        text, length = sql, #sql
+      elseif kind == TIMESTAMP then
+        local sql = "SET timestamp = " .. ffi.string(text, length)
+        text, length = sql, #sql
+      end
+      if unusable and kind ~= USE then
+        count_error(kind, unusable)
+        unsent[kind] = (unsent[kind] or 0) + 1
+      else
+        local start = now()
+        if C.mysql_real_query(conn, text, length) == 0 then
+          results(conn, kind)
+          if kind == USE then unusable = nil end
+        else
+          local code = C.mysql_errno(conn)
+          if LOST[code] then
+            failure = string.format("the server dropped a replay connection: (%d) %s", code,
+                                    ffi.string(C.mysql_error(conn)))
+            ok = false
+            break
+          end
+          count_error(kind, code)
+          if kind == USE then
+            uses[name] = code
+            unusable = code
+          end
+          rows[kind] = rows[kind] or 0
+        end
+        times[timed].kind = kind
+        times[timed].seconds = (now() - start) / 1e9
+        timed = timed + 1
+        if timed == BUFFERED then flush() end
+      end
+      since_look = since_look + 1
+      if since_look == STOP_EVERY then
+        since_look = 0
+        if counter_take(0) >= STOPPED then break end
+      end
+    end
+    records:close()
+    C.mysql_close(conn)
+    return ok
+  end
+
+  while true do
+    local number = counter_take(1)
+    if number >= sessions then break end
+    if not play(session_at(number), began) then
+      counter_take(0, STOPPED)
+      break
+    end
+  end
+  flush()
+  times_file:close()
+  if late_file then late_file:close() end
+
+  local lines = { string.format("began %d", began), string.format("ended %d", now()) }
+  for kind, n in pairs(rows) do
+    lines[#lines + 1] = string.format("class %d %d %d %d", kind, n, sums[kind] or 0,
+                                      unsent[kind] or 0)
+  end
+  for kind, n in pairs(unsent) do
+    if not rows[kind] then lines[#lines + 1] = string.format("class %d 0 0 %d", kind, n) end
+  end
+  for kind, codes in pairs(errors) do
+    for code, n in pairs(codes) do
+      lines[#lines + 1] = string.format("error %d %d %d", kind, code, n)
+    end
+  end
+  for name, code in pairs(uses) do
+    lines[#lines + 1] = string.format("use %d %s", code,
+                                      (name:gsub(".", function(c)
+                                        return string.format("%02x", c:byte())
+                                      end)))
+  end
+  if failure then lines[#lines + 1] = "fail " .. failure:gsub("\n", " ") end
+  local summary = assert(io.open(string.format("%s/thread-%d.txt", out, thread_id), "w"))
+  summary:write(table.concat(lines, "\n"), "\n")
+  summary:close()
+end
+
+-- sysbench asks for an event function; thread_run above never calls it.
+function event()
+end
