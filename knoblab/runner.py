@@ -37,6 +37,7 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import STOP, BudgetTooShort, UserError, stop_here
+from knoblab.machine import client_apart
 from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target
@@ -1039,14 +1040,18 @@ class _Start:
         # The point's settings as read back are checked right before the measurement, and
         # what the workload changed after it (the settings, the data, the login): a
         # measurement that did not run on the server as configured fails, saying why.
-        with server.watch(effective[item]):
+        # The load's client runs off the server's CPUs where [machine] left it some.
+        with server.watch(effective[item]), client_apart(server.pid) as where:
             if not self.in_place:
-                return workload.measure(server, requested, session_knobs, recorder)
-            # Never the first load after the start, nor the first after a change of settings
-            # (which may have emptied a cache), against warm ones: every part follows an
-            # untimed pass under its own settings.
-            workload.warm_up(server, requested, session_knobs)
-            return workload.measure_part(server, requested, session_knobs, recorder)
+                measured = workload.measure(server, requested, session_knobs, recorder)
+            else:
+                # Never the first load after the start, nor the first after a change of
+                # settings (which may have emptied a cache), against warm ones: every part
+                # follows an untimed pass under its own settings.
+                workload.warm_up(server, requested, session_knobs)
+                measured = workload.measure_part(server, requested, session_knobs, recorder)
+        measured.details.update(where)
+        return measured
 
     def _lost(self, server: Server, exc: Exception) -> bool:
         """Whether a failed measurement left the server unfit for the other points: changed

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from knoblab.errors import UserError
+from knoblab.machine import client_apart
+from knoblab.server.cgroups import format_cpu_list
 from knoblab.server.sandbox import Sandbox, base_template, reap_orphans
 from knoblab.server.shape import Shape
 from knoblab.spec import parse_spec
@@ -278,7 +280,8 @@ def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Pat
     spec.write_text('name = "shapes"\n[server.config]\ninnodb_buffer_pool_size = "16M"\n'
                     'key_buffer_size = "8M"\naria_pagecache_buffer_size = "8M"\n'
                     '[dataset]\nrows = 2000\n[workload]\nsql = "SELECT COUNT(*) FROM dt2"\n'
-                    'repetitions = 2\n[sweep]\nread_buffer_size = ["64K", "1M"]\n'
+                    'repetitions = 2\n[machine]\ncpus = 1\n'
+                    '[sweep]\nread_buffer_size = ["64K", "1M"]\n'
                     '"machine.memory" = ["256M", "1G"]\n')
     env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
     env["KNOBLAB_HOME"] = str(knoblab_home)
@@ -293,12 +296,18 @@ def test_a_machine_sweep_runs_each_shape_and_judges_them_apart(knoblab_home: Pat
     import sqlite3
 
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
-        given = [(json.loads(r)["machine.memory"], json.loads(d)["machine"]["memory"])
-                 for r, d in db.execute("SELECT p.requested, t.details FROM trials t JOIN "
+        details = [(json.loads(r), json.loads(d))
+                   for r, d in db.execute("SELECT p.requested, t.details FROM trials t JOIN "
                                         "points p ON p.run_id = t.run_id AND "
                                         "p.idx = t.point_idx WHERE t.status = 'done'")]
-    assert len(given) == 8
-    assert all(memory == {"256M": 256 << 20, "1G": 1 << 30}[asked] for asked, memory in given)
+    assert len(details) == 8
+    assert all(d["machine"]["memory"] == {"256M": 256 << 20, "1G": 1 << 30}[
+        r["machine.memory"]] for r, d in details)
+    # The server had the first CPU; the client (knoblab's query threads) ran on the others.
+    server, *others = sorted(os.sched_getaffinity(0))
+    assert all(d["server_cpus"] == str(server) for _, d in details)
+    if others:
+        assert all(d["client_cpus"] == format_cpu_list(set(others)) for _, d in details)
 
 
 @pytest.mark.server
@@ -319,3 +328,29 @@ def test_a_cold_measurement_empties_only_the_sandboxs_own_cache(binary, knoblab_
         assert server.drop_cache()
         assert cached_fraction([table]) < 0.05
     assert cached_fraction([outside]) > 0.9  # the machine's cache is left as it was
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_the_client_runs_off_the_servers_cpus_and_says_where():
+    mine = os.sched_getaffinity(0)
+    first = min(mine)
+    server = subprocess.Popen(["sleep", "60"],
+                              preexec_fn=lambda: os.sched_setaffinity(0, {first}))
+    try:
+        with client_apart(server.pid) as where:
+            child = subprocess.run([sys.executable, "-c",
+                                    "import os; print(sorted(os.sched_getaffinity(0)))"],
+                                   capture_output=True, text=True, check=True)
+            assert json.loads(child.stdout) == sorted(mine - {first})  # programs inherit it
+        assert where == {"server_cpus": str(first),
+                         "client_cpus": format_cpu_list(mine - {first})}
+        assert os.sched_getaffinity(0) == mine  # put back
+    finally:
+        server.kill()
+        server.wait()
+    # A server that may use every CPU leaves the client where it was, and says so.
+    with client_apart(os.getpid()) as where:
+        assert os.sched_getaffinity(0) == mine
+    assert where["server_cpus"] == where["client_cpus"] == format_cpu_list(mine)
+    with client_apart(None) as where:  # a server elsewhere: nothing is known of its CPUs
+        assert where == {}
