@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from knoblab.capture.plan import TIMESTAMP, USE, plan_for
+from knoblab.capture.plan import EXECUTE, PREPARE, TIMESTAMP, USE, plan_for
 from knoblab.errors import UserError
 
 GENERAL = """\
@@ -55,10 +56,10 @@ def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: P
     assert prints["select a from t where id = ?"].reads
     assert not prints["update t set a = a + ? where id = ?"].reads
     assert plan.writes
-    assert plan.skipped == {
-        "Prepare (not a statement)": 1,
-        next(why for why in plan.skipped if why.startswith("it changes the server's global")):
-        1}
+    # The Prepare is left to the replay, which prepares the Execute's statement itself.
+    assert list(plan.skipped) == [next(why for why in plan.skipped
+                                       if why.startswith("it changes the server's global"))]
+    assert plan.prepared == 1
     # Each session sets its database first; the clock is set before a statement reading it.
     first, second, _ = sessions
     kinds = [kind for kind, _, _ in plan.records(second)]
@@ -68,7 +69,16 @@ def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: P
     stamp = next(text for kind, _, text in records if kind == TIMESTAMP)
     assert float(stamp) > 1.7e9
     assert [text for kind, _, text in plan.records(first) if kind >= 0] == [
-        b"SELECT a FROM t WHERE id = 1", b"SELECT a FROM t WHERE id = 3"]
+        b"SELECT a FROM t WHERE id = 1"]
+    # The Execute: its statement prepared with a placeholder for its value, then executed
+    # (its class, the statement's number in the session, its text, its value).
+    kinds = [kind for kind, _, _ in plan.records(first)]
+    assert kinds[-2:] == [PREPARE, EXECUTE]
+    _, prepare, execute = [text for kind, _, text in plan.records(first)][-3:]
+    assert prepare == b"SELECT a FROM t WHERE id = ?"
+    text = b"SELECT a FROM t WHERE id = 3"
+    assert execute == struct.pack("<III", kinds[-3], 0, len(text)) + text + \
+        struct.pack("<cI", b"i", 8) + (3).to_bytes(8, "little")
     # Kept under the home, private: the statements hold the user's data.
     assert (tmp_path / "home" / "replays").stat().st_mode & 0o777 == 0o700
     summary = json.dumps(plan.summary())

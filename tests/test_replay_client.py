@@ -106,3 +106,98 @@ def test_a_connection_the_server_kills_stops_the_replay_saying_so(sandbox, tmp_p
     finally:
         killer.join()
     assert _clients() == []
+
+
+# --- statements the application prepared --------------------------------------------------------
+
+def _executes(thread: int, *statements: str) -> str:
+    return CONNECT.format(thread=thread) + "".join(
+        f"\t\t    {thread} Execute\t{statement}\n" for statement in statements)
+
+
+def _statement_counters(server) -> dict[str, int]:
+    return {name.lower(): int(value) for name, value in _sql(
+        server, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_stmt_prepare', "
+                "'Com_stmt_execute')")}  # type: ignore[misc]
+
+
+def test_what_the_application_prepared_is_replayed_prepared_with_its_values(
+        sandbox, tmp_path: Path):
+    _shop(sandbox, "CREATE TABLE shop.notes (id INT PRIMARY KEY, body TEXT)")
+    # An Execute shows the statement with its values in place, quoted and escaped; no Prepare
+    # line is needed (a pooled connection prepared its statements before the window).
+    executes = ["SELECT a FROM t WHERE id = 2", "SELECT a FROM t WHERE id = 3",
+                r"INSERT INTO notes VALUES (1, 'it''s \\ a\nnote')",
+                "SELECT id, body FROM notes WHERE body LIKE 'it%' ORDER BY 1",
+                "SELECT CAST(a AS CHAR(1)) FROM t WHERE id BETWEEN 1 AND 2",
+                "SELECT NULL, a FROM t WHERE id = -1 + 2"]
+    log = _general(tmp_path, _executes(10, *executes) + _session(11, "SELECT a FROM t"))
+    workload = _workload(log, design="restarts")
+    assert workload.plan.prepared == 6 and workload.plan.summary()["source"] == "general"
+    before = _statement_counters(sandbox)
+    measured = workload.replay(sandbox)
+    after = _statement_counters(sandbox)
+    assert measured.details["errors"] == 0 and "prepared_as_text" not in measured.details
+    # One statement prepared per form, in its session; each execution executes it.
+    assert after["com_stmt_execute"] - before["com_stmt_execute"] == 6
+    assert after["com_stmt_prepare"] - before["com_stmt_prepare"] == 5
+    assert _class(measured, executes[0])["n"] == 2 and _class(measured, executes[0])["rows"] == 2
+    # The string went in as written: its quote, backslash and line break were values.
+    assert _sql(sandbox, "SELECT body FROM shop.notes") == [("it's \\ a\nnote",)]
+    assert _class(measured, executes[3])["rows"] == 1
+    assert _class(measured, executes[4])["rows"] == 2  # CHAR(1): a length, not a value
+    assert _class(measured, executes[5])["rows"] == 1
+    # Told not to, it runs them as text.
+    _sql(sandbox, "DELETE FROM shop.notes")
+    before = _statement_counters(sandbox)
+    again = _workload(log, design="restarts", prepared=False)
+    assert any("are replayed as text" in note for note in again.warnings)
+    again.replay(sandbox)
+    assert _statement_counters(sandbox) == before
+
+
+def test_a_statement_the_server_will_not_prepare_runs_as_text_and_is_counted(
+        sandbox, tmp_path: Path):
+    _shop(sandbox)
+    # SHOW takes no placeholder: its prepared form is refused; its executions run as text.
+    log = _general(tmp_path, _executes(10, "SHOW TABLES LIKE 't'", "SHOW TABLES LIKE 'u'",
+                                       "SELECT a FROM t WHERE id = 1"))
+    measured = _workload(log).replay(sandbox)
+    assert measured.details["errors"] == 0 and measured.details["prepared_as_text"] == 2
+    assert _class(measured, "SHOW TABLES LIKE 't'")["as_text"] == 2
+    assert _class(measured, "SHOW TABLES LIKE 't'")["rows"] == 1
+
+
+def test_a_slow_log_cannot_tell_what_was_prepared_and_says_so(tmp_path: Path):
+    log = tmp_path / "slow.log"
+    log.write_text("# Time: 261125  5:00:00\n# User@Host: root[root] @ localhost []  Id:    10\n"
+                   "# Query_time: 0.000100  Lock_time: 0.000000 Rows_sent: 1  Rows_examined: 1\n"
+                   "SET timestamp=1764046800;\nSELECT 1;\n")
+    workload = _workload(log)
+    assert workload.plan.source == "slow" and workload.plan.prepared == 0
+    assert any("a slow log does not say which statements the application prepared" in note
+               for note in workload.warnings)
+
+
+@pytest.mark.parametrize(("sql", "template", "values"), [
+    ("SELECT c FROM t WHERE id BETWEEN 5 AND 9 ORDER BY c",
+     "SELECT c FROM t WHERE id BETWEEN ? AND ? ORDER BY c",
+     [(b"i", (5).to_bytes(8, "little")), (b"i", (9).to_bytes(8, "little"))]),
+    # Positions, type lengths, NULL, TRUE, hex and introduced strings stay as written.
+    ("SELECT a FROM t GROUP BY 1, 2 ORDER BY 2 DESC, 1 LIMIT 10",
+     "SELECT a FROM t GROUP BY 1, 2 ORDER BY 2 DESC, 1 LIMIT ?",
+     [(b"i", (10).to_bytes(8, "little"))]),
+    ("SELECT CAST(a AS DECIMAL(10, 2)), NULL, TRUE, 0x1F, _binary'x' FROM t",
+     "SELECT CAST(a AS DECIMAL(10, 2)), NULL, TRUE, 0x1F, _binary'x' FROM t", []),
+    # Beyond 64 bits, or not whole: the number's text, read by the server as a decimal.
+    ("SELECT 18446744073709551616, 1.50, -2e3",
+     "SELECT ?, ?, -?", [(b"d", b"18446744073709551616"), (b"d", b"1.50"), (b"d", b"2e3")]),
+    # The server's escapes: \n a line break, \% kept for LIKE, a doubled quote one quote.
+    ("SELECT 'a\\'b''c\\n\\%', \"d\"", "SELECT ?, ?", [(b"s", b"a'b'c\n\\%"), (b"s", b"d")]),
+])
+def test_a_prepared_statements_form_takes_its_literals_as_parameters(sql, template, values):
+    from knoblab.capture.fingerprint import prepared_form
+
+    form = prepared_form(sql)
+    assert form is not None and form.template == template
+    assert list(form.parameters) == values

@@ -256,3 +256,96 @@ def _spaced(previous: _Word, word: _Word) -> bool:
         return previous.kind == "word" and word.gap and previous.text not in ("in", "values",
                                                                               "value")
     return True
+
+
+# --- a prepared statement's form ---------------------------------------------------------------
+
+# A number right after one of these is no value a placeholder could take: a position
+# (ORDER BY 1) or a type's length (CHAR(10)), to the end of its list.
+_POSITIONS = frozenset({_T.ORDER_BY, _T.GROUP_BY})
+_TYPE_WORDS = frozenset({
+    "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "decimal", "dec", "numeric",
+    "fixed", "float", "double", "real", "int", "integer", "bigint", "tinyint", "smallint",
+    "mediumint", "bit", "datetime", "time", "timestamp", "year", "text", "blob"})
+_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a",
+            "%": "\\%", "_": "\\_"}
+INTEGER, DECIMAL, STRING = b"i", b"d", b"s"  # a parameter's type, as the replay binds it
+_INT64 = 1 << 63
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement the application ran as a server-side prepared statement (an Execute in
+    the general log, which shows it with its values in place): the text to prepare, its
+    numbers and strings as placeholders, and their values (type, bytes: an integer as 8
+    little-endian bytes, a decimal number as its text, a string as its bytes)."""
+
+    template: str
+    parameters: tuple[tuple[bytes, bytes], ...]
+
+
+def prepared_form(sql: str) -> Prepared | None:
+    """The statement as an application would have prepared it: each number and string
+    literal a placeholder (NULL, TRUE, hex and bit values, and strings with a character set
+    introducer stay as written: they are rarely placeholders, and some could not be one);
+    None when it cannot be read. The prepared text may hold more placeholders than the
+    application's did (its `k + 1` becomes `k + ?`): each takes the value it had."""
+    try:
+        tokens = _tokenizer.tokenize(sql)
+    except TokenError:
+        return None
+    pieces, parameters, last = [], [], 0
+    position = in_type = False
+    previous: Token | None = None
+    for token in tokens:
+        kind = token.token_type
+        keep = False
+        if kind == _T.NUMBER:
+            keep = position or in_type
+        elif kind == _T.STRING:
+            keep = previous is not None and previous.token_type == _T.INTRODUCER
+        else:
+            keep = True
+        if kind in _POSITIONS:
+            position = True
+        elif kind not in (_T.NUMBER, _T.COMMA, _T.ASC, _T.DESC):
+            position = False
+        if kind == _T.L_PAREN and previous is not None and \
+                previous.text.lower() in _TYPE_WORDS:
+            in_type = True
+        elif kind == _T.R_PAREN:
+            in_type = False
+        previous = token
+        if keep:
+            continue
+        value = sql[token.start:token.end + 1]
+        pieces.append(sql[last:token.start])
+        pieces.append("?")
+        last = token.end + 1
+        parameters.append(_number(value) if kind == _T.NUMBER else (STRING, _unquoted(value)))
+    pieces.append(sql[last:])
+    return Prepared("".join(pieces), tuple(parameters))
+
+
+def _number(text: str) -> tuple[bytes, bytes]:
+    if text.isdigit() and int(text) < _INT64:
+        return INTEGER, int(text).to_bytes(8, "little", signed=True)
+    return DECIMAL, text.encode()
+
+
+def _unquoted(literal: str) -> bytes:
+    """A quoted string's value as the server reads it (backslash escapes, a doubled quote)."""
+    quote, body = literal[0], literal[1:-1]
+    out, i = [], 0
+    while i < len(body):
+        char = body[i]
+        if char == "\\" and i + 1 < len(body):
+            out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
+            i += 2
+        elif char == quote and body[i + 1:i + 2] == quote:
+            out.append(quote)
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out).encode("utf-8", "surrogateescape")

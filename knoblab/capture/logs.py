@@ -118,6 +118,13 @@ def read_log(path: Path, progress: Callable[[int], None] | None = None) -> Itera
                        "'Id Command Argument' line")
 
 
+def log_kind(path: Path) -> str:
+    """"slow" or "general": which log the file is (read_log says why it is neither)."""
+    with _open(path) as handle:
+        first = _first(path, _lines(path, handle))
+    return "slow" if first is not None and first[1].startswith(_SLOW_START) else "general"
+
+
 def _open(path: Path) -> BinaryIO:
     try:
         return path.open("rb")

@@ -45,13 +45,18 @@ from typing import BinaryIO
 import numpy as np
 
 from knoblab.admin import forbidden
-from knoblab.capture.fingerprint import fingerprint, fingerprint_id
-from knoblab.capture.logs import read_log
+from knoblab.capture.fingerprint import fingerprint, fingerprint_id, prepared_form
+from knoblab.capture.logs import log_kind, read_log
 from knoblab.errors import UserError
 
-FORMAT = 3  # of the plan's files: a plan made by another format is made again
-USE, TIMESTAMP = -1, -2  # record kinds that are not a statement class
-_RECORD = struct.Struct("<iId")  # class (or USE, TIMESTAMP), text length, captured offset
+FORMAT = 4  # of the plan's files: a plan made by another format is made again
+# Record kinds that are not a statement class: a database change, the captured clock, a
+# statement to prepare (its text), and the execution of a prepared one (_EXECUTE's fields,
+# the statement's text, then its parameters: a type byte, a length and the value, each).
+USE, TIMESTAMP, PREPARE, EXECUTE = -1, -2, -3, -4
+_RECORD = struct.Struct("<iId")  # kind (a class, or one of the above), text length, offset
+_EXECUTE = struct.Struct("<III")  # class, the session's prepared statement, text length
+_PARAMETER = struct.Struct("<cI")  # type, length
 _FLUSH_BYTES = 16 << 20  # the sessions' buffered records written out above this
 _EDGE = 1 << 20  # the first and last MiB of the log go into its identity
 # Reads the clock: such a statement gets the captured time first.
@@ -168,6 +173,8 @@ class Plan:
     span: float | None  # seconds from the first statement to the last
     skipped: dict[str, int]  # what was left out, by why
     databases: tuple[str, ...]  # the databases the statements ran in
+    source: str  # the log's kind: "general" or "slow"
+    prepared: int  # statements the application prepared, replayed as prepared statements
 
     @property
     def writes(self) -> bool:
@@ -185,7 +192,8 @@ class Plan:
                        int(row["statements"]))
 
     def records(self, session: Session) -> Iterator[tuple[int, float, bytes]]:
-        """(class or USE or TIMESTAMP, captured offset, text) of the session, in its order."""
+        """(kind, captured offset, text) of the session's records, in its order (an EXECUTE
+        record's text is its fields, the statement and its parameters)."""
         with (self.folder / session.file).open("rb") as handle:
             handle.seek(session.offset)
             left = session.length
@@ -199,7 +207,8 @@ class Plan:
         return {"statements": self.statements, "sessions": self.sessions,
                 "classes": len(self.classes), "peak_sessions": self.peak,
                 "span_seconds": self.span, "skipped": self.skipped,
-                "databases": list(self.databases), "writes": self.writes}
+                "databases": list(self.databases), "writes": self.writes,
+                "source": self.source, "prepared": self.prepared}
 
 
 def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
@@ -265,24 +274,27 @@ def _load(folder: Path) -> Plan:
                 classes=tuple(StatementClass(**c) for c in raw["classes"]),
                 files=tuple(raw["files"]), index=np.load(folder / "sessions.npy"),
                 statements=raw["statements"], peak=raw["peak"], span=raw["span"],
-                skipped=raw["skipped"], databases=tuple(raw["databases"]))
+                skipped=raw["skipped"], databases=tuple(raw["databases"]),
+                source=raw["source"], prepared=raw["prepared"])
 
 
 class _Open:
     """A session being read: its records not yet written, and what is known of it so far."""
 
-    __slots__ = ("buffer", "database", "first", "last", "set_up", "spilled", "statements")
+    __slots__ = ("buffer", "database", "first", "last", "prepared", "set_up", "spilled",
+                 "statements")
 
     def __init__(self) -> None:
         self.buffer = bytearray()
         # Its set-up statements, held until a statement of its client's work comes: then
         # they are its first; a session that ends without one is left out.
-        self.set_up: list[tuple[str | None, float | None, str]] | None = []
+        self.set_up: list[tuple[str | None, float | None, str, bool]] | None = []
         self.database: str | None = None  # in effect on the replaying connection
         self.first: float | None = None
         self.last: float | None = None
         self.statements = 0
         self.spilled: tuple[int, int] | None = None  # its own file, and the bytes in it
+        self.prepared: dict[str, int] = {}  # its prepared statements' texts, numbered
 
 
 class _Builder:
@@ -307,6 +319,8 @@ class _Builder:
         self.shared_bytes = 0
         self.index = (folder / "index.bin").open("ab")
         self.count = 0
+        self.prepared = 0
+        self.source = log_kind(log)
 
     def build(self) -> None:
         try:
@@ -329,24 +343,28 @@ class _Builder:
             if session is None:
                 session = self.open[event.thread] = _Open()
             if not event.is_statement:
-                if event.command not in ("Connect", "Init DB", "Quit"):
+                # A replay prepares the statements an application prepared, and closes them
+                # with their session.
+                if event.command not in ("Connect", "Init DB", "Quit", "Prepare",
+                                         "Close stmt"):
                     self._skip(f"{event.command} (not a statement)")
                 continue
             text = event.text.strip()
             if not text:
                 continue
+            prepared = event.command == "Execute"
             why = forbidden(text)
             if why is not None:
                 self._skip(why)
                 continue
             if session.set_up is not None:
                 if _SET_UP.match(text):
-                    session.set_up.append((event.database, event.time, text))
+                    session.set_up.append((event.database, event.time, text, prepared))
                     continue
                 held, session.set_up = session.set_up, None
-                for database, when, statement in held:
-                    self._statement(session, database, when, statement)
-            self._statement(session, event.database, event.time, text)
+                for database, when, statement, was_prepared in held:
+                    self._statement(session, database, when, statement, was_prepared)
+            self._statement(session, event.database, event.time, text, prepared)
 
     def _told(self, done: int) -> None:
         if self.progress is not None:
@@ -380,7 +398,7 @@ class _Builder:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
     def _statement(self, session: _Open, database: str | None, when: float | None,
-                   text: str) -> None:
+                   text: str, prepared: bool) -> None:
         print_ = fingerprint(text)
         index = self.classes.get(print_)
         if index is None:
@@ -405,7 +423,20 @@ class _Builder:
             where[session.database] = where.get(session.database, 0) + 1
         if when is not None and _CLOCK.search(print_):
             self._record(session, TIMESTAMP, offset, f"{when:.6f}".encode())
-        self._record(session, index, offset, text.encode("utf-8", "surrogateescape"))
+        raw = text.encode("utf-8", "surrogateescape")
+        form = prepared_form(text) if prepared else None
+        if form is None:
+            self._record(session, index, offset, raw)
+        else:
+            number = session.prepared.get(form.template)
+            if number is None:
+                number = session.prepared[form.template] = len(session.prepared)
+                self._record(session, PREPARE, math.nan,
+                             form.template.encode("utf-8", "surrogateescape"))
+            self._record(session, EXECUTE, offset, b"".join(
+                [_EXECUTE.pack(index, number, len(raw)), raw,
+                 *(_PARAMETER.pack(kind, len(value)) + value for kind, value in form.parameters)]))
+            self.prepared += 1
         session.statements += 1
         self.statements += 1
         if not math.isnan(offset):
@@ -457,6 +488,7 @@ class _Builder:
             "statements": self.statements, "peak": _peak(timed),
             "span": float(timed["last"].max()) if timed.size else None,
             "skipped": self.skipped, "databases": sorted(self.databases),
+            "source": self.source, "prepared": self.prepared,
         }
         for path in self.folder.iterdir():
             path.chmod(0o600)

@@ -8,6 +8,7 @@
 --   KNOBLAB_REPLAY_OUT      a private folder: files.txt and sessions.bin in, figures out
 --   KNOBLAB_REPLAY_SOCKET, KNOBLAB_REPLAY_USER, KNOBLAB_REPLAY_DATABASE (may be empty)
 --   KNOBLAB_REPLAY_SPEED    "max" or "original"
+--   KNOBLAB_REPLAY_PREPARED "0": what the application prepared runs as text too
 -- Sessions are taken in order from sessions.bin (the plan's index: file, offset, length,
 -- first, last, statements), the next one by whichever thread is free, through a counter in
 -- the file `next` under flock. Each thread writes, as it goes, times-<thread>.bin (class,
@@ -16,6 +17,8 @@
 --   began <ns> / ended <ns>           its monotonic clock at its first and last step
 --   class <kind> <rows> <checksum> <unsent>
 --   error <kind> <code> <count>
+--   astext <kind> <count>             executions of a prepared statement run as text (the
+--                                     server would not prepare it, or its parameters did not fit)
 --   use <code> <database, hex>        a USE that failed, with its error
 --   fail <message>                    the replay cannot go on (the server went away, ...)
 
@@ -53,9 +56,42 @@ typedef struct __attribute__((packed)) {
   int32_t file; int64_t offset; int64_t length; double first; double last; int64_t statements;
 } knoblab_session;
 typedef struct { int32_t kind; float seconds; } knoblab_time;
+typedef struct __attribute__((packed)) { uint32_t kind; uint32_t number; uint32_t length; }
+  knoblab_execute;
+typedef struct __attribute__((packed)) { char type; uint32_t length; } knoblab_parameter;
+typedef struct st_mysql_stmt MYSQL_STMT;
+/* libmariadb's MYSQL_BIND (mariadb_stmt.h), checked by its size below */
+typedef struct {
+  unsigned long *length; char *is_null; void *buffer; char *error; unsigned char *row_ptr;
+  void *store_param_func; void *fetch_result; void *skip_result;
+  unsigned long buffer_length; unsigned long offset; unsigned long length_value;
+  unsigned int flags; unsigned int pack_length; int buffer_type;
+  char error_value; char is_unsigned; char long_data_used; char is_null_value;
+  void *extension;
+} knoblab_bind;
+MYSQL_STMT *mysql_stmt_init(MYSQL *);
+int mysql_stmt_prepare(MYSQL_STMT *, const char *, unsigned long);
+unsigned long mysql_stmt_param_count(MYSQL_STMT *);
+MYSQL_RES *mysql_stmt_result_metadata(MYSQL_STMT *);
+char mysql_stmt_bind_param(MYSQL_STMT *, knoblab_bind *);
+char mysql_stmt_bind_result(MYSQL_STMT *, knoblab_bind *);
+int mysql_stmt_execute(MYSQL_STMT *);
+int mysql_stmt_store_result(MYSQL_STMT *);
+int mysql_stmt_fetch(MYSQL_STMT *);
+char mysql_stmt_free_result(MYSQL_STMT *);
+int mysql_stmt_next_result(MYSQL_STMT *);
+unsigned int mysql_stmt_errno(MYSQL_STMT *);
+const char *mysql_stmt_error(MYSQL_STMT *);
+char mysql_stmt_close(MYSQL_STMT *);
 ]]
+assert(ffi.sizeof("knoblab_bind") == 112, "this libmariadb's MYSQL_BIND is not the one known")
 
-local USE, TIMESTAMP = -1, -2
+local USE, TIMESTAMP, PREPARE, EXECUTE = -1, -2, -3, -4
+-- MYSQL_TYPE_LONGLONG, _NEWDECIMAL and _STRING, by the parameter's type in the plan
+local BIND_TYPES = { [string.byte("i")] = 8, [string.byte("d")] = 246, [string.byte("s")] = 254 }
+local STRING_TYPE = 254
+local NO_DATA = 100 -- mysql_stmt_fetch: no more rows
+local CELL = 256 -- bytes of a prepared statement's value the checksum reads (and its length)
 local CLOCK_MONOTONIC, TIMER_ABSTIME = 1, 1
 local O_RDWR, LOCK_EX, LOCK_UN = 2, 2, 8
 local CLIENT_FLAGS = 65536 + 131072 -- CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS
@@ -67,6 +103,10 @@ local BUFFERED = 65536 -- statement times kept before they are written out
 local STOP_EVERY = 1024 -- statements between two looks at the counter
 
 local RECORD = ffi.sizeof("knoblab_record")
+local EXECUTE_HEAD = ffi.sizeof("knoblab_execute")
+local PARAMETER_HEAD = ffi.sizeof("knoblab_parameter")
+local execute_ptr = ffi.typeof("const knoblab_execute *")
+local parameter_ptr = ffi.typeof("const knoblab_parameter *")
 local SESSION = ffi.sizeof("knoblab_session")
 local record_ptr = ffi.typeof("const knoblab_record *")
 local char_ptr = ffi.typeof("const char *")
@@ -81,6 +121,8 @@ local user = os.getenv("KNOBLAB_REPLAY_USER")
 local database = os.getenv("KNOBLAB_REPLAY_DATABASE")
 if database == "" then database = nil end
 local original = os.getenv("KNOBLAB_REPLAY_SPEED") == "original"
+-- Statements the application prepared are prepared again, unless told not to.
+local use_prepared = os.getenv("KNOBLAB_REPLAY_PREPARED") ~= "0"
 
 local now_spec = ffi.new("knoblab_timespec")
 
@@ -181,6 +223,7 @@ function thread_run(thread_id)
   local lates = ffi.new("double[?]", BUFFERED)
   local late_count = 0
   local rows, sums, unsent, errors, uses = {}, {}, {}, {}, {}
+  local as_text = {} -- executions of a prepared statement the server would not prepare
   local failure = nil
   local since_look = 0
 
@@ -235,6 +278,105 @@ function thread_run(thread_id)
     sums[kind] = ((sums[kind] or 0) + sum) % STOPPED
   end
 
+  -- A statement the application prepared, prepared again on this connection (untimed, as
+  -- the application's own Prepare is no statement of the capture): its handle, its
+  -- parameters' and its result's bindings; or the server's error, when it refused it (its
+  -- executions then run as text).
+  local function prepare(conn, text, length)
+    local stmt = C.mysql_stmt_init(conn)
+    if C.mysql_stmt_prepare(stmt, text, length) ~= 0 then
+      local code = C.mysql_stmt_errno(stmt)
+      C.mysql_stmt_close(stmt)
+      return { failed = code }
+    end
+    local count = tonumber(C.mysql_stmt_param_count(stmt))
+    local entry = { stmt = stmt, count = count, fields = 0,
+                    params = ffi.new("knoblab_bind[?]", math.max(count, 1)),
+                    lengths = ffi.new("unsigned long[?]", math.max(count, 1)) }
+    local meta = C.mysql_stmt_result_metadata(stmt)
+    if meta ~= nil then
+      -- Every value read as text into a cell of its own: the checksum reads the first
+      -- CELL bytes of each and its length.
+      local fields = C.mysql_num_fields(meta)
+      C.mysql_free_result(meta)
+      entry.fields = fields
+      entry.results = ffi.new("knoblab_bind[?]", fields)
+      entry.cells = ffi.new("char[?]", fields * CELL)
+      entry.sizes = ffi.new("unsigned long[?]", fields)
+      entry.nulls = ffi.new("char[?]", fields)
+      for i = 0, fields - 1 do
+        local bind = entry.results[i]
+        bind.buffer_type = STRING_TYPE
+        bind.buffer = entry.cells + i * CELL
+        bind.buffer_length = CELL
+        bind.length = entry.sizes + i
+        bind.is_null = entry.nulls + i
+      end
+      if C.mysql_stmt_bind_result(stmt, entry.results) ~= 0 then
+        local code = C.mysql_stmt_errno(stmt)
+        C.mysql_stmt_close(stmt)
+        return { failed = code }
+      end
+    end
+    return entry
+  end
+
+  -- The parameters of one execution bound where they lie in the record; false when they do
+  -- not match the statement (it then runs as text).
+  local function bind(entry, at, stop)
+    local i = 0
+    while at < stop do
+      if i >= entry.count then return false end
+      local head = ffi.cast(parameter_ptr, at)
+      local length = head.length
+      local param = entry.params[i]
+      param.buffer_type = BIND_TYPES[head.type] or STRING_TYPE
+      param.buffer = ffi.cast("void *", at + PARAMETER_HEAD)
+      param.buffer_length = length
+      entry.lengths[i] = length
+      param.length = entry.lengths + i
+      at = at + PARAMETER_HEAD + length
+      i = i + 1
+    end
+    return i == entry.count and (i == 0 or C.mysql_stmt_bind_param(entry.stmt, entry.params) == 0)
+  end
+
+  -- A prepared statement executed and its rows read: 0, or the server's error code.
+  local function execute(entry, kind)
+    local stmt = entry.stmt
+    if C.mysql_stmt_execute(stmt) ~= 0 then return C.mysql_stmt_errno(stmt) end
+    local n, sum = 0, 0
+    if entry.fields > 0 then
+      if C.mysql_stmt_store_result(stmt) ~= 0 then return C.mysql_stmt_errno(stmt) end
+      local sizes = ffi.cast(lengths_ptr, entry.sizes)
+      while true do
+        local got = C.mysql_stmt_fetch(stmt)
+        if got == NO_DATA then break end
+        if got == 1 then return C.mysql_stmt_errno(stmt) end
+        local crc = 0
+        for i = 0, entry.fields - 1 do
+          if entry.nulls[i] ~= 0 then
+            crc = C.crc32(crc, "\1", 1)
+          else
+            local size = sizes[2 * i]
+            crc = C.crc32(crc, entry.cells + i * CELL, size < CELL and size or CELL)
+            crc = C.crc32(crc, ffi.cast("const char *", sizes + 2 * i), 4)
+          end
+        end
+        sum = (sum + crc) % STOPPED
+        n = n + 1
+      end
+      C.mysql_stmt_free_result(stmt)
+    end
+    while C.mysql_stmt_next_result(stmt) == 0 do -- a procedure's further results
+      C.mysql_stmt_store_result(stmt)
+      C.mysql_stmt_free_result(stmt)
+    end
+    rows[kind] = (rows[kind] or 0) + n
+    sums[kind] = ((sums[kind] or 0) + sum) % STOPPED
+    return 0
+  end
+
   local function play(session, zero)
     if original and session.first == session.first then
       wait_until(zero + session.first * 1e9)
@@ -251,58 +393,86 @@ function thread_run(thread_id)
     -- database, and they must not run in another one.
     local unusable = nil
     local ok = true
+    local prepared, numbered = {}, 0 -- the session's prepared statements, by their number
     while true do
       local kind, offset, text, length = records:next()
       if kind == nil then break end
+      if kind == PREPARE then
+        if use_prepared then prepared[numbered] = prepare(conn, text, length) end
+        numbered = numbered + 1
+        goto next_record
+      end
       if original and offset == offset then
         lates[late_count] = wait_until(zero + offset * 1e9)
         late_count = late_count + 1
         if late_count == BUFFERED then flush() end
       end
-      local name = nil
-      if kind == USE then
-        name = ffi.string(text, length)
-        local sql = "USE `" .. name:gsub("`", "``") .. "`"
-        text, length = sql, #sql
-      elseif kind == TIMESTAMP then
-        local sql = "SET timestamp = " .. ffi.string(text, length)
-        text, length = sql, #sql
-      end
-      if unusable and kind ~= USE then
-        count_error(kind, unusable)
-        unsent[kind] = (unsent[kind] or 0) + 1
-      else
-        local start = now()
-        if C.mysql_real_query(conn, text, length) == 0 then
-          results(conn, kind)
-          if kind == USE then unusable = nil end
-        else
-          local code = C.mysql_errno(conn)
-          if LOST[code] then
-            failure = string.format("the server dropped a replay connection: (%d) %s", code,
-                                    ffi.string(C.mysql_error(conn)))
-            ok = false
-            break
+      do
+        local name, entry = nil, nil
+        if kind == USE then
+          name = ffi.string(text, length)
+          local sql = "USE `" .. name:gsub("`", "``") .. "`"
+          text, length = sql, #sql
+        elseif kind == TIMESTAMP then
+          local sql = "SET timestamp = " .. ffi.string(text, length)
+          text, length = sql, #sql
+        elseif kind == EXECUTE then
+          local head = ffi.cast(execute_ptr, text)
+          local statement = text + EXECUTE_HEAD
+          local stop = text + length
+          kind, text, length = head.kind, statement, head.length
+          entry = prepared[head.number]
+          if entry and (entry.failed or not bind(entry, statement + head.length, stop)) then
+            as_text[kind] = (as_text[kind] or 0) + 1
+            entry = nil
           end
-          count_error(kind, code)
-          if kind == USE then
-            uses[name] = code
-            unusable = code
-          end
-          rows[kind] = rows[kind] or 0
         end
-        times[timed].kind = kind
-        times[timed].seconds = (now() - start) / 1e9
-        timed = timed + 1
-        if timed == BUFFERED then flush() end
+        if unusable and kind ~= USE then
+          count_error(kind, unusable)
+          unsent[kind] = (unsent[kind] or 0) + 1
+        else
+          local start = now()
+          local code = 0
+          if entry then
+            code = execute(entry, kind)
+          elseif C.mysql_real_query(conn, text, length) == 0 then
+            results(conn, kind)
+          else
+            code = C.mysql_errno(conn)
+          end
+          if code == 0 then
+            if kind == USE then unusable = nil end
+          else
+            if LOST[code] then
+              failure = string.format("the server dropped a replay connection: (%d) %s", code,
+                                      ffi.string(C.mysql_error(conn)))
+              ok = false
+              break
+            end
+            count_error(kind, code)
+            if kind == USE then
+              uses[name] = code
+              unusable = code
+            end
+            rows[kind] = rows[kind] or 0
+          end
+          times[timed].kind = kind
+          times[timed].seconds = (now() - start) / 1e9
+          timed = timed + 1
+          if timed == BUFFERED then flush() end
+        end
       end
       since_look = since_look + 1
       if since_look == STOP_EVERY then
         since_look = 0
         if counter_take(0) >= STOPPED then break end
       end
+      ::next_record::
     end
     records:close()
+    for _, entry in pairs(prepared) do
+      if entry.stmt then C.mysql_stmt_close(entry.stmt) end
+    end
     C.mysql_close(conn)
     return ok
   end
@@ -326,6 +496,9 @@ function thread_run(thread_id)
   end
   for kind, n in pairs(unsent) do
     if not rows[kind] then lines[#lines + 1] = string.format("class %d 0 0 %d", kind, n) end
+  end
+  for kind, n in pairs(as_text) do
+    lines[#lines + 1] = string.format("astext %d %d", kind, n)
   end
   for kind, codes in pairs(errors) do
     for code, n in pairs(codes) do

@@ -103,7 +103,7 @@ class ReplayWorkload(Timed):
     kind: ClassVar[str] = "replay"
     parameters: ClassVar[tuple[str, ...]] = ()
     keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "log", "speed", "sessions", "max_failing", "timeout"}) | Rounds.KEYS
+        {"kind", "log", "speed", "sessions", "max_failing", "timeout", "prepared"}) | Rounds.KEYS
 
     log: Path
     plan: Plan
@@ -111,6 +111,7 @@ class ReplayWorkload(Timed):
     sessions: int = 1  # replayed at once
     max_failing: float = 0.05  # of a class's statements, on the first measurement
     timeout: float = 3600.0
+    prepared: bool = True  # what the application prepared is prepared again
     rounds: Rounds = Rounds()
     data: Dataset | None = None  # [dataset] (a dump); None: an empty server
     warnings: tuple[str, ...] = ()
@@ -182,6 +183,14 @@ class ReplayWorkload(Timed):
         if data is None:
             notes.append("no [dataset] dump: the statements run on an empty server, where "
                          "most will fail; give the data they ran on with [dataset] dump")
+        prepared = section.flag(workload, "prepared", "workload") \
+            if "prepared" in workload else True
+        if plan.source == "slow":
+            notes.append("a slow log does not say which statements the application prepared: "
+                         "every statement is replayed as text (the general log says)")
+        elif plan.prepared and not prepared:
+            notes.append(f"prepared = false: the {plan.prepared:,} statements the application "
+                         "prepared are replayed as text")
         if plan.skipped:
             left = "; ".join(f"{why}: {n:,}" for why, n in plan.skipped.items())
             notes.append(f"left out of the replay: {left}")
@@ -190,6 +199,7 @@ class ReplayWorkload(Timed):
                          "replayed at once (set [workload] sessions to change it)")
         return cls(
             log=log, plan=plan, speed=speed, sessions=sessions, max_failing=max_failing,
+            prepared=prepared,
             timeout=timeout, rounds=Rounds.from_spec(workload), data=data, warnings=tuple(notes),
             swept_connections=tuple(sweep.get("max_connections", ())),
             sessions_given="sessions" in workload)
@@ -318,6 +328,8 @@ class ReplayWorkload(Timed):
             "regime": regime(cpu_share, figures["cpu_iowait"],
                              figures["server_read_bytes"] + figures["server_write_bytes"]),
             "classes": classes,
+            **({"prepared_as_text": as_text} if (as_text := sum(
+                c.get("as_text", 0) for c in classes.values())) else {}),
             **({"use_errors": databases} if databases else {}),
             **({"missing_databases": lacking.statements} if lacking.statements else {}),
             "os": figures,
@@ -395,6 +407,7 @@ class ReplayWorkload(Timed):
             "speed": self.speed,
             "sessions": self.sessions,
             "max_failing": self.max_failing,
+            "prepared": self.prepared,
             "timeout": self.timeout,
             "plan": self.plan.summary(),
             "classes": [{"id": c.id, "fingerprint": c.fingerprint, "count": c.count,
@@ -560,7 +573,8 @@ class _Replay:
                "KNOBLAB_REPLAY_OUT": str(self.out), "KNOBLAB_REPLAY_SOCKET": self.socket,
                "KNOBLAB_REPLAY_USER": DATA_USER,
                "KNOBLAB_REPLAY_DATABASE": self.workload.dataset({}).workload_database or "",
-               "KNOBLAB_REPLAY_SPEED": self.workload.speed}
+               "KNOBLAB_REPLAY_SPEED": self.workload.speed,
+               "KNOBLAB_REPLAY_PREPARED": "1" if self.workload.prepared else "0"}
         with (self.out / "client.out").open("wb") as output:
             self.process = subprocess.Popen(
                 [client_binary(), str(CLIENT_SCRIPT), f"--threads={self.threads}", "--time=0",
@@ -640,6 +654,7 @@ class _Replay:
             else []
         timed = {int(kind): part for kind, part in zip(kinds, seconds, strict=True)}
         figures: dict[int, dict[str, Any]] = {}
+        as_text: dict[int, int] = {}
         for thread in threads:
             for kind, (rows, checksum, unsent) in thread["class"].items():
                 into = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
@@ -647,6 +662,8 @@ class _Replay:
                 into["rows"] += rows
                 into["checksum"] = (into["checksum"] + checksum) % _CHECKSUM_MOD
                 into["unsent"] += unsent
+            for kind, n in thread["astext"].items():
+                as_text[kind] = as_text.get(kind, 0) + n
             for (kind, code), n in thread["error"].items():
                 errors = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
                                                    "errors": {}})["errors"]
@@ -663,6 +680,7 @@ class _Replay:
                 "p50": round(p50, 7), "p95": round(p95, 7), "p99": round(p99, 7),
                 "rows": found["rows"], "errors": found["errors"],
                 "checksum": f"{found['checksum']:016x}",
+                **({"as_text": as_text[kind]} if as_text.get(kind) else {}),
             }
         return out
 
@@ -678,7 +696,7 @@ def _pidfd(pid: int) -> Iterator[int]:
 
 def _thread_figures(path: Path) -> dict[str, Any]:
     """A client thread's summary (replay.lua's thread-N.txt)."""
-    found: dict[str, Any] = {"class": {}, "error": {}, "use": {}}
+    found: dict[str, Any] = {"class": {}, "error": {}, "use": {}, "astext": {}}
     for line in path.read_text(errors="replace").splitlines():
         word, _, rest = line.partition(" ")
         if word in ("began", "ended"):
@@ -689,6 +707,9 @@ def _thread_figures(path: Path) -> dict[str, Any]:
         elif word == "error":
             kind, code, n = (int(v) for v in rest.split())
             found["error"][kind, str(code)] = n
+        elif word == "astext":
+            kind, n = (int(v) for v in rest.split())
+            found["astext"][kind] = n
         elif word == "use":
             error, name = rest.split()
             found["use"][bytes.fromhex(name).decode("utf-8", "replace")] = error
