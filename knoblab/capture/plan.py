@@ -14,10 +14,16 @@ whatever the log's size; a replay streams each session's file in turn.
 A session is one captured connection, from its first statement to its Quit (a connection id
 seen again after a Quit or a Connect is a new session). Statements a replay must not run —
 those that change the server's global state, its accounts or its logs (`knoblab.
-admin`) — are left out and counted, as are the commands that are not statements (Prepare,
-Close stmt: an Execute's text is the statement with its values). A database change becomes a
-`USE` record, and a statement that reads the clock (NOW(), CURDATE(), ...) is preceded by the
-captured `SET timestamp`, so that it sees the time it saw when captured.
+admin`) — are left out and counted, as are the commands that are not statements. A database
+change becomes a `USE` record, and a statement that reads the clock (NOW(), CURDATE(), ...) is
+preceded by the captured `SET timestamp`, so that it sees the time it saw when captured.
+
+A statement the application prepared (an Execute in the general log: its text with its values
+in place) is replayed as a prepared statement: its form (`fingerprint.prepared_form`: its
+numbers and strings as placeholders) is a PREPARE record the first time the session runs it,
+and each execution an EXECUTE record with the form's number in the session, the text (for a
+replay as text) and the values. The log's Prepare and Close stmt lines are not needed: a pooled
+connection prepared its statements before the window, where no log saw them.
 
 Whether a class only reads is decided conservatively, from its text: every statement in it
 begins as a read does (SELECT, SHOW, SET of a variable, ...), names no writing word (INTO,
