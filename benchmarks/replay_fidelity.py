@@ -1,22 +1,22 @@
-"""Does a replay of a captured load measure what the load itself measures? sysbench
-oltp_read_write captured with the slow log, replayed by knoblab, against sysbench measured by
-knoblab: throughput, and the buffer pool's verdict.
+"""Does a replay of a captured load measure what the load itself measures? sysbench captured
+as production would be — its connections opened before the window, its statements prepared —
+replayed by knoblab, against sysbench measured by knoblab: throughput at each buffer pool size,
+and the verdicts.
 
-    .venv/bin/python benchmarks/replay_fidelity.py --tables 4 --table-size 100000 \
-        --threads 4 --seconds 20 --repetitions 5 --pools 16M 256M
+    .venv/bin/python benchmarks/replay_fidelity.py --test oltp_read_write --tables 4 \
+        --table-size 100000 --threads 4 --seconds 20 --repetitions 3 --pools 16M 64M 256M
 
-1. A sandbox gets sysbench's tables (prepare), which are dumped (mariadb-dump) as they are
-   before the load: the replay's data.
-2. sysbench oltp_read_write runs THREADS threads for SECONDS with the slow log at
-   long_query_time = 0 (the capture), with the text protocol (--db-ps-mode=disable), as a
-   captured log holds statements as text.
-3. knoblab runs sysbench itself (kind = "sysbench", the same test, threads, duration and
-   tables, text protocol) and the replay of the capture (kind = "replay", the dump, speed max)
-   for each innodb_buffer_pool_size in POOLS, REPETITIONS server starts each.
-Printed: per pool, sysbench's transactions per second (knoblab's steady mean), the replay's
-(its COMMITs over its wall time), their ratio (the goal: within ±20%), and each run's
-verdicts and the ratio between the pools with its interval. Everything runs in a temporary
-KNOBLAB_HOME and store.
+1. A sandbox ("production") gets sysbench's tables (prepare).
+2. sysbench TEST runs THREADS threads (server-side prepared statements, sysbench's default),
+   and once its connections are open, `knoblab capture` takes SECONDS of it (the general log:
+   other connections are open) with its data (--data all), as a user would.
+3. knoblab runs sysbench itself (kind = "sysbench": the same test, threads, tables and
+   duration) and the replay of the capture (kind = "replay" over the capture's dump, speed
+   max) for each innodb_buffer_pool_size in POOLS, REPETITIONS server starts each.
+Printed: per pool, sysbench's rate (knoblab's steady mean of transactions per second) and the
+replay's (its COMMITs over its wall time; for a test without transactions, its statements),
+their ratio (the goal: within ±20% at every pool) and each run's verdicts. Everything runs in
+a temporary KNOBLAB_HOME and store.
 """
 
 from __future__ import annotations
@@ -39,13 +39,12 @@ SYSBENCH_SPEC = """\
 name = "fidelity-sysbench"
 [workload]
 kind = "sysbench"
-test = "oltp_read_write"
+test = "{test}"
 threads = {threads}
 tables = {tables}
 table_size = {table_size}
 duration = {seconds}
 repetitions = {repetitions}
-options = {{ db-ps-mode = "disable" }}
 [sweep]
 innodb_buffer_pool_size = {pools}
 [statistics]
@@ -55,10 +54,10 @@ seed = 1
 REPLAY_SPEC = """\
 name = "fidelity-replay"
 [dataset]
-dump = "sbtest.sql"
+dump = "cap/data.sql.zst"
 [workload]
 kind = "replay"
-log = "capture.log"
+log = "cap/statements.log"
 repetitions = {repetitions}
 [sweep]
 innodb_buffer_pool_size = {pools}
@@ -67,40 +66,44 @@ seed = 1
 """
 
 
-def sysbench(socket: str, args: argparse.Namespace, command: str) -> str:
-    out = subprocess.run(
-        ["sysbench", "oltp_read_write", f"--threads={args.threads}",
-         f"--time={args.seconds}", f"--tables={args.tables}",
-         f"--table-size={args.table_size}", "--db-ps-mode=disable",
-         f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest",
-         "--db-driver=mysql", command], capture_output=True, text=True, check=True)
-    return out.stdout
+PRODUCTION = """\
+name = "production"
+[server]
+kind = "external"
+socket = "{socket}"
+user = "root"
+"""
 
 
-def capture(folder: Path, home: Path, args: argparse.Namespace) -> float:
-    """Writes folder/sbtest.sql and folder/capture.log; sysbench's tps under the slow log."""
+def sysbench(socket: str, args: argparse.Namespace, command: str,
+             seconds: int = 0) -> list[str]:
+    return ["sysbench", args.test, f"--threads={args.threads}", f"--time={seconds}",
+            f"--tables={args.tables}", f"--table-size={args.table_size}",
+            f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest",
+            "--db-driver=mysql", command]
+
+
+def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """folder/cap: `knoblab capture` of sysbench's pooled, prepared load on a sandbox."""
     binary = find_binary()
-    settings = {"slow_query_log": "0", "long_query_time": "0",
-                "slow_query_log_file": "capture.log", "innodb_buffer_pool_size": "256M"}
-    with Sandbox(binary, base_template(binary, home) / "data", settings, home=home) as server:
+    with Sandbox(binary, base_template(binary, home) / "data",
+                 {"innodb_buffer_pool_size": "256M"}, home=home) as server:
         socket = str(server.socket)
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE DATABASE sbtest")
-        sysbench(socket, args, "prepare")
-        with (folder / "sbtest.sql").open("w") as out:
-            subprocess.run(["mariadb-dump", f"--socket={socket}", "--user=root",
-                            "--single-transaction", "--databases", "sbtest"], stdout=out,
-                           check=True)
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("SET GLOBAL slow_query_log = 1")
-        said = sysbench(socket, args, "run")
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("SET GLOBAL slow_query_log = 0")
-        time.sleep(0.5)
-        assert server.datadir is not None
-        (folder / "capture.log").write_bytes((server.datadir / "capture.log").read_bytes())
-    line = next(line for line in said.splitlines() if "transactions:" in line)
-    return float(line.split("(")[1].split()[0])
+        subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
+        spec = folder / "production.toml"
+        spec.write_text(PRODUCTION.format(socket=socket))
+        load = subprocess.Popen(sysbench(socket, args, "run", args.seconds + 600),
+                                stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(3)  # its connections open, its statements prepared: a pool
+            subprocess.run([sys.executable, "-m", "knoblab.cli", "capture", str(spec),
+                            "--for", f"{args.seconds}s", "--out", str(folder / "cap"),
+                            "--data", "all"], env=env, check=True)
+        finally:
+            load.kill()
+            load.wait()
 
 
 def knoblab(folder: Path, spec: str, name: str, env: dict[str, str]) -> dict:
@@ -114,9 +117,10 @@ def knoblab(folder: Path, spec: str, name: str, env: dict[str, str]) -> dict:
 
 
 def replay_tps(folder: Path, result: dict) -> dict[str, list[float]]:
-    """Per pool, each measurement's COMMITs per second of wall time."""
-    commit = next(c["id"] for c in result["workload"]["classes"]
-                  if c["fingerprint"] == "commit")
+    """Per pool, each measurement's COMMITs (or, without transactions, statements) per
+    second of wall time."""
+    commit = next((c["id"] for c in result["workload"]["classes"]
+                   if c["fingerprint"] == "commit"), None)
     run_id = result["run_id"]
     found: dict[str, list[float]] = {}
     with sqlite3.connect(folder / "store.sqlite") as db:
@@ -126,19 +130,21 @@ def replay_tps(folder: Path, result: dict) -> dict[str, list[float]]:
     for settings, details in rows:
         pool = json.loads(settings)["innodb_buffer_pool_size"]
         figures = json.loads(details)
-        commits = figures["classes"][commit]["n"]
-        found.setdefault(pool, []).append(commits / figures["wall_seconds"])
+        done = figures["classes"][commit]["n"] if commit else figures["statements"]
+        found.setdefault(pool, []).append(done / figures["wall_seconds"])
     return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--test", default="oltp_read_write",
+                        choices=["oltp_read_write", "oltp_point_select"])
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--table-size", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=20)
-    parser.add_argument("--repetitions", type=int, default=5)
-    parser.add_argument("--pools", nargs="+", default=["16M", "256M"])
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--pools", nargs="+", default=["16M", "64M", "256M"])
     parser.add_argument("--keep", type=Path, help="keep the folder here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="knoblab-fidelity-") as temporary:
@@ -149,7 +155,8 @@ def main() -> None:
         env = {**os.environ, "KNOBLAB_HOME": str(home)}
         env.pop("KNOBLAB_STORE", None)
         os.environ["KNOBLAB_HOME"] = str(home)
-        captured = capture(folder, home, args)
+        capture(folder, home, args, env)
+        log = json.loads((folder / "cap" / "capture.json").read_text())["log"]
         pools = json.dumps(args.pools)
         measured = knoblab(folder, SYSBENCH_SPEC.format(**{**vars(args), "pools": pools}),
                            "sysbench", env)
@@ -157,7 +164,7 @@ def main() -> None:
                                                       repetitions=args.repetitions),
                            "replay", env)
         per_pool = replay_tps(folder, replayed)
-    print(f"capture: sysbench {captured:,.1f} tps with the slow log on")
+    print(f"capture: {log}")
     print(f"{'pool':>6} {'sysbench tps':>14} {'replay tps':>12} {'replay/sysbench':>16}  "
           "verdicts (sysbench | replay)")
     for point, again in zip(measured["points"], replayed["points"], strict=True):

@@ -46,6 +46,7 @@ from rich.filesize import decimal as format_size
 from knoblab import __version__, machine, places
 from knoblab import server as targets
 from knoblab.capture import read_log
+from knoblab.capture.fingerprint import without_values
 from knoblab.connection import Endpoint, one
 from knoblab.errors import STOP, UserError
 from knoblab.server.dumping import (
@@ -77,6 +78,9 @@ from knoblab.vocabulary import Experiment, RunStatus
 
 MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
 LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
+# A capture is not ready when more than this share of its statements have no values (a
+# replay leaves them out, changing the mix); fewer are left out, said.
+MOST_WITHOUT_VALUES = 0.05
 _OURS = frozenset({MARK, LOG, DUMP, SPEC, SUMMARY, partial_name(DUMP)})
 
 
@@ -300,6 +304,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                 "keeps its connections for hours): the capture would replay a part of the "
                 f"load; every setting is back; capture again with --log general (or auto, "
                 f"the default); what it did capture is in {request.out / LOG}")
+        _check_values(summary["log"], request.out / LOG)
         if not summary["log"]["statements"]:
             unseen = taken_from is SLOW and summary["log"]["open_before"]
             followed = "" if not unseen else (
@@ -403,18 +408,28 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
     if left:
         view.message(f"note: {left}")
     rearm()
-    statements, connections = 0, set()
+    statements, connections, valueless, prepared_before = 0, set(), 0, set()
     for event in read_log(dest):
         if event.is_statement:
             statements += 1
             connections.add(event.thread)
+            if event.command == "Execute" and without_values(event.text):
+                valueless += 1
+                prepared_before.add(event.thread)
     view.message(f"captured {statements} statement(s) from {len(connections)} connection(s) "
                  f"into {dest}")
+    if valueless:
+        view.message(f"{valueless} of them are executions of statements prepared before the "
+                     "window, which the log shows without their values: a replay leaves them "
+                     "out")
     return {"window": {"start": began.isoformat(), "end": ended.isoformat(),
                        "asked_seconds": request.seconds, "ended_early": ended_early},
             "log": {"file": LOG, "source": log.source.key, "via": log.mode,
                     "statements": statements, "connections": len(connections),
                     "open_before": len(log.open_before), "open_before_active": active,
+                    # executions of statements prepared before the window: no values
+                    "without_values": valueless,
+                    "without_values_connections": len(prepared_before),
                     # what the log could not see: those the slow log did not follow
                     "missed": (len(log.open_before) if active is None else active)
                     if log.source is SLOW else 0},
@@ -443,6 +458,23 @@ def _active(before: dict[int, tuple[str | None, int | None]],
     in the window is not counted (its last statements are unknown)."""
     return sum(1 for thread, (_, query) in before.items()
                if query is None or (thread in after and after[thread][1] != query))
+
+
+def _check_values(log: dict[str, Any], kept: Path) -> None:
+    """Not ready when more than a few of the statements captured have no values: executions
+    of statements the application's connections prepared before the window."""
+    lost, statements = log["without_values"], log["statements"]
+    if not lost or lost <= statements * MOST_WITHOUT_VALUES:
+        return
+    raise UserError(
+        f"not ready: {lost:,} of the {statements:,} statements captured ({lost / statements:.0%})"
+        f" are executions of statements {log['without_values_connections']} connection(s) "
+        "prepared before the window, and the log shows them without their values (MariaDB "
+        "writes a prepared statement's values only when the log was on as it was prepared): "
+        "they cannot be replayed; every setting is back; capture again once the application "
+        "has reconnected (restart its connection pool as the window begins, or capture for "
+        "longer than its connections live), or let it prepare on the client side (e.g. JDBC's "
+        f"useServerPrepStmts=false); what it did capture is in {kept}")
 
 
 def _dump(request: Request, endpoint: Endpoint, plan: DumpPlan, summary: dict[str, Any],

@@ -27,6 +27,8 @@ import pytest
 import zstandard
 
 from knoblab.capture import read_log
+from knoblab.capture.plan import plan_for
+from knoblab.errors import UserError
 from knoblab.store import Store
 from tests.fakes import SERVER_WIDE, cli_command, cli_env, reaped
 from tests.test_external import _connect, _knoblab
@@ -663,3 +665,34 @@ def test_knoblabs_own_general_log_lines_are_left_out_and_their_time_kept(tmp_pat
     first, second = events
     assert second.time is not None and first.time is not None
     assert second.time - first.time == 1  # the skipped line's time went onto the next one
+
+
+def test_a_pool_whose_statements_were_prepared_before_the_window_is_not_ready(
+        knoblab_home, tmp_path, sees_all, slow_log_as_it_was):
+    # sysbench's connections prepare their statements (server-side) as they open, before the
+    # window: the general log shows their executions with ? for every value.
+    bench = ["sysbench", "oltp_point_select", "--tables=1", "--table-size=100",
+             "--mysql-host=127.0.0.1", "--mysql-port=3306", "--mysql-user=root",
+             f"--mysql-db={DB}", "--db-driver=mysql"]
+    subprocess.run([*bench, "prepare"], capture_output=True, check=True)
+    load = subprocess.Popen([*bench, "--threads=2", "--time=120", "--rate=200", "run"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = tmp_path / "out"
+    try:
+        time.sleep(1)  # its connections open, its statements prepared
+        done = _capture(knoblab_home, tmp_path, _spec(tmp_path, sees_all), "--for", "2s",
+                        "--out", str(out), log="general")
+    finally:
+        load.kill()
+        load.wait()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("knoblab: not ready: "), line
+    assert "executions of statements 2 connection(s) prepared before the window" in line
+    assert "without their values" in line and "restart its connection pool" in line
+    assert not (out / "spec.toml").exists()
+    assert _globals() == slow_log_as_it_was and not _leftover_logs()
+    # A replay of what was captured leaves them out, saying why: here, everything.
+    with pytest.raises(UserError, match="the log holds no statement to replay .left out: "
+                                        r"\d+ executions of statements prepared before"):
+        plan_for(out / "statements.log", knoblab_home)

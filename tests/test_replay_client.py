@@ -201,3 +201,13 @@ def test_a_prepared_statements_form_takes_its_literals_as_parameters(sql, templa
     form = prepared_form(sql)
     assert form is not None and form.template == template
     assert list(form.parameters) == values
+
+
+def test_executions_without_their_values_are_left_out_and_counted(tmp_path: Path):
+    from knoblab.capture.plan import VALUELESS
+
+    # A statement prepared before the log was on: the log shows ? for its values.
+    log = _general(tmp_path, _executes(10, "SELECT a FROM t WHERE id = ?",
+                                       "SELECT a FROM t WHERE id = 2", "SELECT '?' FROM t"))
+    plan = _workload(log).plan
+    assert plan.skipped == {VALUELESS: 1} and plan.statements == 2 and plan.prepared == 2

@@ -327,6 +327,18 @@ def prepared_form(sql: str) -> Prepared | None:
     return Prepared("".join(pieces), tuple(parameters))
 
 
+def without_values(sql: str) -> bool:
+    """Whether the statement holds placeholders where its values would be: how the logs show
+    the execution of a statement prepared while they were off (MariaDB writes a prepared
+    statement's values into the log only when the log was on as it was prepared)."""
+    if "?" not in sql:
+        return False
+    try:
+        return any(token.token_type == _T.PLACEHOLDER for token in _tokenizer.tokenize(sql))
+    except TokenError:
+        return False
+
+
 def _number(text: str) -> tuple[bytes, bytes]:
     if text.isdigit() and int(text) < _INT64:
         return INTEGER, int(text).to_bytes(8, "little", signed=True)

@@ -51,7 +51,12 @@ from typing import BinaryIO
 import numpy as np
 
 from knoblab.admin import forbidden
-from knoblab.capture.fingerprint import fingerprint, fingerprint_id, prepared_form
+from knoblab.capture.fingerprint import (
+    fingerprint,
+    fingerprint_id,
+    prepared_form,
+    without_values,
+)
 from knoblab.capture.logs import log_kind, read_log
 from knoblab.errors import UserError
 
@@ -95,6 +100,8 @@ _HINT = re.compile(r"/\*\+.*?\*/", re.DOTALL)  # optimizer hints: no calls in th
 _SET_UP = re.compile(r"\s*set\s+(?!global\b|@@global\.|password\b|role\b|default\s+role\b)",
                      re.IGNORECASE)
 _SET_UP_ONLY = "connections that only set up their session (SET NAMES …)"
+VALUELESS = ("executions of statements prepared before the log was on (it holds no values "
+             "for them)")
 _UNREADABLE = "/* unreadable */"  # what the fingerprint makes of a text it cannot read
 # Words a "(" follows that are no call: syntax, and the types of CAST and CONVERT.
 _SYNTAX = _words("""
@@ -359,6 +366,9 @@ class _Builder:
             if not text:
                 continue
             prepared = event.command == "Execute"
+            if prepared and without_values(text):
+                self._skip(VALUELESS)
+                continue
             why = forbidden(text)
             if why is not None:
                 self._skip(why)
