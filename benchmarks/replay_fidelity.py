@@ -7,9 +7,11 @@ and the verdicts.
         --table-size 100000 --threads 4 --seconds 20 --repetitions 3 --pools 16M 64M 256M
 
 1. A sandbox ("production") gets sysbench's tables (prepare).
-2. sysbench TEST runs THREADS threads (server-side prepared statements, sysbench's default),
-   and once its connections are open, `knoblab capture` takes SECONDS of it (the general log:
-   other connections are open) with its data (--data all), as a user would.
+2. `knoblab capture` takes SECONDS of sysbench TEST on THREADS threads with its data (--data
+   all), as a user would: with the text protocol (--db-ps-mode=disable), its connections
+   opened before the window (a pool); with --prepared, its server-side prepared statements,
+   its connections opened once the window is open (MariaDB logs a prepared statement's
+   values only when the log was on as it was prepared).
 3. knoblab runs sysbench itself (kind = "sysbench": the same test, threads, tables and
    duration) and the replay of the capture (kind = "replay" over the capture's dump, speed
    max) for each innodb_buffer_pool_size in POOLS, REPETITIONS server starts each.
@@ -40,6 +42,7 @@ name = "fidelity-sysbench"
 [workload]
 kind = "sysbench"
 test = "{test}"
+options = {options}
 threads = {threads}
 tables = {tables}
 table_size = {table_size}
@@ -78,13 +81,15 @@ user = "root"
 def sysbench(socket: str, args: argparse.Namespace, command: str,
              seconds: int = 0) -> list[str]:
     return ["sysbench", args.test, f"--threads={args.threads}", f"--time={seconds}",
+            f"--db-ps-mode={'auto' if args.prepared else 'disable'}",
+            "--rand-type=uniform",  # as knoblab runs sysbench (its rand_type default)
             f"--tables={args.tables}", f"--table-size={args.table_size}",
             f"--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest",
             "--db-driver=mysql", command]
 
 
 def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
-    """folder/cap: `knoblab capture` of sysbench's pooled, prepared load on a sandbox."""
+    """folder/cap: `knoblab capture` of sysbench's load on a sandbox."""
     binary = find_binary()
     with Sandbox(binary, base_template(binary, home) / "data",
                  {"innodb_buffer_pool_size": "256M"}, home=home) as server:
@@ -94,16 +99,33 @@ def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, s
         subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
         spec = folder / "production.toml"
         spec.write_text(PRODUCTION.format(socket=socket))
-        load = subprocess.Popen(sysbench(socket, args, "run", args.seconds + 600),
-                                stdout=subprocess.DEVNULL)
+        command = [sys.executable, "-m", "knoblab.cli", "capture", str(spec), "--for",
+                   f"{args.seconds}s", "--out", str(folder / "cap"), "--data", "all"]
+        load = None if args.prepared else subprocess.Popen(
+            sysbench(socket, args, "run", args.seconds + 600), stdout=subprocess.DEVNULL)
         try:
-            time.sleep(3)  # its connections open, its statements prepared: a pool
-            subprocess.run([sys.executable, "-m", "knoblab.cli", "capture", str(spec),
-                            "--for", f"{args.seconds}s", "--out", str(folder / "cap"),
-                            "--data", "all"], env=env, check=True)
+            if load is not None:
+                time.sleep(3)  # its connections open: a pool
+                subprocess.run([*command, "--log", "general"], env=env, check=True)
+                return
+            window = subprocess.Popen([*command, "--log", "general"], env=env)
+            while window.poll() is None and not _logging(server):
+                time.sleep(0.05)
+            load = subprocess.Popen(sysbench(socket, args, "run", args.seconds + 600),
+                                    stdout=subprocess.DEVNULL)
+            if window.wait() != 0:
+                raise SystemExit("the capture failed")
         finally:
-            load.kill()
-            load.wait()
+            if load is not None:
+                load.kill()
+                load.wait()
+
+
+def _logging(server: Sandbox) -> bool:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@general_log")
+        (row,) = cur.fetchall()
+        return bool(int(row[0]))
 
 
 def knoblab(folder: Path, spec: str, name: str, env: dict[str, str]) -> dict:
@@ -145,6 +167,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--pools", nargs="+", default=["16M", "64M", "256M"])
+    parser.add_argument("--prepared", action="store_true",
+                        help="server-side prepared statements (the pool opens in the window)")
     parser.add_argument("--keep", type=Path, help="keep the folder here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="knoblab-fidelity-") as temporary:
@@ -158,7 +182,9 @@ def main() -> None:
         capture(folder, home, args, env)
         log = json.loads((folder / "cap" / "capture.json").read_text())["log"]
         pools = json.dumps(args.pools)
-        measured = knoblab(folder, SYSBENCH_SPEC.format(**{**vars(args), "pools": pools}),
+        options = "{}" if args.prepared else '{ db-ps-mode = "disable" }'
+        measured = knoblab(folder, SYSBENCH_SPEC.format(**{**vars(args), "pools": pools,
+                                                           "options": options}),
                            "sysbench", env)
         replayed = knoblab(folder, REPLAY_SPEC.format(pools=pools,
                                                       repetitions=args.repetitions),

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from knoblab.capture.fingerprint import fingerprint_id
+from knoblab.errors import UserError
 from knoblab.workloads.base import WorkloadError
 from tests.test_hardening_replay import _general, _shop, _sql, _workload
 
@@ -211,3 +212,62 @@ def test_executions_without_their_values_are_left_out_and_counted(tmp_path: Path
                                        "SELECT a FROM t WHERE id = 2", "SELECT '?' FROM t"))
     plan = _workload(log).plan
     assert plan.skipped == {VALUELESS: 1} and plan.statements == 2 and plan.prepared == 2
+
+
+# --- slices of a capture -------------------------------------------------------------------------
+
+def _timed(seconds: int, threads: tuple[int, ...], late: tuple[int, ...] = (),
+           joining: int = 0) -> str:
+    """A connection for each thread, then one statement a second from each, for `seconds`;
+    the `late` threads connect at `joining` seconds and go on alike."""
+    lines = []
+    for second in range(seconds):
+        entries = [f"{t} Connect\troot@localhost on shop using Socket"
+                   for t in (threads if second == 0 else late if second == joining else ())]
+        entries += [f"{t} Query\tSELECT a FROM t WHERE id = {second % 3 + 1}"
+                    for t in threads + (late if second >= joining else ())]
+        for index, entry in enumerate(entries):
+            head = f"261125  5:00:{second:02d}\t" if index == 0 else "\t\t"
+            lines.append(f"{head}    {entry}\n")
+    return "".join(lines)
+
+
+def test_a_slice_replays_the_first_seconds_or_a_share_of_the_sessions(sandbox, tmp_path: Path):
+    _shop(sandbox)
+    # Four connections from the start for 10 s; two more that begin at 6 s.
+    log = _general(tmp_path, _timed(10, (10, 11, 12, 13), late=(20, 21), joining=6))
+    whole = _workload(log)
+    assert whole.plan.sessions == 6 and whole.plan.statements == 48
+    first = _workload(log, slice="3s")
+    assert first.slice is not None and len(first.replayed_sessions()) == 4
+    assert any("the first 3 s (4 of its 6 sessions)" in note for note in first.warnings)
+    # The sessions begun by then, each up to then: 0, 1, 2 and 3 s.
+    assert first.replay(sandbox).details["statements"] == 4 * 4
+    half = _workload(log, slice="50%")
+    assert list(half.replayed_sessions()) == [0, 2, 5]  # spread over the capture, whole
+    assert half.replay(sandbox).details["statements"] == 10 + 10 + 4
+    assert half.describe()["slice"] == {"share": 0.5}
+    # The tune's cheap measurement: the same replay, sliced.
+    assert whole.sliced(first.slice).replay(sandbox).details["statements"] == 16
+
+
+@pytest.mark.parametrize(("raw", "said"), [
+    ("0%", "a share of the sessions is a percentage above 0 and at most 100"),
+    ("150%", "a share of the sessions is a percentage above 0 and at most 100"),
+    ("half", "is not a duration"),
+    (-3, "is not a duration"),
+])
+def test_a_bad_slice_is_one_line(tmp_path: Path, raw: object, said: str):
+    log = _general(tmp_path, _timed(3, (10,)))
+    with pytest.raises(UserError, match=said):
+        _workload(log, slice=raw)
+
+
+def test_a_log_without_times_is_sliced_by_its_sessions_only(tmp_path: Path):
+    log = tmp_path / "untimed.log"
+    log.write_text("/usr/sbin/mariadbd, Version: 10.11.19-MariaDB. started with:\n"
+                   "Tcp port: 0  Unix socket: /tmp/x.sock\nTime\t\t    Id Command\tArgument\n"
+                   "\t\t    10 Query\tSELECT 1\n\t\t    11 Query\tSELECT 2\n")
+    with pytest.raises(UserError, match="the log holds no times to cut it by; give a share"):
+        _workload(log, slice="10s")
+    assert len(_workload(log, slice="50%").replayed_sessions()) == 1

@@ -9,6 +9,7 @@
 --   KNOBLAB_REPLAY_SOCKET, KNOBLAB_REPLAY_USER, KNOBLAB_REPLAY_DATABASE (may be empty)
 --   KNOBLAB_REPLAY_SPEED    "max" or "original"
 --   KNOBLAB_REPLAY_PREPARED "0": what the application prepared runs as text too
+--   KNOBLAB_REPLAY_UNTIL    seconds: a slice, each session ending at its first record after
 -- Sessions are taken in order from sessions.bin (the plan's index: file, offset, length,
 -- first, last, statements), the next one by whichever thread is free, through a counter in
 -- the file `next` under flock. Each thread writes, as it goes, times-<thread>.bin (class,
@@ -123,6 +124,8 @@ if database == "" then database = nil end
 local original = os.getenv("KNOBLAB_REPLAY_SPEED") == "original"
 -- Statements the application prepared are prepared again, unless told not to.
 local use_prepared = os.getenv("KNOBLAB_REPLAY_PREPARED") ~= "0"
+-- A slice of the capture: each session ends at its first record captured after this.
+local slice_end = tonumber(os.getenv("KNOBLAB_REPLAY_UNTIL") or "")
 
 local now_spec = ffi.new("knoblab_timespec")
 
@@ -396,7 +399,7 @@ function thread_run(thread_id)
     local prepared, numbered = {}, 0 -- the session's prepared statements, by their number
     while true do
       local kind, offset, text, length = records:next()
-      if kind == nil then break end
+      if kind == nil or (slice_end and offset > slice_end) then break end
       if kind == PREPARE then
         if use_prepared then prepared[numbered] = prepare(conn, text, length) end
         numbered = numbered + 1

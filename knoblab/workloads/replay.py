@@ -42,6 +42,7 @@ a replay measures the server rather than its client. `client_cpu_seconds` agains
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import select
@@ -70,7 +71,7 @@ from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
 from knoblab.server.dumping import ends_with_parent
 from knoblab.stats import Summary
-from knoblab.units import format_duration
+from knoblab.units import format_duration, parse_duration
 from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
     Headline,
@@ -96,6 +97,52 @@ BEHIND_LIMIT = 1.0
 
 
 @dataclass(frozen=True)
+class Slice:
+    """A part of the capture replayed in place of all of it, for a cheaper measurement: its
+    first `seconds` (the sessions begun by then, each up to then), or a `share` of its
+    sessions spread evenly over it (whole sessions: the statement mix of each kept)."""
+
+    seconds: float | None = None
+    share: float | None = None
+
+    @classmethod
+    def from_spec(cls, raw: object, plan: Plan) -> Slice:
+        if isinstance(raw, str) and raw.strip().endswith("%"):
+            try:
+                share = float(raw.strip()[:-1]) / 100
+            except ValueError:
+                share = math.nan
+            if not 0 < share <= 1:
+                raise UserError(f"[workload] slice = {raw!r}: a share of the sessions is a "
+                                "percentage above 0 and at most 100, e.g. \"25%\"")
+            return cls(share=share)
+        seconds = parse_duration(raw, "[workload] slice")
+        if plan.span is None:
+            raise UserError(f"[workload] slice = {raw!r}: the log holds no times to cut it "
+                            "by; give a share of its sessions instead, e.g. slice = \"25%\"")
+        return cls(seconds=seconds)
+
+    def sessions(self, plan: Plan) -> np.ndarray:
+        """The plan's sessions in the slice, by their index (in the order they began)."""
+        count = plan.sessions
+        if self.seconds is not None:
+            return np.flatnonzero(plan.index["first"] <= self.seconds)
+        kept = max(1, round(count * (self.share or 1.0)))
+        return np.unique(np.linspace(0, count - 1, kept).round().astype(int))
+
+    def said(self, plan: Plan) -> str:
+        kept = len(self.sessions(plan))
+        if self.seconds is not None:
+            return (f"the first {format_duration(self.seconds)} ({kept:,} of its "
+                    f"{plan.sessions:,} sessions)")
+        return f"{self.share:.0%} of the sessions ({kept:,} of {plan.sessions:,})"
+
+    def describe(self) -> dict[str, float]:
+        return {"seconds": self.seconds} if self.seconds is not None else \
+            {"share": float(self.share or 1.0)}
+
+
+@dataclass(frozen=True)
 class ReplayWorkload(Timed):
     """A captured log's sessions replayed; the measurement is the replay's wall time (speed
     max) or its statements' total time (speed original)."""
@@ -103,7 +150,8 @@ class ReplayWorkload(Timed):
     kind: ClassVar[str] = "replay"
     parameters: ClassVar[tuple[str, ...]] = ()
     keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "log", "speed", "sessions", "max_failing", "timeout", "prepared"}) | Rounds.KEYS
+        {"kind", "log", "speed", "sessions", "max_failing", "timeout", "prepared", "slice"}) \
+        | Rounds.KEYS
 
     log: Path
     plan: Plan
@@ -112,6 +160,7 @@ class ReplayWorkload(Timed):
     max_failing: float = 0.05  # of a class's statements, on the first measurement
     timeout: float = 3600.0
     prepared: bool = True  # what the application prepared is prepared again
+    slice: Slice | None = None  # a part of the capture replayed in place of all of it
     rounds: Rounds = Rounds()
     data: Dataset | None = None  # [dataset] (a dump); None: an empty server
     warnings: tuple[str, ...] = ()
@@ -126,13 +175,25 @@ class ReplayWorkload(Timed):
 
     @property
     def least_seconds(self) -> float:
-        """At speed original a measurement keeps the log's pace: it lasts the log's span."""
-        return float(self.plan.span or 0.0) if self.speed == "original" else 0.0
+        """At speed original a measurement keeps the log's pace: it lasts the log's span (or
+        its slice's)."""
+        if self.speed != "original":
+            return 0.0
+        span = float(self.plan.span or 0.0)
+        return min(span, self.slice.seconds) if self.slice and self.slice.seconds else span
 
     @property
     def workers(self) -> int:
-        """Sessions replayed at once: no more than the log holds."""
-        return min(self.sessions, self.plan.sessions)
+        """Sessions replayed at once: no more than the log (or its slice) holds."""
+        return min(self.sessions, len(self.replayed_sessions()))
+
+    def replayed_sessions(self) -> np.ndarray:
+        """The plan's sessions this replay runs, by their index: all, or its slice's."""
+        return self.slice.sessions(self.plan) if self.slice else np.arange(self.plan.sessions)
+
+    def sliced(self, part: Slice | None) -> ReplayWorkload:
+        """This replay of a part of the capture (None: the whole)."""
+        return dataclasses.replace(self, slice=part, _first=self._first)
 
     # -- the spec -----------------------------------------------------------------------------
 
@@ -185,6 +246,10 @@ class ReplayWorkload(Timed):
                          "most will fail; give the data they ran on with [dataset] dump")
         prepared = section.flag(workload, "prepared", "workload") \
             if "prepared" in workload else True
+        part = Slice.from_spec(workload["slice"], plan) if "slice" in workload else None
+        if part is not None:
+            notes.append(f"slice = {workload['slice']!r}: {part.said(plan)} of the capture is "
+                         "replayed, not all of it")
         if plan.source == "slow":
             notes.append("a slow log does not say which statements the application prepared: "
                          "every statement is replayed as text (the general log says)")
@@ -199,7 +264,7 @@ class ReplayWorkload(Timed):
                          "replayed at once (set [workload] sessions to change it)")
         return cls(
             log=log, plan=plan, speed=speed, sessions=sessions, max_failing=max_failing,
-            prepared=prepared,
+            prepared=prepared, slice=part,
             timeout=timeout, rounds=Rounds.from_spec(workload), data=data, warnings=tuple(notes),
             swept_connections=tuple(sweep.get("max_connections", ())),
             sessions_given="sessions" in workload)
@@ -402,12 +467,14 @@ class ReplayWorkload(Timed):
             "kind": "replay",
             "title": f"replay of {self.log.name}: {plan.statements:,} statements, "
                      f"{len(plan.classes)} classes, {plan.sessions:,} sessions "
-                     f"({self.sessions} at once), speed {self.speed}",
+                     f"({self.sessions} at once), speed {self.speed}"
+                     + (f"; a slice: {self.slice.said(plan)}" if self.slice else ""),
             "log": str(self.log),
             "speed": self.speed,
             "sessions": self.sessions,
             "max_failing": self.max_failing,
             "prepared": self.prepared,
+            **({"slice": self.slice.describe()} if self.slice else {}),
             "timeout": self.timeout,
             "plan": self.plan.summary(),
             "classes": [{"id": c.id, "fingerprint": c.fingerprint, "count": c.count,
@@ -567,14 +634,17 @@ class _Replay:
         """The replay, to its end; WorkloadError when the client fails or the timeout
         passes."""
         (self.out / "files.txt").write_text("".join(f"{name}\n" for name in self.plan.files))
-        (self.out / "sessions.bin").write_bytes(self.plan.index.tobytes())
+        (self.out / "sessions.bin").write_bytes(
+            self.plan.index[self.workload.replayed_sessions()].tobytes())
         (self.out / "next").write_bytes(bytes(8))
         env = {**os.environ, "KNOBLAB_REPLAY_PLAN": str(self.plan.folder),
                "KNOBLAB_REPLAY_OUT": str(self.out), "KNOBLAB_REPLAY_SOCKET": self.socket,
                "KNOBLAB_REPLAY_USER": DATA_USER,
                "KNOBLAB_REPLAY_DATABASE": self.workload.dataset({}).workload_database or "",
                "KNOBLAB_REPLAY_SPEED": self.workload.speed,
-               "KNOBLAB_REPLAY_PREPARED": "1" if self.workload.prepared else "0"}
+               "KNOBLAB_REPLAY_PREPARED": "1" if self.workload.prepared else "0",
+               "KNOBLAB_REPLAY_UNTIL": str(part.seconds) if (part := self.workload.slice)
+               and part.seconds is not None else ""}
         with (self.out / "client.out").open("wb") as output:
             self.process = subprocess.Popen(
                 [client_binary(), str(CLIENT_SCRIPT), f"--threads={self.threads}", "--time=0",

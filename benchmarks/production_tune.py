@@ -1,0 +1,162 @@
+"""Does knoblab's answer for production make production faster? The README's four steps on a
+server whose configuration is not the default, then its recommendation measured on that
+server's own load, before against after.
+
+    .venv/bin/python benchmarks/production_tune.py --pool 32M --tables 4 --table-size 100000 \
+        --threads 4 --capture 20 --budget 20m --seconds 20 --rounds 5
+
+1. "Production": a sandbox started with innodb_buffer_pool_size = POOL (its data is larger),
+   holding sysbench's tables, running sysbench oltp_read_write on THREADS connections opened
+   before the capture (a pool; the text protocol, as most drivers send statements).
+2. `knoblab capture production.toml --for CAPTURE --data all`: the statements, the data and a
+   spec whose [server.config] is production's configuration.
+3. `knoblab tune cap/spec.toml --budget BUDGET` (knobs = "auto", as the capture wrote it).
+4. The recommendation (recommended.cnf) against production's configuration on production's
+   own load: knoblab runs sysbench (the same test, tables and threads, SECONDS a run) on
+   servers configured as production, with and without the recommended settings ([[step]]),
+   ROUNDS server starts each, alternating.
+Printed: what the capture held, the recommendation, and the before/after table with the
+step's ratio and its interval. Everything runs in a temporary KNOBLAB_HOME and store (--keep
+keeps the folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+from knoblab.server.binary import find_binary
+from knoblab.server.sandbox import Sandbox, base_template
+
+PRODUCTION = """\
+name = "production"
+[server]
+kind = "external"
+socket = "{socket}"
+user = "root"
+"""
+
+CHECK = """\
+name = "production-before-after"
+[server.config]
+{production}
+[workload]
+kind = "sysbench"
+test = "oltp_read_write"
+threads = {threads}
+tables = {tables}
+table_size = {table_size}
+duration = {seconds}
+repetitions = {rounds}
+options = {{ db-ps-mode = "disable" }}
+
+[[step]]
+{recommended}
+"""
+
+
+def sysbench(socket: str, args: argparse.Namespace, command: str,
+             seconds: int = 0) -> list[str]:
+    return ["sysbench", "oltp_read_write", f"--threads={args.threads}", f"--time={seconds}",
+            "--db-ps-mode=disable", f"--tables={args.tables}",
+            f"--table-size={args.table_size}", f"--mysql-socket={socket}",
+            "--mysql-user=root", "--mysql-db=sbtest", "--db-driver=mysql", command]
+
+
+def knoblab(folder: Path, env: dict[str, str], *args: str) -> None:
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
+                    f"sqlite:///{folder / 'store.sqlite'}", *args], env=env, check=True)
+    print(f"[knoblab {args[0]}: {time.monotonic() - began:,.0f} s]", flush=True)
+
+
+def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+    binary = find_binary()
+    with Sandbox(binary, base_template(binary, home) / "data",
+                 {"innodb_buffer_pool_size": args.pool}, home=home) as server:
+        socket = str(server.socket)
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("CREATE DATABASE sbtest")
+        subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
+        spec = folder / "production.toml"
+        spec.write_text(PRODUCTION.format(socket=socket))
+        load = subprocess.Popen(sysbench(socket, args, "run", args.capture + 900),
+                                stdout=subprocess.DEVNULL)
+        try:
+            time.sleep(5)  # the pool open, the load running
+            knoblab(folder, env, "capture", str(spec), "--for", f"{args.capture}s", "--out",
+                    str(folder / "cap"), "--data", "all")
+        finally:
+            load.kill()
+            load.wait()
+
+
+def recommended(path: Path) -> dict[str, str]:
+    """The settings of a recommended.cnf ([mysqld]: name = value lines)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "=" in line and not line.startswith("["):
+            name, value = (part.strip() for part in line.split("=", 1))
+            found[name.replace("-", "_")] = value
+    return found
+
+
+def toml_lines(settings: dict[str, str]) -> str:
+    return "\n".join(f"{name} = {json.dumps(value)}" for name, value in settings.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool", default="32M")
+    parser.add_argument("--tables", type=int, default=4)
+    parser.add_argument("--table-size", type=int, default=100_000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--capture", type=int, default=20, help="seconds")
+    parser.add_argument("--budget", default="20m")
+    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="keep the folder here")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="knoblab-production-") as temporary:
+        folder = args.keep or Path(temporary)
+        folder.mkdir(parents=True, exist_ok=True)
+        home = folder / "home"
+        home.mkdir(exist_ok=True)
+        env = {**os.environ, "KNOBLAB_HOME": str(home)}
+        env.pop("KNOBLAB_STORE", None)
+        os.environ["KNOBLAB_HOME"] = str(home)
+        capture(folder, home, args, env)
+        summary = json.loads((folder / "cap" / "capture.json").read_text())
+        production = tomllib.loads((folder / "cap" / "spec.toml").read_text())["server"][
+            "config"]
+        knoblab(folder, env, "tune", str(folder / "cap" / "spec.toml"), "--budget",
+                args.budget, "--out", str(folder / "study"))
+        advice = recommended(folder / "study" / "recommended.cnf")
+        print(f"capture: {summary['log']}")
+        print(f"production's configuration: {production}")
+        print(f"recommended: {advice or 'nothing (keep the current configuration)'}")
+        if not advice:
+            return
+        check = folder / "check.toml"
+        check.write_text(CHECK.format(**vars(args), production=toml_lines(production),
+                                      recommended=toml_lines(advice)))
+        knoblab(folder, env, "run", str(check), "--out", str(folder / "check"), "--json",
+                str(folder / "check.json"))
+        result = json.loads((folder / "check.json").read_text())
+        for point in result["points"]:
+            print(f"{point.get('label') or point['settings']}: {point['mean']:,.1f} tps "
+                  f"[{point.get('ci_low', 0):,.1f}-{point.get('ci_high', 0):,.1f}] "
+                  f"{point.get('verdict', '')}")
+        print(result["conclusion"].get("text", ""))
+
+
+if __name__ == "__main__":
+    main()
