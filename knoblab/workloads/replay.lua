@@ -100,7 +100,7 @@ local CLIENT_FLAGS = 65536 + 131072 -- CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RE
 local LOST = { [2006] = true, [2013] = true, [2055] = true, [1927] = true }
 local STOPPED = 2 ^ 52 -- the counter's value once a thread failed: no session is taken after
 local CHUNK = 1048576 -- bytes of a session's records read at once
-local BUFFERED = 65536 -- statement times kept before they are written out
+local BUFFERED = 8192 -- statement times kept before they are written out (64 KiB a thread)
 local STOP_EVERY = 1024 -- statements between two looks at the counter
 
 local RECORD = ffi.sizeof("knoblab_record")
@@ -223,7 +223,7 @@ function thread_run(thread_id)
   local times_file = assert(io.open(string.format("%s/times-%d.bin", out, thread_id), "wb"))
   local late_file = original and
       assert(io.open(string.format("%s/late-%d.bin", out, thread_id), "wb"))
-  local lates = ffi.new("double[?]", BUFFERED)
+  local lates = original and ffi.new("double[?]", BUFFERED)
   local late_count = 0
   local rows, sums, unsent, errors, uses = {}, {}, {}, {}, {}
   local as_text = {} -- executions of a prepared statement the server would not prepare
