@@ -8,11 +8,9 @@ to a host (its name, its serial numbers), so that identical machines have identi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -115,31 +113,3 @@ def _virtualisation() -> str:
         return "unknown"
     return "virtual machine" if " hypervisor" in flags else "none"
 
-
-@contextlib.contextmanager
-def client_apart(server_pid: int | None) -> Iterator[dict[str, str]]:
-    """Around one measurement: the calling thread, and every client it starts (threads and
-    programs inherit it), kept off the CPUs the server is confined to ([machine] cpus puts a
-    sandbox on the first ones), when any are left; so that the client does not take the
-    server's CPUs from it. Yields where each ran, for the measurement's details: the server's
-    CPUs and the client's (the same ones when the server may use them all)."""
-    from knoblab.server.cgroups import format_cpu_list
-
-    mine = os.sched_getaffinity(0)
-    try:
-        server = os.sched_getaffinity(server_pid) if server_pid else None
-    except OSError:  # gone, or another user's: where it runs is not known here
-        server = None
-    if server is None:
-        yield {}
-        return
-    apart = mine - server
-    where = {"server_cpus": format_cpu_list(server), "client_cpus": format_cpu_list(apart or mine)}
-    if not apart:
-        yield where
-        return
-    os.sched_setaffinity(0, apart)
-    try:
-        yield where
-    finally:
-        os.sched_setaffinity(0, mine)

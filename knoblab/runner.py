@@ -37,10 +37,10 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import STOP, BudgetTooShort, UserError, stop_here
-from knoblab.machine import client_apart
 from knoblab.machine import describe as describe_machine
 from knoblab.results import build_results
 from knoblab.server import Data, NoSpace, ServerRefused, Tampered, Target
+from knoblab.server.cgroups import client_apart
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import SettingRefused, set_globals
 from knoblab.server.shape import Shape

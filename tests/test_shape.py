@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from knoblab.errors import UserError
-from knoblab.machine import client_apart
-from knoblab.server.cgroups import format_cpu_list
+from knoblab.server.cgroups import client_apart, format_cpu_list
 from knoblab.server.sandbox import Sandbox, base_template, reap_orphans
 from knoblab.server.shape import Shape
 from knoblab.spec import parse_spec

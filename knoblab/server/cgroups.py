@@ -651,3 +651,30 @@ def reap_left_behind(alive: Callable[[int], bool], root: Path = Path("/")) -> in
     except UserError:
         return 0
     return reap(hierarchy, alive)
+
+
+@contextlib.contextmanager
+def client_apart(server_pid: int | None) -> Iterator[dict[str, str]]:
+    """Around one measurement: the calling thread, and every client it starts (threads and
+    programs inherit it), kept off the CPUs the server is confined to ([machine] cpus puts a
+    sandbox on the first ones), when any are left; so that the client does not take the
+    server's CPUs from it. Yields where each ran, for the measurement's details: the server's
+    CPUs and the client's (the same ones when the server may use them all)."""
+    mine = os.sched_getaffinity(0)
+    try:
+        server = os.sched_getaffinity(server_pid) if server_pid else None
+    except OSError:  # gone, or another user's: where it runs is not known here
+        server = None
+    if server is None:
+        yield {}
+        return
+    apart = mine - server
+    where = {"server_cpus": format_cpu_list(server), "client_cpus": format_cpu_list(apart or mine)}
+    if not apart:
+        yield where
+        return
+    os.sched_setaffinity(0, apart)
+    try:
+        yield where
+    finally:
+        os.sched_setaffinity(0, mine)
