@@ -345,9 +345,9 @@ def test_tune_query_mix(tmp_path: Path, knoblab_home: Path):
                        command="tune", replace=QUERY_MIX_SMALLER, extra=("--budget", "6s"))
     assert first["trials"][0]["state"] == "baseline" and first["trials"][0]["changes"] == {}
     assert all(t["rounds"] >= 2 for t in first["trials"] if t["state"] == "scored")
-    # The budget counts both invocations: the second is given what the first spent and more,
-    # however long a trial takes on this machine.
-    budget = f"{math.ceil(first['spent_seconds']) + 10}s"
+    # The budget counts both invocations: the second is given what the first spent and as
+    # much again (and 10 s), room for a trial as long as the first's, however busy the machine.
+    budget = f"{2 * math.ceil(first['spent_seconds']) + 10}s"
     proc, again, _ = _run("tune-query-mix", QUERY_MIX_SEARCH, tmp_path, knoblab_home,
                           command="tune", replace=QUERY_MIX_SMALLER, extra=("--budget", budget))
     earlier = {t["number"]: t["changes"] for t in first["trials"]}
