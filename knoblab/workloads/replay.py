@@ -50,6 +50,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -723,25 +724,24 @@ class _Replay:
         seconds = np.split(times["seconds"][order].astype("f8"), starts[1:]) if kinds.size \
             else []
         timed = {int(kind): part for kind, part in zip(kinds, seconds, strict=True)}
-        figures: dict[int, dict[str, Any]] = {}
+        figures: defaultdict[int, dict[str, Any]] = defaultdict(
+            lambda: {"rows": 0, "checksum": 0, "unsent": 0, "errors": {}})
         as_text: dict[int, int] = {}
         for thread in threads:
             for kind, (rows, checksum, unsent) in thread["class"].items():
-                into = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
-                                                 "errors": {}})
+                into = figures[kind]
                 into["rows"] += rows
                 into["checksum"] = (into["checksum"] + checksum) % _CHECKSUM_MOD
                 into["unsent"] += unsent
             for kind, n in thread["astext"].items():
                 as_text[kind] = as_text.get(kind, 0) + n
             for (kind, code), n in thread["error"].items():
-                errors = figures.setdefault(kind, {"rows": 0, "checksum": 0, "unsent": 0,
-                                                   "errors": {}})["errors"]
+                errors = figures[kind]["errors"]
                 errors[code] = errors.get(code, 0) + n
         out: dict[str, dict[str, Any]] = {}
         for kind in sorted(k for k in set(figures) | set(timed) if k >= 0):
             part = timed.get(kind, np.empty(0))
-            found = figures.get(kind, {"rows": 0, "checksum": 0, "unsent": 0, "errors": {}})
+            found = figures[kind]
             p50, p95, p99 = (float(v) for v in np.quantile(part, [0.5, 0.95, 0.99])) \
                 if part.size else (0.0, 0.0, 0.0)
             out[self.plan.classes[kind].id] = {
