@@ -106,19 +106,22 @@ def changes(result: TuneResult) -> dict[str, str]:
 
 
 def claim(result: TuneResult) -> Validation | None:
-    """The measurement against the baseline that a recommendation carries: the validated
-    candidate's when all of it is recommended (or nothing is); else the recommendation's own
-    (`result.confirmation`, made of exactly its settings); None when a recommendation that is
+    """The measurement against the baseline that a recommendation carries: the
+    recommendation's own confirmation (`result.confirmation`, exactly its settings, measured
+    again after it was chosen) when there is one; else the validated candidate's when all of
+    it is recommended (or nothing is); None when a recommendation that is
     not the validated candidate was not measured as itself: the validated figure is then
     another configuration's, and must be said to be."""
     chosen = result.recommended
     if chosen is None:
         return None
     wanted = searched(changes(result))
+    own = result.confirmation
+    if own is not None and own.trial.changes == wanted:
+        return own  # measured again, in a run that played no part in choosing it
     if not wanted or wanted == chosen.trial.changes:
         return chosen
-    own = result.confirmation
-    return own if own is not None and own.trial.changes == wanted else None
+    return None
 
 
 def unseen(result: TuneResult) -> dict[str, str]:

@@ -12,7 +12,6 @@ here too: knoblab.search makes them, knoblab.report reads them without the searc
 from __future__ import annotations
 
 import math
-import statistics as pystatistics
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -818,15 +817,15 @@ class TrialOutcome(_Record):
         return None if self.score is None else math.expm1(-self.score)
 
     def interval(self, confidence: float = 0.95) -> tuple[float, float] | None:
-        """The gain's interval from the spread of the per-block ratios (t-based)."""
+        """The gain's interval from the spread of the per-block ratios (t-based), widened
+        where neighbouring blocks are alike (drift between minutes: stats.drifting_mean_
+        interval)."""
         if len(self.ratios) < 2:
             return None
-        from scipy import stats as sps
+        from knoblab.stats import drifting_mean_interval
 
-        spread = pystatistics.stdev(self.ratios) / math.sqrt(len(self.ratios))
-        t = float(sps.t.ppf(0.5 + confidence / 2, len(self.ratios) - 1))
-        mean = pystatistics.fmean(self.ratios)
-        return math.expm1(-(mean + t * spread)), math.expm1(-(mean - t * spread))
+        mean, half = drifting_mean_interval(self.ratios, confidence)
+        return math.expm1(-(mean + half)), math.expm1(-(mean - half))
 
 
 @dataclass(frozen=True)
@@ -845,6 +844,9 @@ class Validation(_Record):
     # candidates, and a sequential look's boundary), so that the interval shown says what the
     # verdict says.
     confidence: float = 0.95
+    # Cores other programs kept busy, on the average, while it was measured (the last of its
+    # runs, when one beside other load was measured again); None: not measured.
+    others_load: float | None = None
 
 
 @dataclass(frozen=True)

@@ -501,6 +501,24 @@ def _check_not_fixed(catalog: Catalog, configs: list[Settings]) -> None:
                                 "measured; leave it at its default")
 
 
+def read_back(spec: Spec, home: Path, store: Store, listener: Listener,
+              open_servers: OpenTargets = open_servers) -> tuple[Settings, Settings]:
+    """A one-step spec's step, read back twice, nothing measured: on a server started with
+    it, and on one started with the base alone and given the step in place (SET GLOBAL).
+    Where the two differ, a change in place is not what a start makes of the setting."""
+    prepared = prepare(spec, home, listener, store, open_servers=open_servers)
+    requested, config = prepared.points[-1]
+    target = prepared.target(requested)
+    base = prepared.plans[prepared.label(requested)].base
+    data, shape = prepared.data(requested), spec.shape(requested)
+    with target.configured({**base, **config}, data, shape) as (server, _):
+        at_start = server.global_values(list(config))
+    with target.configured(base, data, shape) as (server, _):
+        set_globals(server.connect, target.catalog, config)
+        in_place = server.global_values(list(config))
+    return at_start, in_place
+
+
 # --- runs -----------------------------------------------------------------------------------
 
 

@@ -219,6 +219,8 @@ class RunInfo:
     machine: dict[str, str] = field(default_factory=dict)
     knoblab_version: str = ""  # of the knoblab that measured it
     study: str | None = None  # the tuning study it was measured for (a trial, a validation)
+    # Cores other programs kept busy on the average while it ran (a tune's validations)
+    others_load: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

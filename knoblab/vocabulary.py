@@ -103,6 +103,7 @@ class OutcomeState(StrEnum):
     BASELINE = "baseline"  # the baseline itself
     REFUSED = "refused"  # never run: unsafe or impossible
     FAILED = "failed"  # the server said no
+    PRUNED = "pruned"  # measured briefly, and stopped there: not among the best at its rung
 
 
 class Experiment(StrEnum):

@@ -198,7 +198,7 @@ def test_a_step_that_changes_a_leader_set_in_the_base_moves_its_follower(monkeyp
     # The same in a trial when the leader is also in [server.config].
     source = ('[server.config]\nsort_buffer_size = "4M"\n' + source)
     spec = parse_spec(tomllib.loads(source), source=source)
-    trial = runner.plan_points(_trial_spec(spec, {"sort_buffer_size": str(8 * MB)}, 2, 1),
+    trial = runner.plan_points(_trial_spec(spec, [{"sort_buffer_size": str(8 * MB)}], 2, 1),
                                {"": fakes.fake_catalog()})[""].points
     assert trial[1].config["read_buffer_size"] == str(8 * MB)
 
@@ -246,7 +246,7 @@ def test_a_reduction_moves_each_setting_with_its_ties_and_recommends_them(three_
 
     trials = optuna.load_study(study_name="tied", storage=beside(store)).trials
     checks = [r["id"] for r in store.list_runs(limit=None)
-              if not re.search(r": trial \d+$", r["name"])]
+              if not re.search(r": trials? \d+", r["name"])]
     assert checks  # the validation's and the reduction's runs
     measured = seconds_spent(trials) + \
         sum(runner.measuring_seconds(store.trials(r)) for r in checks)
@@ -290,7 +290,7 @@ def test_a_recommended_cnf_applied_to_a_fresh_sandbox_is_the_measured_configurat
     from knoblab.spec import load_spec
 
     spec = load_spec(EXAMPLES / example)
-    plan = runner.plan_points(_trial_spec(spec, changes, 2, 1), {"": catalog})[""]
+    plan = runner.plan_points(_trial_spec(spec, [changes], 2, 1), {"": catalog})[""]
     measured = {**plan.base, **plan.points[1].config}
     assert set(measured) >= set(changes)
     result = _result(changes, base=spec.base_settings(catalog), tied=spec.tied)
@@ -521,23 +521,25 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
     assert again.confirmation == own and len(store.list_runs(limit=None)) == runs
 
 
-def test_a_reduced_recommendation_validated_as_another_candidate_takes_that_validation(
+def test_a_recommendation_chosen_among_several_validations_is_measured_again(
         one_dropped, tmp_path: Path):
-    """Two candidates validated, one of them exactly the reduced configuration: its
-    validation measured it against the baseline already, and no run is added."""
+    """Two candidates validated, the best of them kept: its validation is the luckier of
+    two, so the gain claimed comes from a run of its own made after the choice (a fresh
+    measurement), even when the reduced configuration is exactly another candidate's."""
     store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
     source = ONE_DROPPED.replace("VALIDATE", "2")
     spec = parse_spec(tomllib.loads(source), source=source)
     listener = TuneQuiet()
     result = tune(spec, store, tmp_path, listener, open_servers=fakes.open_fake)
-    assert recommend.settings(result) == {"sort_buffer_size": str(16 * MB)}, listener.said
-    same = next(v for v in result.validations
-                if v.trial.changes == {"sort_buffer_size": str(16 * MB)})
-    assert result.confirmation == same and recommend.claim(result) == same
-    assert not any("confirming" in line for line in listener.said)
-    assert tune_json(result)["recommended"]["gain"] == same.gain
-    assert f"(the validation of trial {same.trial.number}, exactly that configuration)" in \
-        "\n".join(reduction_lines(result))
+    wanted = {"sort_buffer_size": str(16 * MB)}
+    assert recommend.settings(result) == wanted, listener.said
+    assert len(result.validations) == 2, [(t.changes, t.state, t.error) for t in result.trials]
+    own = result.confirmation
+    assert own is not None and own.trial.changes == wanted
+    assert own.run_id not in {v.run_id for v in result.validations}
+    assert recommend.claim(result) == own
+    assert any(line.startswith("confirming the recommendation") for line in listener.said)
+    assert tune_json(result)["recommended"]["gain"] == own.gain
 
 
 def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_not_its_own(
@@ -564,13 +566,19 @@ def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_
     trial = TrialOutcome(1, dict(full), dict(full), "scored", -0.9, [-0.9] * 4, ("t",))
     chosen = Validation(trial, "v", "better", 1.5, (1.4, 1.6), 4)
     wanted = {"sort_buffer_size": str(16 * MB)}
-    assert proof.confirm(search, chosen, [chosen], wanted, 0.0) is None
+    assert proof.confirm(search, chosen, wanted, 0.0, False) is None
     assert not store.list_runs(limit=None)  # refused before anything ran
     said = listener.said[-1]
     assert said.startswith("the recommendation's own gain is not measured (the gain said is "
                            "trial 1's, with all its settings): the study's budget left")
-    # Nothing to confirm when all of the candidate is recommended.
-    assert proof.confirm(search, chosen, [chosen], dict(full), 0.0) is None
+    # Nothing to confirm when all of the candidate is recommended, the one validated.
+    said_before = len(listener.said)
+    assert proof.confirm(search, chosen, dict(full), 0.0, False) is None
+    assert len(listener.said) == said_before
+    # Chosen among several validations: measured again, here refused by the budget.
+    assert proof.confirm(search, chosen, dict(full), 0.0, True) is None
+    assert listener.said[-1].startswith("the recommendation is not measured again (the gain "
+                                        "said is its validation's, the best of several)")
 
     reduction = Reduction([Effect("sort_buffer_size", 1.0, (0.9, 1.1), True),
                            Effect("join_buffer_size", 0.25, (0.2, 0.3), False)], "r",

@@ -106,6 +106,10 @@ def trial_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
     changes = settings_text(outcome.changes)
     if outcome.state in NOT_RUN:
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
+    if outcome.state == OutcomeState.PRUNED:
+        n = len(outcome.ratios)
+        return (f"{changes}: {gain_text(outcome, direction)}, stopped by the pruner after "
+                f"{n} measurement{'' if n == 1 else 's'}")
     return f"{changes}: {gain_text(outcome, direction)}"
 
 
@@ -315,6 +319,12 @@ def claim_lines(result: TuneResult) -> list[str]:
         return []
     reduced = settings_text(recommend.searched(recommend.changes(result)))
     way = direction_of(result)
+    if own is not None and own.trial.changes == chosen.trial.changes:
+        return [f"{reduced}, the recommendation, measured again against the current "
+                "configuration, in a run that played no part in choosing it (its validation "
+                f"was the best of {len(result.validations)}, and so the luckiest): "
+                f"{validation_text(own, result)}; that is the gain claimed, not the "
+                f"{percent(chosen.gain, way)} its validation measured"]
     if own is not None:
         how = f"the validation of trial {own.trial.number}, exactly that configuration" \
             if any(v.run_id == own.run_id for v in result.validations) else "a run of its own"
@@ -362,8 +372,12 @@ def validation_words(v: Validation, min_effect: float) -> str:
 def validation_text(v: Validation, result: TuneResult) -> str:
     """"+25.4% (98.3% CI +23.7% to +27.1%), shown to help (3 rounds)": the gain, with its
     interval at the level the verdict was decided at, and the verdict."""
+    from knoblab.machine import BUSY_BESIDE
+
+    loud = f"; beside other programs keeping {v.others_load:.1f} core(s) busy, twice" \
+        if v.others_load is not None and v.others_load > BUSY_BESIDE else ""
     return (f"{gain_validated(v, result)}, {validation_words(v, result.min_effect)} "
-            f"({v.rounds} rounds)")
+            f"({v.rounds} rounds{loud})")
 
 
 def gain_validated(v: Validation, result: TuneResult | None = None) -> str:

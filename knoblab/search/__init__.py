@@ -32,6 +32,7 @@ from knoblab.search.loop import (
     ask_and_tell,
     check_trials,
     machine_memory,
+    warm_settings,
 )
 from knoblab.search.options import TuneOptions, goal_for
 from knoblab.search.space import auto_space, parse_space
@@ -114,6 +115,13 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                 study.enqueue_trial(params)
     search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
                     open_servers)
+    search.warm = warm_settings(search)
+    if search.warm:
+        cold = [n for n in space.names if n not in search.warm]
+        listener.message(f"warm trials: up to {options.batch} candidates per server start, "
+                         "each beside the baseline, in a shuffled order"
+                         + (f"; a candidate that changes {', '.join(cold)} gets starts of its "
+                            "own" if cold else ""))
     stopped = ask_and_tell(study, turn, search)
     outcomes = [o for o in (outcome_of(t, space, baseline) for t in study.trials) if o]
     validations, reduction, confirmation = validated(study, outcomes)
@@ -136,7 +144,9 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     # Importance: the ablation's, when the recommendation was reduced (each change measured);
     # else fANOVA over the trials measured within the constraint (an infeasible trial's value
     # is a stand-in), and the baseline's own place at 0.
-    feasible = {o.number for o in outcomes if o.feasible or o.state == OutcomeState.BASELINE}
+    # A pruned trial's value is its running mean when it was stopped.
+    feasible = {o.number for o in outcomes if o.feasible or o.state == OutcomeState.BASELINE
+                or (o.state == OutcomeState.PRUNED and (o.violation or 0.0) <= 0.0)}
     importance = importances(space, [(t.params, t.value) for t in study.trials
                                      if t.number in feasible and t.value is not None],
                              evaluator_for(None if reduction is None else reduction.effects))

@@ -14,6 +14,7 @@ import math
 import statistics
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -29,13 +30,13 @@ from knoblab.search.study import (
     beat,
     beating,
     checked_seconds,
-    complete_state,
     heartbeat_unwarned,
     new_trial,
     outcome_of,
     requeue_abandoned,
     seconds_spent,
     tell,
+    told_states,
     typical_trial,
     worker_name,
 )
@@ -62,78 +63,180 @@ class TuneListener(Protocol):
                budget_left: float | None, direction: Direction) -> None: ...
 
 
+@dataclass
+class Measuring:
+    """A trial of this worker's being measured, step after step: its configuration, the
+    log-ratios to the baseline so far (one per measurement), its runs and its share of their
+    wall time."""
+
+    trial: optuna.Trial
+    config: dict[str, str]
+    changes: dict[str, str]
+    warm: bool  # measured on a shared start, beside the baseline and other candidates
+    ratios: list[float] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    points: list[int] = field(default_factory=list)  # the candidate's point in each run
+    seconds: float = 0.0
+
+
 def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
-    """Trials asked of the study and measured until its trials or the search's share of the
-    budget are spent (every worker's together); each is stored as it ends. Returns why it
-    stopped: "trials", "budget", or "space" (no configuration left that is not measured)."""
+    """Trials asked of the study and measured, step by step, until its trials or the search's
+    share of the budget are spent (every worker's together); each is stored as it ends.
+    Returns why it stopped: "trials", "budget", or "space" (no configuration left that is not
+    measured).
+
+    A step measures every trial this worker holds once more: those whose settings need no
+    restart together on one server start, beside the baseline, in a shuffled order (warm);
+    the others each in a run of their own ([tune] rounds starts of the baseline and the
+    candidate). After each step, Optuna's pruner is told each trial's running mean and stops
+    those that are not among the best at their rung; a trial it keeps is complete after
+    [tune] max_rounds measurements. New trials fill the step up to [tune] batch."""
     import optuna
 
     options, space, baseline, listener = (search.options, search.space, search.baseline,
                                           search.listener)
     distributions = space.distributions()
+    active: list[Measuring] = []
     waiting = False
-    while True:
-        if STOP.is_set():
-            stop_here()
-        # The study's trial budget holds with several workers: each counts the trials taken
-        # (finished, or being measured by another) and takes its own in one turn; in it too,
-        # abandoned trials are failed and queued again (once, not by two workers at once).
-        with turn():
-            requeue_abandoned(study)
-            with heartbeat_unwarned():
-                optuna.storages.fail_stale_trials(study)
-            # Read once a trial: other workers add trials to the study meanwhile.
-            trials = study.trials
-            outcomes = [o for o in (outcome_of(t, space, baseline) for t in trials) if o]
-            spent = seconds_spent(trials) + checked_seconds(study)
-            finished = [t for t in trials if t.state == complete_state()]
-            taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
-            left = None if options.budget is None else options.budget * SEARCH_SHARE - spent
-            listener.searching(expected_trials(options.trials, len(finished), len(taken), left,
-                                               typical_trial(trials)), len(finished), left)
-            if len(finished) >= options.trials:
-                return "trials"
-            if left is not None and left <= typical_trial(trials):
-                return "budget"
-            trial = None
-            if len(finished) + len(taken) < options.trials:
-                with heartbeat_unwarned():
-                    trial = new_trial(study, distributions, space)
-                if trial is None:
-                    listener.message("every configuration of the space has been measured: "
-                                     "the search ends here")
-                    return "space"
+    step_seconds = 0.0
+    stopped: str | None = None
+    try:
+        with beating(study, lambda: [m.trial for m in active]):
+            while True:
+                if STOP.is_set():
+                    stop_here()
+                new: list[optuna.Trial] = []
+                # The study's trial budget holds with several workers: each counts the trials
+                # taken (told, or being measured by another) and takes its own in one turn;
+                # in it too, abandoned trials are failed and queued again (once, not by two
+                # workers at once).
+                with turn():
+                    requeue_abandoned(study)
+                    with heartbeat_unwarned():
+                        optuna.storages.fail_stale_trials(study)
+                    # Read once a step: other workers add trials to the study meanwhile.
+                    trials = study.trials
+                    outcomes = [o for o in (outcome_of(t, space, baseline) for t in trials)
+                                if o]
+                    spent = seconds_spent(trials) + checked_seconds(study) + \
+                        sum(m.seconds for m in active)
+                    finished = [t for t in trials if t.state in told_states()]
+                    taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+                    left = None if options.budget is None else \
+                        options.budget * SEARCH_SHARE - spent
+                    listener.searching(expected_trials(options.trials, len(finished),
+                                                       len(taken), left,
+                                                       typical_trial(trials)),
+                                       len(finished), left)
+                    if stopped is None and len(finished) >= options.trials:
+                        stopped = "trials"
+                    if stopped is None and left is not None and \
+                            left <= max(step_seconds, typical_trial(trials)):
+                        stopped = "budget"
+                    room = search.room(active) if stopped is None else 0
+                    while room > 0 and len(finished) + len(taken) + len(new) < options.trials:
+                        with heartbeat_unwarned():
+                            trial = new_trial(study, distributions, space)
+                        if trial is None:
+                            listener.message("every configuration of the space has been "
+                                             "measured: the search ends here")
+                            stopped = "space"
+                            break
+                        try:
+                            # Owned and beating before the turn ends: a trial being measured
+                            # is never one that no worker can tell abandoned.
+                            trial.set_user_attr("owner", worker_name())
+                            beat(study, trial)
+                        except BaseException:
+                            abandon(study, trial)
+                            raise
+                        new.append(trial)
+                        room -= 1
+                if stopped == "budget" and active:
+                    # No step fits in what is left: the trials being measured are told with
+                    # the measurements they have.
+                    for m in list(active):
+                        search.told(study, m, OutcomeState.SCORED, outcomes)
+                        active.remove(m)
+                if not active and not new:
+                    if stopped is not None:
+                        return stopped
+                    # The last trials are another worker's: its results are this search's
+                    # too (and its trial is queued again should that worker die).
+                    if not waiting:
+                        listener.message(f"the study's last {len(taken)} trial(s) are being "
+                                         "measured by another worker: waiting for them")
+                        waiting = True
+                    STOP.wait(WAIT)
+                    continue
+                began = time.monotonic()
                 try:
-                    # Owned and beating before the turn ends: a trial being measured is never
-                    # one that no worker can tell abandoned.
-                    trial.set_user_attr("owner", worker_name())
-                    beat(study, trial)
+                    active += search.admit(study, new, outcomes)
                 except BaseException:
-                    abandon(study, trial)
+                    for trial in new:
+                        abandon(study, trial)
                     raise
-        if trial is None:
-            # The last trials are another worker's: its results are this search's too (and
-            # its trial is queued again should that worker die).
-            if not waiting:
-                listener.message(f"the study's last {len(taken)} trial(s) are being measured "
-                                 "by another worker: waiting for them")
-                waiting = True
-            STOP.wait(WAIT)
-            continue
-        began = time.monotonic()
+                if active:
+                    active = search.step(study, active, outcomes)
+                step_seconds = time.monotonic() - began
+    except BaseException:
+        for m in active:
+            abandon(study, m.trial)
+        raise
+
+
+def warm_settings(search: Search) -> frozenset[str]:
+    """The searched settings whose candidates can be measured warm, many on one server
+    start, set in place beside the baseline: those the server changes while it runs, when
+    the workload leaves its data as it found it (else every measurement needs a fresh copy),
+    and whose value set in place reads back as a server started with it has it (checked
+    once: a setting that differs is said, and searched with a start per candidate)."""
+    spec, space, catalog = search.spec, search.space, search.catalog
+    dynamic = [d for d in space.dimensions if catalog.knobs[d.name].dynamic]
+    if spec.workload.writes_data or not dynamic:
+        return frozenset()
+    probe = _probe(search, dynamic)
+    if probe is None:
+        search.listener.message("every candidate gets a start of its own: no value of the "
+                                "searched settings could be checked in place safely")
+        return frozenset()
+    at_start, in_place = runner.read_back(_trial_spec(spec, [probe], 1, 0), search.home,
+                                          search.store, search.quiet, search.open_servers)
+    differ = [n for n in probe if at_start.get(n) != in_place.get(n)]
+    for n in differ:
+        search.listener.message(
+            f"{n} = {setting_text(n, probe[n])} set in place reads back "
+            f"{in_place.get(n)}, at a server start {at_start.get(n)}: its candidates get a "
+            "server start of their own")
+    return frozenset(probe) - set(differ)
+
+
+def _probe(search: Search, dimensions: list[Any]) -> dict[str, str] | None:
+    """A value other than the baseline's for each setting: the middle of its range (or
+    another choice), else its low end, as long as the configuration is safe to run."""
+    spec = search.spec
+    for end in ("middle", "low"):
+        probe = {}
+        for d in dimensions:
+            if d.choices:
+                value = next((c for c in d.choices if c != search.baseline[d.name]), None)
+            else:
+                low, high = d.low or 0, d.high or 0
+                middle = round(math.sqrt(max(low, 1) * high)) if d.log else (low + high) // 2
+                value = d.value(middle if end == "middle" else low)
+                if value == search.baseline[d.name]:
+                    value = d.value(high)
+            if value is not None and value != search.baseline[d.name]:
+                probe[d.name] = value
         try:
-            with beating(study, trial):
-                outcome = search.measure(trial, outcomes, left)
-            tell(study, trial, outcome, time.monotonic() - began, outcomes)
-        except BaseException:
-            abandon(study, trial)
-            raise
-        outcomes.append(outcome)
-        best = min((o for o in outcomes if o.feasible), key=lambda o: o.score or 0.0,
-                   default=None)
-        listener.scored(outcome, best, None if options.budget is None
-                        else options.budget - spent - (time.monotonic() - began),
-                        search.goal.metric.direction)
+            safety.check([(probe, probe)], spec.base_settings(search.catalog), search.catalog,
+                         connections=spec.workload.connections_for,
+                         allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                         memory_budget=spec.memory_budget, machine_memory=machine_memory(spec))
+        except UserError:
+            continue
+        return probe or None
+    return None
 
 
 def expected_trials(asked: int, finished: int, taken: int, left: float | None,
@@ -158,6 +261,9 @@ class Search:
         self.baseline, self.catalog, self.store, self.home = baseline, catalog, store, home
         self.listener, self.open_servers = listener, open_servers
         self.quiet = Quiet(listener)
+        # The searched settings a candidate may change and still be measured warm, on a
+        # shared start (`warm_settings`); none until checked.
+        self.warm: frozenset[str] = frozenset()
 
     def run(self, spec: Spec) -> str:
         return runner.start_run(spec, self.store, self.home, self.quiet,
@@ -172,81 +278,131 @@ class Search:
         self.quiet.unsaid.update(f"warning: {w}" for w in runner._few_rounds(spec))
         return self.run(spec)
 
-    # -- a trial ----------------------------------------------------------------------------
+    # -- trials ---------------------------------------------------------------------------
 
-    def measure(self, trial: optuna.Trial, earlier: list[TrialOutcome], left: float | None
-                ) -> TrialOutcome:
-        spec, options = self.spec, self.options
-        config = self.space.config(trial.params)
-        changes = {k: v for k, v in config.items() if v != self.baseline[k]}
-        if not changes:
-            return TrialOutcome(trial.number, config, {}, OutcomeState.BASELINE, 0.0, [], ())
-        try:
-            safety.check([(changes, changes)], spec.base_settings(self.catalog), self.catalog,
-                         connections=spec.workload.connections_for,
-                         allow_durability_tradeoff=spec.allow_durability_tradeoff,
-                         memory_budget=spec.memory_budget, machine_memory=machine_memory(spec))
-        except UserError as exc:
-            return TrialOutcome(trial.number, config, changes, OutcomeState.REFUSED, None, [], (),
-                                str(exc))
-        began = time.monotonic()
-        run_id = self.run_trial(_trial_spec(spec, changes, options.rounds, trial.number))
-        ratios, error = self.ratios(run_id)
-        failed = None if ratios else _baseline_failed(self.store, run_id)
-        if failed:
-            raise UserError(f"the baseline itself could not be measured (run {run_id}: "
-                            f"{failed}); fix [server.config] or the workload, then run "
-                            "knoblab tune again")
-        if not ratios:
-            return TrialOutcome(trial.number, config, changes, OutcomeState.FAILED, None, [],
-                                (run_id,),
-                                error or "no measurement of the candidate succeeded")
-        runs = [run_id]
-        # Short measurements for every trial, more only where they decide: a trial that may
-        # be better than the best so far has its rounds doubled until it is clearly not, or
-        # has max_rounds (Optuna's pruners stop bad trials early; here every trial is
-        # already short, and the time goes to the ones the search will keep).
-        while len(ratios) < options.max_rounds and \
-                _promising(ratios, earlier, spec.statistics.min_effect):
-            more = min(len(ratios), options.max_rounds - len(ratios))
-            per_round = (time.monotonic() - began) / len(ratios)
-            if left is not None and per_round * (len(ratios) + more) > left:
-                break
-            extra = self.run_trial(_trial_spec(spec, changes, max(2, more), trial.number,
-                                               len(runs)))
-            runs.append(extra)
-            added, _ = self.ratios(extra)
-            if not added:
-                break
-            ratios += added
-        observed = self.observed(runs)
-        return TrialOutcome(trial.number, config, changes, OutcomeState.SCORED,
-                            statistics.fmean(ratios), ratios, tuple(runs), observed=observed,
-                            violation=None if observed is None or self.goal.constraint is None
-                            else self.goal.constraint.violation(observed))
+    def room(self, active: list[Measuring]) -> int:
+        """How many new trials the next step takes: a shared start holds [tune] batch
+        candidates (the warm ones of `active` among them); a cold trial is measured alone."""
+        if not self.warm:
+            return 0 if active else 1
+        return max(0, self.options.batch - sum(m.warm for m in active))
 
-    def ratios(self, run_id: str) -> tuple[list[float], str | None]:
-        """Per round, the candidate's log-ratio to the baseline measured in the same round
-        (the same start, in a blocked design), lower when better; and the candidate's first
-        error."""
+    def admit(self, study: optuna.Study, trials: list[optuna.Trial],
+              earlier: list[TrialOutcome]) -> list[Measuring]:
+        """New trials, those that need no measurement told at once (the baseline itself; a
+        configuration refused before it runs); the others to be measured."""
+        spec = self.spec
+        admitted = []
+        for trial in trials:
+            config = self.space.config(trial.params)
+            changes = {k: v for k, v in config.items() if v != self.baseline[k]}
+            measuring = Measuring(trial, config, changes, warm=set(changes) <= self.warm)
+            if not changes:
+                self.told(study, measuring, OutcomeState.BASELINE, earlier)
+                continue
+            try:
+                safety.check([(changes, changes)], spec.base_settings(self.catalog),
+                             self.catalog, connections=spec.workload.connections_for,
+                             allow_durability_tradeoff=spec.allow_durability_tradeoff,
+                             memory_budget=spec.memory_budget,
+                             machine_memory=machine_memory(spec))
+            except UserError as exc:
+                self.told(study, measuring, OutcomeState.REFUSED, earlier, str(exc))
+                continue
+            admitted.append(measuring)
+        return admitted
+
+    def step(self, study: optuna.Study, active: list[Measuring],
+             earlier: list[TrialOutcome]) -> list[Measuring]:
+        """Each trial measured once more (the warm ones on one start together, each cold one
+        in a run of its own), its running mean reported to the pruner, and told when the
+        pruner stops it, it has max_rounds measurements, or it failed. The trials that go
+        on."""
+        warm = [m for m in active if m.warm]
+        groups = ([warm] if warm else []) + [[m] for m in active if not m.warm]
+        going = []
+        for group in groups:
+            began = time.monotonic()
+            number = min(m.trial.number for m in group)
+            rounds = 1 if group[0].warm else self.options.rounds
+            run_id = self.run_trial(_trial_spec(self.spec, [m.changes for m in group], rounds,
+                                                number, len(group[0].runs),
+                                                blocked=group[0].warm,
+                                                baseline=self.baseline))
+            share = (time.monotonic() - began) / len(group)
+            ratios, errors = self.ratios(run_id)
+            if not ratios and (failed := _baseline_failed(self.store, run_id)):
+                raise UserError(f"the baseline itself could not be measured (run {run_id}: "
+                                f"{failed}); fix [server.config] or the workload, then run "
+                                "knoblab tune again")
+            for point, m in enumerate(group, start=1):
+                m.runs.append(run_id)
+                m.points.append(point)
+                m.seconds += share
+                added = ratios.get(point, [])
+                if not added:
+                    if m.ratios:
+                        self.told(study, m, OutcomeState.SCORED, earlier)
+                    else:
+                        self.told(study, m, OutcomeState.FAILED, earlier, errors.get(
+                            point, "no measurement of the candidate succeeded"))
+                    continue
+                m.ratios += added
+                m.trial.report(statistics.fmean(m.ratios), len(m.ratios))
+                if len(m.ratios) >= self.options.max_rounds:
+                    self.told(study, m, OutcomeState.SCORED, earlier)
+                elif m.trial.should_prune():
+                    self.told(study, m, OutcomeState.PRUNED, earlier)
+                else:
+                    going.append(m)
+        return going
+
+    def told(self, study: optuna.Study, m: Measuring, state: OutcomeState,
+             earlier: list[TrialOutcome], error: str | None = None) -> TrialOutcome:
+        """The trial's outcome, stored in the study, told to the sampler and shown."""
+        measured = state in (OutcomeState.SCORED, OutcomeState.PRUNED)
+        observed = self.observed(list(zip(m.runs, m.points, strict=True))) if measured \
+            else None
+        outcome = TrialOutcome(
+            m.trial.number, m.config, m.changes, state,
+            statistics.fmean(m.ratios) if measured else 0.0 if state == OutcomeState.BASELINE
+            else None, list(m.ratios), tuple(m.runs), error, observed=observed,
+            violation=None if observed is None or self.goal.constraint is None
+            else self.goal.constraint.violation(observed))
+        tell(study, m.trial, outcome, m.seconds, earlier)
+        earlier.append(outcome)
+        best = min((o for o in earlier if o.feasible), key=lambda o: o.score or 0.0,
+                   default=None)
+        self.listener.scored(outcome, best, None, self.goal.metric.direction)
+        return outcome
+
+    def ratios(self, run_id: str) -> tuple[dict[int, list[float]], dict[int, str]]:
+        """Per candidate point (1, 2, …), its log-ratio to the baseline (point 0) measured in
+        the same round (the same start, in a blocked design), one per round, lower when
+        better; and each candidate's first error."""
         by_round: dict[int, dict[int, float]] = {}
-        errors = []
+        errors: dict[int, str] = {}
         for t in self.store.trials(run_id):
             value = metric_value(self.goal.metric, t) if t.status == TrialState.DONE else None
             if value is not None:
                 by_round.setdefault(t.repetition, {})[t.point_idx] = value
-            elif t.status == TrialState.FAILED and t.point_idx == 1 and t.error:
-                errors.append(t.error)
-        ratios = [self.goal.sign * math.log(pair[1] / pair[0]) for pair in by_round.values()
-                  if 0 in pair and 1 in pair]
-        return ratios, errors[0] if errors else None
+            elif t.status == TrialState.FAILED and t.point_idx and t.error:
+                errors.setdefault(t.point_idx, t.error)
+        ratios: dict[int, list[float]] = {}
+        for pair in by_round.values():
+            for point, value in pair.items():
+                if point and 0 in pair:
+                    ratios.setdefault(point, []).append(
+                        self.goal.sign * math.log(value / pair[0]))
+        return ratios, errors
 
-    def observed(self, runs: list[str]) -> float | None:
-        """The candidate's median of the constrained metric over its measurements."""
+    def observed(self, places: list[tuple[str, int]]) -> float | None:
+        """The candidate's median of the constrained metric over its measurements (each a
+        run and the candidate's point in it)."""
         if self.goal.bounded is None:
             return None
-        values = [v for run in runs for t in self.store.trials(run)
-                  if t.point_idx == 1 and t.status == TrialState.DONE
+        values = [v for run, point in places for t in self.store.trials(run)
+                  if t.point_idx == point and t.status == TrialState.DONE
                   and (v := metric_value(self.goal.bounded, t)) is not None]
         return statistics.median(values) if values else None
 
@@ -262,38 +418,33 @@ def metric_value(metric: Metric, trial: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
-def _trial_spec(spec: Spec, changes: dict[str, str], rounds: int, number: int,
-                more: int = 0) -> Spec:
-    """A run of two points: the baseline, and the baseline with the candidate's changes (a
-    one-step run), `rounds` rounds on the design the settings allow. Each run of each trial
-    (`more`: the how-manieth extra run) has an order of its own: with one seed for all, every
+def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, number: int,
+                more: int = 0, blocked: bool = False,
+                baseline: Mapping[str, str] | None = None) -> Spec:
+    """A run of the baseline and each candidate (the baseline with its changes; each step
+    alone; `baseline`: the searched settings' values in it, needed for two or more),
+    `rounds` rounds: all on one start per round, the settings set in place
+    (`blocked`), or on the design the settings allow. Each run (`number`: its first trial's;
+    `more`: the how-manieth step of it) has an order of its own: with one seed for all, every
     trial would measure its candidate in the same places of its starts."""
-    workload = dataclasses.replace(cast(Any, spec.workload),
-                                   rounds=Rounds(fixed=rounds, design="auto"))
+    workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
+        fixed=rounds, design="blocked" if blocked else "auto"))
     digest = hashlib.sha256(f"{spec.statistics.seed}/trial {number}/{more}".encode()).digest()
     statistics = dataclasses.replace(spec.statistics,
                                      seed=int.from_bytes(digest[:8], "big") >> 1)
-    return dataclasses.replace(spec, name=f"{spec.name}: trial {number}", sweep={},
-                               steps=[dict(changes)], one_at_a_time=False, workload=workload,
-                               tune=None, tied=ties(spec, spec.base_config, [changes]),
+    # Steps are cumulative: each puts back what the one before changed and it does not, so
+    # that point i is the baseline with candidate i's changes alone.
+    steps: list[dict[str, str]] = []
+    baseline = baseline or {}
+    for i, changes in enumerate(candidates):
+        earlier = {k for c in candidates[:i] for k in c}
+        steps.append({**{k: baseline[k] for k in earlier if k not in changes}, **changes})
+    named = f"trial {number}" if len(steps) == 1 else \
+        f"trials {number} and {len(steps) - 1} more, on one start"
+    return dataclasses.replace(spec, name=f"{spec.name}: {named}", sweep={},
+                               steps=steps, one_at_a_time=False, workload=workload,
+                               tune=None, tied=ties(spec, spec.base_config, steps),
                                statistics=statistics)
-
-
-def _promising(ratios: list[float], earlier: list[TrialOutcome], min_effect: float) -> bool:
-    """Within one standard error of beating both the best trial so far and the baseline by
-    min_effect: worth more rounds. The standard error uses the noise pooled over every trial
-    (a trial's own two or three rounds say little about it)."""
-    scored = [o for o in earlier if o.feasible]
-    target = min([-math.log1p(min_effect), *(o.score or 0.0 for o in scored)])
-    spread = _pooled_sd([*(o.ratios for o in scored), ratios])
-    return statistics.fmean(ratios) - spread / math.sqrt(len(ratios)) < target
-
-
-def _pooled_sd(groups: list[list[float]]) -> float:
-    """The per-round standard deviation within trials, pooled over them."""
-    squares = sum(sum((r - statistics.fmean(g)) ** 2 for r in g) for g in groups if len(g) > 1)
-    freedom = sum(len(g) - 1 for g in groups if len(g) > 1)
-    return math.sqrt(squares / freedom) if freedom else math.inf
 
 
 def _baseline_failed(store: Store, run_id: str) -> str | None:
@@ -335,7 +486,7 @@ def check_trials(spec: Spec, options: TuneOptions, space: Space, baseline: dict[
             if value == baseline[d.name]:
                 continue
             try:
-                runner.check_points(_trial_spec(spec, {d.name: value}, options.rounds, 0),
+                runner.check_points(_trial_spec(spec, [{d.name: value}], options.rounds, 0),
                                     targets, store, check_memory=False)
             except UserError as exc:
                 raise UserError(f"[tune.knobs] {d.name} = {setting_text(d.name, value)}: "

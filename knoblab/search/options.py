@@ -16,7 +16,7 @@ from knoblab.store import hide_passwords, in_memory, names_no_database, parse_ur
 from knoblab.units import parse_duration
 
 KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
-                  "storage", "validate", "objective", "constraint"})
+                  "storage", "validate", "objective", "constraint", "pruner", "batch"})
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,12 @@ class TuneOptions:
     budget: float | None  # seconds of the study (every invocation together)
     trials: int  # at most, in the study
     sampler: str
-    rounds: int  # server starts (blocks) per trial: the baseline and the candidate on each
-    max_rounds: int  # a promising trial's rounds are doubled up to this many
+    pruner: str  # Optuna's pruner by name (knoblab.search.samplers.PRUNERS)
+    # Candidates measured on one server start, beside the baseline, when their settings
+    # need no restart and the workload leaves its data as it found it (warm trials).
+    batch: int
+    rounds: int  # a cold trial's server starts per step: the baseline and the candidate on each
+    max_rounds: int  # a trial the pruner keeps is measured this many times, then complete
     study: str
     storage: str | None  # an Optuna storage URL; None: a file beside knoblab's SQLite store
     validate: int  # the best candidates re-measured against the baseline, until decided
@@ -48,11 +52,17 @@ class TuneOptions:
         if storage is not None:
             no_password(storage)
             _names_a_database(storage)
+        pruner = section.text(dict(raw), "pruner", "tune", "halving")
+        if pruner not in samplers.pruner_names():
+            raise UserError(f"[tune] pruner = {pruner!r}: use one of "
+                            f"{', '.join(samplers.pruner_names())}")
         return cls(
             knobs=raw.get("knobs") or {},
             budget=parse_duration(raw["budget"], "[tune] budget") if "budget" in raw else None,
             trials=section.number(dict(raw), "trials", "tune", 100, int, 2, 100_000),
             sampler=sampler,
+            pruner=pruner,
+            batch=section.number(dict(raw), "batch", "tune", 6, int, 1, 64),
             rounds=(rounds := section.number(dict(raw), "rounds", "tune", 2, int, 2, 100)),
             max_rounds=section.number(dict(raw), "max_rounds", "tune", max(8, rounds), int,
                                       rounds, 400),

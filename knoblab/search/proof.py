@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from knoblab import recommend
 from knoblab.errors import BudgetTooShort
+from knoblab.machine import BUSY_BESIDE, OthersLoad
 from knoblab.records import Effect, Reduction, TrialOutcome, Validation, best_shown
 from knoblab.search.loop import Search, ties
 from knoblab.spec import Spec
@@ -60,40 +61,67 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
                 raise
             search.listener.message(f"the recommendation is not reduced: {short(exc, share)}")
     wanted = recommend.searched(recommend.decided(chosen, reduction))
-    return validations, reduction, confirm(search, chosen, validations, wanted, left())
+    # Chosen as the best of several validations, its own validation is the luckiest of them
+    # (the winner's curse): the gain claimed is measured again, in a run that played no part
+    # in choosing it. So is a reduced recommendation, which no validation measured.
+    chosen_among = len(validations) > 1
+    return validations, reduction, confirm(search, chosen, wanted, left(), chosen_among)
 
 
-def confirm(search: Search, chosen: Validation, validations: list[Validation],
-            wanted: dict[str, str], budget: float | None) -> Validation | None:
-    """What is recommended (`wanted`, the searched settings) measured against the baseline,
-    when it is not the validated candidate `chosen` (the reduction dropped some of its
-    settings): its gain is its own, not the full candidate's. The reduction's runs never hold
-    the baseline (each compares configurations with the full one), so it is the validation of
-    another candidate that was exactly it, or a run of its own, like a validation's. None when
-    there is nothing to confirm, or the budget left cannot hold that run (said)."""
-    if not wanted or wanted == chosen.trial.changes:
+def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
+            budget: float | None, chosen_among: bool) -> Validation | None:
+    """What is recommended (`wanted`, the searched settings) measured against the baseline in
+    a run of its own, like a validation's, whose figures played no part in choosing it: when
+    it is not the validated candidate `chosen` (the reduction dropped some of its settings),
+    or when `chosen` was picked as the best of several validations. None when there is
+    nothing to confirm, or the budget left cannot hold that run (said)."""
+    if not wanted or (wanted == chosen.trial.changes and not chosen_among):
         return None
-    same = next((v for v in validations if v.trial.changes == wanted), None)
-    if same is not None:
-        return same
+    why = "for its own gain" if wanted != chosen.trial.changes else \
+        "in fresh starts: its validation was the best of several, and so the luckiest"
     search.listener.message(f"confirming the recommendation: {settings_text(wanted)} against "
-                            "the baseline, for its own gain")
-    check_ = check_spec(search.spec, f"trial {chosen.trial.number} reduced to "
-                        f"{settings_text(wanted)}", {}, [wanted], budget)
+                            f"the baseline, {why}")
+    what = f"trial {chosen.trial.number} reduced to {settings_text(wanted)}" \
+        if wanted != chosen.trial.changes else f"trial {chosen.trial.number} confirmed"
+    check_ = check_spec(search.spec, what, {}, [wanted], budget)
     try:
-        run_id = search.run(check_)
+        run_id = run_quietly(search, check_)
     except BudgetTooShort as exc:
         if budget is None:
             raise
-        search.listener.message("the recommendation's own gain is not measured (the gain "
-                                f"said is trial {chosen.trial.number}'s, with all its "
-                                f"settings): {short(exc, budget)}")
+        search.listener.message(
+            "the recommendation's own gain is not measured (the gain said is trial "
+            f"{chosen.trial.number}'s, with all its settings): {short(exc, budget)}"
+            if wanted != chosen.trial.changes else
+            "the recommendation is not measured again (the gain said is its validation's, "
+            f"the best of several): {short(exc, budget)}")
         return None
     config = {**chosen.trial.config, **{k: search.baseline[k] for k in chosen.trial.changes
                                         if k not in wanted}}
     reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), OutcomeState.SCORED, None,
                            [], (run_id,))
     return _verdict(search, reduced, run_id, 1)
+
+
+def run_quietly(search: Search, spec: Spec) -> str:
+    """A run whose figures a claim comes from, with the load other programs put on the
+    machine meanwhile: a run beside other load (a test suite, a backup, another benchmark)
+    says so and is measured again, once; the run kept is the last, with its load noted."""
+    for attempt in (1, 2):
+        load = OthersLoad()
+        run_id = search.run(spec)
+        cores = load.end()
+        search.store.update_info(run_id, others_load=round(cores, 3))
+        if cores <= BUSY_BESIDE:
+            return run_id
+        search.listener.message(
+            f"warning: {spec.name.partition(': ')[2]} ran beside other programs keeping "
+            f"{cores:.1f} core(s) busy (more than {BUSY_BESIDE}); "
+            + ("measuring it again" if attempt == 1 else
+               "its figures stand as measured, and say so: measure on a quiet machine"))
+        if attempt == 1:
+            spec = dataclasses.replace(spec, name=f"{spec.name}, again")
+    return run_id
 
 
 def short(exc: BudgetTooShort, left: float | None) -> str:
@@ -108,8 +136,12 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
     """The best few distinct candidates that scored better than the baseline (and within
     the constraint), each re-run against it until decided. A search keeps the luckiest of
     many noisy scores; a fresh run of it says how much of that luck was real."""
-    ranked = sorted((o for o in outcomes if o.feasible and (o.score or 0.0) < 0.0),
-                    key=lambda o: o.score or 0.0)
+    # Those measured in full first; then those the pruner stopped (a trial stopped early in
+    # a study, with few to compete with, may still be among the best).
+    ranked = sorted((o for o in outcomes if (o.feasible or o.state == OutcomeState.PRUNED and
+                                             (o.violation or 0.0) <= 0.0)
+                     and (o.score or 0.0) < 0.0),
+                    key=lambda o: (o.state == OutcomeState.PRUNED, o.score or 0.0))
     chosen: list[TrialOutcome] = []
     for outcome in ranked:
         if all(outcome.changes != c.changes for c in chosen):
@@ -125,7 +157,7 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
                            [outcome.changes], share,
                            alpha=search.spec.statistics.alpha / len(chosen))
         try:
-            run_id = search.run(check)
+            run_id = run_quietly(search, check)
         except BudgetTooShort as exc:
             if share is None:
                 raise
@@ -146,7 +178,7 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
     more than the interval shown, nor the opposite of it."""
     from knoblab.results import build_results
 
-    ratios, _ = search.ratios(run_id)
+    ratios = search.ratios(run_id)[0].get(1, [])
     again = TrialOutcome(outcome.number, outcome.config, outcome.changes, OutcomeState.SCORED,
                          statistics.fmean(ratios) if ratios else None, ratios, (run_id,))
     margin = search.spec.statistics.min_effect
@@ -174,13 +206,14 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
     shown = finding_of(interval, margin)
     if verdict != ValidationVerdict.UNDECIDED and shown != _FINDING[verdict]:
         verdict = ValidationVerdict.UNDECIDED
-    observed = search.observed([run_id])
+    observed = search.observed([(run_id, 1)])
     constraint = search.goal.constraint
     if verdict == ValidationVerdict.BETTER and constraint is not None and observed is not None \
             and constraint.violation(observed) > 0:
         verdict = ValidationVerdict.VIOLATES
+    load = search.store.run(run_id).get("info", {}).get("others_load")
     return Validation(outcome, run_id, verdict, again.gain, interval, len(ratios), observed,
-                      1 - level)
+                      1 - level, load)
 
 
 # What each verdict of a validation claims, in knoblab.words' terms.

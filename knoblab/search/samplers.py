@@ -1,6 +1,7 @@
-"""The samplers a search may use, by the name `[tune] sampler` gives: each a factory of an
-Optuna sampler (its `BaseSampler` is the interface), seeded. A new one is one entry in
-SAMPLERS (`register`), and `[tune] sampler` accepts its name."""
+"""The samplers and pruners a search may use, by the names `[tune] sampler` and `[tune]
+pruner` give: each a factory of an Optuna sampler (its `BaseSampler` is the interface),
+seeded, or of an Optuna pruner (`BasePruner`). A new one is one entry in SAMPLERS
+(`register`) or PRUNERS, and the spec accepts its name."""
 
 from __future__ import annotations
 
@@ -54,3 +55,41 @@ def names() -> tuple[str, ...]:
 def make(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     """The sampler of that name (one of names(): TuneOptions has checked it), seeded."""
     return SAMPLERS[name](seed)
+
+
+# A trial's steps are its measurements against the baseline (one per server start, warm; a
+# step of [tune] rounds starts, cold), reported to the pruner as the running mean of its
+# log-ratios; a trial the pruner keeps goes on to [tune] max_rounds measurements.
+PruneFactory = Callable[[int], "optuna.pruners.BasePruner"]  # max measurements -> pruner
+
+
+def _halving(most: int) -> optuna.pruners.BasePruner:
+    import optuna
+
+    # Rungs after 1 and 3 measurements: a third goes on from each.
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+
+
+def _hyperband(most: int) -> optuna.pruners.BasePruner:
+    import optuna
+
+    return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=most,
+                                          reduction_factor=3)
+
+
+def _none(most: int) -> optuna.pruners.BasePruner:
+    import optuna
+
+    return optuna.pruners.NopPruner()
+
+
+PRUNERS: dict[str, PruneFactory] = {"halving": _halving, "hyperband": _hyperband,
+                                    "none": _none}
+
+
+def pruner_names() -> tuple[str, ...]:
+    return tuple(PRUNERS)
+
+
+def make_pruner(name: str, most: int) -> optuna.pruners.BasePruner:
+    return PRUNERS[name](most)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import functools
 import hashlib
 import json
 import math
@@ -182,7 +181,9 @@ def open_study(options: TuneOptions, spec: Spec, space: Space, url: str,
                 url, engine_kwargs={"pool_pre_ping": True}, heartbeat_interval=HEARTBEAT,
                 grace_period=GRACE, heartbeat_stale_trial_callback=_requeue)
         study = optuna.create_study(study_name=options.study, storage=storage,
-                                    sampler=sampler, direction="minimize", load_if_exists=True)
+                                    sampler=sampler, direction="minimize", load_if_exists=True,
+                                    pruner=samplers.make_pruner(options.pruner,
+                                                                options.max_rounds))
     except Exception as exc:  # noqa: BLE001 - whatever the storage's driver raises
         raise UserError(f"cannot open the tuning study's storage {safe_url(url)}: "
                         f"{str(exc).splitlines()[0]}; check [tune] storage") from None
@@ -411,7 +412,10 @@ _KEPT = ("state", "changes", "ratios", "runs", "error", "observed", "violation")
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,
          earlier: list[TrialOutcome]) -> None:
-    """The trial's outcome, kept with it in the study, and told to the sampler."""
+    """The trial's outcome, kept with it in the study (with its gain, interval and number of
+    measurements, which optuna-dashboard shows), and told to the sampler."""
+    import optuna
+
     trial.set_user_attr("seconds", round(seconds, 3))
     for key, value in outcome.to_json().items():
         if key in _KEPT and value is not None:
@@ -421,6 +425,17 @@ def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, second
     # Constraints above 0 are violated: the sampler learns where not to look.
     trial.set_constraint("refused", 1.0 if infeasible else 0.0)
     trial.set_constraint("bound", outcome.violation or 0.0)
+    trial.set_user_attr("measurements", len(outcome.ratios))
+    if outcome.gain is not None:
+        trial.set_user_attr("gain", round(outcome.gain, 4))
+    if (interval := outcome.interval()) is not None:
+        trial.set_user_attr("ci95", [round(x, 4) for x in interval])
+    if outcome.state == OutcomeState.PRUNED:
+        # Its value is its last running mean, as reported (Optuna's own rule for a pruned
+        # trial), which the sampler ranks below the trials measured in full.
+        trial.set_user_attr("score", outcome.score)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        return
     # An infeasible trial is told as complete, with a value no better than the worst seen and
     # a violated constraint, so that the sampler learns its region (a failed trial it would
     # ignore, and propose again).
@@ -454,20 +469,28 @@ def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
     """A trial of the study as knoblab told it: only a complete one, whose value and state
     were stored together by one `tell`. A trial cut short while it was told (its attributes
     written, its value not) is failed later and queued again: not an outcome."""
-    if trial.state != complete_state() or "state" not in trial.user_attrs:
+    if trial.state not in told_states() or "state" not in trial.user_attrs:
         return None
     attrs, state = trial.user_attrs, trial.user_attrs["state"]
+    score = attrs.get("score") if state == OutcomeState.PRUNED else trial.value \
+        if state in (OutcomeState.SCORED, OutcomeState.BASELINE) else None
     return typing.cast(TrialOutcome, decode(TrialOutcome, {
         **{k: attrs[k] for k in _KEPT if k in attrs}, "number": trial.number,
-        "config": space.config(trial.params),
-        "score": trial.value if state in (OutcomeState.SCORED, OutcomeState.BASELINE)
-        else None}))
+        "config": space.config(trial.params), "score": score}))
 
 
 def complete_state() -> optuna.trial.TrialState:
     import optuna
 
     return optuna.trial.TrialState.COMPLETE
+
+
+def told_states() -> tuple[optuna.trial.TrialState, ...]:
+    """The states of a trial knoblab has told: measured in full (or not measurable), or
+    stopped by the pruner."""
+    import optuna
+
+    return optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
 
 
 def seconds_spent(trials: list[optuna.trial.FrozenTrial]) -> float:
@@ -484,9 +507,12 @@ def add_checked_seconds(study: optuna.Study, seconds: float) -> None:
 
 
 def typical_trial(trials: list[optuna.trial.FrozenTrial]) -> float:
+    """The wall time of a measured trial, on the average: pruned ones are cheap, the ones
+    kept dear, and the budget pays for both."""
     seconds = [float(t.user_attrs["seconds"]) for t in trials
-               if t.user_attrs.get("state") == OutcomeState.SCORED and "seconds" in t.user_attrs]
-    return statistics.median(seconds) if seconds else 0.0
+               if t.user_attrs.get("state") in (OutcomeState.SCORED, OutcomeState.PRUNED)
+               and "seconds" in t.user_attrs]
+    return statistics.fmean(seconds) if seconds else 0.0
 
 
 def worker_name() -> str:
@@ -511,11 +537,14 @@ def _requeue(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 
 
 @contextlib.contextmanager
-def beating(study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
-    """The trial's heartbeat, recorded at once and every HEARTBEAT seconds while it is
-    measured."""
-    once = functools.partial(beat, study, trial)
-    once()
+def beating(study: optuna.Study, trials: typing.Callable[[], list[optuna.Trial]]
+            ) -> Iterator[None]:
+    """The heartbeat of the `trials` being measured (they change as the search goes),
+    every HEARTBEAT seconds."""
+    def once() -> None:
+        for trial in trials():
+            beat(study, trial)
+
     with runner.beating(once, HEARTBEAT):
         yield
 
