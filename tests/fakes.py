@@ -85,6 +85,9 @@ class Script:
     # as long: a cold buffer pool
     cold_first: float = 1.0
     warmed: list[dict[str, str]] = field(default_factory=list)  # warm-up passes, in order
+    # settings whose value set in place (SET GLOBAL) the server halves, as a server that
+    # resizes in chunks might: not what a start with the value makes of it
+    halved_in_place: set[str] = field(default_factory=set)
 
 
 SCRIPT = Script()
@@ -238,6 +241,8 @@ class FakeConnection:
         if value in SCRIPT.refuses:
             raise pymysql.err.OperationalError(1231, f"Variable '{match[1]}' can't be set to "
                                                      f"the value of '{value}'")
+        if match[1] in SCRIPT.halved_in_place and value.isdigit():
+            value = str(int(value) // 2)
         self.server.settings[match[1]] = value
 
     def close(self) -> None:

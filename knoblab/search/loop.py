@@ -427,8 +427,10 @@ def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, numbe
     (`blocked`), or on the design the settings allow. Each run (`number`: its first trial's;
     `more`: the how-manieth step of it) has an order of its own: with one seed for all, every
     trial would measure its candidate in the same places of its starts."""
+    # A cold trial is one whose settings a change in place does not make as a start does
+    # (or that only a start makes, or whose workload changes its data): a start each.
     workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
-        fixed=rounds, design="blocked" if blocked else "auto"))
+        fixed=rounds, design="blocked" if blocked else "restarts"))
     digest = hashlib.sha256(f"{spec.statistics.seed}/trial {number}/{more}".encode()).digest()
     statistics = dataclasses.replace(spec.statistics,
                                      seed=int.from_bytes(digest[:8], "big") >> 1)
