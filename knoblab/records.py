@@ -801,6 +801,11 @@ class TrialOutcome(_Record):
     error: str | None = None
     observed: float | None = None  # the constrained metric, the candidate's median
     violation: float | None = None  # above 0: the constraint is violated (a log-ratio)
+    # What its ratios (and score) were measured on: None for the whole workload, else the part
+    # of it that screened the candidate ([tune] screen), in words; and how many measurements
+    # screened it (on that part) before those.
+    fidelity: str | None = None
+    screened: int = 0
 
     @property
     def feasible(self) -> bool:

@@ -29,8 +29,9 @@ def _runs() -> list[tuple[str, str]]:
     return sorted((run["name"], run["id"]) for run in store.list_runs(limit=1000))
 
 
-@pytest.fixture(scope="module")
-def browser():
+def chrome(offline: bool = True):
+    """Headless Chromium under chromedriver; `offline`: no network at all, so that a request
+    that leaves the page fails, and is seen."""
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -43,10 +44,16 @@ def browser():
     options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_page_load_timeout(30)
-    # No network at all: a request that leaves the page would fail, and be seen below.
-    driver.execute_cdp_cmd("Network.enable", {})
-    driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
-        "offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    if offline:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
+            "offline": True, "latency": 0, "downloadThroughput": 0, "uploadThroughput": 0})
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = chrome()
     yield driver
     driver.quit()
 

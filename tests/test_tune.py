@@ -182,6 +182,9 @@ def test_a_baseline_that_cannot_be_measured_stops_the_search(store, tmp_path):
     ('constraint = { metric = "seconds", max = 2 }', ["the objective itself"]),
     ('constraint = { metric = "seconds" }', ["{ metric = \"p99\", max = 20 }"]),
     ('constraint = { metric = "memory", max = -1 }', ["above 0"]),
+    ('screen = "60s"', ["fake workload cannot be cut", "remove [tune] screen"]),
+    ('pruner = "median"', ["pruner = 'median'", "halving"]),
+    ("batch = 0", ["batch"]),
 ])
 def test_bad_tune_options_are_one_line(store, tmp_path, tune_text, words):
     with pytest.raises(UserError) as caught:

@@ -116,3 +116,67 @@ def test_a_validation_beside_other_load_says_so_and_is_measured_again(
     names = [r["name"] for r in store.list_runs(limit=None)]
     first = store.run(v.run_id)["name"].removesuffix(", again")
     assert first in names, "the first validation's run is kept in the store too"
+
+
+TUNE_REPLAY = """\
+name = "screened"
+[dataset]
+dump = "shop.sql"
+[workload]
+kind = "replay"
+log = "slow.log"
+[statistics]
+seed = 5
+[tune]
+trials = 6
+validate = 1
+batch = 3
+screen = "50%"
+[tune.knobs]
+sort_buffer_size = ["32K", "8M"]
+read_buffer_size = ["16K", "4M"]
+"""
+
+
+@pytest.mark.server
+def test_a_replay_is_screened_on_part_of_its_capture_and_claimed_on_the_whole(
+        knoblab_home, tmp_path):
+    import json
+    import os
+
+    import optuna
+
+    from tests.test_replay import _case
+
+    statements = [(thread, f"SELECT a FROM t WHERE id = {i}") for i in range(1, 61)
+                  for thread in (3, 4, 5, 6)]
+    spec = _case(tmp_path, statements)
+    spec.write_text(TUNE_REPLAY)
+    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
+    env["KNOBLAB_HOME"] = str(knoblab_home)
+    done = subprocess.run(
+        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
+         "tune", str(spec), "--out", str(tmp_path / "out")],
+        env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    study = optuna.load_study(study_name="screened",
+                              storage=f"sqlite:///{tmp_path / 's-tune.sqlite'}")
+    measured = [t for t in study.trials if t.user_attrs.get("state") in ("scored", "pruned")]
+    assert measured
+    for trial in measured:
+        runs = trial.user_attrs["runs"]
+        sessions = [store.run(r)["info"]["workload"].get("slice") for r in runs]
+        # The first measurement replays half of the sessions; any later one, all of them.
+        assert sessions[0] == {"share": 0.5} and not any(sessions[1:])
+        screened_only = len(runs) == 1
+        assert trial.user_attrs.get("screened") == 1
+        assert (trial.user_attrs.get("fidelity") or "").startswith("50% of the sessions") \
+            == screened_only
+    result = json.loads((tmp_path / "out" / "tune.json").read_text()) \
+        if (tmp_path / "out" / "tune.json").exists() else None
+    assert result is not None
+    # What is claimed comes from the whole capture: no validation replays a part of it.
+    checks = [r for r in store.list_runs(limit=None) if "validation" in r["name"]
+              or "confirmed" in r["name"] or "reduced" in r["name"]]
+    assert all(not store.run(r["id"])["info"]["workload"].get("slice") for r in checks)

@@ -46,6 +46,7 @@ kind = "fake"
 seed = 4
 [tune]
 trials = 6
+batch = 2
 validate = 1
 {storage}
 [tune.knobs]
@@ -86,7 +87,8 @@ def _two_workers(tmp_path: Path, store_url: str, storage: str, trials: int = 6,
 def _complete(study_url: str) -> list[optuna.trial.FrozenTrial]:
     study = optuna.load_study(study_name="together", storage=study_url)
     assert not [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    done = [t for t in study.trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                                   optuna.trial.TrialState.PRUNED)]
     # Each worker proposes from a stream of its own: none measures another's configuration.
     configs = [tuple(sorted(t.params.items())) for t in done]
     assert len(set(configs)) == len(configs), configs

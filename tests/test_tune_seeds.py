@@ -13,9 +13,9 @@ import optuna
 import pytest
 
 from knoblab.records import Dimension, Space, TrialOutcome
-from knoblab.search.loop import ask_and_tell
+from knoblab.search.loop import Measuring, ask_and_tell
 from knoblab.search.options import TuneOptions, goal_for
-from knoblab.search.study import Turn, open_study, params_for
+from knoblab.search.study import Turn, open_study, params_for, tell
 from knoblab.spec import parse_spec
 from knoblab.store import sqlite_url
 from tests.test_tune import Quiet, fake_kind  # noqa: F401 - the fake kind, autouse
@@ -57,17 +57,33 @@ class Worker:
         self.options = dataclasses.replace(self.options, trials=trials, budget=None)
         return ask_and_tell(self.study, self.turn, self)  # type: ignore[arg-type]
 
-    def measure(self, trial, earlier, left) -> TrialOutcome:
-        config = self.space.config(trial.params)
-        if self.stop_at is not None and len(self.measured) == self.stop_at:
-            self.cut = config
-            raise KeyboardInterrupt  # Ctrl-C while this trial is measured
-        self.measured.append(config)
-        changes = {k: v for k, v in config.items() if v != self.baseline[k]}
-        if not changes:
-            return TrialOutcome(trial.number, config, {}, "baseline", 0.0, [], ())
-        score = sum(len(v) for v in config.values()) / 100.0  # any function of the config
-        return TrialOutcome(trial.number, config, changes, "scored", score, [score] * 2, ())
+    # What the loop asks of its search: room for new trials, their admission, a step.
+    def room(self, active: list[Measuring]) -> int:
+        return 0 if active else 1
+
+    def admit(self, study, trials, earlier) -> list[Measuring]:
+        admitted = []
+        for trial in trials:
+            config = self.space.config(trial.params)
+            changes = {k: v for k, v in config.items() if v != self.baseline[k]}
+            admitted.append(Measuring(trial, config, changes, warm=False))
+        return admitted
+
+    def step(self, study, active: list[Measuring], earlier) -> list[Measuring]:
+        for m in active:
+            if self.stop_at is not None and len(self.measured) == self.stop_at:
+                self.cut = m.config
+                raise KeyboardInterrupt  # Ctrl-C while this trial is measured
+            self.measured.append(m.config)
+            tell(study, m.trial, self.outcome(m), 0.0, earlier)
+        return []
+
+    def outcome(self, m: Measuring) -> TrialOutcome:
+        if not m.changes:
+            return TrialOutcome(m.trial.number, m.config, {}, "baseline", 0.0, [], ())
+        score = sum(len(v) for v in m.config.values()) / 100.0  # any function of the config
+        return TrialOutcome(m.trial.number, m.config, m.changes, "scored", score, [score] * 2,
+                            ())
 
 
 def _complete(url: str) -> list[optuna.trial.FrozenTrial]:

@@ -161,7 +161,7 @@ def _verdict(monkeypatch: pytest.MonkeyPatch, base: str, candidate: str,
                               statistics=SimpleNamespace(alpha=0.025))
     monkeypatch.setattr(knoblab.results, "build_results", lambda store, run_id: results)
     search = SimpleNamespace(
-        ratios=lambda run_id: (ratios, None), goal=TIME, store=None,
+        ratios=lambda run_id: ({1: ratios}, {}), goal=TIME, store=None,
         spec=SimpleNamespace(statistics=SimpleNamespace(min_effect=0.03, alpha=0.05)),
         observed=lambda runs: None)
     return proof._verdict(search, _trial(4, FULL, ratios), "v", 2)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ cache = "warm"
 seed = {seed}
 [tune]
 trials = 5
+batch = 2
 rounds = 2
 max_rounds = 2
 validate = 1
@@ -91,9 +92,10 @@ def test_two_workers_make_one_study_and_a_killed_workers_trial_is_measured_again
             trials = _study(study_url).trials
         except KeyError:  # the study is not created yet
             return []
-        return [t for t in trials if t.state == state and
-                str(t.user_attrs.get("owner", "")).endswith(f":{pid}") and
-                (state != optuna.trial.TrialState.COMPLETE or t.user_attrs.get("runs"))]
+        told = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+        return [t for t in trials if (t.state in told if state in told else t.state == state)
+                and str(t.user_attrs.get("owner", "")).endswith(f":{pid}") and
+                (state not in told or t.user_attrs.get("runs"))]
 
     # The first worker measures a trial, and is killed while measuring its next one.
     _wait(lambda: owned_by(first.pid, optuna.trial.TrialState.COMPLETE), "a first trial")
@@ -106,7 +108,8 @@ def test_two_workers_make_one_study_and_a_killed_workers_trial_is_measured_again
     output, _ = second.communicate(timeout=400)
     assert second.returncode == 0, output
     trials = _study(study_url).trials
-    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    done = [t for t in trials if t.state in (optuna.trial.TrialState.COMPLETE,
+                                             optuna.trial.TrialState.PRUNED)]
     owners = {str(t.user_attrs.get("owner")).rpartition(":")[2] for t in done}
     assert {str(first.pid), str(second.pid)} <= owners, "trials from both workers"
     assert len(done) == 5

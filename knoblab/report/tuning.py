@@ -106,11 +106,13 @@ def trial_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
     changes = settings_text(outcome.changes)
     if outcome.state in NOT_RUN:
         return f"{changes}: {STATES[outcome.state]}: {outcome.error}"
+    on = f" on {outcome.fidelity}" if outcome.fidelity else \
+        f" ({outcome.screened} first on a part of the workload)" if outcome.screened else ""
     if outcome.state == OutcomeState.PRUNED:
-        n = len(outcome.ratios)
-        return (f"{changes}: {gain_text(outcome, direction)}, stopped by the pruner after "
+        n = len(outcome.ratios) + (0 if outcome.fidelity else outcome.screened)
+        return (f"{changes}: {gain_text(outcome, direction)}{on}, stopped by the pruner after "
                 f"{n} measurement{'' if n == 1 else 's'}")
-    return f"{changes}: {gain_text(outcome, direction)}"
+    return f"{changes}: {gain_text(outcome, direction)}{on}"
 
 
 STOPPED = {"trials": "its trials are done", "budget": "budget",

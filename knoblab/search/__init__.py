@@ -115,7 +115,9 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                 study.enqueue_trial(params)
     search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
                     open_servers)
+    began = time.monotonic()
     search.warm = warm_settings(search)
+    add_checked_seconds(study, time.monotonic() - began)  # the study's wall time too
     if search.warm:
         cold = [n for n in space.names if n not in search.warm]
         listener.message(f"warm trials: up to {options.batch} candidates per server start, "

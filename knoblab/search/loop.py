@@ -45,7 +45,7 @@ from knoblab.stats import Direction
 from knoblab.store import Store
 from knoblab.units import setting_text
 from knoblab.vocabulary import OutcomeState, TrialState
-from knoblab.workloads.base import Rounds, Second
+from knoblab.workloads.base import Rounds, Second, Workload
 
 if TYPE_CHECKING:
     import optuna
@@ -73,9 +73,11 @@ class Measuring:
     config: dict[str, str]
     changes: dict[str, str]
     warm: bool  # measured on a shared start, beside the baseline and other candidates
-    ratios: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)  # on the whole workload
+    screen_ratios: list[float] = field(default_factory=list)  # on its part ([tune] screen)
     runs: list[str] = field(default_factory=list)
     points: list[int] = field(default_factory=list)  # the candidate's point in each run
+    cuts: list[bool] = field(default_factory=list)  # whether each run measured the screen
     seconds: float = 0.0
 
 
@@ -134,6 +136,10 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                             left <= max(step_seconds, typical_trial(trials)):
                         stopped = "budget"
                     room = search.room(active) if stopped is None else 0
+                    typical = typical_trial(trials)
+                    if left is not None and typical > 0:
+                        # No more new trials in a step than the budget left holds.
+                        room = min(room, max(1, int(left // typical)))
                     while room > 0 and len(finished) + len(taken) + len(new) < options.trials:
                         with heartbeat_unwarned():
                             trial = new_trial(study, distributions, space)
@@ -160,6 +166,8 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                         active.remove(m)
                 if not active and not new:
                     if stopped is not None:
+                        told = sum(t.state in told_states() for t in study.trials)
+                        listener.searching(told, told, left)
                         return stopped
                     # The last trials are another worker's: its results are this search's
                     # too (and its trial is queued again should that worker die).
@@ -200,8 +208,10 @@ def warm_settings(search: Search) -> frozenset[str]:
         search.listener.message("every candidate gets a start of its own: no value of the "
                                 "searched settings could be checked in place safely")
         return frozenset()
-    at_start, in_place = runner.read_back(_trial_spec(spec, [probe], 1, 0), search.home,
-                                          search.store, search.quiet, search.open_servers)
+    check = _trial_spec(spec, [probe], 1, 0)
+    search.quiet.unsaid.update(f"warning: {w}" for w in runner._few_rounds(check))
+    at_start, in_place = runner.read_back(check, search.home, search.store, search.quiet,
+                                          search.open_servers)
     differ = [n for n in probe if at_start.get(n) != in_place.get(n)]
     for n in differ:
         search.listener.message(
@@ -264,6 +274,9 @@ class Search:
         # The searched settings a candidate may change and still be measured warm, on a
         # shared start (`warm_settings`); none until checked.
         self.warm: frozenset[str] = frozenset()
+        # The part of the workload that screens each candidate first, and its words.
+        self.screen: tuple[Workload, str] | None = None if options.screen is None else \
+            spec.workload.cut(options.screen, "[tune] screen")
 
     def run(self, spec: Spec) -> str:
         return runner.start_run(spec, self.store, self.home, self.quiet,
@@ -318,14 +331,22 @@ class Search:
         in a run of its own), its running mean reported to the pruner, and told when the
         pruner stops it, it has max_rounds measurements, or it failed. The trials that go
         on."""
+        def screening(m: Measuring) -> bool:
+            return self.screen is not None and not m.ratios and not m.screen_ratios
+
         warm = [m for m in active if m.warm]
-        groups = ([warm] if warm else []) + [[m] for m in active if not m.warm]
+        groups = [g for g in ([m for m in warm if screening(m)],
+                              [m for m in warm if not screening(m)]) if g]
+        groups += [[m] for m in active if not m.warm]
         going = []
         for group in groups:
             began = time.monotonic()
             number = min(m.trial.number for m in group)
             rounds = 1 if group[0].warm else self.options.rounds
-            run_id = self.run_trial(_trial_spec(self.spec, [m.changes for m in group], rounds,
+            cut = screening(group[0])
+            spec = self.spec if not cut or self.screen is None else \
+                dataclasses.replace(self.spec, workload=self.screen[0])
+            run_id = self.run_trial(_trial_spec(spec, [m.changes for m in group], rounds,
                                                 number, len(group[0].runs),
                                                 blocked=group[0].warm,
                                                 baseline=self.baseline))
@@ -338,18 +359,22 @@ class Search:
             for point, m in enumerate(group, start=1):
                 m.runs.append(run_id)
                 m.points.append(point)
+                m.cuts.append(cut)
                 m.seconds += share
                 added = ratios.get(point, [])
                 if not added:
-                    if m.ratios:
+                    if m.ratios or m.screen_ratios:
                         self.told(study, m, OutcomeState.SCORED, earlier)
                     else:
                         self.told(study, m, OutcomeState.FAILED, earlier, errors.get(
                             point, "no measurement of the candidate succeeded"))
                     continue
-                m.ratios += added
-                m.trial.report(statistics.fmean(m.ratios), len(m.ratios))
-                if len(m.ratios) >= self.options.max_rounds:
+                (m.screen_ratios if cut else m.ratios).extend(added)
+                # The running mean of the best fidelity it has: every trial goes through the
+                # rungs alike (its screening first), so the pruner compares like with like.
+                done = len(m.ratios) + len(m.screen_ratios)
+                m.trial.report(statistics.fmean(m.ratios or m.screen_ratios), done)
+                if done >= self.options.max_rounds and m.ratios:
                     self.told(study, m, OutcomeState.SCORED, earlier)
                 elif m.trial.should_prune():
                     self.told(study, m, OutcomeState.PRUNED, earlier)
@@ -361,14 +386,20 @@ class Search:
              earlier: list[TrialOutcome], error: str | None = None) -> TrialOutcome:
         """The trial's outcome, stored in the study, told to the sampler and shown."""
         measured = state in (OutcomeState.SCORED, OutcomeState.PRUNED)
-        observed = self.observed(list(zip(m.runs, m.points, strict=True))) if measured \
-            else None
+        ratios = m.ratios or m.screen_ratios
+        # The constrained metric from the runs its ratios come from (the whole workload's,
+        # once it has some).
+        observed = self.observed([(run, point) for run, point, cut in
+                                  zip(m.runs, m.points, m.cuts, strict=True)
+                                  if cut == (not m.ratios)]) if measured else None
         outcome = TrialOutcome(
             m.trial.number, m.config, m.changes, state,
-            statistics.fmean(m.ratios) if measured else 0.0 if state == OutcomeState.BASELINE
-            else None, list(m.ratios), tuple(m.runs), error, observed=observed,
+            statistics.fmean(ratios) if measured else 0.0 if state == OutcomeState.BASELINE
+            else None, list(ratios), tuple(m.runs), error, observed=observed,
             violation=None if observed is None or self.goal.constraint is None
-            else self.goal.constraint.violation(observed))
+            else self.goal.constraint.violation(observed),
+            fidelity=self.screen[1] if self.screen and not m.ratios and m.screen_ratios
+            else None, screened=len(m.screen_ratios))
         tell(study, m.trial, outcome, m.seconds, earlier)
         earlier.append(outcome)
         best = min((o for o in earlier if o.feasible), key=lambda o: o.score or 0.0,

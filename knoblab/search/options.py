@@ -16,7 +16,7 @@ from knoblab.store import hide_passwords, in_memory, names_no_database, parse_ur
 from knoblab.units import parse_duration
 
 KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
-                  "storage", "validate", "objective", "constraint", "pruner", "batch"})
+                  "storage", "validate", "objective", "constraint", "pruner", "batch", "screen"})
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class TuneOptions:
     # Candidates measured on one server start, beside the baseline, when their settings
     # need no restart and the workload leaves its data as it found it (warm trials).
     batch: int
+    # A part of the workload each candidate is first measured on (a replay's "60s" or
+    # "25%"), as the pruner's cheap first rung; None: the whole workload every time.
+    screen: str | None
     rounds: int  # a cold trial's server starts per step: the baseline and the candidate on each
     max_rounds: int  # a trial the pruner keeps is measured this many times, then complete
     study: str
@@ -63,6 +66,7 @@ class TuneOptions:
             sampler=sampler,
             pruner=pruner,
             batch=section.number(dict(raw), "batch", "tune", 6, int, 1, 64),
+            screen=None if raw.get("screen") is None else str(raw["screen"]),
             rounds=(rounds := section.number(dict(raw), "rounds", "tune", 2, int, 2, 100)),
             max_rounds=section.number(dict(raw), "max_rounds", "tune", max(8, rounds), int,
                                       rounds, 400),

@@ -85,7 +85,7 @@ def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
         if wanted != chosen.trial.changes else f"trial {chosen.trial.number} confirmed"
     check_ = check_spec(search.spec, what, {}, [wanted], budget)
     try:
-        run_id = run_quietly(search, check_)
+        run_id, load = run_quietly(search, check_)
     except BudgetTooShort as exc:
         if budget is None:
             raise
@@ -100,10 +100,10 @@ def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
                                         if k not in wanted}}
     reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), OutcomeState.SCORED, None,
                            [], (run_id,))
-    return _verdict(search, reduced, run_id, 1)
+    return _verdict(search, reduced, run_id, 1, load)
 
 
-def run_quietly(search: Search, spec: Spec) -> str:
+def run_quietly(search: Search, spec: Spec) -> tuple[str, float]:
     """A run whose figures a claim comes from, with the load other programs put on the
     machine meanwhile: a run beside other load (a test suite, a backup, another benchmark)
     says so and is measured again, once; the run kept is the last, with its load noted."""
@@ -113,7 +113,7 @@ def run_quietly(search: Search, spec: Spec) -> str:
         cores = load.end()
         search.store.update_info(run_id, others_load=round(cores, 3))
         if cores <= BUSY_BESIDE:
-            return run_id
+            return run_id, cores
         search.listener.message(
             f"warning: {spec.name.partition(': ')[2]} ran beside other programs keeping "
             f"{cores:.1f} core(s) busy (more than {BUSY_BESIDE}); "
@@ -121,7 +121,7 @@ def run_quietly(search: Search, spec: Spec) -> str:
                "its figures stand as measured, and say so: measure on a quiet machine"))
         if attempt == 1:
             spec = dataclasses.replace(spec, name=f"{spec.name}, again")
-    return run_id
+    return run_id, cores
 
 
 def short(exc: BudgetTooShort, left: float | None) -> str:
@@ -157,17 +157,18 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
                            [outcome.changes], share,
                            alpha=search.spec.statistics.alpha / len(chosen))
         try:
-            run_id = run_quietly(search, check)
+            run_id, load = run_quietly(search, check)
         except BudgetTooShort as exc:
             if share is None:
                 raise
             search.listener.message(f"no validation: {short(exc, share)}")
             break
-        done.append(_verdict(search, outcome, run_id, len(chosen)))
+        done.append(_verdict(search, outcome, run_id, len(chosen), load))
     return done
 
 
-def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) -> Validation:
+def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int,
+             load: float | None = None) -> Validation:
     """The candidate's verdict against the baseline in run `run_id`, with the gain's interval
     at the level that verdict was decided at. A validation shares alpha among the `family` of
     candidates validated (Bonferroni), and its rounds until decided test at each look at a
@@ -211,7 +212,6 @@ def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int) ->
     if verdict == ValidationVerdict.BETTER and constraint is not None and observed is not None \
             and constraint.violation(observed) > 0:
         verdict = ValidationVerdict.VIOLATES
-    load = search.store.run(run_id).get("info", {}).get("others_load")
     return Validation(outcome, run_id, verdict, again.gain, interval, len(ratios), observed,
                       1 - level, load)
 

@@ -407,7 +407,8 @@ def save_validations(study: optuna.Study, outcomes: list[TrialOutcome],
 
 # What a trial keeps of its outcome as Optuna user attributes, under the record's own names
 # (the number, configuration and score are the trial's own).
-_KEPT = ("state", "changes", "ratios", "runs", "error", "observed", "violation")
+_KEPT = ("state", "changes", "ratios", "runs", "error", "observed", "violation", "fidelity",
+         "screened")
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, outcome: TrialOutcome, seconds: float,

@@ -328,6 +328,14 @@ class Workload(ABC):
         (whole,) = parts
         return whole
 
+    def cut(self, raw: object, key: str) -> tuple[Workload, str]:
+        """This workload cut to a cheaper part of itself (`raw`, as the spec's `key` gives it),
+        for screening a search's candidates, and the part in words; UserError when this kind
+        cannot be cut (the default)."""
+        raise UserError(f"{key} = {raw!r}: a {self.kind} workload cannot be cut to a part of "
+                        "itself (a replay of a capture can: its first seconds, or a share of "
+                        f"its sessions); remove {key}")
+
     def warm_up(self, server: Server, requested: Mapping[str, str],
                 session_knobs: list[str]) -> None:
         """An untimed pass of the load under a point's settings, right before each of its

@@ -107,20 +107,20 @@ class Slice:
     share: float | None = None
 
     @classmethod
-    def from_spec(cls, raw: object, plan: Plan) -> Slice:
+    def from_spec(cls, raw: object, plan: Plan, key: str = "[workload] slice") -> Slice:
         if isinstance(raw, str) and raw.strip().endswith("%"):
             try:
                 share = float(raw.strip()[:-1]) / 100
             except ValueError:
                 share = math.nan
             if not 0 < share <= 1:
-                raise UserError(f"[workload] slice = {raw!r}: a share of the sessions is a "
+                raise UserError(f"{key} = {raw!r}: a share of the sessions is a "
                                 "percentage above 0 and at most 100, e.g. \"25%\"")
             return cls(share=share)
-        seconds = parse_duration(raw, "[workload] slice")
+        seconds = parse_duration(raw, key)
         if plan.span is None:
-            raise UserError(f"[workload] slice = {raw!r}: the log holds no times to cut it "
-                            "by; give a share of its sessions instead, e.g. slice = \"25%\"")
+            raise UserError(f"{key} = {raw!r}: the log holds no times to cut it by; give a "
+                            "share of its sessions instead, e.g. \"25%\"")
         return cls(seconds=seconds)
 
     def sessions(self, plan: Plan) -> np.ndarray:
@@ -195,6 +195,17 @@ class ReplayWorkload(Timed):
     def sliced(self, part: Slice | None) -> ReplayWorkload:
         """This replay of a part of the capture (None: the whole)."""
         return dataclasses.replace(self, slice=part, _first=self._first)
+
+    def cut(self, raw: object, key: str) -> tuple[ReplayWorkload, str]:
+        """A part of the capture ([tune] screen): its first seconds, or a share of its
+        sessions; refused when it is no less than what this replay already runs."""
+        part = Slice.from_spec(raw, self.plan, key)
+        cut = self.sliced(part)
+        if len(cut.replayed_sessions()) >= len(self.replayed_sessions()) and \
+                (part.seconds is None or part.seconds >= float(self.plan.span or 0.0)):
+            raise UserError(f"{key} = {raw!r} holds the whole capture ({part.said(self.plan)}):"
+                            " give a shorter time or a smaller share")
+        return cut, f"{part.said(self.plan)} of the capture"
 
     # -- the spec -----------------------------------------------------------------------------
 
