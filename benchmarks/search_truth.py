@@ -100,7 +100,7 @@ def near(config: dict[str, Any]) -> bool:
     return cost(config) <= 1 + WITHIN
 
 
-def spec_text(seed: int, trials: int) -> str:
+def spec_text(seed: int, trials: int, budget: float | None = None) -> str:
     knobs = "".join(
         f"{k} = {{ low = {lo}, high = {hi}, scale = \"{'log' if log else 'linear'}\" }}\n"
         for k, (lo, hi, log, _) in KNOBS.items())
@@ -108,6 +108,7 @@ def spec_text(seed: int, trials: int) -> str:
             f'[workload]\nkind = "script"\nbody = """\n{body()}\n"""\nconnections = 1\n'
             f"iterations = 1\n[statistics]\nmin_effect = 0.03\nseed = {seed}\n"
             f'[tune]\ntrials = {trials}\nvalidate = 3\nstudy = "truth-{seed}"\n'
+            + (f'budget = "{budget:g}s"\n' if budget else "") +
             f"[tune.knobs]\n{knobs}")
 
 
@@ -178,7 +179,8 @@ def _fit(data: dict[str, Any]) -> dict[str, Any]:
 # --- tune -------------------------------------------------------------------------------------
 
 
-def tune(seeds: int, trials: int, log: Path, home: Path, keep: Path | None) -> None:
+def tune(seeds: int, trials: int, log: Path, home: Path, keep: Path | None,
+         budget: float | None = None) -> None:
     from knoblab.units import parse_size
 
     done = {r["seed"] for r in read_log(log)}
@@ -188,7 +190,7 @@ def tune(seeds: int, trials: int, log: Path, home: Path, keep: Path | None) -> N
         with tempfile.TemporaryDirectory() as temporary:
             scratch = Path(temporary) if keep is None else keep / f"seed-{seed}"
             scratch.mkdir(parents=True, exist_ok=True)
-            result, seconds, wall = run_tune(spec_text(seed, trials), f"truth-{seed}", scratch,
+            result, seconds, wall = run_tune(spec_text(seed, trials, budget), f"truth-{seed}", scratch,
                                              home)
         seen, spent = [], 0.0
         for t in result["trials"]:
@@ -326,6 +328,8 @@ def main() -> None:
     t.add_argument("--trials", type=int, default=15)
     t.add_argument("--log", type=Path, required=True)
     t.add_argument("--keep", type=Path, help="keep each seed's store and report here")
+    t.add_argument("--budget", type=float, help="the study's budget, in seconds (its wall "
+                   "time: the search, validation, reduction and confirmation)")
     s = sub.add_parser("summarise")
     s.add_argument("noise", type=Path)
     s.add_argument("log", type=Path)
@@ -339,7 +343,7 @@ def main() -> None:
     if args.command == "noise":
         noise(args.rounds, args.out, home)
     elif args.command == "tune":
-        tune(args.seeds, args.trials, args.log, home, args.keep)
+        tune(args.seeds, args.trials, args.log, home, args.keep, args.budget)
     elif args.command == "startup":
         startup(args.noise, args.trials, args.seeds)
     else:

@@ -808,6 +808,11 @@ class TrialOutcome(_Record):
     screened: int = 0
 
     @property
+    def measured(self) -> bool:
+        """Measured against the baseline: in full, or until the pruner stopped it."""
+        return self.state in (OutcomeState.SCORED, OutcomeState.PRUNED)
+
+    @property
     def feasible(self) -> bool:
         """Scored, and within the constraint."""
         return self.state == OutcomeState.SCORED and (self.violation or 0.0) <= 0.0

@@ -86,7 +86,7 @@ def write_tune_charts(result: TuneResult, folder: pathlib.Path) -> list[pathlib.
 def _scored(result: TuneResult) -> list[TrialOutcome]:
     """The trials measured against the baseline, in the order they ran."""
     return sorted((t for t in result.trials
-                   if t.state == OutcomeState.SCORED and t.gain is not None),
+                   if t.measured and t.gain is not None),
                   key=lambda t: t.number)
 
 

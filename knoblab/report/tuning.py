@@ -70,7 +70,7 @@ def gain_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
 def unmeasured(result: TuneResult) -> str | None:
     """When the search measured no candidate (every trial the baseline, refused or failed):
     the sentence that says so, in place of a verdict on measurements there are none of."""
-    if any(t.state == OutcomeState.SCORED for t in result.trials):
+    if any(t.measured for t in result.trials):
         return None
     kinds = ((OutcomeState.BASELINE, "the baseline itself"),
              (OutcomeState.REFUSED, "refused before running"),
@@ -119,10 +119,15 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
            "space": "every configuration of the space measured"}
 
 
+def rounds_cell(t: TrialOutcome) -> str:
+    """A trial's measurements: "8", "1, pruned", "3 on the first 60 s of the capture"."""
+    return f"{len(t.ratios)}" + (f" on {t.fidelity}" if t.fidelity else "") + \
+        (", pruned" if t.state == OutcomeState.PRUNED else "")
+
+
 def print_tune(result: TuneResult, out: Console, measured: Results | None = None) -> None:
     trials = result.trials
-    scored = sorted((t for t in trials if t.state == OutcomeState.SCORED),
-                    key=lambda t: t.score or 0.0)
+    scored = sorted((t for t in trials if t.measured), key=lambda t: t.score or 0.0)
     out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
               f"(stopped: {STOPPED.get(result.stopped, result.stopped)}); "
               f"{sum(t.state in NOT_RUN for t in trials)} refused or failed",
@@ -145,7 +150,7 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
     for t in scored[:8]:
         interval = t.interval()
         row = [str(t.number), settings_text(t.changes), percent(t.gain, way),
-               interval_cell(interval, way), str(len(t.ratios))]
+               interval_cell(interval, way), rounds_cell(t)]
         if bound:
             row.append("—" if t.observed is None else
                        f"{t.observed:.3g}{'' if t.feasible else ' (over)'}")
@@ -547,13 +552,12 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                       f"{claim_said(result)}" +
                       (", measured again in fresh server starts after the search."
                        if recommend.claim(result) is not None else "."))
-    scored = sorted((t for t in result.trials if t.state == OutcomeState.SCORED),
-                    key=lambda t: t.score or 0.0)
+    scored = sorted((t for t in result.trials if t.measured), key=lambda t: t.score or 0.0)
     way = direction_of(result)
     trials = table(f"Trials ({TRIALS_TITLE[way]})",
                    ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
                    [[str(t.number), settings_text(t.changes), percent(t.gain, way),
-                     interval_cell(t.interval(), way), str(len(t.ratios))] for t in scored],
+                     interval_cell(t.interval(), way), rounds_cell(t)] for t in scored],
                    [True, False, True, True, True])
     tables = [trials]
     if result.validations:

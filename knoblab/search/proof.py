@@ -136,8 +136,8 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
     """The best few distinct candidates that scored better than the baseline (and within
     the constraint), each re-run against it until decided. A search keeps the luckiest of
     many noisy scores; a fresh run of it says how much of that luck was real."""
-    # Those measured in full first; then those the pruner stopped (a trial stopped early in
-    # a study, with few to compete with, may still be among the best).
+    # Those measured in full first (the pruner kept them, rung after rung); then those it
+    # stopped (a trial stopped early, before its rung had rivals enough, may still be good).
     ranked = sorted((o for o in outcomes if (o.feasible or o.state == OutcomeState.PRUNED and
                                              (o.violation or 0.0) <= 0.0)
                      and (o.score or 0.0) < 0.0),
