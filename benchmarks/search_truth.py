@@ -190,8 +190,8 @@ def tune(seeds: int, trials: int, log: Path, home: Path, keep: Path | None,
         with tempfile.TemporaryDirectory() as temporary:
             scratch = Path(temporary) if keep is None else keep / f"seed-{seed}"
             scratch.mkdir(parents=True, exist_ok=True)
-            result, seconds, wall = run_tune(spec_text(seed, trials, budget), f"truth-{seed}", scratch,
-                                             home)
+            result, seconds, wall = run_tune(spec_text(seed, trials, budget),
+                                             f"truth-{seed}", scratch, home)
         seen, spent = [], 0.0
         for t in result["trials"]:
             spent += seconds.get(t["number"], 0.0)

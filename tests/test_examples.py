@@ -371,7 +371,7 @@ def test_tune_oltp(tmp_path: Path, knoblab_home: Path):
         "workload": {"threads": 2, "tables": 1, "table_size": 5_000, "duration": 3,
                      "warmup": 1},
         "tune": {"trials": 2, "validate": 1, "rounds": 2, "max_rounds": 2}},
-        tmp_path, knoblab_home, command="tune", extra=("--budget", "22s"))
+        tmp_path, knoblab_home, command="tune", extra=("--budget", "40s"))
     assert result["objective"]["metric"] == "tps"
     assert result["constraint"] == {"metric": "p99", "limit": 50, "bound": "max"}
     scored = [t for t in result["trials"] if t["state"] == "scored"]
