@@ -107,7 +107,7 @@ def spec_text(seed: int, trials: int, budget: float | None = None) -> str:
     return (f'name = "truth-{seed}"\n[server]\nbinary = "mariadbd"\n'
             f'[workload]\nkind = "script"\nbody = """\n{body()}\n"""\nconnections = 1\n'
             f"iterations = 1\n[statistics]\nmin_effect = 0.03\nseed = {seed}\n"
-            f'[tune]\ntrials = {trials}\nvalidate = 3\nstudy = "truth-{seed}"\n'
+            f'[tune]\ntrials = {trials}\nvalidate = 3\nbatch = 6\nstudy = "truth-{seed}"\n'
             + (f'budget = "{budget:g}s"\n' if budget else "") +
             f"[tune.knobs]\n{knobs}")
 

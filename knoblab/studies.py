@@ -1,6 +1,7 @@
 """A tuning study as the results store keeps it for people: one row per study.
 
-`knoblab tune` measures each trial, validation and reduction as a run of its own; listed one
+`knoblab tune` measures each step of its search, validation and reduction as a run of its
+own; listed one
 by one they would bury every other run (a study of 40 trials is some 150 runs). The store
 keeps a row per study instead (knoblab.store.studies): its progress while it searches (trials
 done, the best so far), and, when its search ends, the result its report was made from, so

@@ -24,7 +24,7 @@ KNOBS = '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\nread_buffer_size = ["12
 def _spec(tmp_path: Path, name: str = "mix", trials: int = 6) -> Path:
     spec = tmp_path / f"{abs(hash(name))}.toml"
     spec.write_text(f"name = {json.dumps(name)}\n[workload]\nkind = \"fake\"\n"
-                    f"[statistics]\nseed = 3\n[tune]\ntrials = {trials}\nvalidate = 1\n"
+                    f"[statistics]\nseed = 3\n[tune]\ntrials = {trials}\nvalidate = 1\nbatch = 6\n"
                     + KNOBS)
     return spec
 

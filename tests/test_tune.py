@@ -69,7 +69,7 @@ def _tune(store: Store, tmp_path: Path, spec=None, listener=None):
 
 def test_search_scores_against_the_baseline_and_validates_the_best(store, tmp_path):
     listener = Quiet()
-    result = _tune(store, tmp_path, listener=listener)
+    result = _tune(store, tmp_path, _spec(tune="batch = 6"), listener=listener)
     assert len(result.trials) == 8 and result.stopped == "trials"
     first = result.trials[0]
     # The baseline (the server's defaults lie in the space) is the first trial: not measured.

@@ -593,7 +593,8 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         safety=refused,
         noise=[f"{len(result.trials)} trials in {format_duration(result.spent)}; every trial's "
                "gain is a ratio to the baseline measured beside it, so that the machine's "
-               "drift cancels; promising trials get more rounds."],
+               "drift cancels; the pruner stops most trials after their first measurement, and "
+               "the ones it keeps are measured on several starts."],
         warnings=[],
         reproduce=[("study", result.study), ("knoblab", __version__),
                    *((name, machine.get(name, "not recorded")) for name in

@@ -120,8 +120,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     add_checked_seconds(study, time.monotonic() - began)  # the study's wall time too
     if search.warm:
         cold = [n for n in space.names if n not in search.warm]
-        listener.message(f"warm trials: up to {options.batch} candidates per server start, "
-                         "each beside the baseline, in a shuffled order"
+        listener.message(f"warm trials: up to {options.batch} candidate(s) per server start, "
+                         "beside the baseline, in a shuffled order"
                          + (f"; a candidate that changes {', '.join(cold)} gets starts of its "
                             "own" if cold else ""))
     stopped = ask_and_tell(study, turn, search)

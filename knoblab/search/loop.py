@@ -1,10 +1,11 @@
 """What is proposed and scored: the ask/tell loop. Optuna proposes configurations; knoblab
-measures each as a short run of its own: the baseline and the candidate, side by side on the
-same server starts (blocked where the settings need no restart), so that the optimizer is told
-the candidate's ratio to the baseline measured beside it, not a time that drifts with the
-machine. A configuration that is unsafe (durability given up without consent, memory over the
-budget) is never run, and one the server refuses is a result: both are told to the sampler as
-infeasible, so it stops proposing their region. A promising trial gets more rounds."""
+measures each beside the baseline on the same server starts (several candidates to a start
+where their settings change in place: warm trials), so that the optimizer is told the
+candidate's ratio to the baseline measured beside it, not a time that drifts with the machine.
+Each measurement is a step Optuna's pruner sees: it stops the trials that are not among the
+best at their rung. A configuration that is unsafe (durability given up without consent,
+memory over the budget) is never run, and one the server refuses is a result: both are told to
+the sampler as infeasible, so it stops proposing their region."""
 
 from __future__ import annotations
 
@@ -286,8 +287,8 @@ class Search:
                                 open_servers=self.open_servers)
 
     def run_trial(self, spec: Spec) -> str:
-        """A trial's run (`_trial_spec`). Its rounds are few by design ([tune] rounds, doubled
-        for a promising trial up to max_rounds): the search only ranks trials, and validation
+        """A step's run (`_trial_spec`). Its rounds are few by design (one start for a warm
+        step, [tune] rounds for a cold one): the search only ranks trials, and validation
         decides, in rounds until decided. The run's warning that its rounds are too few to
         decide, with advice to set [workload] repetitions (a key tune does not read), is
         not passed on: it is not the user's to follow."""

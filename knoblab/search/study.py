@@ -236,8 +236,8 @@ def new_trial(study: optuna.Study, distributions: dict[str, Any], space: Space
     mine = next(t for t in trials if t.number == trial.number)
     if "fixed_params" in mine.system_attrs:
         return trial
-    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.RUNNING,
-              optuna.trial.TrialState.WAITING)
+    states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED,
+              optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)
     taken = {_key(space, t.params): t.number for t in trials
              if t.state in states and t.number != trial.number and t.params}
     repeated = taken.get(_key(space, trial.params))
