@@ -480,12 +480,6 @@ def outcome_of(trial: optuna.trial.FrozenTrial, space: Space,
         "config": space.config(trial.params), "score": score}))
 
 
-def complete_state() -> optuna.trial.TrialState:
-    import optuna
-
-    return optuna.trial.TrialState.COMPLETE
-
-
 def told_states() -> tuple[optuna.trial.TrialState, ...]:
     """The states of a trial knoblab has told: measured in full (or not measurable), or
     stopped by the pruner."""
