@@ -692,6 +692,10 @@ def speed_levels(samples: Mapping[Any, Sequence[float]], *, least_ratio: float =
     return SpeedLevels(ratio, n - split, split + measured, both, measured)
 
 
+DRIFT_FROM = 8
+DRIFT_MOST = 0.6
+
+
 def drifting_mean_interval(values: Sequence[float], confidence: float = 0.95
                            ) -> tuple[float, float]:
     """The mean of `values` taken one after another (a candidate's per-start ratios, in the
@@ -701,7 +705,10 @@ def drifting_mean_interval(values: Sequence[float], confidence: float = 0.95
     sqrt((1 + r) / (1 - r)), as for a first-order autoregressive series; never narrowed.
     By simulation (tests/test_tune_claims.py): at a correlation of 0.5 and 20 values, 95%
     intervals held the mean 75% of the time without this and 83% with it, at a cost of 2-7%
-    in width when there is no drift."""
+    in width when there is no drift. Below DRIFT_FROM values r is not estimated (its error is
+    about 1/sqrt(n): on a validation's few rounds, one slow round reads as a strong drift, and
+    a 4.4-fold gain's interval reached past zero), and r is taken at most DRIFT_MOST, a
+    widening of at most twice."""
     from scipy import stats as sps
 
     x = np.asarray(values, dtype=float)
@@ -711,7 +718,7 @@ def drifting_mean_interval(values: Sequence[float], confidence: float = 0.95
         return mean, math.inf
     d = x - mean
     spread = float(d @ d)
-    r = float(d[1:] @ d[:-1]) / spread if n > 2 and spread > 0 else 0.0
-    r = min(max(r, 0.0), 0.9)
+    r = float(d[1:] @ d[:-1]) / spread if n >= DRIFT_FROM and spread > 0 else 0.0
+    r = min(max(r, 0.0), DRIFT_MOST)
     error = float(x.std(ddof=1)) / math.sqrt(n) * math.sqrt((1 + r) / (1 - r))
     return mean, float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * error

@@ -90,6 +90,21 @@ def test_the_gains_interval_widens_for_drift_between_starts():
     assert _coverage(0.0, 12, widened=True) >= 0.93
 
 
+def test_a_few_rounds_with_one_slow_are_not_read_as_drift():
+    # A validation's five rounds of a four-fold gain, the last slowed by a busy moment: too
+    # few to tell a drift from one bad round, so the interval is the plain t-interval, which
+    # stays clear of zero (widened for the apparent drift, it reached past it).
+    from scipy import stats as sps
+
+    ratios = [-1.45, -1.40, -1.42, -1.30, -0.75]
+    low, high = TrialOutcome(1, {}, {}, "scored", 0.0, ratios, ()).interval(0.99) or (0, 0)
+    n, mean = len(ratios), sum(ratios) / len(ratios)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in ratios) / (n - 1))
+    half = float(sps.t.ppf(0.995, n - 1)) * sd / math.sqrt(n)
+    assert (low, high) == pytest.approx((math.expm1(-(mean + half)), math.expm1(-(mean - half))))
+    assert low > 0.0
+
+
 @pytest.fixture
 def busy_elsewhere():
     """A program outside knoblab's process tree keeping a core busy (orphaned at once)."""
