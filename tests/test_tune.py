@@ -15,7 +15,7 @@ from knoblab.records import Metric, TrialOutcome
 from knoblab.search import tune
 from knoblab.search.loop import _trial_spec
 from knoblab.spec import parse_spec
-from knoblab.store import Store
+from knoblab.store import Store, TrialState
 from tests import fakes
 from tests.test_runner import Quiet as RunQuiet
 
@@ -89,8 +89,20 @@ def test_search_scores_against_the_baseline_and_validates_the_best(store, tmp_pa
         for run in t.runs:
             points = {m.point_idx for m in store.trials(run)}
             assert 0 in points and len(points) >= 2, "the baseline beside the candidates"
-    assert any(len(store.trials(run)) > 2 for t in scored + pruned for run in t.runs), \
-        "several candidates share a start"
+    shared = {run for t in scored + pruned for run in t.runs
+              if len({m.point_idx for m in store.trials(run)}) > 2}
+    assert shared, "several candidates share a start"
+    for run in shared:
+        # Each candidate (odd points) with a measurement of the baseline of its own (even
+        # points: the server read back at the baseline's values).
+        points = {m.point_idx for m in store.trials(run)}
+        assert len(points) % 2 == 0, points
+        again = [m for m in store.trials(run)
+                 if m.point_idx and m.point_idx % 2 == 0 and m.status == TrialState.DONE]
+        assert again, "the baseline measured again after the first candidate"
+        for m in again:  # the settings the step put back, read back at the baseline's
+            assert m.effective and all(v == first.config[k] for k, v in m.effective.items()
+                                       if k in first.config), (m.effective, first.config)
     assert result.validations, "a candidate scored better than the baseline"
     chosen = result.recommended
     assert chosen is not None and chosen.verdict == "better"

@@ -48,6 +48,7 @@ trials = 6
 rounds = 2
 max_rounds = 2
 validate = 1
+batch = 6
 
 [tune.knobs]
 query_prealloc_size = ["16K", "4M"]

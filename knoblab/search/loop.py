@@ -14,7 +14,7 @@ import hashlib
 import math
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -355,12 +355,12 @@ class Search:
                                                 blocked=group[0].warm,
                                                 baseline=self.baseline))
             share = (time.monotonic() - began) / len(group)
-            ratios, errors = self.ratios(run_id)
+            ratios, errors = self.ratios(run_id, candidate_points(len(group)))
             if not ratios and (failed := _baseline_failed(self.store, run_id)):
                 raise UserError(f"the baseline itself could not be measured (run {run_id}: "
                                 f"{failed}); fix [server.config] or the workload, then run "
                                 "knoblab tune again")
-            for point, m in enumerate(group, start=1):
+            for point, m in zip(candidate_points(len(group)), group, strict=True):
                 m.runs.append(run_id)
                 m.points.append(point)
                 m.cuts.append(cut)
@@ -411,24 +411,30 @@ class Search:
         self.listener.scored(outcome, best, None, self.goal.metric.direction)
         return outcome
 
-    def ratios(self, run_id: str) -> tuple[dict[int, list[float]], dict[int, str]]:
-        """Per candidate point (1, 2, …), its log-ratio to the baseline (point 0) measured in
-        the same round (the same start, in a blocked design), one per round, lower when
-        better; and each candidate's first error."""
+    def ratios(self, run_id: str, candidates: Collection[int] = (1,)
+               ) -> tuple[dict[int, list[float]], dict[int, str]]:
+        """Per candidate point (`candidates`; the run's other points are the baseline), its
+        log-ratio to the baseline measured in the same round (the same start, in a blocked
+        design; the geometric mean of the baseline's measurements there), one per round,
+        lower when better; and each candidate's first error."""
         by_round: dict[int, dict[int, float]] = {}
         errors: dict[int, str] = {}
         for t in self.store.trials(run_id):
             value = metric_value(self.goal.metric, t) if t.status == TrialState.DONE else None
             if value is not None:
                 by_round.setdefault(t.repetition, {})[t.point_idx] = value
-            elif t.status == TrialState.FAILED and t.point_idx and t.error:
+            elif t.status == TrialState.FAILED and t.point_idx in candidates and t.error:
                 errors.setdefault(t.point_idx, t.error)
         ratios: dict[int, list[float]] = {}
-        for pair in by_round.values():
-            for point, value in pair.items():
-                if point and 0 in pair:
+        for values in by_round.values():
+            base = [math.log(v) for p, v in values.items() if p not in candidates]
+            if not base:
+                continue
+            level = statistics.fmean(base)
+            for point, value in values.items():
+                if point in candidates:
                     ratios.setdefault(point, []).append(
-                        self.goal.sign * math.log(value / pair[0]))
+                        self.goal.sign * (math.log(value) - level))
         return ratios, errors
 
     def observed(self, places: list[tuple[str, int]]) -> float | None:
@@ -453,15 +459,24 @@ def metric_value(metric: Metric, trial: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+def candidate_points(candidates: int) -> list[int]:
+    """The points of a trial's run (`_trial_spec`) its candidates are at, in order; the
+    others are the baseline's."""
+    return [1] if candidates == 1 else [2 * i + 1 for i in range(candidates)]
+
+
 def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, number: int,
                 more: int = 0, blocked: bool = False,
                 baseline: Mapping[str, str] | None = None) -> Spec:
     """A run of the baseline and each candidate (the baseline with its changes; each step
     alone; `baseline`: the searched settings' values in it, needed for two or more),
     `rounds` rounds: all on one start per round, the settings set in place
-    (`blocked`), or on the design the settings allow. Each run (`number`: its first trial's;
-    `more`: the how-manieth step of it) has an order of its own: with one seed for all, every
-    trial would measure its candidate in the same places of its starts."""
+    (`blocked`), or on the design the settings allow. Two or more candidates each have a
+    measurement of the baseline of their own beside them (the points of
+    `candidate_points`; the others are the baseline): with one for all, a lucky one shifted
+    all alike. Each run (`number`: its first trial's; `more`: the how-manieth step of it)
+    has an order of its own: with one seed for all, every trial would measure its candidate
+    in the same places of its starts."""
     # A cold trial is one whose settings a change in place does not make as a start does
     # (or that only a start makes, or whose workload changes its data): a start each.
     workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
@@ -469,15 +484,17 @@ def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, numbe
     digest = hashlib.sha256(f"{spec.statistics.seed}/trial {number}/{more}".encode()).digest()
     statistics = dataclasses.replace(spec.statistics,
                                      seed=int.from_bytes(digest[:8], "big") >> 1)
-    # Steps are cumulative: each puts back what the one before changed and it does not, so
-    # that point i is the baseline with candidate i's changes alone.
+    # Steps are cumulative: after each candidate of several, a step puts its changes back,
+    # so that each candidate's point is the baseline with its changes alone, and the point
+    # after it the baseline again.
     steps: list[dict[str, str]] = []
     baseline = baseline or {}
     for i, changes in enumerate(candidates):
-        earlier = {k for c in candidates[:i] for k in c}
-        steps.append({**{k: baseline[k] for k in earlier if k not in changes}, **changes})
-    named = f"trial {number}" if len(steps) == 1 else \
-        f"trials {number} and {len(steps) - 1} more, on one start"
+        steps.append(dict(changes))
+        if len(candidates) > 1 and i < len(candidates) - 1:
+            steps.append({k: baseline[k] for k in changes})
+    named = f"trial {number}" if len(candidates) == 1 else \
+        f"trials {number} and {len(candidates) - 1} more, on one start"
     return dataclasses.replace(spec, name=f"{spec.name}: {named}", sweep={},
                                steps=steps, one_at_a_time=False, workload=workload,
                                tune=None, tied=ties(spec, spec.base_config, steps),

@@ -65,10 +65,8 @@ class TuneOptions:
             trials=section.number(dict(raw), "trials", "tune", 100, int, 2, 100_000),
             sampler=sampler,
             pruner=pruner,
-            # 1 by default: the candidates of a step share one measurement of the baseline,
-            # and a lucky one shifts them all (under the test suite's load, a placebo
-            # scored +42% with six to a start)
-            batch=section.number(dict(raw), "batch", "tune", 1, int, 1, 64),
+            # six to a start, each beside a measurement of the baseline of its own
+            batch=section.number(dict(raw), "batch", "tune", 6, int, 1, 64),
             screen=None if raw.get("screen") is None else str(raw["screen"]),
             rounds=(rounds := section.number(dict(raw), "rounds", "tune", 2, int, 2, 100)),
             max_rounds=section.number(dict(raw), "max_rounds", "tune", max(8, rounds), int,
