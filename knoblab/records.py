@@ -558,7 +558,8 @@ class Rounds(_Record):
     floor: int | None  # adaptive: at least, at most, within this budget (seconds)
     ceiling: int | None
     budget: float | None
-    stopped: str | None  # "decided", "budget" or "ceiling"; None: fixed, or not finished
+    # "decided", "budget", "ceiling" or "futile" (runner._look); None: fixed, or not finished
+    stopped: str | None
     level_worse: float | None  # adaptive: a difference needed p below this at the last look
     level_same: float | None  # ... and equivalence this
     design: str | None = None  # "blocked" or "restarts" (None: a run from before designs)

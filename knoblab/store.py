@@ -210,7 +210,7 @@ class RunInfo:
     warnings: list[str] = field(default_factory=list)
     spec_dir: str | None = None
     owner: dict[str, Any] = field(default_factory=dict)  # pid and host measuring it
-    # Adaptive repetitions: why the run stopped ("decided", "budget", "ceiling") after how
+    # Adaptive repetitions: why the run stopped ("decided", "budget", "ceiling", "futile") after how
     # many rounds; None for fixed repetitions and runs still going.
     stopped: dict[str, Any] | None = None
     # How the points were measured: {"name": "blocked" | "restarts", "why": "..."}

@@ -236,6 +236,23 @@ def test_auto_stops_at_the_first_look_where_every_comparison_is_decided(store, t
     assert results.rounds.level_worse is not None and results.rounds.level_worse < 0.04
 
 
+def test_auto_stops_when_the_rounds_left_could_not_decide(store, tmp_path):
+    # Three values alike, measured far too noisily to show them within 3% of each other: a
+    # hundred rounds would be needed, and the twenty of the ceiling would buy only time.
+    fakes.SCRIPT.seconds = {CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.0, CONFIG["4M"]: 1.0}
+    fakes.SCRIPT.spread = 0.3
+    run_id = _run(store, tmp_path, _auto_spec("min_repetitions = 3\nmax_repetitions = 20"))
+    results = build_results(store, run_id)
+    assert results.rounds is not None and results.rounds.stopped == "futile"
+    assert results.rounds.done == 10  # half the ceiling: the first look futility may stop at
+    assert len(fakes.SCRIPT.measured) == 30
+    assert "inconclusive" in {p.verdict for p in results.points}
+    info = RunInfo.from_json(store.run(run_id)["info"])
+    assert info.stopped is not None and info.stopped["needed"] > 2 * 10
+    from knoblab.report.text import rounds_text
+    assert "could not decide what was undecided" in rounds_text(results)
+
+
 def test_auto_goes_on_while_undecided_and_stops_at_the_ceiling(store, tmp_path):
     fakes.SCRIPT.seconds = {CONFIG["1M"]: 1.0, CONFIG["2M"]: 1.0, CONFIG["4M"]: 1.05}
     fakes.SCRIPT.spread = 0.3  # far too noisy to decide 5% either way

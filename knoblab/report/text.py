@@ -453,7 +453,9 @@ def explanation_lines(results: Results) -> list[str]:
 
 _STOPPED = {"decided": "every comparison was decided",
             "budget": "the budget was spent (extend it: knoblab resume {run} --budget …)",
-            "ceiling": "the ceiling was reached"}
+            "ceiling": "the ceiling was reached",
+            "futile": "the rounds left up to the ceiling could not decide what was undecided "
+                      "(each needed more than twice as many)"}
 
 
 def rounds_text(results: Results) -> str:
