@@ -82,6 +82,46 @@ def _disk(home: Path) -> str:
     return f"{best.fstype}, {kind}"
 
 
+def filesystem(folder: Path) -> dict[str, str]:
+    """The file system `folder` is on: its type, mount options, device and mount point, and
+    for ext4 its journalling ("data=ordered", "data=journal", "data=writeback", or "none"):
+    the mount options leave the default data=ordered out, the kernel's own list for the
+    device has it, and a file system made without a journal has no journal thread."""
+    path = folder.resolve()
+    while not path.exists():
+        path = path.parent
+    best = None
+    for part in psutil.disk_partitions(all=True):
+        if path.is_relative_to(part.mountpoint) and \
+                (best is None or len(part.mountpoint) > len(best.mountpoint)):
+            best = part
+    if best is None:
+        return {"type": "unknown", "options": "", "device": "", "mount": "", "journal": ""}
+    options = best.opts.split(",") if best.opts else []
+    journal = ""
+    if best.fstype == "ext4":
+        device = Path(best.device).resolve().name
+        try:
+            listed = options + Path(f"/proc/fs/ext4/{device}/options").read_text().split()
+            journal = next((o for o in listed if o.startswith("data=")), "")
+            if not journal and Path(f"/sys/fs/ext4/{device}/journal_task").read_text() \
+                    .strip() == "<none>":
+                journal = "none"
+        except OSError:
+            journal = next((o for o in options if o.startswith("data=")), "")
+    return {"type": best.fstype, "options": ",".join(options), "device": best.device,
+            "mount": best.mountpoint, "journal": journal}
+
+
+def filesystem_text(found: dict[str, str]) -> str:
+    """"ext4 (data=journal) on /dev/loop3": the type, its journalling, the device."""
+    journal = found.get("journal") or ""
+    said = {"": "", "none": " (no journal)"}.get(journal, f" ({journal})")
+    device = found.get("device") or ""
+    return found.get("type", "unknown") + said + \
+        (f" on {device}" if device and device != found.get("type") else "")
+
+
 def _caches() -> str:
     """The first CPU's caches, as "L1d 32K, L1i 32K, L2 512K, L3 32M"."""
     found = []

@@ -469,6 +469,8 @@ class ServerInfo(_Record):
     compile: dict[str, str | None]  # what the build says of itself: os, machine, compiler …
     missing: list[str]  # settings it lacks: points using them were left out on it
     error: str | None  # why it was left out
+    allocator: str | None = None  # the allocator preloaded (None: the build's own malloc)
+    preload: str | None = None  # its library's path
 
     @property
     def compiler(self) -> str | None:

@@ -397,8 +397,9 @@ _DETAIL_NUMBERS = frozenset({
     "latency_p95_ms", "latency_p99_ms", "read_bytes", "reconnects", "rows", "start_seconds",
     "statements", "statements_per_iteration", "sysbench_tps", "threads", "transactions",
     "write_bytes"})
-_DETAIL_SHAPES = {"regime": "text", "session": "texts", "os": "numbers", "status": "numbers",
-                  "steady": "numbers", "runs": "list", "per_connection_seconds": "list"}
+_DETAIL_SHAPES = {"regime": "text", "session": "texts", "filesystem": "texts",
+                  "os": "numbers", "status": "numbers", "steady": "numbers", "runs": "list",
+                  "per_connection_seconds": "list"}
 
 
 def check_details(details: dict[str, Any], what: str) -> None:

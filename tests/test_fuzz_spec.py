@@ -246,8 +246,9 @@ def _check(data: dict[str, Any]) -> None:
     assert all(isinstance(step, dict) and step for step in spec.steps)
     target = spec.target
     assert type(target) is TARGET_KINDS[target.kind]
-    binary = getattr(target, "binary", None)  # a sandbox's
-    assert binary is None or (isinstance(binary, str) and binary.strip())
+    binary = getattr(target, "binary", None)  # a sandbox's: a path, and what it preloads
+    assert binary is None or (isinstance(binary.path, str) and binary.path.strip()
+                              and (binary.preload is None or binary.preload.strip()))
     assert not (binary and target.servers)
     assert all(isinstance(v, str) for v in target.servers.values())
     assert target.endpoint is None or binary is None

@@ -148,8 +148,8 @@ def test_templates_deleted_while_the_empty_datadir_is_made_are_named(binary, tmp
     from knoblab.server.sandbox import base_template
 
     class Deleting(ServerBinary):
-        def install_db_command(self, datadir: Path, tmpdir: Path) -> list[str]:
-            made = super().install_db_command(datadir, tmpdir)
+        def install_db_command(self, datadir: Path, tmpdir: Path, basedir: Path) -> list[str]:
+            made = super().install_db_command(datadir, tmpdir, basedir)
             return ["sh", "-c", '"$@" && rm -rf "$0"', str(datadir.parent), *made]
 
     deleting = Deleting(**{f.name: getattr(binary, f.name) for f in dataclasses.fields(binary)})

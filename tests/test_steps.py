@@ -11,7 +11,7 @@ from knoblab import runner
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
 from knoblab.runner import plan_points
-from knoblab.server import SandboxKind, sandbox
+from knoblab.server import Entry, SandboxKind, sandbox
 from knoblab.spec import parse_spec
 from knoblab.store import Store
 
@@ -118,6 +118,10 @@ def _without(catalog: Catalog, *names: str, version: str = "older-server") -> Ca
     return Catalog(version, {k: v for k, v in catalog.knobs.items() if k not in names})
 
 
+def _two() -> SandboxKind:
+    return SandboxKind(None, {"full": Entry("a", None), "old": Entry("b", None)})
+
+
 def _catalogs(catalog, **catalogs: Catalog) -> dict[str, Catalog]:
     return {"full": catalog, **catalogs}
 
@@ -125,7 +129,7 @@ def _catalogs(catalog, **catalogs: Catalog) -> dict[str, Catalog]:
 def test_a_step_a_server_lacks_is_kept_in_place_and_not_run_there(binary, catalog):
     spec = _spec([{"sort_buffer_size": "4M"}, {"innodb_log_buffer_size": "4M"},
                   {"read_buffer_size": "1M"}])
-    spec = dataclasses.replace(spec, target=SandboxKind(None, {"full": "a", "old": "b"}))
+    spec = dataclasses.replace(spec, target=_two())
     plans = plan_points(spec, _catalogs(catalog,
                                         old=_without(catalog, "innodb_log_buffer_size")))
     assert plans["old"].lacking == ["innodb_log_buffer_size"]
@@ -151,7 +155,7 @@ def test_a_swept_setting_a_server_lacks_leaves_its_points_unrun(binary, catalog)
 
 def test_a_setting_no_server_has_is_an_error_with_suggestions(binary, catalog):
     spec = _spec([{"sort_bufer_size": "4M"}])
-    spec = dataclasses.replace(spec, target=SandboxKind(None, {"full": "a", "old": "b"}))
+    spec = dataclasses.replace(spec, target=_two())
     with pytest.raises(UserError, match="did you mean sort_buffer_size"):
         plan_points(spec, _catalogs(catalog, old=_without(catalog)))
 

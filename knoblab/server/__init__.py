@@ -12,19 +12,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 from knoblab import section
 from knoblab.connection import DATABASE, SYSTEM_DATABASES, Endpoint
 from knoblab.errors import UserError
-from knoblab.server.binary import find_binary
+from knoblab.server.binary import ServerBinary, find_binary
 from knoblab.server.external import RunningTarget
 from knoblab.server.sandbox import SandboxTarget
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
 
-__all__ = ["DEFAULT", "KEYS", "KINDS", "Data", "NoSpace", "ServerRefused", "Tampered", "Target",
-           "TargetKind", "kind_named", "of_section"]
+__all__ = ["DEFAULT", "KEYS", "KINDS", "Data", "Entry", "NoSpace", "ServerRefused", "Tampered",
+           "Target", "TargetKind", "kind_named", "of_section"]
 
 Opened = tuple[dict[str, Target], dict[str, str]]  # the servers by label; those left out, why
 
@@ -68,9 +68,11 @@ class SandboxKind:
     keys: ClassVar[tuple[str, ...]] = ("binary",)
     running: ClassVar[bool] = False
 
-    def __init__(self, binary: str | None, servers: dict[str, str]) -> None:
-        self.binary = binary  # one binary (None: the one found on PATH)
-        self.servers = servers  # several compared, label -> binary
+    def __init__(self, binary: Entry | None, entries: dict[str, Entry]) -> None:
+        self.binary = binary  # one server (None: the binary found on PATH, as it is)
+        self.entries = entries  # several compared, by label
+        # label -> as the spec names it: the binary, and the library preloaded
+        self.servers = {label: e.named for label, e in entries.items()}
         self.endpoint: Endpoint | None = None  # knoblab starts them
 
     @classmethod
@@ -86,13 +88,14 @@ class SandboxKind:
     def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
         """With several binaries, one that cannot be used is left out and the others still
         run; with one, its problem is the run's error."""
-        if not self.servers:
-            return {"": SandboxTarget("", find_binary(self.binary), home, shape)}, {}
-        targets: dict[str, Target] = {}
+        if not self.entries:
+            one = self.binary or Entry(None, None)
+            return {"": SandboxTarget("", one.find(), home, shape)}, {}
+        targets: dict[str, SandboxTarget] = {}
         left_out: dict[str, str] = {}
-        for label, name in self.servers.items():
+        for label, entry in self.entries.items():
             try:
-                targets[label] = SandboxTarget(label, find_binary(name), home, shape)
+                targets[label] = SandboxTarget(label, entry.find(), home, shape)
             except UserError as exc:
                 left_out[label] = str(exc)
         if not targets:
@@ -103,40 +106,81 @@ class SandboxKind:
         if len(targets) == 1:
             message(f"warning: only {next(iter(targets))} is left; nothing to compare it with")
         for label, target in targets.items():
-            message(f"server {label}: {target.version} ({target.describe()['binary']})")
-        files: dict[Path, list[str]] = {}
-        for label, name in self.servers.items():
-            if label in targets:
-                files.setdefault(find_binary(name).path.resolve(), []).append(label)
-        for path, labels in files.items():
+            preload = target.binary.preload
+            message(f"server {label}: {target.version} ({target.binary.path}"
+                    + (f", with {target.binary.allocator} preloaded: {preload}" if preload
+                       else "") + ")")
+        files: dict[tuple[Path, Path | None], list[str]] = {}
+        for label, target in targets.items():
+            binary = target.binary
+            files.setdefault((binary.path.resolve(), binary.preload), []).append(label)
+        for (path, _), labels in files.items():
             if len(labels) > 1:
                 message(f"warning: {' and '.join(labels)} are the same server ({path}): "
                         "comparing them measures the machine's noise (an A/A check), not two "
                         "builds")
-        return targets, left_out
+        return dict(targets), left_out
 
 
-def _binaries(raw: Any) -> tuple[str | None, dict[str, str]]:
-    """One binary, or several compared: a list of names/paths or a table of label = path."""
-    example = ("e.g. binary = \"/usr/sbin/mariadbd\", or to compare servers "
-               "binary = {gcc = \"/usr/sbin/mariadbd\", icc = \"/opt/icc/sbin/mariadbd\"}")
+class Entry(NamedTuple):
+    """A server as [server] binary names it: the binary (None: the one found on PATH) and
+    the library it starts with preloaded (an allocator), if any."""
+
+    path: str | None
+    preload: str | None
+
+    @property
+    def named(self) -> str:
+        return (self.path or "") + (f" with {self.preload}" if self.preload else "")
+
+    def find(self) -> ServerBinary:
+        return find_binary(self.path).with_preload(self.preload)
+
+
+_EXAMPLE = ("e.g. binary = \"/usr/sbin/mariadbd\", or to compare servers "
+            "binary = {gcc = \"/usr/sbin/mariadbd\", icc = \"/opt/icc/sbin/mariadbd\"}, or "
+            "allocators binary = {glibc = \"mariadbd\", jemalloc = {path = \"mariadbd\", "
+            "preload = \"jemalloc\"}}")
+
+
+def _entry(raw: Any, where: str) -> Entry:
+    """A name or path, or a table { path = ..., preload = ... }."""
+    if isinstance(raw, str) and raw.strip():
+        return Entry(raw, None)
+    if isinstance(raw, dict) and set(raw) <= {"path", "preload"} and \
+            all(isinstance(v, str) and v.strip() for v in raw.values()):
+        return Entry(raw.get("path"), raw.get("preload"))
+    if isinstance(raw, dict):
+        unknown = sorted(set(raw) - {"path", "preload"})
+        if unknown:
+            raise UserError(f"{where}: unknown key(s) {', '.join(unknown)}; a server is a "
+                            f"name or path, or {{ path = ..., preload = ... }}, {_EXAMPLE}")
+    raise UserError(f"{where} = {raw!r}: give a name on PATH or a path, {_EXAMPLE}")
+
+
+def _binaries(raw: Any) -> tuple[Entry | None, dict[str, Entry]]:
+    """One server, or several compared: a list of names/paths or a table of label = server
+    (a name or path, or { path, preload })."""
     if raw is None:
         return None, {}
-    if isinstance(raw, str) and raw.strip():
-        return raw, {}
+    if isinstance(raw, dict) and "path" in raw and set(raw) <= {"path", "preload"}:
+        return _entry(raw, "[server] binary"), {}  # one server, with a library preloaded
+    if isinstance(raw, str):
+        return _entry(raw, "[server] binary"), {}
     if isinstance(raw, list):
         if len(set(map(str, raw))) < len(raw):
             raise UserError("[server] binary: a binary is listed twice; list each server once")
         raw = {str(item): item for item in raw}
-    if not isinstance(raw, dict) or not all(isinstance(v, str) and v.strip()
-                                            for v in raw.values()):
-        raise UserError(f"[server] binary = {raw!r}: give a name on PATH or a path, {example}")
-    if len(raw) < 2:
+    if not isinstance(raw, dict):
+        raise UserError(f"[server] binary = {raw!r}: give a name on PATH or a path, {_EXAMPLE}")
+    entries = {str(label): _entry(value, f"[server] binary.{label}")
+               for label, value in raw.items()}
+    if len(entries) < 2:
         raise UserError(f"[server] binary: to compare servers give two or more different "
-                        f"binaries, {example}")
-    if len(set(raw.values())) < len(raw):
-        raise UserError("[server] binary: a binary is listed twice; list each server once")
-    return None, dict(raw)
+                        f"binaries, {_EXAMPLE}")
+    if len(set(entries.values())) < len(entries):
+        raise UserError("[server] binary: a server is listed twice; list each server once")
+    return None, entries
 
 
 class ExternalKind:

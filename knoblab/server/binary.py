@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -26,6 +27,40 @@ class ServerBinary:
     path: Path
     version: str  # as `--version` prints it, e.g. "Ver 10.11.19-MariaDB-0+deb12u1 for ..."
     flavor: str  # "mariadb" or "mysql"
+    # A library the server is started with (LD_PRELOAD): an allocator, jemalloc or tcmalloc
+    preload: Path | None = None
+
+    @property
+    def allocator(self) -> str | None:
+        """The allocator preloaded (jemalloc, tcmalloc, or the library's file name); None:
+        the one the build links (glibc's malloc, on Debian's)."""
+        if self.preload is None:
+            return None
+        return next((name for name in ALLOCATORS if name in self.preload.name),
+                    self.preload.name)
+
+    @property
+    def basedir(self) -> Path:
+        return _basedir(self.path)
+
+    def share(self) -> Path | None:
+        """The folder of the server's error messages, character sets and system tables'
+        SQL: the build's own (an unpacked package or tarball ships it), else the installed
+        server's, when that one is of the same release series (its error messages must
+        match the build's). None for MySQL, whose servers find their own."""
+        if self.flavor != "mariadb":
+            return None
+        own = self.basedir / "share" / "mysql"
+        if (own / "english" / "errmsg.sys").is_file():
+            return own
+        return _installed_share(self.path, self.short_version)
+
+    def with_preload(self, library: str | None) -> ServerBinary:
+        """This server, started with `library` preloaded: "jemalloc", "tcmalloc" or a
+        library's path (UserError in one line when it is not there)."""
+        if library is None:
+            return self
+        return ServerBinary(self.path, self.version, self.flavor, find_library(library))
 
     @property
     def short_version(self) -> str:
@@ -39,16 +74,19 @@ class ServerBinary:
         safe = re.sub(r"[^A-Za-z0-9.]+", "-", self.short_version)[:40]
         return f"{safe}-{digest}"
 
-    def install_db_command(self, datadir: Path, tmpdir: Path) -> list[str]:
-        """The command that initialises an empty datadir for this server. Its temporary
-        tables go to a folder of its own: in the shared temp folder, two initialisations at
-        once (or any other program's clean-up) remove each other's, and the server aborts."""
+    def install_db_command(self, datadir: Path, tmpdir: Path, basedir: Path) -> list[str]:
+        """The command that initialises an empty datadir for this server, the build's own
+        install step run on a base folder made for it in `basedir` (`_compose_basedir`). Its
+        temporary tables go to a folder of its own: in the shared temp folder, two
+        initialisations at once (or any other program's clean-up) remove each other's, and
+        the server aborts."""
         if self.flavor == "mariadb":
             tool = _sibling(self.path, ("mariadb-install-db", "mysql_install_db"))
+            _compose_basedir(self, basedir)
             command = [
                 str(tool), "--no-defaults", f"--datadir={datadir}",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
-                f"--basedir={_basedir(self.path)}", f"--tmpdir={tmpdir}",
+                f"--basedir={basedir}", f"--tmpdir={tmpdir}",
             ]
         else:
             command = [str(self.path), "--no-defaults", "--initialize-insecure",
@@ -170,6 +208,96 @@ def _basedir(server: Path) -> Path:
     return server.resolve().parent.parent
 
 
+INSTALLED = Path("/usr/sbin/mariadbd")  # Debian's server, whose share folder is borrowed
+INSTALLED_SHARE = Path("/usr/share/mysql")
+
+
+def _series(version: str) -> str:
+    """10.11.18-MariaDB-0+deb12u1 -> 10.11"""
+    return ".".join(version.split("-")[0].split(".")[:2])
+
+
+@functools.cache
+def _installed_share(path: Path, version: str) -> Path:
+    """The installed server's share folder, for a build that ships none, when the two are
+    of one release series; else UserError in one line."""
+    fix = (f"unpack the build's whole package beside it (its share/mysql folder: Debian's "
+           f"mariadb-server-core holds it) so that {_basedir(path) / 'share' / 'mysql'} exists")
+    if not (INSTALLED_SHARE / "english" / "errmsg.sys").is_file() or not INSTALLED.is_file():
+        raise UserError(f"server binary {path} has no share folder of its own (error "
+                        f"messages, character sets) and none is installed; {fix}")
+    installed = _describe(INSTALLED).short_version
+    if _series(installed) != _series(version):
+        raise UserError(f"server binary {path} ({version}) has no share folder of its own, "
+                        f"and the installed one is of {installed}, another release series; "
+                        f"{fix}")
+    return INSTALLED_SHARE
+
+
+def _compose_basedir(binary: ServerBinary, folder: Path) -> None:
+    """A base folder for the build's install step: its server, its share folder, and the
+    two helper programs the step calls, the build's own where it ships them, else the
+    installed ones (an unpacked mariadb-server-core ships no my_print_defaults)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for sub in ("bin", "sbin", "share", "lib/mysql/plugin"):
+        (folder / sub).mkdir(parents=True)
+    (folder / "sbin" / binary.path.name).symlink_to(binary.path.resolve())
+    if binary.path.name != "mariadbd":  # the step looks for sbin/mariadbd
+        (folder / "sbin" / "mariadbd").symlink_to(binary.path.resolve())
+    share = binary.share()
+    assert share is not None  # a MariaDB build
+    (folder / "share" / "mysql").symlink_to(share)
+    for tool in ("my_print_defaults", "resolveip"):
+        own = binary.basedir / "bin" / tool
+        found = own if own.is_file() else \
+            shutil.which(tool) or shutil.which(tool, path=os.pathsep.join(TOOL_DIRS))
+        if found is None:
+            raise UserError(f"{tool}, which the install step of {binary.path} calls, is "
+                            f"neither beside it nor installed; install it (Debian: "
+                            f"apt-get install mariadb-client-core mariadb-server-core)")
+        (folder / "bin" / tool).symlink_to(Path(found).resolve())
+
+
+TOOL_DIRS = ("/usr/bin", "/usr/local/bin")
+# Allocators by the name a spec gives them: the libraries Debian's packages install.
+ALLOCATORS = {"jemalloc": ("libjemalloc.so.2", "libjemalloc.so.1", "libjemalloc.so"),
+              "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4",
+                           "libtcmalloc_minimal.so", "libtcmalloc.so")}
+PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                "/usr/lib", "/usr/local/lib", "/lib/x86_64-linux-gnu")
+
+
+def find_library(name: str) -> Path:
+    """The library a spec's `preload` names: an allocator by name, or a path."""
+    if name in ALLOCATORS:
+        for folder in LIBRARY_DIRS:
+            for file in ALLOCATORS[name]:
+                if (Path(folder) / file).is_file():
+                    return Path(folder) / file
+        raise UserError(f"preload = \"{name}\": its library ({ALLOCATORS[name][0]}) is not "
+                        f"installed; install it (Debian: apt-get install {PACKAGES[name]}), "
+                        "or give the library's path")
+    path = Path(name).expanduser()
+    if "/" not in name:
+        raise UserError(f"preload = {name!r}: name an allocator ({', '.join(ALLOCATORS)}) "
+                        "or give a library's path, e.g. /usr/lib/x86_64-linux-gnu/"
+                        "libjemalloc.so.2")
+    if not path.is_file():
+        raise UserError(f"preload = {name!r}: no such file; give the path of a shared "
+                        "library, or an allocator by name (jemalloc, tcmalloc)")
+    try:
+        with path.open("rb") as f:
+            header = f.read(18)
+    except OSError as exc:
+        raise UserError(f"preload = {name!r}: cannot be read ({exc.strerror})") from None
+    # The loader skips what it cannot preload, with a warning nobody sees: said here instead.
+    if header[:4] != b"\x7fELF" or struct.unpack_from("<H", header, 16)[0] != 3:  # ET_DYN
+        raise UserError(f"preload = {name!r} is not a shared library (an ELF .so file); "
+                        "give the path of one, or an allocator by name (jemalloc, tcmalloc)")
+    return path
+
+
 def compile_info(binary: ServerBinary) -> dict[str, str | None]:
     """What the server says about its build, and the compiler recorded in the ELF file.
 
@@ -183,6 +311,7 @@ def compile_info(binary: ServerBinary) -> dict[str, str | None]:
         "comment": match.group(3) if match and match.group(3) else None,
         "compiler": "; ".join(compilers) if compilers else None,  # None: stripped binary
         "sha256": _digest(binary.path),  # tells two builds of one version apart
+        "build_id": _build_id(binary.path),
     }
 
 
@@ -196,11 +325,29 @@ def _digest(path: Path) -> str | None:
 
 def _elf_comment(path: Path) -> list[str]:
     """The strings of a 64-bit little-endian ELF file's .comment section (compiler banners)."""
+    raw = _elf_section(path, b".comment")
+    texts = [t.decode("utf-8", "replace") for t in (raw or b"").split(b"\0") if t]
+    return list(dict.fromkeys(texts))
+
+
+def _build_id(path: Path) -> str | None:
+    """The GNU build id the linker wrote (.note.gnu.build-id): what Debian's debug symbols
+    and crash reports name a build by."""
+    note = _elf_section(path, b".note.gnu.build-id")
+    if note is None or len(note) < 16:
+        return None
+    name_size, desc_size, _ = struct.unpack_from("<III", note, 0)
+    start = 12 + (name_size + 3) // 4 * 4
+    return note[start:start + desc_size].hex() or None
+
+
+def _elf_section(path: Path, wanted: bytes) -> bytes | None:
+    """A section of a 64-bit little-endian ELF file, by name (at most 64 KB of it)."""
     try:
         with path.open("rb") as f:
             header = f.read(64)
             if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] != 1:
-                return []
+                return None
             shoff, = struct.unpack_from("<Q", header, 0x28)
             shentsize, shnum, shstrndx = struct.unpack_from("<HHH", header, 0x3A)
             f.seek(shoff)
@@ -211,11 +358,9 @@ def _elf_comment(path: Path) -> list[str]:
             f.seek(names_at)
             names = f.read(names_size)
             for name_at, _, _, _, offset, size in sections:
-                if names[name_at:names.index(b"\0", name_at)] == b".comment":
+                if names[name_at:names.index(b"\0", name_at)] == wanted:
                     f.seek(offset)
-                    raw = f.read(min(size, 1 << 16))
-                    texts = [t.decode("utf-8", "replace") for t in raw.split(b"\0") if t]
-                    return list(dict.fromkeys(texts))
+                    return f.read(min(size, 1 << 16))
     except (OSError, struct.error, ValueError, IndexError):
         pass
-    return []
+    return None

@@ -37,6 +37,7 @@ from knoblab import places, safety
 from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import ACCESS_DENIED, DATABASE, Server
 from knoblab.errors import UserError
+from knoblab.machine import filesystem
 from knoblab.observe import drop_from_page_cache
 from knoblab.places import knoblab_home
 from knoblab.server.binary import ServerBinary, compile_info
@@ -198,11 +199,13 @@ class Sandbox:
                                             self.shape.limits(hierarchy(), self.home))
         began = time.perf_counter()
         _LIVE.add(self)
+        preload = self.binary.preload
         self.process = subprocess.Popen(
             [str(self.binary.path), f"--defaults-file={cnf}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C reaches knoblab, which shuts the server down itself
             preexec_fn=functools.partial(_start_child, os.getpid(), self.group),
+            env=None if preload is None else {**os.environ, "LD_PRELOAD": str(preload)},
         )
         self._write_owner()
         self._watch_disk = threading.Event()
@@ -210,6 +213,7 @@ class Sandbox:
                          name="knoblab-disk-watch", daemon=True).start()
         self._wait_ready(timeout)
         self._check_private()
+        self._check_preload()
         self.start_seconds = time.perf_counter() - began
 
     def _check_private(self) -> None:
@@ -228,6 +232,23 @@ class Sandbox:
                             f"with the settings {settings}; knoblab stopped it at once, since a "
                             "sandbox's root has no password; remove the setting that opens a "
                             "port")
+
+    def _check_preload(self) -> None:
+        """The library the server was to start with is in its memory maps: the loader skips
+        one it cannot load with a warning nobody reads, and the run would measure the
+        build's own allocator under the library's name."""
+        preload = self.binary.preload
+        if preload is None or self.process is None:
+            return
+        try:
+            maps = Path(f"/proc/{self.process.pid}/maps").read_text()
+        except OSError:
+            return  # gone already: the measurement will say so
+        if str(preload.resolve()) not in maps and str(preload) not in maps:
+            raise UserError(f"{self.binary.path.name} started without {preload} (preload = "
+                            f"{self.binary.allocator}): it is not in the server's memory "
+                            "maps; check that it is a shared library for this machine "
+                            f"(file {preload} says)")
 
     def _write_owner(self) -> None:
         staged = self.dir / "owner.json.new"  # renamed into place: never read half-written
@@ -398,6 +419,9 @@ class Sandbox:
             "local-infile = 0",
             f"plugin-dir = {self.plugins}",
         ]
+        share = self.binary.share()
+        if share is not None:  # the build's own error messages and character sets
+            lines += [f"lc-messages-dir = {share}", f"character-sets-dir = {share / 'charsets'}"]
         if os.geteuid() == 0:
             lines.append("user = root")
         lines += [f"{name} = {value}" for name, value in self.settings.items()]
@@ -594,8 +618,10 @@ def base_template(binary: ServerBinary, home: Path | None = None) -> Path:
         (building / "tmp").mkdir()
         what = "an empty data directory"
         try:
-            out = subprocess.run(binary.install_db_command(data, building / "tmp"),
+            out = subprocess.run(binary.install_db_command(data, building / "tmp",
+                                                           building / "basedir"),
                                  capture_output=True, text=True, check=False)
+            shutil.rmtree(building / "basedir", ignore_errors=True)
             if out.returncode != 0:
                 _deleted_while_built(building, what)
                 tail = " | ".join((out.stdout + out.stderr).strip().splitlines()[-4:])
@@ -757,6 +783,8 @@ class SandboxTarget:
     def describe(self) -> dict[str, object]:
         return {"label": self.label, "binary": str(self.binary.path), "version": self.version,
                 "version_line": self.binary.version, "compile": compile_info(self.binary),
+                "allocator": self.binary.allocator,
+                "preload": None if self.binary.preload is None else str(self.binary.preload),
                 **({"machine": self.shape.to_json()} if self.shape else {})}
 
     def check(self, names: list[str], store: object, resuming: str | None) -> None:
@@ -827,6 +855,9 @@ class SandboxTarget:
             given = shape or self.shape
             yield sandbox, {"copy_seconds": round(sandbox.copy_seconds, 3),
                             "start_seconds": round(sandbox.start_seconds, 3),
+                            # where its data lived: a file system's type and journalling
+                            # are part of what was measured
+                            "filesystem": filesystem(sandbox.datadir),
                             # the machine it was given, kept with every measurement
                             **({"machine": given.to_json()} if given else {})}
         finally:
