@@ -242,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "first")
     compare.add_argument("--json", type=Path, metavar="FILE",
                          help="write the comparison as JSON here")
+    compare.add_argument("--out", type=Path, metavar="DIR",
+                         help="write the comparison's report here (report.html, report.md)")
     compare.set_defaults(func=cmd_compare, **_READS)
 
     restore = sub.add_parser("restore", help="put back settings a killed run left changed "
@@ -804,6 +806,21 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                      "machine": c.machine, "spec": c.spec, "incomplete": c.incomplete}
                     for c in comparisons]
         places.write_file(args.json, json.dumps(document, indent=2), "--json")
+    from knoblab.report.tables import print_movement, run_places
+
+    runs = [comparisons[0].first, *(c.other for c in comparisons)]
+    print_movement(run_places(runs), out)
+    if args.out:
+        from knoblab.report import exporters
+        from knoblab.report.document import Report, compare_document
+
+        try:
+            exporters.claim_folder(args.out)
+            page = compare_document(comparisons, [_agreement(c) for c in comparisons])
+            _say_written(out, exporters.write(Report(page), args.out), [])
+        except OSError as exc:
+            raise UserError(f"cannot write the comparison to {exc.filename or args.out}: "
+                            f"{exc.strerror}; give a writable folder with --out") from None
     out.check(f"the comparison is in {args.json}" if args.json else "")
     return 0
 

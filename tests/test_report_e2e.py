@@ -85,6 +85,24 @@ def test_compare_finds_alike_runs_alike_and_a_real_difference(knoblab_home, thre
     assert f"run {c} against run {a}" in done.stdout and "differs" in done.stdout
 
 
+def test_compare_says_how_the_best_value_moves_and_writes_a_report(knoblab_home, three_runs):
+    folder, store, (a, b, c) = three_runs
+    out = folder / "cmp-report"
+    done = _knoblab(knoblab_home, store, "compare", a, b, c, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    flat = " ".join(done.stdout.split())
+    assert "How the best value moves" in flat
+    # Each run a row: its best, and the other runs' bests as it measured them. Run twice,
+    # the study finds 64M best both times, each the other's best too.
+    assert f"run {a}'s best (64M)" in flat and f"run {b}'s best (64M)" in flat
+    assert "best here too" in flat
+    page = (out / "report.html").read_text()
+    assert "How the best value moves" in page and f"run {c}" in page
+    assert "How the best value moves" in (out / "report.md").read_text()
+    assert not (out / "recommended.cnf").exists()  # a comparison recommends nothing
+    assert f"report: {out / 'report.html'}" in done.stdout
+
+
 def test_runs_of_different_work_are_not_compared(knoblab_home, three_runs, tmp_path):
     folder, store, (a, _, _) = three_runs
     other = tmp_path / "other.toml"

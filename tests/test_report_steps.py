@@ -5,6 +5,8 @@ with the same settings. Written as the results JSON and read with Results.from_j
 
 import copy
 import io
+import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -25,6 +27,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def _typed(result: dict) -> Results:
     kind = result["workload"].get("kind", "query")
     return Results.from_json(result, workloads.kind(kind).objective)
+GOLDEN = Path(__file__).parent / "data" / "golden"
 FLUSH = "innodb_flush_log_at_trx_commit"
 CRASH = "a crash can lose the last second of committed transactions"
 
@@ -375,3 +378,33 @@ def test_waterfall_per_slice_alone_failed_and_servers_chart(tmp_path):
     assert names == ["steps-waterfall-binary-icc.png", "steps-waterfall-binary-gcc.png",
                      "servers.png"]
     assert all(_is_png(tmp_path / name) for name in names)
+
+
+def test_how_the_best_value_moves_between_slices():
+    """Per slice its best, and each slice's best as measured in the others: the answer to
+    "does the value best on my test box hold on production's platform?"."""
+    from knoblab.report.tables import movement_grid, slice_places
+
+    result = json.loads((GOLDEN / "golden-sysbench.json").read_text())
+    # threads=1: 64M best, 16M shown 12% worse; threads=2: 16M best, 64M equivalent to it.
+    for p in result["points"]:
+        p["is_default"] = p["settings"]["innodb_buffer_pool_size"] == "16M"
+    one, two = result["conclusion"]["by_slice"]
+    one.update(significant=True, best={"innodb_buffer_pool_size": "64M", "threads": "1"})
+    two.update(best={"innodb_buffer_pool_size": "16M", "threads": "2"})
+    result["points"][0].update(verdict="worse", p_value=0.01)
+    result["points"][3].update(verdict="equivalent", p_equivalent=0.02)
+    grid = movement_grid(slice_places(_typed(result)))
+    assert grid is not None
+    assert grid.headers[3:] == ["threads=1's best (64M)", "threads=2's best (16M)"]
+    rows = [[cell.plain for cell in row] for row in grid.rows]
+    assert rows[0][:2] == ["threads=1", "64M"]
+    assert rows[0][3] == "—" and rows[0][4] == "shown worse here, by 12%"
+    assert rows[1][:2] == ["threads=2", "16M"]
+    assert rows[1][2] == "the current configuration is the fastest"
+    assert rows[1][3] == "equivalent here" and rows[1][4] == "—"
+    out = _render(result)
+    assert "How the best value moves" in out and "shown worse here, by 12%" in out
+    # One slice, or nothing swept but the slices: no table.
+    result["conclusion"]["by_slice"] = [one]
+    assert movement_grid(slice_places(_typed(result))) is None

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from knoblab import recommend
 from knoblab.literal import literal
@@ -24,13 +24,21 @@ from knoblab.records import Point, Results, StepRow, StepsTable, TuneResult
 from knoblab.report.format import (
     gain_interval_text,
     headline,
+    num,
     slices,
     step_label,
     value_knobs,
     where,
     with_facts,
 )
-from knoblab.report.tables import class_grid, class_notes, report_tables, table_notes
+from knoblab.report.tables import (
+    class_grid,
+    class_notes,
+    movement_grid,
+    report_tables,
+    run_places,
+    table_notes,
+)
 from knoblab.report.text import (
     conclusion_text,
     durability_lines,
@@ -50,6 +58,9 @@ from knoblab.store import Trial
 from knoblab.units import format_duration, setting_text
 from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
 from knoblab.words import FINDING_WORDS, gain_words
+
+if TYPE_CHECKING:
+    from knoblab.compare import Comparison
 
 # A cell that begins with a verdict → its colour (a class of the page's style sheet)
 _VERDICT_CLASS = {PointVerdict.BEST: "best", PointVerdict.WORSE: "worse",
@@ -147,6 +158,45 @@ def build_document(results: Results, charts: list[Path]) -> Document:
     )
 
 
+def compare_document(comparisons: list[Comparison], agreements: list[str]) -> Document:
+    """The report of knoblab compare: each run against the first, configuration by
+    configuration, then how the best value moves between them."""
+    first = comparisons[0].first
+    runs = [first, *(c.other for c in comparisons)]
+    tables = []
+    for c in comparisons:
+        a, b = c.first.run_id, c.other.run_id
+        rows = [[r.label, num(r.first), num(r.other),
+                 "—" if r.change is None else
+                 f"{(r.change.ratio - 1) * 100:+.1f}% [{(r.change.ci_low - 1) * 100:+.1f}%, "
+                 f"{(r.change.ci_high - 1) * 100:+.1f}%]",
+                 "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}", str(r.verdict)]
+                for r in c.rows]
+        tables.append(table(f"run {b} against run {a} ({c.first.objective.centre} "
+                            f"{c.first.objective.unit})",
+                            ["configuration", f"in {a}", f"in {b}", "change [95% CI]",
+                             "p (Holm)", "verdict"], rows,
+                            [False, True, True, True, True, False]))
+    moves = movement_grid(run_places(runs))
+    if moves is not None:
+        tables.append(Table(moves.title, moves.headers,
+                            [[(cell.plain, _class(cell)) for cell in row] for row in moves.rows],
+                            moves.ends, moves.numeric))
+    ids = " ".join(r.run_id for r in runs)
+    return Document(
+        title=f"{first.name}: {len(runs)} runs compared",
+        question=("Does what one run found hold in the others: the same configurations, "
+                  "measured on other machines, builds, dates or base configurations?"),
+        partial=None, conclusion=" ".join(agreements), recommended="", tables=tables,
+        charts=[], evidence=[], safety=[], noise=[],
+        warnings=[line for c in comparisons for line in c.incomplete],
+        reproduce=[*((f"run {r.run_id}", f"{r.name} · {r.server_version or 'server'}")
+                     for r in runs),
+                   *(("differs", line) for c in comparisons for line in c.machine)],
+        spec="\n".join(line for c in comparisons for line in c.spec),
+        command=f"knoblab compare {ids} --out DIR")
+
+
 def question_text(results: Results) -> str:
     """What the run asks, in words: "Which read_buffer_size makes SELECT … fastest?"."""
     described = _spec_value(results.spec, "description")
@@ -233,8 +283,11 @@ def _reproduce(results: Results) -> list[tuple[str, str]]:
         rows.append(("sandbox shape", results.machine["shape"]))
     for server in results.servers:
         label = f"server {server.label}" if server.label else "server"
+        build = server.compile.get("build_id")
         rows.append((label, " · ".join(part for part in (
-            server.binary, server.version, server.version_line, server.compiler) if part)))
+            server.binary, server.version, server.version_line, server.compiler,
+            build and f"build id {build}",
+            server.allocator and f"{server.allocator} preloaded ({server.preload})") if part)))
     for name, value in results.base.items():
         rows.append((f"[server.config] {name}", value))
     return rows

@@ -61,8 +61,8 @@ class RecommendedCnf:
     name = "cnf"
     file = "recommended.cnf"
 
-    def export(self, report: Report) -> str:
-        return report.document.recommended
+    def export(self, report: Report) -> str | None:
+        return report.document.recommended or None  # a comparison recommends nothing
 
 
 class MeasurementsCsv:

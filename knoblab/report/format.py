@@ -263,11 +263,12 @@ def step_costs(row: StepRow) -> list[str]:
 
 
 def slice_heading(results: Results, table: StepsTable) -> str:
-    """The slice, and for a server slice the server's version and compiler."""
+    """The slice, and for a server slice the server's version, compiler and allocator."""
     text = where(table.slice)
     server = results.server(table.slice["binary"]) if "binary" in table.slice else None
     if server is not None:
-        facts = [f for f in (server.version, server.compiler) if f]
+        facts = [f for f in (server.version, server.compiler,
+                             server.allocator and f"{server.allocator} preloaded") if f]
         if facts:
             text += f" ({', '.join(facts)})"
     return text

@@ -27,6 +27,7 @@ from knoblab.records import (
     Results,
     SeriesEvidence,
     ServersCompared,
+    SliceConclusion,
     Steady,
     StepsTable,
 )
@@ -67,6 +68,7 @@ from knoblab.report.text import (
     noise_text,
     rounds_text,
     server_lines,
+    slice_gain_text,
     stalls_text,
     step_durability_lines,
     step_notes,
@@ -115,6 +117,24 @@ def print_report(results: Results, console: Console) -> None:
         _print_timed(results, console)
     # any kind may have been run on several servers
     _print_servers(results, console)
+    print_movement(slice_places(results), console)
+
+
+def print_movement(places: list[Place], console: Console) -> None:
+    """The table of how the best value moves (`movement_grid`), when there is one."""
+    moves = movement_grid(places)
+    if moves is None:
+        return
+    console.print()
+    console.print(_text(moves.title, style="bold"))
+    # words in every cell: left-aligned, each column wrapping as the console needs
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                  collapse_padding=True, header_style="bold")
+    for header in moves.headers:
+        table.add_column(header, overflow="fold")
+    for cells in moves.rows:
+        table.add_row(*cells)
+    console.print(table)
 
 
 def _print_title(results: Results, title: str, console: Console) -> None:
@@ -684,6 +704,8 @@ def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, d
         "server": {"header": "server"},
         "version": {"header": "version"},
         "compiler": {"header": "compiler", "wrap": True},
+        "build": {"header": "build id"},
+        "allocator": {"header": "allocator"},
         "centre": {"header": f"{_centre_name(results)} [95% CI]", "justify": "right"},
         "n": {"header": "n", "justify": "right"},
         "best": {"header": "vs best", "justify": "right"},
@@ -698,6 +720,9 @@ def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, d
             "server": _text(row.binary),
             "version": _text(server.version or "—" if server else "—"),
             "compiler": _text(server.compiler or "—" if server else "—"),
+            # a build id's first 12 hex digits tell builds apart, as git's short ids do
+            "build": _text((server.compile.get("build_id") or "—")[:12] if server else "—"),
+            "allocator": _text(server.allocator or "built in" if server else "—"),
             "centre": _split(_centre_cell(row.center, row.ci95) if alive else "—"),
             "n": _text(str(row.n)),
             "best": _text("—" if ratio is None or row.p_value is None or not alive
@@ -706,7 +731,11 @@ def _server_cells(results: Results, entry: ServersCompared) -> tuple[dict[str, d
             "verdict": _text(row.verdict, style=_RICH_STYLE.get(row.verdict, "")),
         })
     compiled = any(server and server.compiler for server in servers)
-    full = ["server", "version"] + (["compiler"] if compiled else [])
+    # The build id when it tells the servers apart; the allocator when one is preloaded.
+    builds = {server.compile.get("build_id") for server in servers if server}
+    preloaded = any(server and server.allocator for server in servers)
+    full = ["server", "version"] + (["compiler"] if compiled else []) + \
+        (["build"] if len(builds - {None}) > 1 else []) + (["allocator"] if preloaded else [])
     judged = ["centre", "n", "best", "p", "verdict"]
     return columns, cells, full, judged
 
@@ -751,10 +780,109 @@ def report_tables(results: Results) -> list[Grid]:
     for entry in results.servers_compared or []:
         columns, cells, full, judged = _server_cells(results, entry)
         found.append(_keyed(_servers_title(entry), columns, cells, full + judged))
+    moves = movement_grid(slice_places(results))
+    if moves is not None:
+        found.append(moves)
     classes = class_grid(results)
     if classes is not None:
         found.append(classes)
     return found
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a best value was looked for: a slice of a run (a server, a machine shape, a file
+    system, a data size), or one run among several compared (two machines)."""
+
+    label: str
+    results: Results
+    conclusion: SliceConclusion
+
+    @property
+    def points(self) -> list[Point]:
+        return [p for p in self.results.points
+                if all(p.settings.get(k) == v for k, v in self.conclusion.slice.items())]
+
+    def best(self) -> dict[str, str]:
+        """Its best values, or where nothing was shown best, its fastest measured."""
+        best = self.conclusion.best or self.conclusion.fastest or {}
+        return {k: best[k] for k in value_knobs(self.results) if k in best}
+
+
+def slice_places(results: Results) -> list[Place]:
+    """A run's slices, each a place of its own (none for a steps run: its steps have
+    their own table per slice)."""
+    if results.steps is not None or not set(results.knobs) - set(results.slices):
+        return []  # a steps run, or only the slices swept: no value to move
+    return [Place(where(c.slice), results, c) for c in results.conclusion.by_slice or []]
+
+
+def run_places(runs: list[Results]) -> list[Place]:
+    """Runs compared (knoblab compare), each a place, or each of its slices one."""
+    found = []
+    for results in runs:
+        if results.conclusion.by_slice:
+            found += [Place(f"{results.run_id} {p.label}", results, p.conclusion)
+                      for p in slice_places(results)]
+        else:
+            found.append(Place(f"run {results.run_id}", results,
+                               results.conclusion.of_slice({})))
+    return found
+
+
+def movement_grid(places: list[Place]) -> Grid | None:
+    """How the best value moves between places (slices of a run, or runs compared): per
+    place, its best configuration, that one's gain over the current configuration there, and
+    how each place's best fares in it — the answer to "does the value best on my test box
+    hold on production's platform?". None for fewer than two places, or when nothing but
+    the slices was swept."""
+    places = [p for p in places if p.best()]
+    if len(places) < 2:
+        return None
+
+    def text(values: dict[str, str]) -> str:
+        return ", ".join(values.values()) if len(values) == 1 else settings_text(values)
+
+    headers = ["where", "best here", "against the current configuration",
+               *(f"{p.label}'s best ({text(p.best())})" for p in places)]
+    rows = []
+    for place in places:
+        here = place.best()
+        cells = [_text(place.label),
+                 _text(text(here) + ("" if place.conclusion.best else
+                                     " (the fastest measured; none shown best)")),
+                 _text(slice_gain_text(place.results, place.conclusion))]
+        for other in places:
+            theirs = other.best()
+            if other is place:
+                cells.append(_text("—", style="dim"))
+                continue
+            if theirs == here:
+                cells.append(_text("best here too", style="green"))
+                continue
+            point = next((p for p in place.points
+                          if all(p.settings.get(k) == v for k, v in theirs.items())), None)
+            cells.append(_elsewhere(place.results, point))
+        rows.append(cells)
+    title = ("How the best value moves between them: the best of each, and how each one's "
+             "best did in the others (shown worse: by the comparison with the best there, "
+             "Holm-adjusted)")
+    return Grid(title, headers, rows, set(), [False] * len(headers))
+
+
+def _elsewhere(results: Results, point: Point | None) -> Text:
+    """How another place's best did here."""
+    if point is None or point.verdict in (PointVerdict.FAILED, PointVerdict.NOT_RUN):
+        return _text("not measured here", style="dim")
+    if point.verdict == PointVerdict.WORSE:
+        ratio = point.ratio_to_best or 1.0
+        worse = ratio - 1 if results.objective.direction == "minimize" else 1 - ratio
+        return _text(f"shown worse here, by {worse:.0%}", style="red")
+    if point.verdict == PointVerdict.EQUIVALENT:
+        return _text("equivalent here", style="green")
+    if point.verdict == PointVerdict.BEST:
+        return _text("best here too", style="green")
+    return _text("not shown worse here")
 
 
 _CLASS_STYLE = {ClassVerdict.FASTER: "green", ClassVerdict.SLOWER: "red",

@@ -240,6 +240,28 @@ def _gain(results: Results, default: Point, conclusion: SliceConclusion) -> str:
     return with_facts(text, facts)
 
 
+def slice_gain_text(results: Results, conclusion: SliceConclusion) -> str:
+    """A slice's best against its current configuration, in a table cell: "time −7.4%
+    [−9.0% to −5.1%], shown to help", or why there is nothing to say."""
+    points = [p for p in results.points
+              if all(p.settings.get(k) == v for k, v in conclusion.slice.items())]
+    default = next((p for p in points if p.is_default), None)
+    best = conclusion.best or conclusion.fastest
+    if best is None:
+        return "nothing measured"
+    if default is None:
+        return "the current configuration was not measured"
+    if all(default.settings.get(k) == v for k, v in best.items()):
+        return "the current configuration is the fastest"
+    gain, interval = _gain_of(results, default, conclusion)
+    text = gain_words(gain, _direction(results), _rate_unit(results))
+    if interval is not None:
+        text += f" [{gain_interval_text(interval, _direction(results))}]"
+    if conclusion.finding is not None:
+        text += f", {finding_text(conclusion.finding, results.statistics.min_effect)}"
+    return text
+
+
 def _estimate(results: Results, default: Point, conclusion: SliceConclusion) -> str:
     """"time −3.1%, Holm-adjusted p = 0.44": the estimate without an interval that might
     read as shown."""
