@@ -98,6 +98,9 @@ def values(args: argparse.Namespace) -> dict[str, list[str]]:
 
 def grid(folder: Path, env: dict[str, str], args: argparse.Namespace) -> dict[str, Any]:
     spec = without_tune((folder / "cap" / "spec.toml").read_text())
+    # the swept settings' production values are among the grid's, not in [server.config]
+    spec = "".join(line for line in spec.splitlines(keepends=True)
+                   if line.split(" = ")[0] not in VALUES)
     spec = with_section(spec, "workload", [f"repetitions = {args.grid_rounds}"])
     spec = spec.replace('-capture"', '-grid"', 1)
     spec += "\n[sweep]\n" + "".join(f"{k} = {json.dumps(v)}\n"
@@ -107,8 +110,13 @@ def grid(folder: Path, env: dict[str, str], args: argparse.Namespace) -> dict[st
     took = knoblab(folder, env, "run", str(path), "--out", str(folder / "grid"), "--json",
                    str(folder / "grid.json"))
     result = json.loads((folder / "grid.json").read_text())
+    lower = result["objective"]["direction"] == "minimize"
+    # Each configuration's cost against the best's: its time over the best's (or the best's
+    # throughput over its), 1 for the best.
     points = [{"settings": {k: normal(v) for k, v in p["settings"].items() if k in VALUES},
-               "ratio_to_best": p["ratio_to_best"], "n": p["n"]} for p in result["points"]]
+               "ratio_to_best": None if p["ratio_to_best"] is None else
+               p["ratio_to_best"] if lower else 1 / p["ratio_to_best"], "n": p["n"]}
+              for p in result["points"]]
     return {"seconds": round(took, 1), "points": points,
             "configurations": len(list(itertools.product(*values(args).values())))}
 
