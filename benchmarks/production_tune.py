@@ -87,7 +87,9 @@ def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, s
         subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
         spec = folder / "production.toml"
         spec.write_text(PRODUCTION.format(socket=socket))
-        load = subprocess.Popen(sysbench(socket, args, "run", args.capture + 900),
+        # at full speed, or at --rate transactions a second where the caller has one
+        rate = [f"--rate={args.rate}"] if getattr(args, "rate", None) else []
+        load = subprocess.Popen(sysbench(socket, args, "run", args.capture + 900) + rate,
                                 stdout=subprocess.DEVNULL)
         try:
             time.sleep(5)  # the pool open, the load running

@@ -34,10 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from production_tune import PRODUCTION, recommended, sysbench
+from production_tune import capture, recommended
 
-from knoblab.server.binary import find_binary
-from knoblab.server.sandbox import Sandbox, base_template
 from knoblab.units import parse_size
 
 # Four settings, the production's value first in each list (the pool's is --pool).
@@ -58,27 +56,6 @@ def knoblab(folder: Path, env: dict[str, str], *args: str) -> float:
     took = time.monotonic() - began
     print(f"[knoblab {args[0]}: {took:,.0f} s]", flush=True)
     return took
-
-
-def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
-    binary = find_binary()
-    with Sandbox(binary, base_template(binary, home) / "data",
-                 {"innodb_buffer_pool_size": args.pool}, home=home) as server:
-        socket = str(server.socket)
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("CREATE DATABASE sbtest")
-        subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
-        spec = folder / "production.toml"
-        spec.write_text(PRODUCTION.format(socket=socket))
-        load = subprocess.Popen(sysbench(socket, args, "run", args.capture + 900)
-                                + [f"--rate={args.rate}"], stdout=subprocess.DEVNULL)
-        try:
-            time.sleep(5)  # the pool open, the load running
-            knoblab(folder, env, "capture", str(spec), "--for", f"{args.capture}s", "--out",
-                    str(folder / "cap"), "--data", "all")
-        finally:
-            load.kill()
-            load.wait()
 
 
 def with_section(spec: str, section: str, lines: list[str]) -> str:

@@ -95,7 +95,7 @@ def test_full_spec():
     spec = parse_spec(data, default_name="ignored")
     assert spec.name == "scan"
     assert spec.description == "a scan"
-    assert spec.target.binary == "/usr/sbin/mariadbd"
+    assert spec.target.binary.path == "/usr/sbin/mariadbd"
     assert spec.base_config == {"sort_buffer_size": "2M"}
     assert spec.workload.data.rows is None
     assert spec.workload.data.size_bytes == 500 << 20
@@ -215,12 +215,25 @@ def test_bad_spec_names_section_key_and_fix(changes, fragments):
         assert fragment in message, f"{fragment!r} not in {message!r}"
 
 
-@pytest.mark.parametrize("binary", [5, ["mariadbd"], {"path": "mariadbd"}, True, 1.5])
+@pytest.mark.parametrize("binary", [5, ["mariadbd"], {"path": 5}, {"preload": "jemalloc"},
+                                    {"path": "mariadbd", "preload": ""}, True, 1.5])
 def test_server_binary_must_be_text(binary):
     # Otherwise find_binary() gets a non-string and fails with a TypeError traceback
     # (`"/" in 5`) when the run starts.
     message = _error(_with(server__binary=binary))
     assert "[server] binary" in message
+
+
+def test_a_server_may_preload_a_library():
+    from knoblab.server import Entry
+
+    one = parse_spec(_with(server__binary={"path": "mariadbd", "preload": "jemalloc"}))
+    assert one.target.binary == Entry("mariadbd", "jemalloc") and not one.target.servers
+    two = parse_spec(_with(server__binary={"glibc": "mariadbd", "tc": {
+        "path": "mariadbd", "preload": "tcmalloc"}}))
+    assert two.target.servers == {"glibc": "mariadbd", "tc": "mariadbd with tcmalloc"}
+    message = _error(_with(server__binary={"a": "mariadbd", "b": {"path": "x", "lib": "y"}}))
+    assert "[server] binary.b: unknown key(s) lib" in message
 
 
 def test_parse_spec_does_not_mutate_its_input():

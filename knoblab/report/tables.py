@@ -840,16 +840,16 @@ def movement_grid(places: list[Place]) -> Grid | None:
     if len(places) < 2:
         return None
 
-    def text(values: dict[str, str]) -> str:
+    def values_text(values: dict[str, str]) -> str:
         return ", ".join(values.values()) if len(values) == 1 else settings_text(values)
 
     headers = ["where", "best here", "against the current configuration",
-               *(f"{p.label}'s best ({text(p.best())})" for p in places)]
+               *(f"{p.label}'s best ({values_text(p.best())})" for p in places)]
     rows = []
     for place in places:
         here = place.best()
         cells = [_text(place.label),
-                 _text(text(here) + ("" if place.conclusion.best else
+                 _text(values_text(here) + ("" if place.conclusion.best else
                                      " (the fastest measured; none shown best)")),
                  _text(slice_gain_text(place.results, place.conclusion))]
         for other in places:
