@@ -42,6 +42,11 @@ iterations = 1
 
 [statistics]
 seed = 1
+# The suite keeps a core or more busy beside this test (its quiet-machine check is off in the
+# tests), and a validation's false "better" at alpha 0.05 then came now and then: a placebo
+# was once validated at 99.3% with 1.2 cores busy elsewhere. The bias this test is about, a
+# cold start's scan costing 7 times a warm one, is far beyond a stricter level.
+alpha = 0.01
 
 [tune]
 trials = 6
