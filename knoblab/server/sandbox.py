@@ -478,7 +478,15 @@ def alive(pid: int) -> bool:
 
 def copy_datadir(source: Path, target: Path) -> None:
     # copyfile uses the kernel's in-place copy (sendfile/copy_file_range); no metadata needed.
-    shutil.copytree(source, target, copy_function=shutil.copyfile)
+    # Not shutil.copytree: it gathers the errors of its copies into one shutil.Error of
+    # texts, whose errno is gone, and a disk filling up mid-copy must be said as one (NoSpace)
+    # rather than crash.
+    target.mkdir(parents=True)
+    for folder, _, files in os.walk(source):
+        here = target / Path(folder).relative_to(source)
+        here.mkdir(exist_ok=True)
+        for name in files:
+            shutil.copyfile(Path(folder) / name, here / name)
     # A buffer-pool dump would make every start warm whatever the cache mode asks for.
     (target / "ib_buffer_pool").unlink(missing_ok=True)
 
