@@ -481,10 +481,14 @@ def copy_datadir(source: Path, target: Path) -> None:
     # Not shutil.copytree: it gathers the errors of its copies into one shutil.Error of
     # texts, whose errno is gone, and a disk filling up mid-copy must be said as one (NoSpace)
     # rather than crash.
+    def fail(exc: OSError) -> None:  # a source gone or unreadable is said, not skipped
+        raise exc
+
     target.mkdir(parents=True)
-    for folder, _, files in os.walk(source):
+    for folder, _, files in os.walk(source, onerror=fail):
         here = target / Path(folder).relative_to(source)
         here.mkdir(exist_ok=True)
+        shutil.copymode(folder, here)  # the datadir's folders stay private (0700)
         for name in files:
             shutil.copyfile(Path(folder) / name, here / name)
     # A buffer-pool dump would make every start warm whatever the cache mode asks for.
