@@ -806,10 +806,10 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                      "machine": c.machine, "spec": c.spec, "incomplete": c.incomplete}
                     for c in comparisons]
         places.write_file(args.json, json.dumps(document, indent=2), "--json")
-    from knoblab.report.tables import print_movement, run_places
+    from knoblab.report.tables import print_movement, runs_movement
 
     runs = [comparisons[0].first, *(c.other for c in comparisons)]
-    print_movement(run_places(runs), out)
+    print_movement(runs_movement(runs), out)
     if args.out:
         from knoblab.report import exporters
         from knoblab.report.document import Report, compare_document

@@ -122,14 +122,15 @@ class Spec:
         """
         base = self.base_settings(catalog, lacking)
         if self.steps:
-            return (base, *self._step_points(catalog, base, lacking))
-        axes = []
+            steps, warnings = self._step_points(catalog, base, lacking)
+            # every step on every machine and workload swept: each one a slice of its own
+            points = [Point({**{n: r for n, r, _ in combo}, **p.requested}, dict(p.config),
+                            dict(p.step) if p.step else None)
+                      for combo in itertools.product(*self._slice_axes()) for p in steps]
+            return base, points, warnings
+        axes = self._slice_axes()
         for name, values in self.sweep.items():
-            if name in self.workload.parameters:
-                axes.append([(name, v, v) for v in self.workload.parameter_axis(name, values)])
-                continue
-            if name.startswith(MACHINE):  # checked when the spec was read
-                axes.append([(name, section.as_text(v), section.as_text(v)) for v in values])
+            if name in self.workload.parameters or name.startswith(MACHINE):
                 continue
             knob = catalog.knob(name)
             if name in self.too_few_values:
@@ -154,6 +155,16 @@ class Spec:
         for follower, leader in self.tied.items():
             self._tie(catalog, follower, leader, base, points)
         return base, points, []
+
+    def _slice_axes(self) -> list[list[tuple[str, str, str]]]:
+        """The swept workload parameters and machines: (name, as written, value) per value."""
+        axes = []
+        for name, values in self.sweep.items():
+            if name in self.workload.parameters:
+                axes.append([(name, v, v) for v in self.workload.parameter_axis(name, values)])
+            elif name.startswith(MACHINE):  # checked when the spec was read
+                axes.append([(name, section.as_text(v), section.as_text(v)) for v in values])
+        return axes
 
     def _step_points(self, catalog: Catalog, base: dict[str, str], lacking: frozenset[str]
                      ) -> tuple[list[Point], list[str]]:
@@ -258,15 +269,22 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     steps = _steps(data)
     sweep = data.get("sweep")
     if steps and sweep is not None:
-        raise UserError("a spec has either [sweep] or [[step]] tables, not both; run the two "
-                        "studies as two specs")
+        if not isinstance(sweep, dict):
+            raise UserError("[sweep] beside [[step]] tables must be a table of what the steps "
+                            "are measured on, e.g. \"machine.datadir\" = [\"/mnt/a\", \"/mnt/b\"]")
+        settings = [n for n in sweep if not n.startswith(MACHINE) and n not in kind.parameters]
+        if settings:
+            raise UserError(f"[sweep] {', '.join(settings)} in a steps study: beside [[step]] "
+                            "tables, [sweep] takes only what the steps are measured on "
+                            "(\"machine.*\", the workload's parameters); put a setting in a "
+                            "step, or run the sweep as a spec of its own")
     search = data.get("tune")
     if search is not None and not isinstance(search, dict):
         raise UserError("[tune] must be a table: [tune] with [tune.knobs] beneath it")
     if search is not None and (steps or sweep is not None):
         raise UserError("a spec has [tune] (a search), or [sweep] or [[step]] tables, not "
                         "both; make the search a spec of its own")
-    if steps or search is not None:
+    if search is not None or (steps and sweep is None):
         sweep = {}
     elif not isinstance(sweep, dict) or not sweep:
         raise UserError("[sweep]: give at least one setting with a list of values, "

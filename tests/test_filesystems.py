@@ -96,3 +96,54 @@ def test_a_study_over_file_systems_judges_each_apart_and_records_each(
         assert t.details["filesystem"]["mount"] == str(mounted / where)
     # Two values on two file systems: the table of how the best value moves between them.
     assert "How the best value moves" in " ".join(out.stdout.split())
+
+
+STEPS_STUDY = """\
+name = "filesystem-steps"
+
+[workload]
+kind = "script"
+setup = "CREATE TABLE t (id INT PRIMARY KEY, pad VARCHAR(100)) ENGINE=InnoDB"
+body = "INSERT INTO t VALUES ({{row}}, REPEAT('x', 80))"
+connections = 1
+iterations = 100
+repetitions = 2
+
+[[step]]
+innodb_flush_log_at_trx_commit = 2
+
+[sweep]
+"machine.datadir" = ["{ordered}", "{journal}"]
+
+[server]
+allow_durability_tradeoff = true
+"""
+
+
+def test_steps_on_each_file_system_get_a_table_each_and_one_of_how_they_move(
+        mounted: Path, knoblab_home: Path, tmp_path: Path) -> None:
+    """The write-tuning study's steps, once per file system: each its own steps table, and
+    one table of what each step did on each."""
+    spec = tmp_path / "steps.toml"
+    spec.write_text(STEPS_STUDY.format(ordered=mounted / "ext4-ordered",
+                                       journal=mounted / "ext4-journal"))
+    out = subprocess.run(cli_command(tmp_path / "s.sqlite", "run", str(spec), "--json",
+                                     str(tmp_path / "r.json")),
+                         env=cli_env(knoblab_home), cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["slices"] == ["machine.datadir"]
+    tables = result["steps"]
+    assert [Path(t["slice"]["machine.datadir"]).name for t in tables] == [
+        "ext4-ordered", "ext4-journal"]
+    for table in tables:
+        assert [r["step"] for r in table["rows"]] == [0, 1]
+        assert all(r["n"] == 2 and r["center"] for r in table["rows"])
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}")
+    for t in store.trials(result["run_id"]):
+        where = Path(result["points"][t.point_idx]["settings"]["machine.datadir"]).name
+        assert t.details["filesystem"]["mount"] == str(mounted / where)
+    said = " ".join(out.stdout.split())
+    assert "How the steps' effects move between them" in said
+    assert "kept here (measurably helped)" in said

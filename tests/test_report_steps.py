@@ -408,3 +408,36 @@ def test_how_the_best_value_moves_between_slices():
     # One slice, or nothing swept but the slices: no table.
     result["conclusion"]["by_slice"] = [one]
     assert movement_grid(slice_places(_typed(result))) is None
+
+
+def test_how_the_steps_effects_move_between_slices():
+    """A steps run on two platforms: per step, what it did on each, the total, and which
+    settings each keeps (the file-system study: a log flush that helps on one only)."""
+    from knoblab.report.tables import movement, report_tables
+
+    result = _steps_result(slice_={"machine.datadir": "/mnt/ext4"})
+    assert movement(_typed(result)) is None  # one slice: nothing moves
+    other = copy.deepcopy(result["steps"][0])
+    other["slice"] = {"machine.datadir": "/mnt/xfs"}
+    other["rows"][1].update(verdict="no measurable effect",
+                            vs_previous=_compare(0.99, 0.6, False))
+    other["rows"][3].update(verdict="failed", center=None, ci95=None, vs_previous=None)
+    result["steps"].append(other)
+    grid = movement(_typed(result))
+    assert grid is not None
+    assert grid.headers == ["step", "machine.datadir=/mnt/ext4", "machine.datadir=/mnt/xfs"]
+    rows = {row[0].plain: [cell.plain for cell in row[1:]] for row in grid.rows}
+    assert rows["defaults"] == ["9.18 s", "9.18 s"]
+    flush = rows[f"1: + {FLUSH}=0"]
+    assert flush[0].startswith("−8%") and "shown to help" in flush[0]
+    assert flush[1].startswith("−1%") and "help" not in flush[1]
+    assert rows["3: + key_buffer_size=1000M"][1] == "failed"
+    assert rows["all steps against the defaults"][0].startswith("−29%")
+    kept = rows["kept here (measurably helped)"]
+    assert FLUSH in kept[0] and "innodb_buffer_pool_size=700M" in kept[0]
+    assert FLUSH not in kept[1] and "innodb_buffer_pool_size=700M" in kept[1]
+    # in the terminal after the steps tables, and among the report's tables
+    out = _render(result, width=200)
+    assert out.index("How the steps' effects move") > out.index("all steps")
+    assert any(g.title.startswith("How the steps' effects move")
+               for g in report_tables(_typed(result)))

@@ -4,6 +4,7 @@ points a spec of [[step]] tables makes, steps that change nothing, settings a se
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -50,6 +51,22 @@ def test_one_at_a_time_adds_each_later_change_alone(catalog):
     assert alone[1].config == {"join_buffer_size": str(1 << 20)}
 
 
+def test_steps_on_each_machine_swept_are_a_slice_each(catalog, tmp_path):
+    """[sweep] beside the steps takes what they are measured on: every step on every
+    machine, the machine in each point's settings (its slice)."""
+    spec = _spec([{"sort_buffer_size": "4M"}, {"read_buffer_size": "1M"}],
+                 sweep={"machine.datadir": [str(tmp_path), "/tmp"]})
+    _, points, _ = spec.points(catalog)
+    assert [(p.requested["machine.datadir"], p.step["step"]) for p in points] == [
+        (str(tmp_path), 0), (str(tmp_path), 1), (str(tmp_path), 2), ("/tmp", 0), ("/tmp", 1),
+        ("/tmp", 2)]
+    assert points[4].config == {"sort_buffer_size": str(4 << 20)}  # no machine in the config
+    assert points[4].requested == {"machine.datadir": "/tmp", "sort_buffer_size": "4M"}
+    assert spec.shape(points[4].requested).datadir == Path("/tmp")
+    with pytest.raises(UserError, match=r"\[sweep\] sort_buffer_size in a steps study"):
+        _spec([{"read_buffer_size": "1M"}], sweep={"sort_buffer_size": ["1M", "2M"]})
+
+
 def test_base_settings_label_step_zero_as_base(catalog):
     spec = _spec([{"sort_buffer_size": "4M"}], server={"config": {"read_buffer_size": "1M"}})
     base, points, _ = spec.points(catalog)
@@ -86,7 +103,9 @@ def test_tie_follows_its_leader_in_the_steps_that_set_it(catalog):
     ({"step": "x"}, "[[step]]"),
     ({"steps": {"one_at_a_time": True}}, "no [[step]]"),
     ({"step": [{"sort_buffer_size": "1M"}], "sweep": {"read_buffer_size": ["1M", "2M"]}},
-     "either [sweep] or [[step]]"),
+     "[sweep] read_buffer_size in a steps study"),
+    ({"step": [{"sort_buffer_size": "1M"}], "sweep": ["machine.memory"]},
+     "must be a table of what the steps are measured on"),
     ({"step": [{"sort_buffer_size": "1M"}], "steps": {"one_at_a_tim": True}},
      "did you mean 'one_at_a_time'"),
     ({"step": [{"sort_buffer_size": "1M"}], "server": {"binary": ["mariadbd"]}},

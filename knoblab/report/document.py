@@ -34,9 +34,8 @@ from knoblab.report.format import (
 from knoblab.report.tables import (
     class_grid,
     class_notes,
-    movement_grid,
     report_tables,
-    run_places,
+    runs_movement,
     table_notes,
 )
 from knoblab.report.text import (
@@ -177,7 +176,7 @@ def compare_document(comparisons: list[Comparison], agreements: list[str]) -> Do
                             ["configuration", f"in {a}", f"in {b}", "change [95% CI]",
                              "p (Holm)", "verdict"], rows,
                             [False, True, True, True, True, False]))
-    moves = movement_grid(run_places(runs))
+    moves = runs_movement(runs)
     if moves is not None:
         tables.append(Table(moves.title, moves.headers,
                             [[(cell.plain, _class(cell)) for cell in row] for row in moves.rows],

@@ -29,6 +29,7 @@ from knoblab.records import (
     ServersCompared,
     SliceConclusion,
     Steady,
+    StepRow,
     StepsTable,
 )
 from knoblab.report.format import (
@@ -51,6 +52,7 @@ from knoblab.report.format import (
     slice_label,
     slices,
     step_costs,
+    step_finding_text,
     step_label,
     step_verdict_text,
     value_knobs,
@@ -74,6 +76,7 @@ from knoblab.report.text import (
     step_notes,
     steps_legend,
     tied_text,
+    total_finding_text,
     total_text,
 )
 from knoblab.units import format_size, plural, settings_text
@@ -117,24 +120,31 @@ def print_report(results: Results, console: Console) -> None:
         _print_timed(results, console)
     # any kind may have been run on several servers
     _print_servers(results, console)
-    print_movement(slice_places(results), console)
+    print_movement(movement(results), console)
 
 
-def print_movement(places: list[Place], console: Console) -> None:
-    """The table of how the best value moves (`movement_grid`), when there is one."""
-    moves = movement_grid(places)
+def print_movement(moves: Grid | None, console: Console) -> None:
+    """The table of how the best value moves (`movement`, `runs_movement`), when there is
+    one."""
     if moves is None:
         return
     console.print()
     console.print(_text(moves.title, style="bold"))
-    # words in every cell: left-aligned, each column wrapping as the console needs
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
-                  collapse_padding=True, header_style="bold")
-    for header in moves.headers:
-        table.add_column(header, overflow="fold")
-    for cells in moves.rows:
-        table.add_row(*cells)
-    console.print(table)
+
+    def build(wrapped: bool) -> Table:
+        # words in every cell, left-aligned; when it must wrap, the first column (a step, a
+        # place: the row's name) a little wider than the others
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                      collapse_padding=True, header_style="bold", expand=wrapped)
+        for i, header in enumerate(moves.headers):
+            table.add_column(header, overflow="fold",
+                             ratio=(5 if i == 0 else 4) if wrapped else None)
+        for cells in moves.rows:
+            table.add_row(*cells)
+        return table
+
+    table = build(wrapped=False)
+    console.print(table if _fits(console, table) else build(wrapped=True))
 
 
 def _print_title(results: Results, title: str, console: Console) -> None:
@@ -780,7 +790,7 @@ def report_tables(results: Results) -> list[Grid]:
     for entry in results.servers_compared or []:
         columns, cells, full, judged = _server_cells(results, entry)
         found.append(_keyed(_servers_title(entry), columns, cells, full + judged))
-    moves = movement_grid(slice_places(results))
+    moves = movement(results)
     if moves is not None:
         found.append(moves)
     classes = class_grid(results)
@@ -828,6 +838,72 @@ def run_places(runs: list[Results]) -> list[Place]:
             found.append(Place(f"run {results.run_id}", results,
                                results.conclusion.of_slice({})))
     return found
+
+
+def movement(results: Results) -> Grid | None:
+    """How the best value moves between a run's slices: its values' best, or in a steps run
+    what each step did."""
+    if results.steps is not None:
+        return steps_movement_grid([(where(t.slice), results, t) for t in results.steps])
+    return movement_grid(slice_places(results))
+
+
+def runs_movement(runs: list[Results]) -> Grid | None:
+    """How the best value moves between runs compared (each run's slices each a place): for
+    steps runs, what each step did in each."""
+    if all(r.steps is not None for r in runs):
+        return steps_movement_grid(
+            [(f"{r.run_id} {where(t.slice)}" if t.slice else f"run {r.run_id}", r, t)
+             for r in runs for t in r.steps or []])
+    return movement_grid(run_places(runs))
+
+
+def steps_movement_grid(places: list[tuple[str, Results, StepsTable]]) -> Grid | None:
+    """Per step, what it did against the step before it in each place (each its own steps
+    table, and its own Holm family), then all the steps against the base, and the settings
+    each place keeps: which steps help on one platform and not on another. None for fewer
+    than two places."""
+    if len(places) < 2:
+        return None
+    first = places[0][2]
+    steps = sorted({r.step for _, _, t in places for r in t.rows})
+    label = {r.step: step_label(r) for _, _, t in reversed(places) for r in t.rows}
+    rows = []
+    for number in steps:
+        cells = [_text(f"{number}: {label[number]}" if number else label[number])]
+        for _, results, table in places:
+            row = next((r for r in table.rows if r.step == number), None)
+            cells.append(_step_effect(results, row))
+        rows.append(cells)
+    total = [_text(f"all steps against the {base_label(first)}")]
+    kept = [_text("kept here (measurably helped)")]
+    for _, results, table in places:
+        total.append(_text(change_text(table.total, 0) + f", {total_finding_text(results, table)}"
+                           if table.total is not None else "—"))
+        settings = {k: v for r in table.rows if r.verdict == StepVerdict.GAIN
+                    for k, v in r.change.items()}
+        kept.append(_text(settings_text(settings) if settings else "none",
+                          style="bold" if settings else "dim"))
+    rows += [total, kept]
+    headers = ["step", *(label_ for label_, _, _ in places)]
+    title = ("How the steps' effects move between them: each step against the one before it, "
+             "as its own table judged it (its intervals hold for that whole table), all the "
+             "steps together, and what each keeps")
+    return Grid(title, headers, rows, {len(steps) - 1}, [False] * len(headers))
+
+
+def _step_effect(results: Results, row: StepRow | None) -> Text:
+    """A step's cell: at the base its level, else its change against the step before and
+    what that showed."""
+    if row is None:
+        return _text("not in this run", style="dim")
+    if not is_measured(row):
+        return _text(step_verdict_text(results, row)[0], style="dim")
+    if row.step == 0:
+        return _text(f"{num(row.center)} {results.objective.unit}")
+    style = {StepVerdict.GAIN: "green", StepVerdict.LOSS: "red"}.get(row.verdict, "")
+    return _text(f"{change_text(row.vs_previous, 0)} {step_finding_text(results, row)}",
+                 style=style)
 
 
 def movement_grid(places: list[Place]) -> Grid | None:
