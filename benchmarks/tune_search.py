@@ -11,7 +11,9 @@ exhaustively, so that every configuration's true value is known.
 The spaces: the query mix of examples/tune-query-mix.toml over three settings, three values each
 (27 configurations; the server's defaults among them). "easy" holds join_cache_level, worth
 +350% against a noise of 20%; "hard" leaves it at its default, so the effects are of the size
-of the noise.
+of the noise. "oltp" is the buffer pool of examples/tune-oltp.toml under sysbench
+oltp_read_write (about 240 MB of data): innodb_buffer_pool_size and innodb_log_file_size, three
+values each (9 configurations), throughput maximized.
 
 grid: one `knoblab run` of the 27 configurations, `--rounds` rounds, blocked (one server start
 measures all of them). A configuration's true gain over the defaults comes from a two-way
@@ -58,17 +60,47 @@ SPACES: dict[str, dict[str, list[str]]] = {
         "sort_buffer_size": ["256K", "2M", "16M"],
         "join_buffer_size": ["128K", "256K", "4M"],
     },
+    "oltp": {  # examples/tune-oltp.toml's buffer pool and redo log, on 240 MB of data
+        "innodb_buffer_pool_size": ["16M", "128M", "512M"],
+        "innodb_log_file_size": ["16M", "96M", "512M"],
+    },
 }
 DEFAULTS = {"tmp_table_size": "16M", "join_cache_level": "2", "join_buffer_size": "256K",
-            "sort_buffer_size": "2M"}
+            "sort_buffer_size": "2M", "innodb_buffer_pool_size": "128M",
+            "innodb_log_file_size": "96M"}
+MAXIMIZED = {"oltp"}  # its trials' value is throughput; the others' a time
 WITHIN = 0.05
+# examples/tune-oltp.toml's load, made smaller in time: 10-s measurements after a 5-s warm-up.
+OLTP = """name = "tune-oltp"
+
+[server]
+binary = "mariadbd"
+
+[workload]
+kind = "sysbench"
+test = "oltp_read_write"
+threads = 8
+tables = 4
+table_size = 250_000
+rand_type = "pareto"
+duration = 10
+warmup = 5
+
+"""
 
 
-def _spec_text(tail: str, name: str, seed: int) -> str:
-    """The example's server, workload and tie, with its [tune] replaced by `tail`."""
-    text = EXAMPLE.read_text()
-    text = text[:text.index("[statistics]")]
-    text = text.replace('name = "tune-query-mix"', f'name = "{name}"')
+def _spec_text(tail: str, name: str, seed: int, space: str = "easy",
+               workload: str = "") -> str:
+    """The space's server and workload (`workload` lines added to it), its [tune] or [sweep]
+    given by `tail`."""
+    if space == "oltp":
+        text = OLTP.replace("warmup = 5\n", "warmup = 5\n" + workload)
+        text = text.replace('name = "tune-oltp"', f'name = "{name}"')
+    else:  # the query mix's example, with its own [tune] replaced
+        text = EXAMPLE.read_text()
+        text = text[:text.index("[statistics]")]
+        text = text.replace('name = "tune-query-mix"', f'name = "{name}"')
+        text = text.replace("iterations = 1\n", "iterations = 1\n" + workload)
     return text + f"[statistics]\nmin_effect = 0.03\nseed = {seed}\n\n" + tail
 
 
@@ -90,9 +122,8 @@ def grid(space: str, rounds: int, out: Path, home: Path) -> None:
     from knoblab.store import Store
 
     sweep = "".join(f"{k} = {json.dumps(v)}\n" for k, v in SPACES[space].items())
-    text = _spec_text(f"[sweep]\n{sweep}", "tune-grid", 1)
-    text = text.replace("iterations = 1\n", f"iterations = 1\nrepetitions = {rounds}\n"
-                                            'design = "blocked"\n')
+    text = _spec_text(f"[sweep]\n{sweep}", "tune-grid", 1, space,
+                      f'repetitions = {rounds}\ndesign = "blocked"\n')
     with tempfile.TemporaryDirectory() as scratch:
         spec, store_path = Path(scratch) / "grid.toml", Path(scratch) / "grid.sqlite"
         spec.write_text(text)
@@ -112,6 +143,7 @@ def grid(space: str, rounds: int, out: Path, home: Path) -> None:
                 values.setdefault(_key(config), {})[t.repetition] = t.value
     measured = sum(len(v) for v in values.values())
     data = {"space": space, "grid": SPACES[space], "rounds": rounds, "wall_seconds": round(wall, 1),
+            "maximize": space in MAXIMIZED,
             "measurements": measured,
             "values": {k: [v.get(r) for r in range(rounds)] for k, v in values.items()}}
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -121,12 +153,14 @@ def grid(space: str, rounds: int, out: Path, home: Path) -> None:
 
 def truth(data: dict[str, Any]) -> tuple[dict[str, float], str, str, float]:
     """Each configuration's true gain over the defaults (+0.08: 8% faster), the defaults' key,
-    the optimum's key, and the standard error of a difference of two log effects. Log time =
-    round level + configuration effect, fitted by alternating means (the grid is complete but
-    for failed measurements)."""
+    the optimum's key, and the standard error of a difference of two log effects. Log time
+    (or minus log throughput) = round level + configuration effect, fitted by alternating means
+    (the grid is complete but for failed measurements)."""
     values = data["values"]
     base = _key(_defaults(data))
-    logs = {(k, r): math.log(v) for k, row in values.items() for r, v in enumerate(row) if v}
+    sign = -1 if data.get("maximize") else 1
+    logs = {(k, r): sign * math.log(v) for k, row in values.items() for r, v in enumerate(row)
+            if v}
     effect = {k: 0.0 for k in values}
     level = {r: 0.0 for r in range(data["rounds"])}
     for _ in range(50):
@@ -155,7 +189,7 @@ def _space(data: dict[str, Any]) -> dict[str, list[str]]:
 def _normal(data: dict[str, Any], config: dict[str, str]) -> dict[str, str]:
     from knoblab.units import parse_size
 
-    return {k: str(parse_size(config[k])) if k in config else v
+    return {k: str(parse_size(str(config[k]))) if k in config else v
             for k, v in _defaults(data).items()}
 
 
@@ -170,16 +204,14 @@ def compare(data_path: Path, seeds: int, trials: int, log: Path, home: Path) -> 
     data = json.loads(data_path.read_text())
     done = {(r["method"], r["seed"]) for r in read_log(log)}
     for seed in range(1, seeds + 1):
-        for method in ("random", "tpe-once"):
-            if (method, seed) not in done:
-                append_log(log, _replay(data, method, seed, trials))
         if ("knoblab", seed) not in done:
             append_log(log, _knoblab_tune(data, seed, trials, home))
             print(f"seed {seed} done", flush=True)
 
 
-def _replay(data: dict[str, Any], method: str, seed: int, trials: int) -> dict[str, Any]:
-    """A search that scores each configuration once, from the grid's measurements."""
+def _replay(data: dict[str, Any], method: str, seed: int, wall: float) -> dict[str, Any]:
+    """A search that scores each configuration once, from the grid's measurements, for `wall`
+    seconds: each trial costs what a grid measurement cost."""
     import numpy as np
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
@@ -189,11 +221,11 @@ def _replay(data: dict[str, Any], method: str, seed: int, trials: int) -> dict[s
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rng = np.random.default_rng(seed)
     values = data["values"]
-    overhead = max(0.0, data["wall_seconds"] / data["measurements"] -
-                   statistics.fmean(v for row in values.values() for v in row if v))
+    cost = data["wall_seconds"] / data["measurements"]
     sampler = optuna.samplers.RandomSampler(seed=seed) if method == "random" else \
         optuna.samplers.TPESampler(seed=seed, multivariate=True)
-    study = optuna.create_study(sampler=sampler, direction="minimize")
+    study = optuna.create_study(sampler=sampler, direction="maximize" if data.get("maximize")
+                                else "minimize")
     space: dict[str, BaseDistribution] = {k: CategoricalDistribution(v)
                                           for k, v in _space(data).items()}
     # As knoblab does, the current configuration (the defaults) is the first trial: what the
@@ -202,40 +234,44 @@ def _replay(data: dict[str, Any], method: str, seed: int, trials: int) -> dict[s
     study.enqueue_trial({k: next(v for v in values if str(parse_size(v)) == defaults[k])
                          for k, values in _space(data).items()})
     seen, seconds = [], 0.0
-    for _ in range(trials):
+    while seconds + cost <= wall:
         trial = study.ask(space)
         key = _key(_normal(data, trial.params))
         row = [v for v in values[key] if v is not None]
         value = float(row[int(rng.integers(len(row)))])
-        seconds += value + overhead
+        seconds += cost
         study.tell(trial, value)
         seen.append({"key": key, "seconds": round(seconds, 1)})
     best = study.best_trial
-    claimed = float(study.trials[0].value or 0) / float(best.value or 1) - 1
+    ratio = float(best.value or 0) / float(study.trials[0].value or 1)
+    claimed = ratio - 1 if data.get("maximize") else 1 / ratio - 1
     return {"method": method, "seed": seed, "trials": seen,
             "recommended": _key(_normal(data, best.params)), "claimed": round(claimed, 4)}
 
 
 def _knoblab_tune(data: dict[str, Any], seed: int, trials: int, home: Path) -> dict[str, Any]:
-
+    space = data.get("space", "easy")
     knobs = "".join(f"{k} = {{ values = {json.dumps(v)} }}\n" for k, v in _space(data).items())
-    tail = (f"[tune]\ntrials = {trials}\nvalidate = 3\nstudy = \"bench-{seed}\"\n\n"
+    objective = 'objective = "tps"\n' if space == "oltp" else ""
+    tail = (f"[tune]\n{objective}trials = {trials}\nvalidate = 3\nstudy = \"bench-{seed}\"\n\n"
             f"[tune.knobs]\n{knobs}")
     with tempfile.TemporaryDirectory() as scratch:
-        result, seconds, wall = run_tune(_spec_text(tail, f"bench-{seed}", seed),
+        result, seconds, wall = run_tune(_spec_text(tail, f"bench-{seed}", seed, space),
                                          f"bench-{seed}", Path(scratch), home)
     seen, spent = [], 0.0
     for t in result["trials"]:
         spent += seconds.get(t["number"], 0.0)
-        config = {**_defaults(data), **{k: t["changes"][k] for k in t["changes"]
-                                        if k in _space(data)}}
+        config = {**_defaults(data), **_normal(data, {k: t["changes"][k] for k in t["changes"]
+                                                       if k in _space(data)})}
         seen.append({"key": _key(config), "seconds": round(spent, 1), "state": t["state"]})
     chosen = result["recommended"]
-    recommended = _key({**_defaults(data), **{k: v for k, v in (chosen["settings"] if chosen
-                                                               else {}).items()
-                                              if k in _space(data)}})
-    return {"method": "knoblab", "seed": seed, "trials": seen, "recommended": recommended,
-            "claimed": chosen["gain"] if chosen else 0.0, "wall_seconds": round(wall, 1)}
+    settings = {k: v for k, v in (chosen["settings"] if chosen else {}).items()
+                if k in _space(data)}
+    return {"method": "knoblab", "seed": seed, "trials": seen,
+            "recommended": _key(_normal(data, settings)),
+            "claimed": chosen["gain"] if chosen else 0.0,
+            "ci95": chosen["ci95"] if chosen else None,
+            "wall_seconds": round(wall, 1), "search_seconds": round(spent, 1)}
 
 
 def run_tune(text: str, study: str, scratch: Path, home: Path
@@ -282,15 +318,22 @@ def summarise(data_path: Path, log: Path) -> None:
     for key in sorted(gains, key=lambda k: -gains[k]):
         print(f"  {gains[key]:+7.1%}  {json.loads(key)}")
     records = read_log(log)
-    print("| method | seeds | trials to within 5% (median) | minutes to within 5% | "
-          "recommendation's true gain | within 5% of the optimum | claimed gain |")
-    print("|---|---|---|---|---|---|---|")
-    for method in ("knoblab", "random", "tpe-once"):
-        runs = [r for r in records if r["method"] == method]
-        if not runs:
+    runs: dict[str, list[dict[str, Any]]] = {
+        method: [r for r in records if r["method"] == method]
+        for method in ("knoblab", "random", "tpe-once")}
+    for r in runs["knoblab"]:  # once-scored searches at the same wall time, where not logged
+        for method in ("random", "tpe-once"):
+            if not any(o["seed"] == r["seed"] for o in runs[method]):
+                runs[method].append(_replay(data, method, r["seed"], r["wall_seconds"]))
+    print("| method | seeds | trials (median) | trials to within 5% (median) | minutes to within "
+          "5% | recommendation's true gain | within 5% of the optimum | claimed gain | truth "
+          "inside the claimed 95% CI | a setting the grid cannot tell from its default |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for method, rows in runs.items():
+        if not rows:
             continue
-        reach, minutes, true, near, claimed = [], [], [], 0, []
-        for r in runs:
+        reach, minutes, true, near, claimed, inside, idle = [], [], [], 0, [], 0, 0
+        for r in rows:
             first = next((i for i, t in enumerate(r["trials"], start=1)
                           if _near(gains[t["key"]], gains[best])), None)
             reach.append(first if first is not None else math.inf)
@@ -301,10 +344,25 @@ def summarise(data_path: Path, log: Path) -> None:
             near += _near(g, gains[best])
             if r["claimed"] is not None:
                 claimed.append(r["claimed"])
-        print(f"| {method} | {len(runs)} | {statistics.median(reach):g} | "
+            if r.get("ci95"):
+                inside += r["ci95"][0] <= g <= r["ci95"][1]
+            idle += bool(_idle(data, gains, se, r["recommended"]))
+        print(f"| {method} | {len(rows)} | {statistics.median(len(r['trials']) for r in rows):g} | "
+              f"{statistics.median(reach):g} | "
               f"{statistics.median(minutes) if minutes else math.nan:.1f} | "
-              f"{', '.join(f'{g:+.0%}' for g in true)} | {near} of {len(runs)} | "
-              f"{', '.join(f'{c:+.0%}' for c in claimed) or '—'} |")
+              f"{', '.join(f'{g:+.0%}' for g in true)} | {near} of {len(rows)} | "
+              f"{', '.join(f'{c:+.0%}' for c in claimed) or '—'} | "
+              f"{f'{inside} of {len(rows)}' if method == 'knoblab' else '—'} | "
+              f"{idle} of {len(rows)} |")
+
+
+def _idle(data: dict[str, Any], gains: dict[str, float], se: float, key: str) -> list[str]:
+    """The settings of configuration `key` that differ from the defaults and that the grid
+    cannot tell from them: put back alone, the true gain moves by less than a standard error."""
+    config, defaults = json.loads(key), _defaults(data)
+    return [k for k, v in config.items() if v != defaults[k] and
+            abs(math.log1p(gains[key]) - math.log1p(gains[_key({**config, k: defaults[k]})]))
+            < se]
 
 
 def main() -> None:
