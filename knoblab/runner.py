@@ -1181,9 +1181,11 @@ def _trial_label(prepared: Prepared, point_idx: int) -> str:
     step = prepared.steps[point_idx]
     if step is None:
         return ", ".join(f"{k}={v}" for k, v in requested.items())
-    on = f"{requested['binary']}: " if "binary" in requested else ""
+    # what it is measured on: its server, machine, workload parameters (a slice each)
+    on = [v for k, v in requested.items() if k == "binary" or k.startswith(MACHINE)
+          or k in prepared.spec.workload.parameters]
     alone = " alone" if step["role"] == "alone" else ""
-    return f"{on}step {step['step']}{alone} ({step['label']})"
+    return f"{', '.join(on) + ': ' if on else ''}step {step['step']}{alone} ({step['label']})"
 
 
 def _workload_info(spec: Spec) -> dict[str, object]:

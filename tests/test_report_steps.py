@@ -441,3 +441,21 @@ def test_how_the_steps_effects_move_between_slices():
     assert out.index("How the steps' effects move") > out.index("all steps")
     assert any(g.title.startswith("How the steps' effects move")
                for g in report_tables(_typed(result)))
+
+
+def test_steps_runs_compared_say_what_each_step_did_in_each():
+    """knoblab compare of two steps runs (two machines): the same table, a run a column."""
+    from knoblab.report.tables import runs_movement
+
+    first = _steps_result()
+    other = _steps_result()
+    other["run_id"] = "6b2c3d4e"
+    other["steps"][0]["rows"][2].update(verdict="no measurable effect",
+                                        vs_previous=_compare(1.0, 0.9, False))
+    grid = runs_movement([_typed(first), _typed(other)])
+    assert grid is not None
+    assert grid.headers == ["step", "run 5a1b2c3d", "run 6b2c3d4e"]
+    kept = next([c.plain for c in row[1:]] for row in grid.rows
+                if row[0].plain.startswith("kept here"))
+    assert "innodb_buffer_pool_size=700M" in kept[0]
+    assert "innodb_buffer_pool_size=700M" not in kept[1]
