@@ -210,12 +210,12 @@ def _near(gain: float, best: float) -> bool:
 
 
 def compare(data_path: Path, seeds: int, trials: int, log: Path, home: Path,
-            budget: str | None = None) -> None:
+            budget: str | None = None, keep: Path | None = None) -> None:
     data = json.loads(data_path.read_text())
     done = {(r["method"], r["seed"]) for r in read_log(log)}
     for seed in range(1, seeds + 1):
         if ("knoblab", seed) not in done:
-            append_log(log, _knoblab_tune(data, seed, trials, home, budget))
+            append_log(log, _knoblab_tune(data, seed, trials, home, budget, keep))
             print(f"seed {seed} done", flush=True)
 
 
@@ -260,16 +260,18 @@ def _replay(data: dict[str, Any], method: str, seed: int, wall: float) -> dict[s
 
 
 def _knoblab_tune(data: dict[str, Any], seed: int, trials: int, home: Path,
-                  budget: str | None = None) -> dict[str, Any]:
+                  budget: str | None = None, keep: Path | None = None) -> dict[str, Any]:
     space = data.get("space", "easy")
     knobs = "".join(f"{k} = {{ values = {json.dumps(v)} }}\n" for k, v in _space(data).items())
     objective = 'objective = "tps"\n' if space == "oltp" else ""
     objective += f'budget = "{budget}"\n' if budget else ""
     tail = (f"[tune]\n{objective}trials = {trials}\nvalidate = 3\nstudy = \"bench-{seed}\"\n\n"
             f"[tune.knobs]\n{knobs}")
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as temporary:
+        scratch = Path(temporary) if keep is None else keep / f"seed-{seed}"
+        scratch.mkdir(parents=True, exist_ok=True)
         result, seconds, wall = run_tune(_spec_text(tail, f"bench-{seed}", seed, space),
-                                         f"bench-{seed}", Path(scratch), home)
+                                         f"bench-{seed}", scratch, home)
     seen, spent = [], 0.0
     for t in result["trials"]:
         spent += seconds.get(t["number"], 0.0)
@@ -344,7 +346,7 @@ def summarise(data_path: Path, log: Path) -> None:
     for method, rows in runs.items():
         if not rows:
             continue
-        reach, minutes, true, near, claimed, inside, idle = [], [], [], 0, [], 0, 0
+        reach, minutes, true, near, claimed, inside, intervals, idle = [], [], [], 0, [], 0, 0, 0
         for r in rows:
             first = next((i for i, t in enumerate(r["trials"], start=1)
                           if _near(gains[t["key"]], gains[best])), None)
@@ -356,7 +358,8 @@ def summarise(data_path: Path, log: Path) -> None:
             near += _near(g, gains[best])
             if r["claimed"] is not None:
                 claimed.append(r["claimed"])
-            if r.get("ci95"):
+            if r.get("ci95"):  # a claim made (keeping the defaults claims nothing)
+                intervals += 1
                 inside += r["ci95"][0] <= g <= r["ci95"][1]
             idle += bool(_idle(data, gains, se, r["recommended"]))
         print(f"| {method} | {len(rows)} | {statistics.median(len(r['trials']) for r in rows):g} | "
@@ -364,7 +367,7 @@ def summarise(data_path: Path, log: Path) -> None:
               f"{statistics.median(minutes) if minutes else math.nan:.1f} | "
               f"{', '.join(f'{g:+.0%}' for g in true)} | {near} of {len(rows)} | "
               f"{', '.join(f'{c:+.0%}' for c in claimed) or '—'} | "
-              f"{f'{inside} of {len(rows)}' if method == 'knoblab' else '—'} | "
+              f"{f'{inside} of {intervals}' if method == 'knoblab' else '—'} | "
               f"{idle} of {len(rows)} |")
 
 
@@ -390,6 +393,7 @@ def main() -> None:
     c.add_argument("--trials", type=int, default=15)
     c.add_argument("--log", type=Path, required=True)
     c.add_argument("--budget", help="each seed's study budget, e.g. 10m (search 40%% of it)")
+    c.add_argument("--keep", type=Path, help="keep each seed's study, store and report here")
     s = sub.add_parser("summarise")
     s.add_argument("data", type=Path)
     s.add_argument("log", type=Path)
@@ -398,7 +402,7 @@ def main() -> None:
     if args.command == "grid":
         grid(args.space, args.rounds, args.out, home)
     elif args.command == "compare":
-        compare(args.data, args.seeds, args.trials, args.log, home, args.budget)
+        compare(args.data, args.seeds, args.trials, args.log, home, args.budget, args.keep)
     else:
         summarise(args.data, args.log)
 
