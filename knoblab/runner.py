@@ -616,6 +616,27 @@ def resume_run(run_id: str, store: Store, home: Path, listener: Listener,
     return run_id
 
 
+def extend_run(run_id: str, spec: Spec, budget: float, store: Store, home: Path,
+               listener: Listener, open_servers: OpenTargets = open_servers) -> None:
+    """A tuning study's own run (a validation: `spec`, the spec it was started from), which
+    its budget stopped, going on with adaptive rounds until `budget` in all (what it has
+    measured counted): its sequential test goes on where it stopped."""
+    info = RunInfo.from_json(store.run(run_id)["info"])
+    workload = dataclasses.replace(cast(Any, spec.workload), rounds=dataclasses.replace(
+        spec.workload.rounds, budget=budget))
+    spec = dataclasses.replace(spec, workload=workload)
+    with owning(store, run_id):
+        store.update_info(run_id, workload={**info.workload, "budget": budget}, stopped=None,
+                          owner=_owner())
+        prepared = prepare(spec, home, listener, store, resuming=run_id,
+                           open_servers=open_servers)
+        if prepared.points != store.points(run_id):
+            raise UserError(f"run {run_id} cannot be extended: its points no longer validate "
+                            "the same way against this server")
+        store.set_status(run_id, RunStatus.RUNNING)
+        execute(run_id, prepared, store, listener)
+
+
 def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listener: Listener,
             open_servers: OpenTargets) -> None:
     run_id = run["id"]

@@ -195,3 +195,35 @@ def test_a_replay_is_screened_on_part_of_its_capture_and_claimed_on_the_whole(
     checks = [r for r in store.list_runs(limit=None) if "validation" in r["name"]
               or "confirmed" in r["name"] or "reduced" in r["name"]]
     assert all(not store.run(r["id"])["info"]["workload"].get("slice") for r in checks)
+
+
+def test_an_undecided_validation_gets_the_time_the_checks_after_it_did_not_need(
+        fake_kind, tmp_path, monkeypatch):
+    """A study's budget keeps a part for the reduction and the confirmation, which run only
+    for a candidate shown to help. When no validation is, that part goes to the ones their
+    share stopped undecided: the same run goes on, its sequential test where it stopped
+    (here a placebo: it goes on and is still not called better)."""
+    import re
+    import tomllib
+
+    from knoblab import runner
+    from knoblab.spec import parse_spec
+
+    monkeypatch.setattr(runner, "FUTILE_FROM", 1000)  # the budget, not futility, stops it
+    # 0.25 s a measurement: the validation's share (about 7 s) cannot hold the ceiling's 20
+    # rounds (10 s at the least), and holds the 3 it needs to begin
+    monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=lambda s: 1.0, spread=0.3,
+                                                      sleep=0.25))
+    source = ('name = "search"\n[server]\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
+              '[tune]\ntrials = 4\nvalidate = 1\nbudget = "20s"\n[tune.knobs]\n'
+              'sort_buffer_size = ["1M", "64M"]\nread_buffer_size = ["128K", "8M"]\n')
+    listener = Quiet()
+    store_ = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    result = _tune(store_, tmp_path, parse_spec(tomllib.loads(source), source=source), listener)
+    said = [line for line in listener.lines if "stopped undecided after" in line]
+    assert len(said) == 1 and "going on for" in said[0], listener.lines
+    first = int(re.search(r"after (\d+) rounds", said[0]).group(1))
+    (v,) = result.validations
+    assert v.rounds > first  # the same run, measured further
+    assert store_.run(v.run_id)["info"]["stopped"]["reason"] in ("budget", "ceiling")
+    assert v.verdict != "better" and result.recommended is None

@@ -48,6 +48,12 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     validations = validate(search, outcomes, None if budget is None
                            else budget * VALIDATION_SHARE)
     chosen = best_shown(validations)
+    if chosen is None and budget is not None:
+        # What the checks after them would have had (they run only for a candidate shown to
+        # help) goes to the validations their share stopped undecided, keeping those
+        # checks' part of it should one be shown now.
+        validations = extend(search, validations, (left() or 0.0) * VALIDATION_SHARE)
+        chosen = best_shown(validations)
     if chosen is None:
         return validations, None, None
     reduction = None
@@ -165,6 +171,37 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
             break
         done.append(_verdict(search, outcome, run_id, len(chosen), load))
     return done
+
+
+def extend(search: Search, validations: list[Validation], budget: float
+           ) -> list[Validation]:
+    """The validations that their budget stopped undecided, each given more rounds (its run
+    resumed, its sequential test going on where it stopped), the largest gain first, sharing
+    `budget`; those decided by their test, or stopped as futile, are left as they are."""
+    from knoblab import runner
+
+    waiting = sorted((v for v in validations if v.verdict == ValidationVerdict.UNDECIDED
+                      and (search.store.run(v.run_id)["info"].get("stopped") or {})
+                      .get("reason") == "budget"), key=lambda v: -(v.gain or 0.0))
+    began, found = time.monotonic(), list(validations)
+    for number, v in enumerate(waiting):
+        share = (budget - (time.monotonic() - began)) / (len(waiting) - number)
+        # A round is the baseline and the candidate, a start each where they need one.
+        spent = float(search.store.run(v.run_id)["info"]["stopped"].get("spent") or 0.0)
+        if share < 2 * spent / max(1, v.rounds):
+            break
+        search.listener.message(
+            f"validation of trial {v.trial.number} stopped undecided after {v.rounds} "
+            f"rounds, at its share of the budget: going on for {format_duration(share)} "
+            "more, the time the checks after it need only for a candidate shown to help")
+        again = check_spec(search.spec, f"validation of trial {v.trial.number}", {},
+                           [v.trial.changes], spent + share,
+                           alpha=search.spec.statistics.alpha / len(validations))
+        runner.extend_run(v.run_id, again, spent + share, search.store, search.home,
+                          search.quiet, search.open_servers)
+        found[found.index(v)] = _verdict(search, v.trial, v.run_id, len(validations),
+                                         v.others_load)
+    return found
 
 
 def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int,
