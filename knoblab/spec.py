@@ -126,11 +126,14 @@ class Spec:
             # every step on every machine and workload swept: each one a slice of its own
             points = [Point({**{n: r for n, r, _ in combo}, **p.requested}, dict(p.config),
                             dict(p.step) if p.step else None)
-                      for combo in itertools.product(*self._slice_axes()) for p in steps]
+                      for combo in itertools.product(*self._slice_axes().values())
+                      for p in steps]
             return base, points, warnings
-        axes = self._slice_axes()
-        for name, values in self.sweep.items():
-            if name in self.workload.parameters or name.startswith(MACHINE):
+        slice_axes = self._slice_axes()
+        axes = []
+        for name, values in self.sweep.items():  # in the spec's order
+            if name in slice_axes:
+                axes.append(slice_axes[name])
                 continue
             knob = catalog.knob(name)
             if name in self.too_few_values:
@@ -156,14 +159,14 @@ class Spec:
             self._tie(catalog, follower, leader, base, points)
         return base, points, []
 
-    def _slice_axes(self) -> list[list[tuple[str, str, str]]]:
+    def _slice_axes(self) -> dict[str, list[tuple[str, str, str]]]:
         """The swept workload parameters and machines: (name, as written, value) per value."""
-        axes = []
+        axes = {}
         for name, values in self.sweep.items():
             if name in self.workload.parameters:
-                axes.append([(name, v, v) for v in self.workload.parameter_axis(name, values)])
+                axes[name] = [(name, v, v) for v in self.workload.parameter_axis(name, values)]
             elif name.startswith(MACHINE):  # checked when the spec was read
-                axes.append([(name, section.as_text(v), section.as_text(v)) for v in values])
+                axes[name] = [(name, section.as_text(v), section.as_text(v)) for v in values]
         return axes
 
     def _step_points(self, catalog: Catalog, base: dict[str, str], lacking: frozenset[str]

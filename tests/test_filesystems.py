@@ -144,9 +144,10 @@ def test_steps_on_each_file_system_get_a_table_each_and_one_of_how_they_move(
     for t in store.trials(result["run_id"]):
         where = Path(result["points"][t.point_idx]["settings"]["machine.datadir"]).name
         assert t.details["filesystem"]["mount"] == str(mounted / where)
-    # each measurement, as it is made, says which file system it ran on
+    # each measurement, as it is made, says which file system it ran on (a line the
+    # console may wrap)
     assert f"{mounted / 'ext4-journal'}: step 1 (+ innodb_flush_log_at_trx_commit=2)" in \
-        out.stdout + out.stderr
+        " ".join((out.stdout + out.stderr).split())
     said = " ".join(out.stdout.split())
     assert "How the steps' effects move between them" in said
     assert "kept here (measurably helped)" in said
