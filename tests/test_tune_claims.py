@@ -210,12 +210,13 @@ def test_an_undecided_validation_gets_the_time_the_checks_after_it_did_not_need(
     from knoblab.spec import parse_spec
 
     monkeypatch.setattr(runner, "FUTILE_FROM", 1000)  # the budget, not futility, stops it
-    # 0.25 s a measurement: the validation's share (about 7 s) cannot hold the ceiling's 20
-    # rounds (10 s at the least), and holds the 3 it needs to begin
+    # 1 s a measurement: the validation's share (at most 0.6 × 60 s less the search's) cannot
+    # hold the ceiling's 20 rounds (40 s at the least), and holds the 3 it needs to begin,
+    # with room for slow rounds on a busy machine
     monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=lambda s: 1.0, spread=0.3,
-                                                      sleep=0.25))
+                                                      sleep=1.0))
     source = ('name = "search"\n[server]\n[workload]\nkind = "fake"\n[statistics]\nseed = 3\n'
-              '[tune]\ntrials = 4\nvalidate = 1\nbudget = "20s"\n[tune.knobs]\n'
+              '[tune]\ntrials = 4\nvalidate = 1\nbudget = "60s"\n[tune.knobs]\n'
               'sort_buffer_size = ["1M", "64M"]\nread_buffer_size = ["128K", "8M"]\n')
     listener = Quiet()
     store_ = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
