@@ -453,6 +453,11 @@ class StepsTable(_Record):
     # (None: results written before, with 95% intervals of each comparison alone)
     confidence: float | None = None
 
+    def helped(self) -> Settings:
+        """The settings of the steps that measurably helped; the others are left out."""
+        return {k: v for row in self.rows if row.verdict == StepVerdict.GAIN
+                for k, v in row.change.items()}
+
 
 # ----------------------------------------------------------------------------- servers
 

@@ -342,7 +342,7 @@ def _conclusion(points: list[Point], judgements: list[SliceJudgement], slices: l
                                        objective, statistics, complete,
                                        None if best is None else points[best].settings))
     recommended_steps = None if tables is None else [
-        RecommendedSteps(table.slice, _recommended_steps(table)) for table in tables]
+        RecommendedSteps(table.slice, table.helped()) for table in tables]
     if slices:  # several slices: no single best; each slice has its own
         return Conclusion(any(p.significant for p in parts), None, None, parts,
                           recommended_steps)
@@ -713,15 +713,6 @@ def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction |
     if len(ratios) < len(alone):
         return None
     return Interaction(cumulative=total.ratio, product_of_alone=float(np.prod(ratios)))
-
-
-def _recommended_steps(table: StepsTable) -> Settings:
-    """The settings of the steps that measurably helped; the others are left out."""
-    settings: Settings = {}
-    for row in table.rows:
-        if row.verdict == StepVerdict.GAIN:
-            settings.update(row.change)
-    return settings
 
 
 def _cumulative_step(point: Point) -> int | None:

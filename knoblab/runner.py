@@ -628,13 +628,7 @@ def extend_run(run_id: str, spec: Spec, budget: float, store: Store, home: Path,
     with owning(store, run_id):
         store.update_info(run_id, workload={**info.workload, "budget": budget}, stopped=None,
                           owner=_owner())
-        prepared = prepare(spec, home, listener, store, resuming=run_id,
-                           open_servers=open_servers)
-        if prepared.points != store.points(run_id):
-            raise UserError(f"run {run_id} cannot be extended: its points no longer validate "
-                            "the same way against this server")
-        store.set_status(run_id, RunStatus.RUNNING)
-        execute(run_id, prepared, store, listener)
+        _go_on(run_id, spec, store, home, listener, open_servers)
 
 
 def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listener: Listener,
@@ -646,13 +640,19 @@ def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listen
     if rounds.adaptive and rounds != spec.workload.rounds:  # a budget given to resume
         workload = dataclasses.replace(cast(Any, spec.workload), rounds=rounds)  # kinds are
         spec = dataclasses.replace(spec, workload=workload)  # frozen dataclasses
+    if json.loads(json.dumps(_workload_info(spec))) != info.workload:
+        raise UserError(f"run {run_id} cannot be resumed: its workload changed since it began "
+                        "(a script file edited?); start a new run")
+    _go_on(run_id, spec, store, home, listener, open_servers)
+
+
+def _go_on(run_id: str, spec: Spec, store: Store, home: Path, listener: Listener,
+           open_servers: OpenTargets) -> None:
+    """A stored run measured further from `spec`, the spec it began from: what it lacks."""
     prepared = prepare(spec, home, listener, store, resuming=run_id, open_servers=open_servers)
     if prepared.points != store.points(run_id):
         raise UserError(f"run {run_id} cannot be resumed: its points no longer validate the same "
                         "way against this server")
-    if json.loads(json.dumps(_workload_info(spec))) != info.workload:
-        raise UserError(f"run {run_id} cannot be resumed: its workload changed since it began "
-                        "(a script file edited?); start a new run")
     store.set_status(run_id, RunStatus.RUNNING)
     execute(run_id, prepared, store, listener)
 

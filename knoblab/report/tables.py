@@ -880,8 +880,7 @@ def steps_movement_grid(places: list[tuple[str, Results, StepsTable]]) -> Grid |
     for _, results, table in places:
         total.append(_text(change_text(table.total, 0) + f", {total_finding_text(results, table)}"
                            if table.total is not None else "—"))
-        settings = {k: v for r in table.rows if r.verdict == StepVerdict.GAIN
-                    for k, v in r.change.items()}
+        settings = table.helped()
         kept.append(_text(settings_text(settings) if settings else "none",
                           style="bold" if settings else "dim"))
     rows += [total, kept]

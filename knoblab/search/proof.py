@@ -159,9 +159,7 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
         search.listener.message(f"validating {number} of {len(chosen)}: trial "
                                 f"{outcome.number} ({settings_text(outcome.changes)})")
         share = None if budget is None else budget / len(chosen)
-        check = check_spec(search.spec, f"validation of trial {outcome.number}", {},
-                           [outcome.changes], share,
-                           alpha=search.spec.statistics.alpha / len(chosen))
+        check = _validation_spec(search, outcome, len(chosen), share)
         try:
             run_id, load = run_quietly(search, check)
         except BudgetTooShort as exc:
@@ -180,28 +178,35 @@ def extend(search: Search, validations: list[Validation], budget: float
     `budget`; those decided by their test, or stopped as futile, are left as they are."""
     from knoblab import runner
 
-    waiting = sorted((v for v in validations if v.verdict == ValidationVerdict.UNDECIDED
-                      and (search.store.run(v.run_id)["info"].get("stopped") or {})
-                      .get("reason") == "budget"), key=lambda v: -(v.gain or 0.0))
+    stopped = {v.run_id: search.store.run(v.run_id)["info"].get("stopped") or {}
+               for v in validations if v.verdict == ValidationVerdict.UNDECIDED}
+    waiting = sorted((v for v in validations if stopped.get(v.run_id, {}).get("reason")
+                      == "budget"), key=lambda v: -(v.gain or 0.0))
     began, found = time.monotonic(), list(validations)
     for number, v in enumerate(waiting):
         share = (budget - (time.monotonic() - began)) / (len(waiting) - number)
         # A round is the baseline and the candidate, a start each where they need one.
-        spent = float(search.store.run(v.run_id)["info"]["stopped"].get("spent") or 0.0)
+        spent = float(stopped[v.run_id].get("spent") or 0.0)
         if share < 2 * spent / max(1, v.rounds):
             break
         search.listener.message(
             f"validation of trial {v.trial.number} stopped undecided after {v.rounds} "
             f"rounds, at its share of the budget: going on for {format_duration(share)} "
             "more, the time the checks after it need only for a candidate shown to help")
-        again = check_spec(search.spec, f"validation of trial {v.trial.number}", {},
-                           [v.trial.changes], spent + share,
-                           alpha=search.spec.statistics.alpha / len(validations))
-        runner.extend_run(v.run_id, again, spent + share, search.store, search.home,
-                          search.quiet, search.open_servers)
+        runner.extend_run(v.run_id, _validation_spec(search, v.trial, len(validations),
+                                                     spent + share),
+                          spent + share, search.store, search.home, search.quiet,
+                          search.open_servers)
         found[found.index(v)] = _verdict(search, v.trial, v.run_id, len(validations),
                                          v.others_load)
     return found
+
+
+def _validation_spec(search: Search, outcome: TrialOutcome, family: int,
+                     budget: float | None) -> Spec:
+    """The run validating `outcome` against the baseline, α shared among `family`."""
+    return check_spec(search.spec, f"validation of trial {outcome.number}", {},
+                      [outcome.changes], budget, alpha=search.spec.statistics.alpha / family)
 
 
 def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int,
