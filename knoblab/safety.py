@@ -69,6 +69,19 @@ SANDBOX_REFUSED = {
 }
 
 
+# Settings that would loosen what confines the untrusted SQL a sandbox runs (a dump, a
+# replayed log, a script): the sandbox holds each at its own value, whatever a spec says.
+CONFINEMENT = {
+    "local_infile": "a sandbox holds it OFF, so that no SQL it runs (a dump, a replayed log, "
+                    "a script) makes a client read a file of this machine into the server "
+                    "(LOAD DATA LOCAL INFILE)",
+    "skip_grant_tables": "a sandbox keeps its accounts' privileges, which confine the data "
+                         "account a dump and a replay run as",
+    "allow_suspicious_udfs": "a sandbox loads no functions from libraries but the server's own",
+    "plugin_maturity": "a sandbox loads no plugins but those built in",
+}
+
+
 # Settings of kinds that open the network whatever skip_networking says: a cluster (Galera
 # listens on its own ports) and plugins loaded at start-up (some listen). A name list cannot
 # know every such setting; every sandbox is also checked for listening sockets once started.
@@ -99,6 +112,8 @@ def check_sandbox_owned(names: list[str], catalog: Catalog | None = None) -> Non
                             "only inside the sandbox's own folder, where it keeps this file "
                             "by default; remove it from the spec, or measure it on a running "
                             "server ([server] kind = \"external\")")
+        if name in CONFINEMENT:
+            raise UserError(f"{name}: {CONFINEMENT[name]}; remove it from the spec")
         if name in SANDBOX_REFUSED:
             raise UserError(f"{name}: {SANDBOX_REFUSED[name]}")
 

@@ -391,6 +391,75 @@ def test_a_sandbox_keeps_table_files_client_files_and_plugins_to_itself(binary, 
 
 
 @pytest.mark.server
+def test_no_setting_undoes_what_confines_a_sandbox(binary, knoblab_home):
+    """Settings that would loosen the sandbox, given to it anyway (a check bypassed, an old
+    stored spec), lose to its own lines: they come after every setting."""
+    import pymysql
+
+    from knoblab.server.sandbox import Sandbox, base_template
+
+    loosening = {"local_infile": "ON", "symbolic_links": "ON", "skip_grant_tables": "ON",
+                 "allow_suspicious_udfs": "ON", "skip_networking": "OFF",
+                 "secure_file_priv": "/"}
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data", loosening,
+                 home=knoblab_home) as server:
+        held = server.global_values(["local_infile", "have_symlink", "skip_grant_tables",
+                                     "allow_suspicious_udfs", "skip_networking",
+                                     "secure_file_priv"])
+        assert held == {"local_infile": "OFF", "have_symlink": "DISABLED",
+                        "skip_grant_tables": "OFF", "allow_suspicious_udfs": "OFF",
+                        "skip_networking": "ON", "secure_file_priv": f"{server.files}/"}
+        conn = server.connect(local_infile=True)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("CREATE DATABASE far")
+                cur.execute("CREATE TABLE far.t (a TEXT)")
+                with pytest.raises(pymysql.MySQLError) as refused:
+                    cur.execute("LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE far.t")
+                assert refused.value.args[0] in (1148, 4166), refused.value.args
+        finally:
+            conn.close()
+
+
+LOOSENING_SPEC = """name = "loose"
+[server]
+binary = "mariadbd"
+{config}
+[dataset]
+rows = 100
+[workload]
+sql = "SELECT 1"
+repetitions = 1
+{search}
+"""
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(("command", "config", "search"), [
+    ("run", '[server.config]\nlocal_infile = "ON"', '[sweep]\nsort_buffer_size = ["256K", "1M"]'),
+    ("run", "", '[sweep]\nlocal_infile = ["OFF", "ON"]'),
+    ("tune", "", '[tune]\ntrials = 2\n[tune.knobs]\nlocal_infile = ["OFF", "ON"]'),
+    ("tune", '[server.config]\nlocal_infile = "ON"',
+     '[tune]\ntrials = 2\n[tune.knobs]\nsort_buffer_size = ["256K", "1M"]'),
+    ("run", '[server.config]\nskip_grant_tables = "ON"',
+     '[sweep]\nsort_buffer_size = ["256K", "1M"]'),
+    ("run", '[server.config]\nallow_suspicious_udfs = "ON"',
+     '[sweep]\nsort_buffer_size = ["256K", "1M"]'),
+])
+def test_a_spec_cannot_loosen_a_sandbox_in_any_section(env, tmp_path, command, config, search):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(LOOSENING_SPEC.format(config=config, search=search))
+    out = subprocess.run([sys.executable, "-m", "knoblab.cli", "--store",
+                          f"sqlite:///{tmp_path / 's.sqlite'}", command, str(spec)],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1 and "a sandbox" in line and "remove it" in line, line
+    assert "local_infile" in line or "skip_grant_tables" in line or \
+        "allow_suspicious_udfs" in line
+
+
+@pytest.mark.server
 def test_a_locked_root_is_said_at_once_not_after_the_start_timeout(binary, knoblab_home,
                                                                    tmp_path):
     import time
@@ -446,16 +515,32 @@ def test_spec_cannot_open_the_sandbox_to_the_network(knoblab_home, catalog, tmp_
 
 @pytest.mark.server
 def test_a_sandbox_found_listening_is_stopped_at_once(binary, knoblab_home, tmp_path):
-    """Below the name checks: whatever made it listen, a started sandbox with an inet
-    listener is refused and stopped (here the names are given to Sandbox directly)."""
+    """Below the settings, which cannot undo skip-networking: whatever made it listen (here a
+    library preloaded into the server that opens a port), a started sandbox with an inet
+    listener is refused and stopped."""
+    import shutil
+
     from knoblab.server.sandbox import Sandbox, base_template
 
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("needs a C compiler to build a library that listens")
     with socket.socket() as probe:  # a free port
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = Sandbox(binary, base_template(binary, knoblab_home) / "data",
-                     {"skip_networking": "OFF", "bind_address": "127.0.0.1", "port": str(port)},
-                     home=knoblab_home)
+    source = tmp_path / "listen.c"
+    source.write_text(
+        "#include <netinet/in.h>\n#include <sys/socket.h>\n#include <arpa/inet.h>\n"
+        "__attribute__((constructor)) static void listen_now(void) {\n"
+        "  int fd = socket(AF_INET, SOCK_STREAM, 0);\n"
+        "  struct sockaddr_in a = {0};\n"
+        f"  a.sin_family = AF_INET; a.sin_port = htons({port});\n"
+        "  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);\n"
+        "  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0) listen(fd, 1);\n}\n")
+    library = tmp_path / "liblisten.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    server = Sandbox(binary.with_preload(str(library)),
+                     base_template(binary, knoblab_home) / "data", {}, home=knoblab_home)
     with pytest.raises(UserError, match=f"listened on the network \\(127.0.0.1:{port}\\)"):
         server.start()
     assert server.process is None
