@@ -20,6 +20,7 @@ from knoblab.records import Point, Results
 from knoblab.results import build_results, point_samples
 from knoblab.store import Store
 from knoblab.vocabulary import ComparisonVerdict, Experiment, PointVerdict, RunStatus
+from knoblab.words import DESCRIPTIVE_KEYS
 from knoblab.workloads.base import Rounds
 
 # How a run was planned (rounds, budget, design) may differ between two runs of one study;
@@ -46,9 +47,11 @@ class Comparison:
     first: Results
     other: Results
     rows: list[Row]
-    best_first: str | None  # the label of each run's best configuration (per its verdicts)
+    # Each run's leader shown better than some configuration (its label and verdict: "best"
+    # when the run recommends it, else "fastest measured"); None when none was.
+    best_first: str | None
     best_other: str | None
-    agree: bool  # both runs pick the same best, or both see no difference
+    agree: bool  # both runs lead with the same configuration and verdict, or neither leads
     machine: list[str]  # "cores: 2 in abc12345, 4 in def67890"
     spec: list[str]  # the lines of the specs that differ (a unified diff without headers)
     only_first: list[str]  # configurations one run measured and the other did not
@@ -56,6 +59,8 @@ class Comparison:
     # A run not finished (interrupted, killed, failed, still running), one line each: which,
     # and how many of its measurements are missing. Its levels and its best are not final.
     incomplete: list[str] = field(default_factory=list)
+    verdict_first: PointVerdict | None = None  # the verdicts of best_first and best_other
+    verdict_other: PointVerdict | None = None
 
 
 def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
@@ -100,7 +105,9 @@ def incomplete_text(results: Results, state: str) -> str:
                    f"({measured:,} of {least:,} or more done)")
     else:
         total = int(planned) * len(results.points)
-        missing = (f"{max(total - measured, 0):,} of its {total:,} measurements are missing")
+        missing = (f"{max(total - measured, 0):,} of its {total:,} "
+                   f"measurement{'' if total == 1 else 's'} {'is' if total == 1 else 'are'} "
+                   "missing")
     return (f"run {results.run_id} is incomplete ({state}): {missing}; its figures "
             f"and its best are not final (finish it: knoblab resume {results.run_id})")
 
@@ -131,7 +138,7 @@ def _check_comparable(first: Results, other: Results) -> None:
 
 
 def _work(workload: dict) -> dict:
-    return {k: v for k, v in workload.items() if k not in _PLANNING}
+    return {k: v for k, v in workload.items() if k not in _PLANNING | DESCRIPTIVE_KEYS}
 
 
 def _data(dataset: dict) -> dict:
@@ -172,16 +179,24 @@ def _compare(first: Results, other: Results, samples: dict[str, dict[int, list[f
         k += 1
         rows.append(Row(label, a_level, b_level, change, p,
                         _verdict(change, p, statistics.alpha, statistics.min_effect)))
-    best_first, best_other = _best(first), _best(other)
+    (best_first, verdict_first), (best_other, verdict_other) = _best(first), _best(other)
     return Comparison(
         first=first, other=other, rows=rows, best_first=best_first, best_other=best_other,
-        agree=best_first == best_other,
+        agree=(best_first, verdict_first) == (best_other, verdict_other),
+        verdict_first=verdict_first, verdict_other=verdict_other,
         machine=_machine_differences(first, other),
         spec=_spec_differences(first.spec, other.spec),
         only_first=[label for label in index_first if label not in index_other],
         only_other=[label for label in index_other if label not in index_first],
         incomplete=[line for line in (incomplete_text(first, states[first.run_id]),
                                       incomplete_text(other, states[other.run_id])) if line])
+
+
+def change_header(comparison: Comparison) -> str:
+    """The change column's header, with the level its intervals are at: "change [95% CI]"."""
+    from knoblab.words import confidence_text
+
+    return f"change [{confidence_text(comparison.first.statistics.confidence)} CI]"
 
 
 def _verdict(change: stats.Change, p: float, alpha: float,
@@ -195,10 +210,11 @@ def _verdict(change: stats.Change, p: float, alpha: float,
     return ComparisonVerdict.INCONCLUSIVE
 
 
-def _best(results: Results) -> str | None:
-    """The run's best configuration, or None when it found no difference (any will do)."""
-    best = next((p for p in results.points if p.verdict == PointVerdict.BEST), None)
-    return _label(best) if best is not None else None
+def _best(results: Results) -> tuple[str | None, PointVerdict | None]:
+    """The run's leader shown better than another configuration, with its verdict; (None,
+    None) when it found no difference (any will do)."""
+    best = next((p for p in results.points if p.verdict.leads), None)
+    return (_label(best), best.verdict) if best is not None else (None, None)
 
 
 def _machine_differences(first: Results, other: Results) -> list[str]:

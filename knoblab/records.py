@@ -329,7 +329,7 @@ class SliceConclusion(_Record):
 
     slice: Settings
     significant: bool  # some point is measurably worse than the best
-    best: Settings | None  # None: every point failed
+    best: Settings | None  # the leader shown better than some point, when recommended
     recommended: Settings | None  # None: keep what is configured now
     fastest: Settings | None = None  # the fastest measured, whatever its verdict
     finding: Finding | None = None
@@ -439,6 +439,10 @@ class Interaction(_Record):
 
     cumulative: float
     product_of_alone: float
+    # Their intervals, which hold together (the table's, Bonferroni): the total's, and the
+    # product of the changes' alone (end by end); None in results stored before they were kept.
+    cumulative_ci: Interval | None = None
+    product_ci: Interval | None = None
 
 
 @dataclass(frozen=True)

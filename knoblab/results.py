@@ -116,6 +116,9 @@ def build_results(store: Store, run_id: str) -> Results:
                 objective.time_series),
         ))
     tables = _steps(points, samples, slices, objective, statistics) if info.steps else None
+    conclusion = _conclusion(points, judgements, slices, tables, complete=complete,
+                             samples=samples, objective=objective, statistics=statistics)
+    points = _as_recommended(points, conclusion, slices, objective)
     return Results(
         run_id=run["id"],
         name=run["name"],
@@ -147,9 +150,7 @@ def build_results(store: Store, run_id: str) -> Results:
         servers_compared=_servers_compared(points, samples, objective, statistics, levels,
                                            blocks)
         if "binary" in slices else None,
-        conclusion=_conclusion(points, judgements, slices, tables,
-                               complete=complete, samples=samples,
-                               objective=objective, statistics=statistics),
+        conclusion=conclusion,
         rounds=rounds,
         machine=info.machine,
         started_at=run["created_at"],
@@ -160,6 +161,19 @@ def build_results(store: Store, run_id: str) -> Results:
                                              kind.statement_classes(info.workload),
                                              statistics.alpha),
     )
+
+
+def _as_recommended(points: list[Point], conclusion: Conclusion, slices: list[str],
+                    objective: Objective) -> list[Point]:
+    """The leader of each slice is "best" only when its slice's conclusion recommends it;
+    else it is what it was measured to be ("fastest measured"), in every output alike."""
+    def demoted(point: Point) -> Point:
+        if point.verdict != PointVerdict.BEST or conclusion.of_slice(
+                {k: point.settings[k] for k in slices}).best == point.settings:
+            return point
+        return replace(point, verdict=words.leader_verdict(objective.direction))
+
+    return [demoted(p) for p in points]
 
 
 def _statement_classes(points: list[Point], by_point: dict[int, list[Trial]],
@@ -367,7 +381,8 @@ def _slice_conclusion(slice_values: Settings, members: list[int],
     fastest = None if leader is None or not complete else points[leader].settings
     current = next((i for i in members if points[i].is_default), None)
     if not complete or leader is None or current is None or not samples[current]:
-        return SliceConclusion(slice_values, judgement.significant, best, None, fastest,
+        # Nothing is recommended, so nothing is best: the leader is the fastest measured.
+        return SliceConclusion(slice_values, judgement.significant, None, None, fastest,
                                None if current == leader or not complete else Finding.UNSHOWN)
     if current == leader:  # the current configuration is the fastest measured: no change
         return SliceConclusion(slice_values, judgement.significant, best,
@@ -382,7 +397,8 @@ def _slice_conclusion(slice_values: Settings, members: list[int],
     _, interval = compared.gain(objective.direction)
     finding = shown if _shows(shown, interval, statistics.min_effect) else Finding.UNSHOWN
     recommended = fastest if finding == Finding.HELPS else points[current].settings
-    return SliceConclusion(slice_values, judgement.significant, best, recommended, fastest,
+    return SliceConclusion(slice_values, judgement.significant,
+                           best if best == recommended else None, recommended, fastest,
                            finding, compared)
 
 
@@ -709,10 +725,16 @@ def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction |
         return None
     # the first step alone is the first step on top of the base
     alone = [measured[0].vs_base, *(r.alone.vs_base if r.alone else None for r in measured[1:])]
-    ratios = [change.ratio for change in alone if change is not None]
-    if len(ratios) < len(alone):
+    changes = [change for change in alone if change is not None]
+    if len(changes) < len(alone):
         return None
-    return Interaction(cumulative=total.ratio, product_of_alone=float(np.prod(ratios)))
+    # Every interval of the table holds at once: the true product lies between the products
+    # of the ends while the true total lies in its own interval.
+    return Interaction(cumulative=total.ratio,
+                       product_of_alone=float(np.prod([c.ratio for c in changes])),
+                       cumulative_ci=total.ci95,
+                       product_ci=(float(np.prod([c.ci95[0] for c in changes])),
+                                   float(np.prod([c.ci95[1] for c in changes]))))
 
 
 def _cumulative_step(point: Point) -> int | None:
@@ -758,7 +780,9 @@ def _servers_compared(points: list[Point], samples: dict[int, list[float]],
             center=None if verdict.summary is None else _level(verdict.summary, objective),
             ci95=points[idx].evidence.ci95, n=points[idx].n,
             ratio_to_best=verdict.ratio_to_best, p_value=verdict.p_adjusted,
-            verdict=verdict.verdict,
+            # no run recommends a server: the one shown faster is the fastest measured
+            verdict=words.leader_verdict(objective.direction)
+            if verdict.verdict == PointVerdict.BEST else verdict.verdict,
         ) for idx, verdict in zip(members, judgement.verdicts, strict=True)]
         compared.append(ServersCompared(at=at, slice={}, rows=rows,
                                         significant=judgement.significant))

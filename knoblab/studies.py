@@ -23,6 +23,7 @@ from knoblab.errors import UserError
 from knoblab.records import TrialOutcome, TuneResult
 from knoblab.stats import Direction
 from knoblab.store import Store
+from knoblab.units import plural
 from knoblab.vocabulary import RunStatus
 
 PREFIX = "study:"  # `knoblab report study:NAME`: never a run's id, which is hexadecimal
@@ -85,8 +86,9 @@ def summary(result: TuneResult) -> str:
     """What the study recommends, in a line: its validated settings and gain, or that it
     recommends nothing."""
     from knoblab.recommend import claim, settings
+    from knoblab.report.text import first_few
     from knoblab.report.tuning import gain_validated, unsettled
-    from knoblab.units import settings_text
+    from knoblab.units import setting_text
 
     chosen, own = result.recommended, claim(result)
     if chosen is not None:
@@ -94,7 +96,10 @@ def summary(result: TuneResult) -> str:
         gain = gain_validated(own, result) if own is not None else \
             (f"its own gain not measured (trial {chosen.trial.number}'s: "
              f"{gain_validated(chosen, result)})")
-        return f"recommended: {settings_text(settings(result))}, {gain}"
+        # a row of knoblab runs: a few settings named, sizes for people, the rest counted
+        # (knoblab report study:NAME has them all)
+        named = [f"{k}={setting_text(k, v)}" for k, v in settings(result).items()]
+        return f"recommended: {first_few(named) or 'the baseline'}, {gain}"
     if unsettled(result) is not None:
         return "nothing recommended yet: no candidate validated"
     return "nothing recommended: keep the current configuration"
@@ -103,10 +108,19 @@ def summary(result: TuneResult) -> str:
 def describe(study: dict[str, Any]) -> str:
     """A study's trials and best gain (while it searches) or recommendation (when done)."""
     info = study["info"]
-    trials = f"{info.get('trials', 0)} trials"
-    found = info.get("summary") if study["status"] == RunStatus.DONE else \
+    trials = plural(int(info.get("trials", 0)), "trial")
+    found = _summary_of(study) if study["status"] == RunStatus.DONE else \
         (f"best so far: {info['best']}" if info.get("best") else None)
     return f"{trials}; {found}" if found else trials
+
+
+def _summary_of(study: dict[str, Any]) -> str | None:
+    """A finished study's summary, made again from its result (a summary stored by an older
+    version may list every setting in bytes), else as stored."""
+    if study.get("result"):
+        with contextlib.suppress(Exception):  # one study's unreadable result hides no other
+            return summary(result_from_json(study["result"]))
+    return study["info"].get("summary")
 
 
 def stored_result(store: Store, name: str) -> tuple[TuneResult, dict[str, Any]]:

@@ -17,13 +17,22 @@ from enum import StrEnum
 class PointVerdict(StrEnum):
     """A point of a run against the run's leader (knoblab.stats.judge)."""
 
-    BEST = "best"  # the leader, when some point is shown worse than it
+    # The leader, when some point is shown worse than it: "best" only when the run recommends
+    # it (the default, or a change shown to help), else what it is, by the objective's way.
+    BEST = "best"
+    FASTEST = "fastest measured"  # a time's leader the run does not recommend
+    HIGHEST = "highest tps measured"  # a throughput's (tps, the one rate measured)
     EQUIVALENT = "equivalent"  # shown within ±min_effect of the leader
     INCONCLUSIVE = "inconclusive"  # neither shown equivalent nor worse (yet)
     WORSE = "worse"  # shown worse than the leader by at least min_effect
     FAILED = "failed"  # no measurement succeeded
     NOT_RUN = "not run"  # the run stopped before it
     INDISTINGUISHABLE = "indistinguishable"  # what runs of the first versions said: still read
+
+    @property
+    def leads(self) -> bool:
+        """The leader shown better than some point: best, or the fastest (highest) measured."""
+        return self in (PointVerdict.BEST, PointVerdict.FASTEST, PointVerdict.HIGHEST)
 
 
 class StepVerdict(StrEnum):

@@ -4,7 +4,9 @@ Every comparison knoblab reports answers one question — does this change (a va
 the default, a step on top of the last, a tuned configuration instead of the baseline, one run
 against another) help? — and has one of four answers (`Finding`). Each output says it with the
 same words (`FINDING_WORDS`, `finding_text`), and its figure with `gain_words`: a time that
-falls is "4.8× faster (time −79%)", never "+378%".
+falls is "4.8× faster (time −79%)", never "+378%". An interval that bounds nothing is said as
+such (`bounds`), never as numbers. What changed in a run's workload since it began, which
+refuses its resume, is said here too (`workload_changes`).
 
 A finding must agree with its interval (`finding_of`): an interval wholly on the side of
 helping is never "not shown", and "the same" needs the interval inside ±min_effect.
@@ -13,7 +15,8 @@ helping is never "not shown", and "the same" needs the interval inside ±min_eff
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from knoblab.vocabulary import Finding, PointVerdict
 
@@ -25,6 +28,15 @@ FINDING_WORDS: dict[Finding, str] = {
 }
 
 _MINUS = "\u2212"
+# An end of a ratio's interval at or beyond this factor either way, zero or infinite (two
+# measurements at a Bonferroni level, a t interval cut at zero) bounds nothing a reader could
+# use: it is said as not bounded, never as a number such as 2149371601747197156277784412160.
+LOOSEST_BOUND = 1000.0
+NOT_BOUNDED = "not bounded"
+WHY_NOT_BOUNDED = (f"≤ x or ≥ x: an interval bounded on one side only, and {NOT_BOUNDED}: "
+                   f"on neither; at its level it reaches zero or a factor of "
+                   f"{LOOSEST_BOUND:.0f} (or, from one measurement a side, has no spread): too "
+                   "few measurements to bound the change")
 
 
 def finding_text(finding: Finding, min_effect: float) -> str:
@@ -48,6 +60,12 @@ def finding_of(interval: tuple[float, float] | None, min_effect: float) -> Findi
     if -min_effect < low and high < min_effect:
         return Finding.SAME
     return Finding.UNSHOWN
+
+
+def leader_verdict(direction: str) -> PointVerdict:
+    """The verdict of a leader shown better than something that the run does not recommend:
+    "fastest measured" for a time, "highest tps measured" for a throughput."""
+    return PointVerdict.FASTEST if direction == "minimize" else PointVerdict.HIGHEST
 
 
 def change_finding(current: PointVerdict) -> Finding:
@@ -90,6 +108,38 @@ def signed_percent(x: float) -> str:
     return ("+" if x > 0 else _MINUS) + text
 
 
+def bounds(low: float, high: float) -> tuple[bool, bool]:
+    """Which ends of an interval of a ratio of two positive levels bound it, (lower, upper):
+    an end within a factor of LOOSEST_BOUND either way; neither of an interval without
+    spread."""
+    if not low < high:
+        return False, False
+    return (math.isfinite(low) and low > 1 / LOOSEST_BOUND,
+            math.isfinite(high) and high < LOOSEST_BOUND)
+
+
+def bounded(low: float, high: float) -> bool:
+    """Whether both ends of an interval of a ratio bound it (`bounds`)."""
+    return all(bounds(low, high))
+
+
+def gain_bounds(interval: tuple[float, float]) -> tuple[bool, bool]:
+    """`bounds` of the interval of a gain (+0.05: 5% better), the ratio's less 1."""
+    return bounds(1.0 + interval[0], 1.0 + interval[1])
+
+
+def interval_text(low: str, high: str, ends: tuple[bool, bool], between: str = " to ") -> str:
+    """Two ends as `bounds` judged them: "−9.0% to −5.1%", "≤ −5.1%" (bounded above only),
+    "≥ −9.0%", or "not bounded"."""
+    if all(ends):
+        return f"{low}{between}{high}"
+    if ends[1]:
+        return f"≤ {high}"
+    if ends[0]:
+        return f"≥ {low}"
+    return NOT_BOUNDED
+
+
 def confidence_text(confidence: float) -> str:
     """"95%", "98.3%", "99.96%": an interval's level, whole when it is, else to one decimal,
     more only where that would round it up to "100%"."""
@@ -112,13 +162,50 @@ def gain_interval_words(gain: float, interval: tuple[float, float] | None,
     said = gain_words(gain, direction, unit)
     if interval is None:
         return said
-    low, high = interval
+    ci = f"{confidence_text(confidence)} CI {gain_interval_ends(interval, direction)}"
     if direction == "maximize":
-        ci = f"{confidence_text(confidence)} CI {signed_percent(low)} to {signed_percent(high)}"
         return f"{said} ({ci})"
-    # The time's change falls as the gain rises: the gain's upper end is the time's lower.
-    ends = [1.0 / (1.0 + g) - 1.0 if 1.0 + g > 0 else math.inf for g in (high, low)]
-    shown = ["more than doubled" if not math.isfinite(e) else signed_percent(e) for e in ends]
-    ci = f"{confidence_text(confidence)} CI {shown[0]} to {shown[1]}"
     return f"{said[:-1]}; {ci})" if said.endswith(")") else f"{said} ({ci})"
 
+
+def gain_interval_ends(interval: tuple[float, float],
+                       direction: str) -> str:
+    """The interval of a gain in the terms gain_words gives its estimate: of the rate for a
+    rate ("+2.0% to +8.0%"), of the time's change for a time ("−81.0% to −77.0%"); an end
+    that bounds nothing left out ("≤ −77.0%"), or "not bounded"."""
+    low, high = interval
+    lower, upper = gain_bounds(interval)
+    if direction == "maximize":
+        return interval_text(signed_percent(low), signed_percent(high), (lower, upper))
+    # The time's change falls as the gain rises: the gain's upper end is the time's lower.
+    ends = [signed_percent(1.0 / (1.0 + g) - 1.0) if 1.0 + g > 0 else "" for g in (high, low)]
+    return interval_text(ends[0], ends[1], (upper, lower))
+
+
+# Words in a run's description of its workload that are not the work itself (a summary, what
+# follows from its sessions and slice): another version may say them otherwise, so resuming a
+# run and comparing two leave them out.
+DESCRIPTIVE_KEYS = frozenset({"title", "at_once"})
+
+
+def workload_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What differs between the workload a run began with and the one its spec gives now (a
+    resume is refused over it), in words: the dump, the captured log, the script, the SQL, or
+    the keys that differ; "" when nothing does."""
+    keys = {k for k in before.keys() | after.keys()
+            if k not in DESCRIPTIVE_KEYS and before.get(k) != after.get(k)}
+    dump = (after.get("dump") or before.get("dump") or {}).get("file")
+    log = after.get("log") or before.get("log")
+    said, named = [], set()
+    for these, what in (({"dump"}, f"the dump it loads, {dump}, was replaced or changed"),
+                        ({"log", "plan", "classes"}, f"the captured log it replays, {log}, "
+                                                     "changed"),
+                        ({"setup", "body", "statements_per_iteration"},
+                         "its script changed (in the spec, or a file it reads)"),
+                        ({"sql"}, "its SQL changed")):
+        if keys & these:
+            said.append(what)
+            named |= these
+    if rest := sorted(keys - named):
+        said.append(f"its {', '.join(rest)} changed")
+    return "; ".join(said)

@@ -18,7 +18,7 @@ from tests.fakes import cli_command, cli_env, reaped, servers_under
 pytestmark = pytest.mark.server
 
 REPO = Path(__file__).resolve().parent.parent
-VERDICTS = {"best", "equivalent", "inconclusive", "worse", "failed"}
+VERDICTS = {"best", "fastest measured", "equivalent", "inconclusive", "worse", "failed"}
 
 SWEEP_SPEC = """\
 name = "tiny-sweep"
@@ -119,19 +119,23 @@ def test_sweep_results_json_has_the_designed_shape(sweep, binary: ServerBinary):
         assert low <= point["median"] <= high
         assert point["verdict"] in VERDICTS - {"failed"}
     assert [p["is_default"] for p in points] == [False, True, False]
-    # The leader: crowned "best" only when another point is shown worse than it.
+    # The leader: crowned only when another point is shown worse than it; "best" only when
+    # the run recommends it, else the fastest measured.
     leader = [p for p in points if p["p_value"] is None]
     assert len(leader) == 1
     assert leader[0]["median"] == min(p["median"] for p in points)
     conclusion = result["conclusion"]
     assert isinstance(conclusion["significant"], bool)
     if conclusion["significant"]:
-        assert leader[0]["verdict"] == "best"
-        assert conclusion["best"] == leader[0]["settings"]
+        assert leader[0]["verdict"] in ("best", "fastest measured")
+        recommended = conclusion["recommended"] == leader[0]["settings"]
+        assert (leader[0]["verdict"] == "best") == recommended
+        assert conclusion["best"] == (leader[0]["settings"] if recommended else None)
     else:
         assert leader[0]["verdict"] in ("equivalent", "inconclusive")
         assert conclusion["best"] is None
-    assert all(p["verdict"] != "best" for p in points if p is not leader[0])
+    assert all(p["verdict"] not in ("best", "fastest measured") for p in points
+               if p is not leader[0])
     assert isinstance(conclusion["text"], str) and conclusion["text"]
     # The same document is kept in the output folder.
     assert json.loads((sweep["work"] / "out" / "result.json").read_text()) == result

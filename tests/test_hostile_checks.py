@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from knoblab.errors import UserError
-from knoblab.runner import _check_settable
+from knoblab.runner import check_settable
 from knoblab.spec import parse_spec
 from knoblab.workloads.query import regime
 
@@ -47,9 +47,9 @@ def test_a_statement_that_changes_its_data_is_named_and_rebuilt_on_running_serve
 
 def test_session_only_and_other_option_settings_are_refused(catalog):
     with pytest.raises(UserError, match="timestamp exists only within one connection"):
-        _check_settable(catalog, ["timestamp"])
+        check_settable(catalog, ["timestamp"])
     with pytest.raises(UserError, match=r"log_bin is set at start-up by another option \(log-bin"):
-        _check_settable(catalog, ["log_bin"])
+        check_settable(catalog, ["log_bin"])
 
 
 @pytest.mark.parametrize(("cpu", "iowait", "io_bytes", "expected"), [

@@ -20,6 +20,7 @@ from knoblab.report import (
     server_lines,
     write_charts,
 )
+from knoblab.report.text import interaction_text
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -191,16 +192,18 @@ def test_durability_step_is_marked_and_gets_its_line(steps):
     assert "shown to help — gives up durability" in _row(out, 1)
     # later steps keep the setting but do not buy durability themselves
     assert "durability" not in _row(out, 2)
-    line = (f"step 1 (+ {FLUSH}=0): −8% time, bought by giving up durability — {CRASH}.")
-    assert line in out
+    line = (f"step 1 (+ {FLUSH}=0): −8% time (geometric means), bought by giving up "
+            f"durability — {CRASH}.")
+    assert line in " ".join(out.split())
     assert durability_lines(_typed(steps)) == [line]
     assert out.count("bought by giving up durability") == 1
 
 
 def test_total_line_and_base_label(steps):
     out = _render(steps)
-    assert ("defaults → all steps: 9.18 s → 6.53 s, −29% [−31, −27], shown to help "
-            "(p < 0.001).") in out
+    # the levels are medians, the change the test's geometric means: each said as such
+    assert ("defaults → all steps: 9.18 s → 6.53 s (medians), −29% [−31, −27] (geometric "
+            "means, 95% CI), shown to help (p < 0.001).") in " ".join(out.split())
     for row in steps["steps"][0]["rows"]:
         if row["step"] == 0:
             row["label"] = "base"
@@ -211,13 +214,49 @@ def test_total_line_and_base_label(steps):
 
 def test_alone_column_and_interaction_sentence():
     result = _steps_result(alone=True)
+    # The table's intervals hold together: the total's lies wholly below the product's.
+    result["steps"][0]["interaction"].update(cumulative_ci=[0.69, 0.73],
+                                             product_ci=[0.76, 0.84])
     out = _render(result)
     assert "alone vs defaults" in out
     assert "−10.0% [−12, −8]" in _row(out, 2)
     assert "+1.0% [−1.0, +3.0]" in _row(out, 3)
     assert ("Each change measured alone from the defaults, multiplied together, predicts −20% "
-            "time; applied one on top of the other they gave −29%: together they do more than "
-            "each alone predicts") in " ".join(out.split())
+            "time; applied one on top of the other they gave −29% (geometric means): together "
+            "they do more than each alone predicts, shown by their intervals: they reinforce "
+            "each other.") in " ".join(out.split())
+
+
+@pytest.mark.parametrize(("cumulative", "product", "said"), [
+    # two placebos of wide intervals: the gap between the estimates is no evidence
+    ((0.40, 1.60), (0.30, 1.80), "whether they interact is not shown either way: their "
+                                 "intervals (99%, for the whole table) overlap."),
+    ((1.05, 1.20), (0.80, 0.98), "together they do less than each alone predicts, shown by "
+                                 "their intervals: they partly buy the same gain"),
+    ((0.995, 1.005), (0.99, 1.01), "they add up independently (within ±3%, shown by their "
+                                   "intervals)"),
+])
+def test_an_interaction_is_said_only_where_the_intervals_show_it(cumulative, product, said):
+    result = _steps_result(alone=True)
+    table = result["steps"][0]
+    table["confidence"] = 0.99
+    table["interaction"] = {"cumulative": sum(cumulative) / 2, "product_of_alone": 0.80,
+                            "cumulative_ci": list(cumulative), "product_ci": list(product)}
+    results = _typed(result)
+    assert results.steps is not None
+    text = interaction_text(results, results.steps[0])
+    assert said in text
+    for claim in ("reinforce each other", "partly buy the same gain", "add up independently"):
+        assert claim in said or claim not in text, text
+
+
+def test_an_interaction_without_its_intervals_is_not_claimed():
+    """Results stored before the intervals were kept: the estimates alone, said as such."""
+    results = _typed(_steps_result(alone=True))
+    assert results.steps is not None
+    text = interaction_text(results, results.steps[0])
+    assert text.endswith("whether they interact was not tested (point estimates).")
+    assert "reinforce" not in text and "partly buy" not in text
 
 
 def test_failed_and_unavailable_steps(steps):
@@ -261,6 +300,7 @@ def test_width_120_fits_in_one_table(steps):
 
 def test_sysbench_steps_use_mean_tps_and_gain_upwards(steps):
     steps["objective"] = {"metric": "tps", "direction": "maximize"}
+    steps["statistics"]["test"] = "welch"  # a throughput's: its changes are of the means shown
     steps["workload"] = {"kind": "sysbench", "test": "oltp_write_only", "threads": 8,
                          "duration": 60, "repetitions": 3}
     steps["steps"][0]["slice"] = {"threads": "8"}
@@ -333,7 +373,8 @@ def test_conclusion_names_gains_leave_outs_and_total(steps):
         f"Steps shown to help: {FLUSH}=0 (gives up durability), "
         "innodb_buffer_pool_size=700M. Shown the same (within ±3%), leave out: "
         "key_buffer_size=1000M, innodb_log_buffer_size=4M. Not shown either way, leave out: "
-        "innodb_log_file_size=175M. All steps together: time −28.9%: shown to help.")
+        "innodb_log_file_size=175M. All steps together: time −28.9% (geometric means): shown "
+        "to help.")
 
 
 def test_conclusion_per_slice():
@@ -347,7 +388,8 @@ def test_conclusion_per_slice():
     text = conclusion_text(_typed(result))
     assert text.startswith(f"binary=gcc: Steps shown to help: {FLUSH}=0")
     assert "binary=icc: No step was shown to help." in text
-    assert text.endswith("All steps together: time −28.9%: not shown either way.")
+    assert text.endswith("All steps together: time −28.9% (geometric means): not shown either "
+                         "way.")
 
 
 # --------------------------------------------------------------------------- charts
@@ -390,21 +432,28 @@ def test_how_the_best_value_moves_between_slices():
     for p in result["points"]:
         p["is_default"] = p["settings"]["innodb_buffer_pool_size"] == "16M"
     one, two = result["conclusion"]["by_slice"]
-    one.update(significant=True, best={"innodb_buffer_pool_size": "64M", "threads": "1"})
-    two.update(best={"innodb_buffer_pool_size": "16M", "threads": "2"})
+    # Each leader recommended (the default shown worse, or the default itself): best.
+    one.update(significant=True, best={"innodb_buffer_pool_size": "64M", "threads": "1"},
+               recommended={"innodb_buffer_pool_size": "64M", "threads": "1"})
+    two.update(best={"innodb_buffer_pool_size": "16M", "threads": "2"},
+               recommended={"innodb_buffer_pool_size": "16M", "threads": "2"})
     result["points"][0].update(verdict="worse", p_value=0.01)
+    result["points"][2].update(verdict="best")
+    result["points"][1].update(verdict="best")
     result["points"][3].update(verdict="equivalent", p_equivalent=0.02)
     grid = movement_grid(slice_places(_typed(result)))
     assert grid is not None
-    assert grid.headers[3:] == ["threads=1's best (64M)", "threads=2's best (16M)"]
+    assert grid.headers[1] == "highest tps measured here"
+    assert grid.headers[3:] == ["threads=1's highest tps (64M)", "threads=2's highest tps (16M)"]
     rows = [[cell.plain for cell in row] for row in grid.rows]
-    assert rows[0][:2] == ["threads=1", "64M"]
+    assert rows[0][:2] == ["threads=1", "64M, best"]
     assert rows[0][3] == "—" and rows[0][4] == "shown worse here, by 12%"
-    assert rows[1][:2] == ["threads=2", "16M"]
+    assert rows[1][:2] == ["threads=2", "16M, best"]
     assert rows[1][2] == "the current configuration is the fastest"
     assert rows[1][3] == "equivalent here" and rows[1][4] == "—"
     out = _render(result)
-    assert "How the best value moves" in out and "shown worse here, by 12%" in out
+    assert "How the highest-tps value moves" in out and "shown worse here, by 12%" \
+        in out
     # One slice, or nothing swept but the slices: no table.
     result["conclusion"]["by_slice"] = [one]
     assert movement_grid(slice_places(_typed(result))) is None

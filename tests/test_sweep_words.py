@@ -28,6 +28,7 @@ from knoblab.results import build_results
 from knoblab.spec import parse_spec
 from knoblab.store import Store
 from knoblab.units import plural, threads_text
+from knoblab.vocabulary import PointVerdict
 from knoblab.words import FINDING_WORDS, agrees
 from tests import fakes
 
@@ -128,10 +129,11 @@ def test_a_default_not_shown_worse_is_kept_everywhere(tmp_path):
     # show it (a large spread), while the slowest is shown worse than it.
     results = _run(tmp_path, {"1M": 0.8, "2M": 1.0, "4M": 6.0}, spread=0.6, repetitions=3)
     by = {p.settings["sort_buffer_size"]: p.verdict for p in results.points}
-    assert by == {"1M": "best", "2M": "inconclusive", "4M": "worse"}, by
+    # 4M is shown worse than 1M, but 1M is not recommended: the fastest measured, not the best
+    assert by == {"1M": "fastest measured", "2M": "inconclusive", "4M": "worse"}, by
     conclusion = results.conclusion
-    assert conclusion.best == {"sort_buffer_size": "1M"}  # crowned: 4M is shown worse
-    assert conclusion.recommended == {"sort_buffer_size": "2M"}  # but the default is kept
+    assert conclusion.best is None
+    assert conclusion.recommended == {"sort_buffer_size": "2M"}  # the default is kept
     assert conclusion.finding == "unshown"
     text = conclusion_text(results)
     assert text.startswith("Fastest measured: 1M")
@@ -155,7 +157,7 @@ def test_a_default_not_shown_worse_is_kept_everywhere(tmp_path):
 def test_a_default_the_same_as_the_fastest_is_kept_saying_so(tmp_path):
     results = _run(tmp_path, {"1M": 0.995, "2M": 1.0, "4M": 2.0}, spread=0.002)
     by = {p.settings["sort_buffer_size"]: p.verdict for p in results.points}
-    assert by == {"1M": "best", "2M": "equivalent", "4M": "worse"}, by
+    assert by == {"1M": "fastest measured", "2M": "equivalent", "4M": "worse"}, by
     assert results.conclusion.recommended == {"sort_buffer_size": "2M"}
     assert results.conclusion.finding == "same"
     text = conclusion_text(results)
@@ -167,7 +169,7 @@ def test_a_default_the_same_as_the_fastest_is_kept_saying_so(tmp_path):
 
 def test_a_default_not_measured_shows_no_change_to_help(tmp_path):
     results = _run(tmp_path, {"1M": 1.0, "4M": 2.0}, values=("1M", "4M"))
-    assert [p.verdict for p in results.points] == ["best", "worse"]
+    assert [p.verdict for p in results.points] == ["fastest measured", "worse"]
     assert results.conclusion.recommended is None
     text = conclusion_text(results)
     assert "consider" not in text
@@ -230,7 +232,7 @@ def test_counts_are_worded_in_the_singular_and_the_plural(tmp_path):
     assert threads_text(1) == "1 thread" and threads_text(8) == "8 threads"
     # a value whose only run failed, and a noise floor from a single measurement
     results = _run(tmp_path, {"1M": 1.0, "2M": 1.5}, values=("1M", "2M"), repetitions=1)
-    failed = dataclasses.replace(results.points[0], verdict="failed", n=0, failed=1,
+    failed = dataclasses.replace(results.points[0], verdict=PointVerdict.FAILED, n=0, failed=1,
                                  errors=["boom"])
     one = dataclasses.replace(results, points=[failed, results.points[1]],
                               noise=Noise(starts=1, spread_median=0.01, spread_max=0.01))

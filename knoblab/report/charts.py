@@ -49,6 +49,7 @@ from knoblab.report.format import (
     step_costs,
     step_finding_text,
     step_label,
+    unlike_levels,
     value_knobs,
     where,
     wrap_name,
@@ -58,6 +59,8 @@ from knoblab.words import FINDING_WORDS
 
 VERDICT_COLOURS = {
     PointVerdict.BEST: "#2ca02c",
+    PointVerdict.FASTEST: "#98df8a",  # the leader, not recommended: a paler green
+    PointVerdict.HIGHEST: "#98df8a",
     PointVerdict.EQUIVALENT: "#4c72b0",
     PointVerdict.INCONCLUSIVE: "#9a9a9a",
     PointVerdict.WORSE: "#d62728",
@@ -212,19 +215,18 @@ def _chart_timed(results: Results, points: list[Point], slice_name: str,
                 median = p.evidence.median
                 if p.verdict != PointVerdict.FAILED and median is not None:
                     line.append((x, median))
-                    if p.verdict == PointVerdict.BEST:
+                    if p.verdict.leads:
                         ax.plot(x, median, marker="*", ms=16,
-                                color=VERDICT_COLOURS[PointVerdict.BEST], zorder=4)
+                                color=VERDICT_COLOURS[p.verdict], zorder=4)
             if line:
                 ax.plot(*zip(*line, strict=True), color=colour, lw=1.2, alpha=0.7, zorder=1)
             name = ", ".join(f"{k}={v}" for k, v in zip(knobs[1:], combo, strict=True))
             handles.append(Line2D([], [], marker="o", color=colour, label=name))
-        if any(p.verdict == PointVerdict.BEST for p in points):
-            handles.append(Line2D([], [], marker="*", ms=12, ls="",
-                                  color=VERDICT_COLOURS[PointVerdict.BEST],
-                                  label="fastest measured"))
+        handles += [Line2D([], [], marker="*", ms=12, ls="", color=VERDICT_COLOURS[v],
+                           label=str(v))
+                    for v in dict.fromkeys(p.verdict for p in points if p.verdict.leads)]
 
-    best = next((median for p in points if p.verdict == PointVerdict.BEST
+    best = next((median for p in points if p.verdict.leads
                  and (median := p.evidence.median) is not None), None)
     if best is not None:
         ax.axhline(best, ls="--", lw=1, color=VERDICT_COLOURS[PointVerdict.BEST], alpha=0.8)
@@ -487,7 +489,7 @@ def _chart_steady(results: Results, points: list[Point], slice_name: str,
         ax.annotate(num(mean), (x, mean), xytext=(14, 0), textcoords="offset points",
                     va="center", fontsize="small", color=colour)
     best = next((mean for p in points
-                 if p.verdict == PointVerdict.BEST and (mean := p.evidence.mean) is not None), None)
+                 if p.verdict.leads and (mean := p.evidence.mean) is not None), None)
     handles = [Line2D([], [], marker="o", ls="", color=VERDICT_COLOURS[v], label=v)
                for v in VERDICT_COLOURS if any(p.verdict == v for p in points)]
     handles += [
@@ -582,9 +584,10 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
         worse = [j for j, (_, _, p) in enumerate(members) if p.verdict == PointVerdict.WORSE]
         ax.plot(rows[worse], medians[worse], ls="", marker="o", ms=6, mfc="white", mec=colour,
                 mew=1.5, zorder=4)
-        best = [j for j, (_, _, p) in enumerate(members) if p.verdict == PointVerdict.BEST]
-        ax.plot(rows[best], medians[best], ls="", marker="*", ms=13,
-                color=VERDICT_COLOURS[PointVerdict.BEST], mec="white", mew=0.6, zorder=5)
+        for verdict in (v for v in VERDICT_COLOURS if v.leads):
+            best = [j for j, (_, _, p) in enumerate(members) if p.verdict == verdict]
+            ax.plot(rows[best], medians[best], ls="", marker="*", ms=13,
+                    color=VERDICT_COLOURS[verdict], mec="white", mew=0.6, zorder=5)
         r0, m0 = members[0][0], medians[0]
         label = name + (" (default)" if any(p.is_default for _, _, p in members) else "")
         if len(members) > 1:
@@ -596,9 +599,10 @@ def _chart_scaling(results: Results, path: pathlib.Path) -> pathlib.Path:
     handles += [
         Line2D([], [], color="0.4", ls=":", lw=1.3, label="linear from the smallest size"),
         Line2D([], [], color="0.4", ls="", marker="o", mfc="white", mew=1.5,
-               label="worse than the best at that size"),
-        Line2D([], [], color=VERDICT_COLOURS[PointVerdict.BEST], ls="", marker="*", ms=12,
-               label="best at that size"),
+               label="worse than the fastest at that size"),
+        *(Line2D([], [], color=VERDICT_COLOURS[v], ls="", marker="*", ms=12,
+                 label=f"{v} at that size")
+          for v in dict.fromkeys(p.verdict for p in results.points if p.verdict.leads)),
     ]
     ax.xaxis.set_major_locator(FixedLocator(counts))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -843,6 +847,9 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
     if any_alone:
         handles.append(Line2D([], [], marker="D", ms=6, mfc="white", mec="0.25", ls="",
                               label=f"the change alone from the {base_label(table)}"))
+    if levels := unlike_levels(results):  # the bars are medians, the percents are not
+        handles.append(Line2D([], [], ls="", label=f"%: the change of the {levels} from the "
+                              f"step before,\nnot of the {results.objective.centre}s drawn"))
     ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, path)
 
@@ -872,7 +879,7 @@ def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
                         fmt="o", ms=8, color=colour, ecolor=colour, capsize=5, zorder=3)
             ratio = row.ratio_to_best
             text = num(centre)
-            if ratio is not None and row.verdict != PointVerdict.BEST:
+            if ratio is not None and not row.verdict.leads:
                 text += f" ({signed((ratio - 1) * 100, 0)}%)"
             ax.annotate(text, (x, hi), xytext=(0, 5), textcoords="offset points", ha="center",
                         va="bottom", fontsize="small", color=colour)

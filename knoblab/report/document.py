@@ -14,7 +14,7 @@ import io
 import textwrap
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,6 +25,7 @@ from knoblab.report.format import (
     gain_interval_text,
     headline,
     num,
+    ratio_change_text,
     slices,
     step_label,
     value_knobs,
@@ -56,7 +57,7 @@ from knoblab.report.text import (
 from knoblab.store import Trial
 from knoblab.units import format_duration, setting_text
 from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
-from knoblab.words import FINDING_WORDS, gain_words
+from knoblab.words import FINDING_WORDS, WHY_NOT_BOUNDED, bounded, gain_words
 
 if TYPE_CHECKING:
     from knoblab.compare import Comparison
@@ -160,6 +161,8 @@ def build_document(results: Results, charts: list[Path]) -> Document:
 def compare_document(comparisons: list[Comparison], agreements: list[str]) -> Document:
     """The report of knoblab compare: each run against the first, configuration by
     configuration, then how the best value moves between them."""
+    from knoblab.compare import change_header
+
     first = comparisons[0].first
     runs = [first, *(c.other for c in comparisons)]
     tables = []
@@ -167,15 +170,17 @@ def compare_document(comparisons: list[Comparison], agreements: list[str]) -> Do
         a, b = c.first.run_id, c.other.run_id
         rows = [[r.label, num(r.first), num(r.other),
                  "—" if r.change is None else
-                 f"{(r.change.ratio - 1) * 100:+.1f}% [{(r.change.ci_low - 1) * 100:+.1f}%, "
-                 f"{(r.change.ci_high - 1) * 100:+.1f}%]",
+                 ratio_change_text(r.change.ratio, r.change.ci_low, r.change.ci_high),
                  "—" if r.p_adjusted is None else f"{r.p_adjusted:.2g}", str(r.verdict)]
                 for r in c.rows]
-        tables.append(table(f"run {b} against run {a} ({c.first.objective.centre} "
-                            f"{c.first.objective.unit})",
-                            ["configuration", f"in {a}", f"in {b}", "change [95% CI]",
-                             "p (Holm)", "verdict"], rows,
-                            [False, True, True, True, True, False]))
+        unbounded = any(r.change is not None and not bounded(r.change.ci_low, r.change.ci_high)
+                        for r in c.rows)
+        tables.append(replace(table(f"run {b} against run {a} ({c.first.objective.centre} "
+                                    f"{c.first.objective.unit})",
+                                    ["configuration", f"in {a}", f"in {b}", change_header(c),
+                                     "p (Holm)", "verdict"], rows,
+                                    [False, True, True, True, True, False]),
+                              notes=[f"{WHY_NOT_BOUNDED}."] if unbounded else []))
     moves = runs_movement(runs)
     if moves is not None:
         tables.append(Table(moves.title, moves.headers,

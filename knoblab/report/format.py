@@ -13,9 +13,16 @@ import re
 from knoblab import workloads
 from knoblab.errors import UserError
 from knoblab.records import Comparison, Point, Results, StepRow, StepsTable
-from knoblab.units import parse_size
+from knoblab.units import parse_size, setting_text, settings_text
 from knoblab.vocabulary import Finding, StepVerdict
-from knoblab.words import FINDING_WORDS, finding_of, finding_text
+from knoblab.words import (
+    FINDING_WORDS,
+    bounds,
+    finding_of,
+    finding_text,
+    gain_interval_ends,
+    interval_text,
+)
 from knoblab.workloads.base import Headline
 
 GIVES_UP = "gives up durability"
@@ -79,25 +86,29 @@ def signed(x: float, decimals: int) -> str:
 
 
 def change_text(compared: Comparison | None, decimals: int = 1) -> str:
-    """"−8.0% [−10, −6]": a ratio as a percent change with its 95% interval; "—" if none."""
+    """"−8.0% [−10, −6]": a ratio as a percent change with its interval (at its table's
+    level); an end that bounds nothing left out, "[≤ −6]", or "[not bounded]"
+    (knoblab.words.bounds); "—" if none."""
     if compared is None:
         return "—"
     lo, hi = ((c - 1) * 100 for c in compared.ci95)
     d = 0 if round(max(abs(lo), abs(hi)), 1) >= 10 else 1  # whole percents once large
-    return (f"{signed((compared.ratio - 1) * 100, decimals)}% "
-            f"[{signed(lo, d)}, {signed(hi, d)}]")
+    ends = interval_text(signed(lo, d), signed(hi, d), bounds(*compared.ci95), ", ")
+    return f"{signed((compared.ratio - 1) * 100, decimals)}% [{ends}]"
+
+
+def ratio_change_text(ratio: float, low: float, high: float) -> str:
+    """"+4.1% [+1.0%, +7.3%]": a ratio of one run's level to another's as a change, with its
+    interval (knoblab compare), its ends as change_text has them."""
+    ends = interval_text(f"{(low - 1) * 100:+.1f}%", f"{(high - 1) * 100:+.1f}%",
+                         bounds(low, high), ", ")
+    return f"{(ratio - 1) * 100:+.1f}% [{ends}]"
 
 
 def gain_interval_text(interval: tuple[float, float], direction: str) -> str:
     """The interval of a gain (knoblab.words) in the terms gain_words gives its estimate: the
     change of the time for a time ("−9.0% to −5.1%"), of the rate for a rate."""
-    if direction == "minimize":
-        ends = sorted(1.0 / (1.0 + g) - 1.0 if 1.0 + g > 0 else math.inf for g in interval)
-    else:
-        ends = sorted(interval)
-    if not all(math.isfinite(e) for e in ends):
-        return "unbounded"
-    return f"{signed(ends[0] * 100, 1)}% to {signed(ends[1] * 100, 1)}%"
+    return gain_interval_ends(interval, direction)
 
 
 def with_facts(text: str, facts: list[str]) -> str:
@@ -164,9 +175,10 @@ def point_label(results: Results, point: Point, *, with_slice: bool = False) -> 
     knobs = value_knobs(results)
     if with_slice:
         knobs += [k for k in results.slices if k not in knobs]
+    # sizes for people (320M, not 335544320: a search's values are the server's bytes)
     if len(knobs) == 1:
-        return str(point.settings[knobs[0]])
-    return ", ".join(f"{k}={point.settings[k]}" for k in knobs)
+        return setting_text(knobs[0], str(point.settings[knobs[0]]))
+    return ", ".join(f"{k}={setting_text(k, str(point.settings[k]))}" for k in knobs)
 
 
 def slice_label(results: Results, point: Point) -> str:
@@ -194,6 +206,23 @@ def at_text(at: str) -> str:
 
 
 # ----------------------------------------------------------------------------- steps
+
+
+def compared_levels(results: Results) -> str:
+    """What a steps table's changes are ratios of: the geometric means its test compares
+    (welch-log), the means (welch), else the levels the table shows (a rank test's changes
+    are the bootstrap's of those)."""
+    test = results.statistics.test
+    if test == "welch-log":
+        return "geometric means"
+    return "means" if test == "welch" else f"{results.objective.centre}s"
+
+
+def unlike_levels(results: Results) -> str:
+    """"geometric means" where a steps change is a ratio of other figures than the levels
+    shown beside it (medians: two medians 33% apart may stand beside "+11%"), else ""."""
+    compared = compared_levels(results)
+    return "" if compared == f"{results.objective.centre}s" else compared
 
 
 def step_finding(results: Results, row: StepRow) -> Finding | None:
@@ -230,7 +259,7 @@ def step_finding_text(results: Results, row: StepRow) -> str:
 def step_label(row: StepRow) -> str:
     if row.label:
         return row.label
-    return "+ " + ", ".join(f"{k}={v}" for k, v in row.change.items()) if row.change else "base"
+    return "+ " + settings_text(row.change) if row.change else "base"
 
 
 def base_label(table: StepsTable) -> str:

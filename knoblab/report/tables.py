@@ -40,6 +40,7 @@ from knoblab.report.format import (
     base_label,
     change_text,
     clipped,
+    compared_levels,
     count,
     headline,
     is_measured,
@@ -49,7 +50,6 @@ from knoblab.report.format import (
     repetitions_text,
     signed,
     slice_heading,
-    slice_label,
     slices,
     step_costs,
     step_finding_text,
@@ -65,7 +65,6 @@ from knoblab.report.text import (
     explanation_lines,
     fastest_words,
     interaction_text,
-    is_recommended,
     no_server_better,
     noise_text,
     rounds_text,
@@ -81,6 +80,7 @@ from knoblab.report.text import (
 )
 from knoblab.units import format_size, plural, settings_text
 from knoblab.vocabulary import ClassVerdict, PointVerdict, StepVerdict
+from knoblab.words import WHY_NOT_BOUNDED, bounded, bounds, confidence_text, interval_text
 from knoblab.workloads.query import REGIME_RULE
 from knoblab.workloads.replay import BEHIND_LIMIT
 from knoblab.workloads.sysbench import ERRORS_MEANING
@@ -215,7 +215,14 @@ def _figure(x: float | None, alive: bool) -> Text:
 
 
 def _interval_cell(ci95: Interval | None, alive: bool) -> Text:
-    return _text(f"{num(ci95[0])}–{num(ci95[1])}" if alive and ci95 is not None else "—")
+    return _text(_interval_text(ci95) if alive and ci95 is not None else "—")
+
+
+def _interval_text(ci95: Interval) -> str:
+    """"0.603–0.624"; "no spread" for the interval of a single measurement (or of identical
+    ones), which has no width and bounds nothing."""
+    low, high = ci95
+    return f"{num(low)}–{num(high)}" if low < high else "no spread"
 
 
 def _versus_best(p: Point) -> Text:
@@ -225,15 +232,9 @@ def _versus_best(p: Point) -> Text:
 
 
 def _verdict_cell(results: Results, p: Point) -> Text:
-    """A point's verdict; the leader is "best" only when it is what the run recommends (the
-    change to it shown to help, or the current configuration), else "fastest measured"."""
-    verdict: str = p.verdict
-    if verdict == PointVerdict.BEST:
-        of_slice = [q for q in results.points if slice_label(results, q) ==
-                    slice_label(results, p)]
-        if not is_recommended(results, of_slice, p):
-            verdict = fastest_words(results)
-    return _text(verdict, style=_RICH_STYLE.get(p.verdict, ""))
+    """A point's verdict, as result.json has it: the leader is "best" only when the run
+    recommends it, else "fastest measured" (results._as_recommended)."""
+    return _text(p.verdict, style=_RICH_STYLE.get(p.verdict, ""))
 
 
 def _p_cell(p_value: float | None) -> Text:
@@ -529,7 +530,7 @@ def _centre_name(results: Results) -> str:
 
 def _centre_cell(centre: float | None, ci95: Interval | None) -> str:
     """A centre with its interval, e.g. "1.85 [0.975–2.01]"."""
-    return num(centre) + (f" [{num(ci95[0])}–{num(ci95[1])}]" if ci95 is not None else "")
+    return num(centre) + (f" [{_interval_text(ci95)}]" if ci95 is not None else "")
 
 
 
@@ -885,9 +886,14 @@ def steps_movement_grid(places: list[tuple[str, Results, StepsTable]]) -> Grid |
                           style="bold" if settings else "dim"))
     rows += [total, kept]
     headers = ["step", *(label_ for label_, _, _ in places)]
+    levels = {label_: "95%" if t.confidence is None else confidence_text(t.confidence)
+              for label_, _, t in places}
+    level = next(iter(levels.values())) if len(set(levels.values())) == 1 else \
+        ", ".join(f"{lvl} in {label_}" for label_, lvl in levels.items())
     title = ("How the steps' effects move between them: each step against the one before it, "
-             "as its own table judged it (its intervals hold for that whole table), all the "
-             "steps together, and what each keeps")
+             f"as its own table judged it (the change of the {compared_levels(places[0][1])}, "
+             f"with its interval at its table's level, which holds for that whole table: "
+             f"{level}), all the steps together, and what each keeps")
     return Grid(title, headers, rows, {len(steps) - 1}, [False] * len(headers))
 
 
@@ -918,30 +924,33 @@ def movement_grid(places: list[Place]) -> Grid | None:
     def values_text(values: dict[str, str]) -> str:
         return ", ".join(values.values()) if len(values) == 1 else settings_text(values)
 
-    headers = ["where", "best here", "against the current configuration",
-               *(f"{p.label}'s best ({values_text(p.best())})" for p in places)]
+    # The leader of each place is the fastest measured; "best" only where its run recommends
+    # it (PointVerdict.BEST), as its own table says.
+    fastest = fastest_words(places[0].results)
+    noun = fastest.removesuffix(" measured")
+    headers = ["where", f"{fastest} here", "against the current configuration",
+               *(f"{p.label}'s {noun} ({values_text(p.best())})" for p in places)]
     rows = []
     for place in places:
         here = place.best()
         cells = [_text(place.label),
-                 _text(values_text(here) + ("" if place.conclusion.best else
-                                     " (the fastest measured; none shown best)")),
+                 _text(values_text(here) + (", best" if place.conclusion.best else "")),
                  _text(slice_gain_text(place.results, place.conclusion))]
         for other in places:
             theirs = other.best()
             if other is place:
                 cells.append(_text("—", style="dim"))
                 continue
-            if theirs == here:
-                cells.append(_text("best here too", style="green"))
-                continue
             point = next((p for p in place.points
                           if all(p.settings.get(k) == v for k, v in theirs.items())), None)
+            if theirs == here and point is not None and not point.verdict.leads:
+                cells.append(_text(f"{fastest} here too", style="green"))
+                continue
             cells.append(_elsewhere(place.results, point))
         rows.append(cells)
-    title = ("How the best value moves between them: the best of each, and how each one's "
-             "best did in the others (shown worse: by the comparison with the best there, "
-             "Holm-adjusted)")
+    title = (f"How the {noun.replace(' ', '-')} value moves between them: the {noun} of each "
+             f"(best where its run recommends it), and how each one's {noun} did in the others "
+             f"(shown worse: by the comparison with the {noun} there, Holm-adjusted)")
     return Grid(title, headers, rows, set(), [False] * len(headers))
 
 
@@ -955,8 +964,8 @@ def _elsewhere(results: Results, point: Point | None) -> Text:
         return _text(f"shown worse here, by {worse:.0%}", style="red")
     if point.verdict == PointVerdict.EQUIVALENT:
         return _text("equivalent here", style="green")
-    if point.verdict == PointVerdict.BEST:
-        return _text("best here too", style="green")
+    if point.verdict.leads:
+        return _text(f"{point.verdict} here too", style="green")
     return _text("not shown worse here")
 
 
@@ -990,16 +999,18 @@ def class_grid(results: Results) -> Grid | None:
                 said = str(change.verdict)
             else:
                 shown = "n.s." if change.verdict == ClassVerdict.NO_DIFFERENCE else change.verdict
-                said = (f"{change.ratio:.2f}× [{change.ci_low:.2f}–{change.ci_high:.2f}] "
-                        f"{shown}")
+                interval = interval_text(f"{change.ci_low:.2f}", f"{change.ci_high:.2f}",
+                                         bounds(change.ci_low, change.ci_high), "–")
+                said = f"{change.ratio:.2f}× [{interval}] {shown}"
             if change.rows_differ:
                 said += ", rows differ"
             cells.append(_text(said, style="bold magenta" if change.rows_differ
                                else _CLASS_STYLE.get(change.verdict, "")))
         rows.append(cells)
     hidden = f"; {found.hidden} more not shown" if found.hidden else ""
+    level = confidence_text(1 - results.statistics.alpha)  # knoblab.classes: Bonferroni
     title = (f"Statement classes: time against {reference} (× its "
-             "time, with intervals that hold at 95% for the whole table; n.s. = no "
+             f"time, with intervals that hold at {level} for the whole table; n.s. = no "
              f"significant difference){hidden}")
     return Grid(title, headers, rows, set(), [False, True, True, True, True,
                                                *(False for _ in others)])
@@ -1041,6 +1052,9 @@ def class_notes(results: Results) -> list[str]:
         notes.append(f"Rows differ: some classes returned other rows under {', '.join(differ)} "
                      "than under the reference, in every measurement: the setting changes "
                      "results, which is not a speed-up.")
+    if any(c.ci_low is not None and c.ci_high is not None and not bounded(c.ci_low, c.ci_high)
+           for row in found.rows for c in row.changes):
+        notes.append(f"{WHY_NOT_BOUNDED}.")
     if found.unstable:
         notes.append(f"{plural(found.unstable, 'class', 'classes')} returned different rows "
                      "from one measurement to the next of the same configuration (concurrent "

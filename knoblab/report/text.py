@@ -13,12 +13,22 @@ import re
 from typing import Literal
 
 from knoblab import stats
-from knoblab.records import Interval, Point, Results, SliceConclusion, Steady, StepRow, StepsTable
+from knoblab.records import (
+    Interaction,
+    Interval,
+    Point,
+    Results,
+    SliceConclusion,
+    Steady,
+    StepRow,
+    StepsTable,
+)
 from knoblab.report.format import (
     GIVES_UP,
     at_text,
     base_label,
     change_text,
+    compared_levels,
     durability_knob,
     gain_interval_text,
     headline,
@@ -32,13 +42,24 @@ from knoblab.report.format import (
     step_finding,
     step_label,
     step_verdict_text,
+    unlike_levels,
     value_knobs,
     where,
     with_facts,
 )
-from knoblab.units import format_duration, plural
+from knoblab.units import format_duration, plural, setting_text
 from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
-from knoblab.words import FINDING_WORDS, change_finding, finding_of, finding_text, gain_words
+from knoblab.words import (
+    FINDING_WORDS,
+    WHY_NOT_BOUNDED,
+    bounded,
+    change_finding,
+    confidence_text,
+    finding_of,
+    finding_text,
+    gain_words,
+    leader_verdict,
+)
 
 # ----------------------------------------------------------------------------- conclusion
 
@@ -87,8 +108,8 @@ def _judge(results: Results, points: list[Point]) -> str:
         return ", ".join(label(p) for p in ps)
 
     by = {v: [p for p in points if p.verdict == v]
-          for v in (PointVerdict.BEST, PointVerdict.EQUIVALENT, PointVerdict.WORSE,
-                    PointVerdict.INCONCLUSIVE)}
+          for v in (PointVerdict.EQUIVALENT, PointVerdict.WORSE, PointVerdict.INCONCLUSIVE)}
+    best = next((p for p in points if p.verdict.leads), None)  # crowned: something is worse
     default = next((p for p in points if p.is_default), None)
     slower = "slower" if results.objective.direction == "minimize" else "lower"
     failed = _failures(results, points)
@@ -98,12 +119,10 @@ def _judge(results: Results, points: list[Point]) -> str:
 
     if not measured:
         return " ".join(filter(None, ["Every point failed: nothing to compare.", failed]))
-    if by[PointVerdict.BEST]:
-        best = by[PointVerdict.BEST][0]
-        # "Best" only for what is recommended (the default, or a change shown to help)
-        leads = "Best" if is_recommended(results, points, best) else \
-            fastest_words(results).capitalize()
-        sentences = [f"{leads}: {label(best)} "
+    if best is not None:
+        # its verdict: "best" only for what is recommended (the default, or a change shown
+        # to help), else "fastest measured"
+        sentences = [f"{best.verdict.capitalize()}: {label(best)} "
                      f"({num(best.centre(results.objective))} {results.objective.unit})."]
         if by[PointVerdict.EQUIVALENT]:
             sentences.append(f"{FINDING_WORDS[Finding.SAME].capitalize()} as it ({within}): "
@@ -141,24 +160,10 @@ def _judge(results: Results, points: list[Point]) -> str:
     return " ".join(sentences + ([failed] if failed else []))
 
 
-def is_recommended(results: Results, points: list[Point], point: Point) -> bool:
-    """Whether the conclusion of the slice of `points` recommends `point`: it is the default
-    (kept), or the change to it was shown to help."""
-    if point.is_default:
-        return True
-    conclusion = results.conclusion.of_slice(_slice_values(results, points))
-    if conclusion.finding is not None:
-        return conclusion.recommended == point.settings
-    # results written before findings were kept: the default shown worse than it
-    default = next((p for p in points if p.is_default), None)
-    return default is not None and default.verdict == PointVerdict.WORSE
-
-
 def fastest_words(results: Results) -> str:
-    """What the leader is, never "the best": "fastest measured", "highest tps measured"."""
-    if results.objective.direction == "minimize":
-        return "fastest measured"
-    return f"highest {results.objective.unit} measured"
+    """What the leader is, never "the best": "fastest measured", "highest tps measured" (the
+    verdict of a leader not recommended, knoblab.words.leader_verdict)."""
+    return str(leader_verdict(results.objective.direction))
 
 
 def _slice_values(results: Results, points: list[Point]) -> dict[str, str]:
@@ -255,8 +260,9 @@ def slice_gain_text(results: Results, conclusion: SliceConclusion) -> str:
         return "the current configuration is the fastest"
     gain, interval = _gain_of(results, default, conclusion)
     text = gain_words(gain, _direction(results), _rate_unit(results))
-    if interval is not None:
-        text += f" [{gain_interval_text(interval, _direction(results))}]"
+    if interval is not None:  # compared at the run's confidence (results._slice_conclusion)
+        text += (f" [{confidence_text(results.statistics.confidence)} CI "
+                 f"{gain_interval_text(interval, _direction(results))}]")
     if conclusion.finding is not None:
         text += f", {finding_text(conclusion.finding, results.statistics.min_effect)}"
     return text
@@ -354,6 +360,16 @@ def conclusion_text(results: Results) -> str:
     return " ".join(f"{name}: {_judge(results, points)}" for name, points in groups)
 
 
+SHOWN_IN_A_ROW = 3  # names in a row of knoblab runs; the rest are counted
+
+
+def first_few(names: list[str], shown: int = SHOWN_IN_A_ROW) -> str:
+    """"a, b, c", or past `shown` the first ones and how many more: a row, not a paragraph."""
+    if len(names) <= shown:
+        return ", ".join(names)
+    return f"{', '.join(names[:shown - 1])} and {len(names) - shown + 1} more"
+
+
 def answer_text(results: Results) -> str:
     """The run's answer in a few words, for its row in `knoblab runs`: "best: 16K (0.203 s)",
     "no difference", "undecided", per slice ("threads=8: best: 512M; threads=32: no
@@ -365,7 +381,7 @@ def answer_text(results: Results) -> str:
         for table in results.steps:
             gained = [_step_name(r) for r in table.rows
                       if r.step and r.verdict == StepVerdict.GAIN]
-            said = (f"{FINDING_WORDS[Finding.HELPS]}: {', '.join(gained)}" if gained
+            said = (f"{FINDING_WORDS[Finding.HELPS]}: {first_few(gained)}" if gained
                     else f"no step {FINDING_WORDS[Finding.HELPS]}")
             parts.append(f"{where(table.slice)}: {said}" if table.slice else said)
         return "; ".join(parts)
@@ -379,12 +395,10 @@ def answer_text(results: Results) -> str:
 def _answer(results: Results, points: list[Point]) -> str:
     """One slice's answer: its best value, or that its values do not differ."""
     measured = [p for p in points if p.verdict not in (PointVerdict.FAILED, PointVerdict.NOT_RUN)]
-    best = next((p for p in measured if p.verdict == PointVerdict.BEST), None)
+    best = next((p for p in measured if p.verdict.leads), None)
     if best is not None:
-        # As the conclusion recommends: a best that is not shown to help is not the answer.
-        recommended = results.conclusion.of_slice(
-            {k: best.settings[k] for k in results.slices if k in best.settings}).recommended
-        if not best.is_default and recommended != best.settings:
+        # As the conclusion recommends: a leader that is not shown to help is not the answer.
+        if best.verdict != PointVerdict.BEST:
             return f"keep the current value ({point_label(results, best)} not shown to help)"
         return (f"best: {point_label(results, best)} "
                 f"({num(best.centre(results.objective))} {results.objective.unit})")
@@ -551,7 +565,7 @@ def server_lines(results: Results) -> list[str]:
 def _step_name(row: StepRow) -> str:
     """The change without the "+ ": "innodb_buffer_pool_size=700M" (for sentences)."""
     if row.change:
-        return " + ".join(f"{k}={v}" for k, v in row.change.items())
+        return " + ".join(f"{k}={setting_text(k, v)}" for k, v in row.change.items())
     return step_label(row).removeprefix("+ ")
 
 
@@ -584,7 +598,8 @@ def step_durability_lines(results: Results, table: StepsTable) -> list[str]:
             lines.append(f"{head}: {step_verdict_text(results, row)[0]}; it would give up "
                          f"durability — {given_up}.")
         else:
-            change = f"{signed((previous.ratio - 1) * 100, 0)}% {_what_changes(results)}"
+            change = f"{signed((previous.ratio - 1) * 100, 0)}% {_what_changes(results)}" + (
+                f" ({of})" if (of := unlike_levels(results)) else "")
             if row.verdict == StepVerdict.GAIN:
                 lines.append(f"{head}: {change}, bought by giving up durability — {given_up}.")
             else:
@@ -618,8 +633,13 @@ def total_text(results: Results, table: StepsTable) -> str:
     last, unit = measured[-1], results.objective.unit
     until = "all steps" if last.step == max(r.step for r in rows) else f"step {last.step}"
     verdict = f"{total_finding_text(results, table)} (p {_p(total.p_value)})"
+    # the levels are the table's (medians), the change the test's (geometric means): each
+    # said for what it is, the interval with its level
+    level = "95%" if table.confidence is None else confidence_text(table.confidence)
+    of = ", ".join(filter(None, [unlike_levels(results), f"{level} CI"]))
     return (f"{step_label(base)} → {until}: {num(base.center)} {unit} → "
-            f"{num(last.center)} {unit}, {change_text(total, 0)}, {verdict}.")
+            f"{num(last.center)} {unit} ({results.objective.centre}s), "
+            f"{change_text(total, 0)} ({of}), {verdict}.")
 
 
 def total_finding(results: Results, table: StepsTable) -> Finding | None:
@@ -647,37 +667,70 @@ def steps_legend(results: Results, tables: list[StepsTable], ns: list[int]) -> s
     levels = sorted({f"{t.confidence:.1%}".replace(".0%", "%") for t in tables
                      if t.confidence is not None})
     if levels:
-        compared = "geometric means" if results.statistics.test == "welch-log" else "means"
         intervals = ("vs previous and vs the base show the change (of the "
-                     f"{compared} the test compares) with an interval that holds for the "
+                     f"{compared_levels(results)} the test compares) with an interval that "
+                     "holds for the "
                      f"whole table at once ({', '.join(levels)}, Bonferroni); p "
                      "(Holm-adjusted) tests it against the step before")
     else:
         intervals = "vs previous and p (Holm-adjusted) compare it with the step before"
+    changes = [c for t in tables for r in t.rows
+               for c in (r.vs_previous, r.vs_base, r.alone and r.alone.vs_base, t.total) if c]
+    loose = f" {WHY_NOT_BOUNDED[0].upper()}{WHY_NOT_BOUNDED[1:]}." \
+        if any(not bounded(*c.ci95) for c in changes) else ""
     return (f"Each step is the {results.objective.centre} of {runs} "
-            f"{'run' if runs == '1' else 'runs'} with its 95% interval; {intervals}.")
+            f"{'run' if runs == '1' else 'runs'} with its 95% interval; {intervals}.{loose}")
 
 
 def interaction_text(results: Results, table: StepsTable) -> str:
-    """The changes measured alone, multiplied, against all of them applied together."""
+    """The changes measured alone, multiplied, against all of them applied together; whether
+    they interact only where the intervals show it (`interaction_shown`)."""
     inter = table.interaction
     if inter is None or not inter.cumulative or not inter.product_of_alone:
         return ""
     cumulative, product = inter.cumulative, inter.product_of_alone
     what = _what_changes(results)
-    minimize = results.objective.direction == "minimize"
-    gap = cumulative / product - 1
-    if abs(gap) < results.statistics.min_effect:
-        how = "they add up about independently"
-    elif (gap < 0) == minimize:
-        how = "together they do more than each alone predicts: they reinforce each other"
-    else:
-        how = ("together they do less than each alone predicts: they partly buy the same "
-               "gain, or one undoes another")
-    return (f"Each change measured alone from the {base_label(table)}, multiplied together, "
+    of = f" ({levels})" if (levels := unlike_levels(results)) else ""
+    said = (f"Each change measured alone from the {base_label(table)}, multiplied together, "
             f"predicts {signed((product - 1) * 100, 0)}% {what}; applied one on top of the "
-            f"other they gave {signed((cumulative - 1) * 100, 0)}%: {how} (point estimates, "
-            f"not tested).")
+            f"other they gave {signed((cumulative - 1) * 100, 0)}%{of}")
+    shown = interaction_shown(inter, results.statistics.min_effect)
+    if shown is None:
+        if inter.product_ci is None:
+            return f"{said}: whether they interact was not tested (point estimates)."
+        level = "95%" if table.confidence is None else confidence_text(table.confidence)
+        return (f"{said}: whether they interact is {FINDING_WORDS[Finding.UNSHOWN]}: their "
+                f"intervals ({level}, for the whole table) overlap.")
+    minimize = results.objective.direction == "minimize"
+    if shown == 0:
+        how = (f"they add up independently (within ±{results.statistics.min_effect:.0%}, "
+               "shown by their intervals)")
+    elif (shown < 0) == minimize:
+        how = ("together they do more than each alone predicts, shown by their intervals: "
+               "they reinforce each other")
+    else:
+        how = ("together they do less than each alone predicts, shown by their intervals: "
+               "they partly buy the same gain, or one undoes another")
+    return f"{said}: {how}."
+
+
+def interaction_shown(inter: Interaction, min_effect: float) -> int | None:
+    """What the intervals of an interaction show, which hold together: -1 the total is below
+    the product of the changes alone (its interval wholly under the product's), +1 above,
+    0 the two within ±min_effect of each other whatever the truth in them; None when they do
+    not show any of it (their intervals overlap, or were not kept)."""
+    if inter.cumulative_ci is None or inter.product_ci is None:
+        return None
+    (low, high), (product_low, product_high) = inter.cumulative_ci, inter.product_ci
+    if not (low > 0 and product_low > 0):
+        return None
+    if high < product_low:
+        return -1
+    if low > product_high:
+        return 1
+    if 1 - min_effect < low / product_high and high / product_low < 1 + min_effect:
+        return 0
+    return None
 
 
 def _steps_judge(results: Results, table: StepsTable) -> str:
@@ -717,8 +770,9 @@ def _steps_judge(results: Results, table: StepsTable) -> str:
             sentences.append(f"{head}: {found}.")
     total = table.total
     if total is not None:
-        gain = gain_words(total.gain(results.objective.direction)[0], _direction(results),
-                          _rate_unit(results))
+        gain = with_facts(gain_words(total.gain(results.objective.direction)[0],
+                                     _direction(results), _rate_unit(results)),
+                          [of] if (of := unlike_levels(results)) else [])
         sentences.append(f"All steps together: {gain}: {total_finding_text(results, table)}.")
     return " ".join(sentences)
 
@@ -737,14 +791,15 @@ def _servers_judge(results: Results) -> str:
         if all(r.verdict == PointVerdict.FAILED for r in rows):
             sentences.append(f"{head}: every server failed.")
             continue
-        best = next((r for r in rows if r.verdict == PointVerdict.BEST), None)
+        best = next((r for r in rows if r.verdict.leads), None)
         if best is None:
             alike = all(r.verdict in (PointVerdict.EQUIVALENT, PointVerdict.FAILED) for r in rows)
             sentences.append(f"{head}: the servers are {same}." if alike else
                              f"{head}: {FINDING_WORDS[Finding.UNSHOWN]} — no server is shown "
                              f"{better} than another.")
             continue
-        text = f"{head}: best {best.binary} ({num(best.center)} {results.objective.unit})"
+        text = f"{head}: {best.verdict} {best.binary} ({num(best.center)} " \
+            f"{results.objective.unit})"
         worse = [r for r in rows if r.verdict == PointVerdict.WORSE]
         if worse:
             text += f"; shown {slower}: " + ", ".join(

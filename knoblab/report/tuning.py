@@ -15,15 +15,18 @@ from knoblab.records import Effect, Results, TrialOutcome, TuneResult, Validatio
 from knoblab.report.document import Chart, Document, table
 from knoblab.report.tables import class_grid, class_notes, print_classes
 from knoblab.stats import Direction
-from knoblab.units import format_duration, setting_text, settings_text
+from knoblab.units import format_duration, plural, setting_text, settings_text
 from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
 from knoblab.words import (
     FINDING_WORDS,
+    NOT_BOUNDED,
+    WHY_NOT_BOUNDED,
     finding_of,
     finding_text,
+    gain_bounds,
+    gain_interval_ends,
     gain_interval_words,
     gain_words,
-    signed_percent,
 )
 
 STATES = {OutcomeState.BASELINE: "the baseline", OutcomeState.REFUSED: "refused before running",
@@ -51,12 +54,8 @@ def interval_cell(interval: tuple[float, float] | None, direction: Direction = "
     time's change ("time −80.4% to −77.8%")."""
     if interval is None:
         return "—"
-    low, high = interval
-    if direction == "maximize":
-        return f"{signed_percent(low)} to {signed_percent(high)}"
-    ends = [signed_percent(1.0 / (1.0 + g) - 1.0) if 1.0 + g > 0 else "more than doubled"
-            for g in (high, low)]
-    return f"time {ends[0]} to {ends[1]}"
+    said = gain_interval_ends(interval, direction)
+    return said if direction == "maximize" or said == NOT_BOUNDED else f"time {said}"
 
 
 def gain_text(outcome: TrialOutcome, direction: Direction = "maximize") -> str:
@@ -77,7 +76,7 @@ def unmeasured(result: TuneResult) -> str | None:
              (OutcomeState.FAILED, "refused by the server"))
     counts = [f"{n} {what}" for state, what in kinds
               if (n := sum(t.state == state for t in result.trials))]
-    trials = f"of {len(result.trials)} trials, " + ", ".join(counts) if counts else \
+    trials = f"of {plural(len(result.trials), 'trial')}, " + ", ".join(counts) if counts else \
         "the study has no trials"
     return (f"No candidate was measured ({trials}): nothing is known about any other "
             "configuration, so nothing is recommended and the current one stays; search more "
@@ -119,16 +118,42 @@ STOPPED = {"trials": "its trials are done", "budget": "budget",
            "space": "every configuration of the space measured"}
 
 
-def rounds_cell(t: TrialOutcome) -> str:
-    """A trial's measurements: "8", "1, pruned", "3 on the first 60 s of the capture"."""
+def rounds_cell(t: TrialOutcome, result: TuneResult | None = None) -> str:
+    """A trial's measurements: "8", "1, pruned", "8, kept" (by the pruner: `kept`), "3 on
+    the first 60 s of the capture"."""
     return f"{len(t.ratios)}" + (f" on {t.fidelity}" if t.fidelity else "") + \
-        (", pruned" if t.state == OutcomeState.PRUNED else "")
+        (", pruned" if t.state == OutcomeState.PRUNED else "") + \
+        (", kept" if result is not None and kept(t, result) else "")
+
+
+def kept(t: TrialOutcome, result: TuneResult) -> bool:
+    """Whether the pruner chose to measure this trial further, over others it stopped: it
+    went on past its first measurement in a study where some trials were pruned."""
+    return t.state == OutcomeState.SCORED and len(t.ratios) + t.screened > 1 and \
+        any(other.state == OutcomeState.PRUNED for other in result.trials)
+
+
+def trials_notes(result: TuneResult, shown: list[TrialOutcome]) -> list[str]:
+    """What the trials table cannot say in its cells: that the intervals of the trials the
+    pruner kept include the measurements it kept them on, and what "not bounded" means."""
+    notes = []
+    if any(kept(t, result) for t in shown):
+        notes.append("kept: the pruner measured these trials further because their first "
+                     "measurements were among the best; their intervals include those "
+                     "measurements, so they lean in the trials' favour (the validation "
+                     "measures a candidate afresh, in starts that played no part in choosing "
+                     "it)")
+    if any((interval := t.interval()) is not None and not all(gain_bounds(interval))
+           for t in shown):
+        notes.append(WHY_NOT_BOUNDED)
+    return notes
 
 
 def print_tune(result: TuneResult, out: Console, measured: Results | None = None) -> None:
     trials = result.trials
     scored = sorted((t for t in trials if t.measured), key=lambda t: t.score or 0.0)
-    out.print(f"study {result.study}: {len(trials)} trials in {format_duration(result.spent)} "
+    out.print(f"study {result.study}: {plural(len(trials), 'trial')} in "
+              f"{format_duration(result.spent)} "
               f"(stopped: {STOPPED.get(result.stopped, result.stopped)}); "
               f"{sum(t.state in NOT_RUN for t in trials)} refused or failed",
               markup=False, highlight=False)
@@ -150,13 +175,15 @@ def print_tune(result: TuneResult, out: Console, measured: Results | None = None
     for t in scored[:8]:
         interval = t.interval()
         row = [str(t.number), settings_text(t.changes), percent(t.gain, way),
-               interval_cell(interval, way), rounds_cell(t)]
+               interval_cell(interval, way), rounds_cell(t, result)]
         if bound:
             row.append("—" if t.observed is None else
                        f"{t.observed:.3g}{'' if t.feasible else ' (over)'}")
         table.add_row(*row)
     if scored:
         out.print(table)
+        for note in trials_notes(result, scored[:8]):
+            out.print(f"{note[0].upper()}{note[1:]}.", markup=False, highlight=False)
     if result.importance:
         out.print(importance_title(result) + ":", markup=False, highlight=False)
         for i in result.importance:
@@ -246,7 +273,7 @@ def reduction_lines(result: TuneResult) -> list[str]:
             words = {PointVerdict.WORSE: f"{FINDING_WORDS[Finding.HURTS]} (worse than the best)",
                      PointVerdict.EQUIVALENT: f"{FINDING_WORDS[Finding.SAME]} as the best "
                                               f"(within ±{min_effect:.0%})",
-                     PointVerdict.BEST: "the best"}
+                     **{v: f"the {v}" for v in PointVerdict if v.leads}}
             otherwise = f"{FINDING_WORDS[Finding.UNSHOWN]} against the best"
             lines.extend(f"  without {name} too: {words.get(verdict, otherwise)}"
                          for name, verdict in reduction.trim_steps)
@@ -384,7 +411,7 @@ def validation_text(v: Validation, result: TuneResult) -> str:
     loud = f"; beside other programs keeping {v.others_load:.1f} core(s) busy, twice" \
         if v.others_load is not None and v.others_load > BUSY_BESIDE else ""
     return (f"{gain_validated(v, result)}, {validation_words(v, result.min_effect)} "
-            f"({v.rounds} rounds{loud})")
+            f"({plural(v.rounds, 'round')}{loud})")
 
 
 def gain_validated(v: Validation, result: TuneResult | None = None) -> str:
@@ -446,8 +473,11 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         "constraint": None if goal is None or goal.constraint is None else {
             "metric": goal.constraint.metric, "limit": goal.constraint.limit,
             "bound": "max" if goal.constraint.upper else "min"},
+        # "kept": the pruner measured it further for its first measurements, which its
+        # interval includes (it leans in the trial's favour)
         "trials": [{"number": t.number, "state": t.state, "changes": t.changes,
-                    "gain": t.gain, "ci95": t.interval(), "rounds": len(t.ratios),
+                    "gain": t.gain, "ci95": t.interval(), "kept": kept(t, result),
+                    "rounds": len(t.ratios),
                     "run_ids": list(t.runs), "error": t.error, "observed": t.observed,
                     "feasible": t.feasible} for t in result.trials],
         # A validation's interval ("ci95", the key's name kept for the programs that read it)
@@ -517,14 +547,14 @@ def claim_head(result: TuneResult) -> str:
     chosen, own = result.recommended, recommend.claim(result)
     assert chosen is not None
     validated = (f"trial {chosen.trial.number}, {gain_validated(chosen, result)} against the "
-                 f"current configuration in a fresh validation ({chosen.rounds} rounds)")
+                 f"current configuration in a fresh validation ({plural(chosen.rounds, 'round')})")
     if own is chosen:
         return validated
     reduced = settings_text(recommend.searched(recommend.changes(result)))
     if own is not None:
         return (f"trial {chosen.trial.number} reduced to {reduced}, "
                 f"{gain_validated(own, result)} against the current configuration, measured "
-                f"as itself ({own.rounds} rounds)")
+                f"as itself ({plural(own.rounds, 'round')})")
     return (f"{validated}, with all its settings; what is recommended is reduced to "
             f"{reduced}, whose own gain was not measured")
 
@@ -554,11 +584,14 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                        if recommend.claim(result) is not None else "."))
     scored = sorted((t for t in result.trials if t.measured), key=lambda t: t.score or 0.0)
     way = direction_of(result)
-    trials = table(f"Trials ({TRIALS_TITLE[way]})",
-                   ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
-                   [[str(t.number), settings_text(t.changes), percent(t.gain, way),
-                     interval_cell(t.interval(), way), rounds_cell(t)] for t in scored],
-                   [True, False, True, True, True])
+    trials = replace(table(f"Trials ({TRIALS_TITLE[way]})",
+                           ["trial", "changes from the baseline", "gain", "95% CI", "rounds"],
+                           [[str(t.number), settings_text(t.changes), percent(t.gain, way),
+                             interval_cell(t.interval(), way), rounds_cell(t, result)]
+                            for t in scored],
+                           [True, False, True, True, True]),
+                     notes=[f"{note[0].upper()}{note[1:]}." for note in
+                            trials_notes(result, scored)])
     tables = [trials]
     if result.validations:
         tables.append(table("Validation (each candidate against the baseline, until decided; "
@@ -591,7 +624,8 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
         charts=[Chart(path, path.stem.replace("-", " ")) for path in charts],
         evidence=reduction_lines(result) + ([importance_missing] if importance_missing else []),
         safety=refused,
-        noise=[f"{len(result.trials)} trials in {format_duration(result.spent)}; every trial's "
+        noise=[f"{plural(len(result.trials), 'trial')} in {format_duration(result.spent)}; "
+               "every trial's "
                "gain is a ratio to the baseline measured beside it, so that the machine's "
                "drift cancels; the pruner stops most trials after their first measurement, and "
                "the ones it keeps are measured on several starts."],
