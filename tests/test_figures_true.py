@@ -67,17 +67,18 @@ def test_sysbench_errors_are_said_where_their_column_is(tmp_path, capsys):
 
 
 def _slow_log(sessions: dict[int, list[str]]) -> str:
-    """A MariaDB slow log, every statement at the same second, of these connections."""
+    """A MariaDB slow log, every statement at the same second, of these connections open at
+    once (their statements in turn)."""
     out = ["/usr/sbin/mariadbd, Version: 10.11.19-MariaDB-log (Debian 12). started with:",
            "Tcp port: 0  Unix socket: /tmp/x/mysqld.sock", "Time\t\t    Id Command\tArgument",
            "# Time: 261125  5:00:00"]
-    for thread, statements in sessions.items():
-        for statement in statements:
-            out += ["# User@Host: app[app] @ localhost []",
-                    f"# Thread_id: {thread}  Schema: shop  QC_hit: No",
-                    "# Query_time: 0.000100  Lock_time: 0.000000  Rows_sent: 1  "
-                    "Rows_examined: 1", "# Rows_affected: 0  Bytes_sent: 60",
-                    "SET timestamp=1795582800;", f"{statement};"]
+    turns = range(max(map(len, sessions.values())))
+    for thread, statement in ((t, s[n]) for n in turns for t, s in sessions.items() if n < len(s)):
+        out += ["# User@Host: app[app] @ localhost []",
+                f"# Thread_id: {thread}  Schema: shop  QC_hit: No",
+                "# Query_time: 0.000100  Lock_time: 0.000000  Rows_sent: 1  "
+                "Rows_examined: 1", "# Rows_affected: 0  Bytes_sent: 60",
+                "SET timestamp=1795582800;", f"{statement};"]
     return "\n".join(out) + "\n"
 
 

@@ -16,6 +16,7 @@ from knoblab.capture.fingerprint import fingerprint
 from knoblab.capture.plan import _reads, plan_for
 from knoblab.datasets.dump import DATA_USER
 from knoblab.errors import UserError
+from knoblab.workloads.base import WorkloadError
 from knoblab.workloads.replay import ReplayWorkload
 from tests.test_replay import GENERAL
 
@@ -265,6 +266,83 @@ def test_a_configuration_whose_max_connections_is_too_low_is_refused_unmeasured(
     with Sandbox(binary, base_template(binary, knoblab_home) / "data",
                  {"max_connections": "20"}, home=knoblab_home) as server, refused:
         work.replay(server)
+
+
+# --- max_allowed_packet and secure_timestamp --------------------------------------------------
+
+
+def _big_statement_log(tmp_path: Path) -> Path:
+    big = "SELECT LENGTH('" + "x" * (2 << 20) + "')"  # 2 MiB
+    return _general(tmp_path, "261125  5:00:00\t    10 Connect\troot@localhost on shop using "
+                              f"Socket\n\t\t    10 Query\tSELECT 1\n\t\t    10 Query\t{big}\n")
+
+
+@pytest.mark.server
+def test_a_statement_longer_than_max_allowed_packet_is_refused_saying_why(
+        sandbox, tmp_path: Path, catalog):
+    from knoblab.workloads.replay import _Replay
+
+    _shop(sandbox, "SET GLOBAL max_allowed_packet = 1048576")
+    work = _workload(_big_statement_log(tmp_path), max_failing=1.0)
+    size = r"a statement of 2\.0 MiB \('select length\(\?\)'\), longer than max_allowed_packet"
+    with pytest.raises(UserError, match=size + r" = 1\.0 MiB \(this configuration's\): the "
+                       r"server drops the connection .*give max_allowed_packet = \"3M\" or more"):
+        work.replay(sandbox)
+    # Known from the spec before anything runs, when the spec says it (the default is 16M).
+    with pytest.raises(UserError, match=size + r" = 1\.0 MiB \(\[server.config\]\)"):
+        work.check(catalog, {"max_allowed_packet": "1M"})
+    work.check(catalog, {})
+    # The client says why a connection went away on it, rather than "server has gone away".
+    run = _Replay(work, str(sandbox.socket), sandbox, 1 << 20)
+    try:
+        with pytest.raises(WorkloadError, match=r"dropped a replay connection on a statement of "
+                                                r"2\.0 MiB .*give max_allowed_packet = \"3M\""):
+            run.go()
+    finally:
+        run.shut_down()
+
+
+def _clock_log(tmp_path: Path) -> Path:
+    return _general(tmp_path, "261125  5:00:00\t    10 Connect\troot@localhost on shop using "
+                              "Socket\n\t\t    10 Query\tSELECT NOW()\n"
+                              "261125  5:00:01\t    10 Query\tSELECT UNIX_TIMESTAMP()\n")
+
+
+def test_a_secure_timestamp_that_keeps_the_captured_clock_is_refused_from_the_spec(
+        tmp_path: Path, catalog):
+    work = _workload(_clock_log(tmp_path))
+    assert work.plan.clock == 2
+    with pytest.raises(UserError, match=r"secure_timestamp = YES \(\[server.config\]\) refuses "
+                       r"the replay's SET timestamp, .* the 2 statements that read the clock .*"
+                       r"set secure_timestamp = \"NO\" in \[server.config\]"):
+        work.check(catalog, {"secure_timestamp": "YES"})
+    work.check(catalog, {})
+    # A log whose statements never read the clock needs none.
+    _workload(_sessions_log(tmp_path, 2)).check(catalog, {"secure_timestamp": "YES"})
+
+
+@pytest.mark.server
+def test_a_secure_timestamp_that_keeps_the_captured_clock_is_refused_unmeasured(
+        binary, knoblab_home: Path, tmp_path: Path):
+    from knoblab.server.sandbox import Sandbox, base_template
+    from knoblab.workloads.replay import _Replay
+
+    work = _workload(_clock_log(tmp_path))
+    with Sandbox(binary, base_template(binary, knoblab_home) / "data",
+                 {"secure_timestamp": "YES"}, home=knoblab_home) as server:
+        _shop(server)
+        with pytest.raises(UserError, match=r"secure_timestamp = YES \(this configuration's\)"):
+            work.replay(server)
+        # Each SET timestamp refused is counted, by its error, rather than lost.
+        run = _Replay(work, str(server.socket), server, 1 << 24)
+        try:
+            run.go()
+        finally:
+            run.shut_down()
+        assert sum(run.clock_errors.values()) == 2
+    with pytest.raises(UserError, match=r"SET timestamp failed before 2 of the 2 statements "
+                                        r"that read the clock \(error \d+ x2\)"):
+        work._refuse_unset_clock(run.clock_errors, first=True)
 
 
 # --- the plan's key --------------------------------------------------------------------------

@@ -71,13 +71,14 @@ def test_a_general_log_becomes_sessions_classes_and_what_is_left_out(tmp_path: P
     assert [text for kind, _, text in plan.records(first) if kind >= 0] == [
         b"SELECT a FROM t WHERE id = 1"]
     # The Execute: its statement prepared with a placeholder for its value, then executed
-    # (its class, the statement's number in the session, its text, its value).
+    # (its class, the statement's number in the session, its text's length, whether its
+    # values depend on how backslashes read (0: not), its text, its value).
     kinds = [kind for kind, _, _ in plan.records(first)]
     assert kinds[-2:] == [PREPARE, EXECUTE]
     _, prepare, execute = [text for kind, _, text in plan.records(first)][-3:]
     assert prepare == b"SELECT a FROM t WHERE id = ?"
     text = b"SELECT a FROM t WHERE id = 3"
-    assert execute == struct.pack("<III", kinds[-3], 0, len(text)) + text + \
+    assert execute == struct.pack("<IIIB", kinds[-3], 0, len(text), 0) + text + \
         struct.pack("<cI", b"i", 8) + (3).to_bytes(8, "little")
     # Kept under the home, private: the statements hold the user's data.
     assert (tmp_path / "home" / "replays").stat().st_mode & 0o777 == 0o700

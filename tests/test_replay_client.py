@@ -3,6 +3,7 @@ plays and counts, and how it stops."""
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from pathlib import Path
@@ -190,11 +191,20 @@ def test_a_slow_log_cannot_tell_what_was_prepared_and_says_so(tmp_path: Path):
      [(b"i", (10).to_bytes(8, "little"))]),
     ("SELECT CAST(a AS DECIMAL(10, 2)), NULL, TRUE, 0x1F, _binary'x' FROM t",
      "SELECT CAST(a AS DECIMAL(10, 2)), NULL, TRUE, 0x1F, _binary'x' FROM t", []),
-    # Beyond 64 bits, or not whole: the number's text, read by the server as a decimal.
-    ("SELECT 18446744073709551616, 1.50, -2e3",
-     "SELECT ?, ?, -?", [(b"d", b"18446744073709551616"), (b"d", b"1.50"), (b"d", b"2e3")]),
-    # The server's escapes: \n a line break, \% kept for LIKE, a doubled quote one quote.
-    ("SELECT 'a\\'b''c\\n\\%', \"d\"", "SELECT ?, ?", [(b"s", b"a'b'c\n\\%"), (b"s", b"d")]),
+    # Typed as the server types the literal: beyond 64 bits or not whole, the number's text
+    # (a DECIMAL); in exponent form, a DOUBLE; up to 2^64 - 1, a BIGINT UNSIGNED.
+    ("SELECT 18446744073709551616, 1.50, -2e3, .5, 18446744073709551615",
+     "SELECT ?, ?, -?, ?, ?",
+     [(b"d", b"18446744073709551616"), (b"d", b"1.50"), (b"f", struct.pack("<d", 2000.0)),
+      (b"d", b".5"), (b"u", (2**64 - 1).to_bytes(8, "little"))]),
+    # The server's escapes: \n a line break, \% kept for LIKE, a doubled quote one quote;
+    # strings side by side are one. A double-quoted string is a name under ANSI_QUOTES (and
+    # a logged value is always single-quoted): it stays, as does an empty one.
+    ("SELECT 'a\\'b''c\\n\\%' 'd', \"e\", ''", "SELECT ?, \"e\", ''",
+     [(b"s", b"a'b'c\n\\%d")]),
+    # Typed literals, aliases and collations are syntax; a number after a name's dot is one.
+    ("SELECT DATE '2025-11-25', a AS 'x', b COLLATE 'utf8mb4_bin', t.5 FROM t",
+     "SELECT DATE '2025-11-25', a AS 'x', b COLLATE 'utf8mb4_bin', t.5 FROM t", []),
 ])
 def test_a_prepared_statements_form_takes_its_literals_as_parameters(sql, template, values):
     from knoblab.capture.fingerprint import prepared_form
@@ -271,3 +281,138 @@ def test_a_log_without_times_is_sliced_by_its_sessions_only(tmp_path: Path):
     with pytest.raises(UserError, match="the log holds no times to cut it by; give a share"):
         _workload(log, slice="10s")
     assert len(_workload(log, slice="50%").replayed_sessions()) == 1
+
+
+# --- what a prepared replay reads and sends ------------------------------------------------------
+
+def _commands(thread: int, *commands: tuple[str, str]) -> str:
+    """A session of (command, argument) lines: Execute, Query, ..."""
+    return CONNECT.format(thread=thread) + "".join(
+        f"\t\t    {thread} {command}\t{argument}\n" for command, argument in commands)
+
+
+def _replayed_both_ways(sandbox, log: Path, reset: str | None = None):
+    """The log replayed prepared, then as text (after `reset`): both measurements."""
+    prepared = _workload(log, design="restarts").replay(sandbox)
+    assert "prepared_as_text" not in prepared.details
+    if reset:
+        _sql(sandbox, reset)
+    return prepared, _workload(log, design="restarts", prepared=False).replay(sandbox)
+
+
+def test_rows_are_counted_and_summed_alike_whatever_protocol_carried_them(
+        sandbox, tmp_path: Path):
+    # Values of every kind, two texts alike in their first 300 bytes, a procedure of two
+    # results.
+    _shop(sandbox, "CREATE TABLE shop.kinds (id INT PRIMARY KEY, f FLOAT, d DOUBLE, "
+                   "n DECIMAL(20, 5), dt DATETIME(6), tm TIME(3), y YEAR, bits BIT(10), "
+                   "z INT(6) ZEROFILL, u BIGINT UNSIGNED, e ENUM('a', 'b'), body TEXT, "
+                   "bin VARBINARY(20))",
+          "INSERT INTO shop.kinds VALUES (1, 123456789, 0.1 + 0.2e0, -12345.678, "
+          "'2024-01-02 03:04:05.123456', '-838:59:59', 2024, b'1010101010', 42, "
+          f"18446744073709551615, 'b', '{'x' * 300}a', x'00ff00'), (2, NULL, 1.5e300, 0, "
+          f"'2024-02-29 00:00:00', '00:00:00.5', NULL, b'1', 7, 0, 'a', '{'x' * 300}b', '')",
+          "CREATE PROCEDURE shop.two(k INT) BEGIN SELECT id, body FROM kinds WHERE id = k; "
+          "SELECT id FROM kinds; END")
+    statements = ["SELECT * FROM kinds WHERE id = 1", "SELECT * FROM kinds WHERE id >= 2",
+                  "SELECT body FROM kinds WHERE id = 1", "SELECT body FROM kinds WHERE id + 0 = 2",
+                  "CALL two(1)", "SELECT f * 2, d / 3, n + 1.5, 1e0 / 3 FROM kinds"]
+    prepared, text = _replayed_both_ways(sandbox, _general(tmp_path, _executes(10, *statements)))
+    for statement in statements:
+        assert _class(prepared, statement)["rows"] == _class(text, statement)["rows"] > 0
+        assert _class(prepared, statement)["checksum"] == _class(text, statement)["checksum"]
+    # Every result of a procedure is read; a value is read whole, past its first bytes.
+    assert _class(prepared, "CALL two(1)")["rows"] == 3
+    assert _class(prepared, statements[2])["checksum"] != \
+        _class(prepared, statements[3])["checksum"]
+
+
+def test_prepared_values_are_those_the_text_means_in_its_sql_mode(sandbox, tmp_path: Path):
+    _shop(sandbox, "CREATE TABLE shop.notes (id INT PRIMARY KEY, body VARCHAR(100), f DOUBLE, "
+                   "big BIGINT UNSIGNED)")
+    # The log shows a value as the session's sql_mode reads it: with backslash escapes by
+    # default, as written under NO_BACKSLASH_ESCAPES.
+    log = _general(tmp_path, _commands(
+        10, ("Execute", "INSERT INTO notes VALUES (1, 'x', 1.5e300, 18446744073709551615)"),
+        ("Execute", r"INSERT INTO notes VALUES (2, 'C:\\new', -1e-300, 0)"),
+        ("Query", "SET SESSION sql_mode = 'NO_BACKSLASH_ESCAPES'"),
+        ("Execute", r"INSERT INTO notes VALUES (3, 'C:\new', 1, 1)"),
+        ("Execute", r"INSERT INTO notes VALUES (4, 'it''s \', .5, 2)"),
+        # A name in double quotes (a logged value is always in single ones).
+        ("Query", "SET sql_mode = 'ANSI_QUOTES'"),
+        ("Execute", "SELECT \"body\", 'a\\\\b' FROM notes WHERE id = 2"),
+        ("Query", "SET sql_mode = DEFAULT"),
+        ("Execute", r"SELECT id FROM notes WHERE body = 'C:\\new' AND f < 1e300"),
+        ("Execute", "SELECT X'41', _latin1 0x42, b'1000011', N'd', 0x45 + 0, 1e1 / 3, "
+                    "18446744073709551615 DIV 3, .5 * 3, 'a' 'b', DATE '2025-11-25' + "
+                    "INTERVAL 1 DAY, _utf8mb4'c' COLLATE utf8mb4_bin, 1. + 0, 1.e1 * 2")))
+    everything = "SELECT id, body, f, big FROM shop.notes ORDER BY id"
+    prepared, text = _replayed_both_ways(sandbox, log, "DELETE FROM shop.notes")
+    # What each statement returned is what its text returns.
+    for kind, figures in prepared.details["classes"].items():
+        assert (figures["rows"], figures["checksum"]) == \
+            (text.details["classes"][kind]["rows"], text.details["classes"][kind]["checksum"])
+    stored = _sql(sandbox, everything)
+    assert stored == [(1, "x", 1.5e300, 2**64 - 1), (2, "C:\\new", -1e-300, 0),
+                      (3, "C:\\new", 1.0, 1), (4, "it's \\", 0.5, 2)]
+    _sql(sandbox, "DELETE FROM shop.notes")
+    _workload(log, design="restarts").replay(sandbox)
+    assert _sql(sandbox, everything) == stored
+    select = r"SELECT id FROM notes WHERE body = 'C:\\new' AND f < 1e300"
+    assert _class(prepared, select)["rows"] == _class(text, select)["rows"] == 2
+    # A server whose own sql_mode has NO_BACKSLASH_ESCAPES: the session's text means other
+    # values than the plan read, and it runs as text.
+    _sql(sandbox, "DELETE FROM shop.notes",
+         "SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')")
+    other = _general(tmp_path, _executes(11, r"INSERT INTO notes VALUES (5, 'D:\new', 0, 0)"),
+                     "other.log")
+    measured = _workload(other, design="restarts").replay(sandbox)
+    assert measured.details["prepared_as_text"] == 1
+    assert _sql(sandbox, "SELECT body FROM shop.notes") == [("D:\\new",)]
+
+
+@pytest.mark.parametrize(("sql", "escapes", "template", "values"), [
+    (r"SELECT 'C:\new', 'a\''", True, "SELECT ?, ?", [b"C:\new", b"a'"]),
+    (r"SELECT 'C:\new', 'a\'", False, "SELECT ?, ?", [b"C:\\new", b"a\\"]),
+    ("SELECT 'plain'", False, "SELECT ?", [b"plain"]),
+])
+def test_a_prepared_form_reads_strings_in_the_sessions_sql_mode(sql, escapes, template, values):
+    from knoblab.capture.fingerprint import prepared_form
+
+    form = prepared_form(sql, escapes)
+    assert form is not None and form.template == template
+    assert [value for _, value in form.parameters] == values
+    # Whether its values depend on the mode, and on which.
+    assert form.backslashes == (escapes if "\\" in sql else None)
+
+
+def test_a_prepared_select_goes_on_after_its_table_changes(sandbox, tmp_path: Path):
+    _shop(sandbox, "CREATE TABLE shop.made (id INT AUTO_INCREMENT PRIMARY KEY, a INT)")
+    # The application's driver reads the new columns; its executions all succeeded.
+    log = _general(tmp_path, _commands(
+        10, ("Execute", "SELECT * FROM t WHERE id = 1"),
+        ("Execute", "SELECT * FROM t WHERE id = 2"),
+        ("Query", "ALTER TABLE t ADD COLUMN b INT DEFAULT 5"),
+        ("Execute", "SELECT * FROM t WHERE id = 3"), ("Execute", "SELECT * FROM t WHERE id = 1"),
+        ("Execute", "INSERT INTO made (a) VALUES (1) RETURNING *"),
+        ("Query", "ALTER TABLE made ADD COLUMN c INT"),
+        ("Execute", "INSERT INTO made (a) VALUES (2) RETURNING *")))
+    measured = _workload(log, design="restarts").replay(sandbox)
+    select = _class(measured, "SELECT * FROM t WHERE id = 1")
+    assert select["n"] == 4 and select["errors"] == {} and select["rows"] == 4
+    assert select["reprepared"] == 1 and measured.details["prepared_again"] == 2
+    # A statement that writes is never run twice: the rows are those the application made.
+    assert measured.details["errors"] == 0
+    assert _sql(sandbox, "SELECT id, a FROM shop.made ORDER BY id") == [(1, 1), (2, 2)]
+
+
+def test_the_replay_never_sends_a_file_of_this_machine(sandbox, tmp_path: Path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the server\n")
+    # A server that asks for local files (the spec refuses local_infile; a server may still).
+    _shop(sandbox, "CREATE TABLE shop.files (line TEXT)", "SET GLOBAL local_infile = ON")
+    statement = f"LOAD DATA LOCAL INFILE '{secret}' INTO TABLE files"
+    log = _general(tmp_path, _session(10, statement, "SELECT 1"))
+    measured = _workload(log, max_failing=1.0).replay(sandbox)
+    assert _class(measured, statement)["errors"]  # refused by the client
+    assert _sql(sandbox, "SELECT COUNT(*) FROM shop.files") == [(0,)]

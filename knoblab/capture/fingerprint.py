@@ -35,7 +35,9 @@ terminal takes. An 11 MB multi-row INSERT takes seconds (docs/benchmarks.md).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -260,6 +262,14 @@ def _spaced(previous: _Word, word: _Word) -> bool:
 
 # --- a prepared statement's form ---------------------------------------------------------------
 
+class _NoBackslashEscapes(_Tokenizer):
+    # sql_mode NO_BACKSLASH_ESCAPES: a backslash is a character like any other in a string; a
+    # doubled quote is the only escape.
+    STRING_ESCAPES: ClassVar[list[str]] = ["'", '"']
+
+
+_no_backslash_tokenizer = _NoBackslashEscapes()
+
 # A number right after one of these is no value a placeholder could take: a position
 # (ORDER BY 1) or a type's length (CHAR(10)), to the end of its list.
 _POSITIONS = frozenset({_T.ORDER_BY, _T.GROUP_BY})
@@ -267,10 +277,19 @@ _TYPE_WORDS = frozenset({
     "char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "decimal", "dec", "numeric",
     "fixed", "float", "double", "real", "int", "integer", "bigint", "tinyint", "smallint",
     "mediumint", "bit", "datetime", "time", "timestamp", "year", "text", "blob"})
+# A string right after one of these words is syntax, not a value: a typed literal (DATE
+# '2025-11-25'), an alias (AS 'total'), a collation's name.
+_STRING_SYNTAX = frozenset({"date", "time", "timestamp", "as", "collate"})
+# What a name or a closing parenthesis followed by "." and a number is: a name (t.1), not .1
+_QUALIFIED = _NAMES | {_T.R_PAREN}
 _ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a",
             "%": "\\%", "_": "\\_"}
-INTEGER, DECIMAL, STRING = b"i", b"d", b"s"  # a parameter's type, as the replay binds it
-_INT64 = 1 << 63
+# A parameter's type, as the replay binds it: what the server makes of the literal's text (an
+# integer that fits BIGINT or BIGINT UNSIGNED, a DECIMAL, a DOUBLE when in exponent form, a
+# string).
+INTEGER, UNSIGNED, DECIMAL, DOUBLE, STRING = b"i", b"u", b"d", b"f", b"s"
+_INT64, _UINT64 = 1 << 63, 1 << 64
+_SETS_PER_STATEMENT = re.compile(r"\s*set\s+statement\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -278,34 +297,73 @@ class Prepared:
     """A statement the application ran as a server-side prepared statement (an Execute in
     the general log, which shows it with its values in place): the text to prepare, its
     numbers and strings as placeholders, and their values (type, bytes: an integer as 8
-    little-endian bytes, a decimal number as its text, a string as its bytes)."""
+    little-endian bytes, a DOUBLE as its 8 IEEE bytes, a decimal number as its text, a
+    string as its bytes). `backslashes` says how its strings were read: as escapes (True,
+    the server's default), as characters (False: NO_BACKSLASH_ESCAPES), or None when it
+    holds no backslash and reads the same either way."""
 
     template: str
     parameters: tuple[tuple[bytes, bytes], ...]
+    backslashes: bool | None = None
 
 
-def prepared_form(sql: str) -> Prepared | None:
-    """The statement as an application would have prepared it: each number and string
-    literal a placeholder (NULL, TRUE, hex and bit values, and strings with a character set
-    introducer stay as written: they are rarely placeholders, and some could not be one);
-    None when it cannot be read. The prepared text may hold more placeholders than the
-    application's did (its `k + 1` becomes `k + ?`): each takes the value it had."""
+def prepared_form(sql: str, backslash_escapes: bool = True) -> Prepared | None:
+    """The statement as an application would have prepared it, read as the server reads it
+    in the session's sql_mode (`backslash_escapes`: NO_BACKSLASH_ESCAPES off): each number
+    and single-quoted string a placeholder bound as what the literal is to the server;
+    None when it cannot be read. What stays as written, for the server to read as it reads
+    the text: NULL, TRUE, hex and bit values, national and introduced strings, double-quoted
+    ones (a name under ANSI_QUOTES; a logged parameter is always single-quoted), an empty
+    string (NULL under EMPTY_STRING_IS_NULL), the string of a typed literal, alias or
+    collation, and a number the server would refuse. The prepared text may hold more
+    placeholders than the application's did (its `k + 1` becomes `k + ?`): each takes the
+    value it had."""
+    tokenizer = _tokenizer if backslash_escapes else _no_backslash_tokenizer
     try:
-        tokens = _tokenizer.tokenize(sql)
+        tokens = tokenizer.tokenize(sql)
     except TokenError:
         return None
-    pieces, parameters, last = [], [], 0
+    backslashes = backslash_escapes if "\\" in sql else None
+    if backslashes is not None and _SETS_PER_STATEMENT.match(sql) and "sql_mode" in sql.lower():
+        return None  # read in the sql_mode it sets for itself, which the session does not say
+    if backslash_escapes and any(
+            token.token_type == _T.STRING and sql[token.start] == '"' and "\\" in
+            sql[token.start:token.end + 1] for token in tokens):
+        # A name under ANSI_QUOTES, where a backslash escapes nothing: where it ends
+        # depends on a mode the replay cannot see.
+        return None
+    pieces: list[str] = []
+    parameters: list[tuple[bytes, bytes]] = []
+    last = 0
     position = in_type = False
     previous: Token | None = None
-    for token in tokens:
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
         kind = token.token_type
-        keep = False
-        if kind == _T.NUMBER:
-            keep = position or in_type
-        elif kind == _T.STRING:
-            keep = previous is not None and previous.token_type == _T.INTRODUCER
-        else:
-            keep = True
+        start, end = token.start, token.end
+        parameter: tuple[bytes, bytes] | None = None
+        if kind == _T.NUMBER and not (position or in_type):
+            after_dot = previous is not None and previous.token_type == _T.DOT and \
+                previous.end + 1 == start
+            if not after_dot:
+                parameter = _number(sql[start:end + 1])
+            elif index < 2 or tokens[index - 2].token_type not in _QUALIFIED:
+                start = tokens[index - 1].start  # `.5`: the dot is the number's
+                parameter = _number(sql[start:end + 1])
+            # else `t.5`: a name
+        elif kind == _T.STRING and not (
+                previous is not None and (previous.token_type == _T.INTRODUCER
+                                          or previous.text.lower() in _STRING_SYNTAX)):
+            # Strings side by side are one value to the server ('a' 'b' is 'ab').
+            run = index
+            while run + 1 < len(tokens) and tokens[run + 1].token_type == _T.STRING:
+                run += 1
+            quoted = [sql[t.start:t.end + 1] for t in tokens[index:run + 1]]
+            value = b"".join(_unquoted(text, backslash_escapes) for text in quoted)
+            if all(text[0] == "'" for text in quoted) and value:
+                parameter = (STRING, value)
+            index, token, end = run, tokens[run], tokens[run].end
         if kind in _POSITIONS:
             position = True
         elif kind not in (_T.NUMBER, _T.COMMA, _T.ASC, _T.DESC):
@@ -316,15 +374,15 @@ def prepared_form(sql: str) -> Prepared | None:
         elif kind == _T.R_PAREN:
             in_type = False
         previous = token
-        if keep:
+        index += 1
+        if parameter is None:
             continue
-        value = sql[token.start:token.end + 1]
-        pieces.append(sql[last:token.start])
+        pieces.append(sql[last:start])
         pieces.append("?")
-        last = token.end + 1
-        parameters.append(_number(value) if kind == _T.NUMBER else (STRING, _unquoted(value)))
+        last = end + 1
+        parameters.append(parameter)
     pieces.append(sql[last:])
-    return Prepared("".join(pieces), tuple(parameters))
+    return Prepared("".join(pieces), tuple(parameters), backslashes)
 
 
 def without_values(sql: str) -> bool:
@@ -339,19 +397,67 @@ def without_values(sql: str) -> bool:
         return False
 
 
-def _number(text: str) -> tuple[bytes, bytes]:
-    if text.isdigit() and int(text) < _INT64:
-        return INTEGER, int(text).to_bytes(8, "little", signed=True)
+def session_sql_mode(sql: str) -> str | None:
+    """The sql_mode a statement gives its session, when it sets one the text says: the
+    mode's words ('' for DEFAULT: the server's own, taken as the default one); None when it
+    sets none, or one only the server can work out (an expression)."""
+    if sql.lstrip()[:3].lower() != "set" or "sql_mode" not in sql.lower() or \
+            _SETS_PER_STATEMENT.match(sql):
+        return None
+    try:
+        tokens = _tokenizer.tokenize(sql)
+    except TokenError:
+        return None
+    found = None
+    for index, token in enumerate(tokens):
+        if token.text.lower() != "sql_mode" or token.token_type not in _NAMES or \
+                tokens[index - 1].token_type == _T.PARAMETER:  # @sql_mode: a user variable
+            continue
+        # Its scope: the words since the SET or the comma before it.
+        scope = index - 1
+        while scope > 0 and tokens[scope].token_type not in (_T.SET, _T.COMMA):
+            scope -= 1
+        if any(t.text.lower() == "global" for t in tokens[scope:index]):
+            continue  # not the session's (and a replay leaves a global SET out)
+        values = []
+        after = index + 2
+        while after < len(tokens) and tokens[after].token_type != _T.COMMA:
+            values.append(tokens[after])
+            after += 1
+        if index + 1 >= len(tokens) or tokens[index + 1].token_type not in (_T.EQ, _T.COLON_EQ):
+            return None
+        if values and all(t.token_type == _T.STRING for t in values):
+            found = "".join(t.text for t in values)
+        elif len(values) == 1 and values[0].text.lower() == "default":
+            found = ""
+        else:
+            return None
+    return found
+
+
+def _number(text: str) -> tuple[bytes, bytes] | None:
+    """A number's parameter: what the server makes of its text (None: it refuses it, and
+    it stays in the text, for the server to say so)."""
+    if "e" in text or "E" in text:
+        value = float(text)
+        return (DOUBLE, struct.pack("<d", value)) if math.isfinite(value) else None
+    if text.isdigit():
+        whole = int(text)
+        if whole < _INT64:
+            return INTEGER, whole.to_bytes(8, "little", signed=True)
+        if whole < _UINT64:
+            return UNSIGNED, whole.to_bytes(8, "little")
     return DECIMAL, text.encode()
 
 
-def _unquoted(literal: str) -> bytes:
-    """A quoted string's value as the server reads it (backslash escapes, a doubled quote)."""
+def _unquoted(literal: str, backslash_escapes: bool = True) -> bytes:
+    """A quoted string's value as the server reads it: backslash escapes (unless
+    NO_BACKSLASH_ESCAPES), a doubled quote."""
     quote, body = literal[0], literal[1:-1]
     out, i = [], 0
     while i < len(body):
         char = body[i]
-        if char == "\\" and i + 1 < len(body):
+        if backslash_escapes and char == "\\" and i + 1 < len(body):
             out.append(_ESCAPES.get(body[i + 1], body[i + 1]))
             i += 2
         elif char == quote and body[i + 1:i + 2] == quote:

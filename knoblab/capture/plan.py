@@ -22,8 +22,12 @@ A statement the application prepared (an Execute in the general log: its text wi
 in place) is replayed as a prepared statement: its form (`fingerprint.prepared_form`: its
 numbers and strings as placeholders) is a PREPARE record the first time the session runs it,
 and each execution an EXECUTE record with the form's number in the session, the text (for a
-replay as text) and the values. The log's Prepare and Close stmt lines are not needed: a pooled
-connection prepared its statements before the window, where no log saw them.
+replay as text) and the values. Its strings are read as the session's sql_mode reads them: a
+`SET sql_mode` the session ran with NO_BACKSLASH_ESCAPES makes a backslash a character; an
+execution whose values depend on that mode says which it was read in, and the replay runs it
+as text when its connection is in the other (the server's own sql_mode said so). The log's
+Prepare and Close stmt lines are not needed: a pooled connection prepared its statements before
+the window, where no log saw them.
 
 Whether a class only reads is decided conservatively, from its text: every statement in it
 begins as a read does (SELECT, SHOW, SET of a variable, ...), names no writing word (INTO,
@@ -55,18 +59,22 @@ from knoblab.capture.fingerprint import (
     fingerprint,
     fingerprint_id,
     prepared_form,
+    session_sql_mode,
     without_values,
 )
 from knoblab.capture.logs import log_kind, read_log
 from knoblab.errors import UserError
 
-FORMAT = 4  # of the plan's files: a plan made by another format is made again
+FORMAT = 5  # of the plan's files: a plan made by another format is made again
 # Record kinds that are not a statement class: a database change, the captured clock, a
 # statement to prepare (its text), and the execution of a prepared one (_EXECUTE's fields,
 # the statement's text, then its parameters: a type byte, a length and the value, each).
 USE, TIMESTAMP, PREPARE, EXECUTE = -1, -2, -3, -4
 _RECORD = struct.Struct("<iId")  # kind (a class, or one of the above), text length, offset
-_EXECUTE = struct.Struct("<III")  # class, the session's prepared statement, text length
+# Class, the session's prepared statement, text length, how its values read backslashes.
+_EXECUTE = struct.Struct("<IIIB")
+# An execution's values read the same in any sql_mode; read with backslash escapes; without.
+_EITHER, _ESCAPES, _NO_ESCAPES = 0, 1, 2
 _PARAMETER = struct.Struct("<cI")  # type, length
 _FLUSH_BYTES = 16 << 20  # the sessions' buffered records written out above this
 _EDGE = 1 << 20  # the first and last MiB of the log go into its identity
@@ -170,8 +178,11 @@ class Session:
 
 
 # A plan's sessions, by when they began: numpy keeps a million of them in a few tens of MB.
+# The lines of the log their first and last statements are on order the statements of one
+# second (a log in whole seconds) among themselves.
 _SESSION = np.dtype([("file", "<i4"), ("offset", "<i8"), ("length", "<i8"), ("first", "<f8"),
-                     ("last", "<f8"), ("statements", "<i8")])
+                     ("last", "<f8"), ("statements", "<i8"), ("first_line", "<i8"),
+                     ("last_line", "<i8")])
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,9 @@ class Plan:
     databases: tuple[str, ...]  # the databases the statements ran in
     source: str  # the log's kind: "general" or "slow"
     prepared: int  # statements the application prepared, replayed as prepared statements
+    clock: int  # statements preceded by their captured time (SET timestamp)
+    largest: int  # bytes of the longest statement
+    largest_class: int  # its class
 
     @property
     def writes(self) -> bool:
@@ -221,7 +235,8 @@ class Plan:
                 "classes": len(self.classes), "peak_sessions": self.peak,
                 "span_seconds": self.span, "skipped": self.skipped,
                 "databases": list(self.databases), "writes": self.writes,
-                "source": self.source, "prepared": self.prepared}
+                "source": self.source, "prepared": self.prepared, "clock": self.clock,
+                "largest_bytes": self.largest}
 
 
 def plan_for(log: Path, home: Path, progress: Progress | None = None) -> Plan:
@@ -288,26 +303,31 @@ def _load(folder: Path) -> Plan:
                 files=tuple(raw["files"]), index=np.load(folder / "sessions.npy"),
                 statements=raw["statements"], peak=raw["peak"], span=raw["span"],
                 skipped=raw["skipped"], databases=tuple(raw["databases"]),
-                source=raw["source"], prepared=raw["prepared"])
+                source=raw["source"], prepared=raw["prepared"], clock=raw["clock"],
+                largest=raw["largest"], largest_class=raw["largest_class"])
 
 
 class _Open:
     """A session being read: its records not yet written, and what is known of it so far."""
 
-    __slots__ = ("buffer", "database", "first", "last", "prepared", "set_up", "spilled",
-                 "statements")
+    __slots__ = ("backslash_escapes", "buffer", "database", "first", "first_line", "last",
+                 "last_line", "prepared", "set_up", "spilled", "statements")
 
     def __init__(self) -> None:
         self.buffer = bytearray()
         # Its set-up statements, held until a statement of its client's work comes: then
         # they are its first; a session that ends without one is left out.
-        self.set_up: list[tuple[str | None, float | None, str, bool]] | None = []
+        self.set_up: list[tuple[str | None, float | None, int, str, bool]] | None = []
         self.database: str | None = None  # in effect on the replaying connection
         self.first: float | None = None
         self.last: float | None = None
+        self.first_line = self.last_line = 0  # in the log, of its first and last statements
         self.statements = 0
         self.spilled: tuple[int, int] | None = None  # its own file, and the bytes in it
         self.prepared: dict[str, int] = {}  # its prepared statements' texts, numbered
+        # Whether its sql_mode reads a backslash as an escape, as far as its SETs say (the
+        # server's default until one does).
+        self.backslash_escapes = True
 
 
 class _Builder:
@@ -333,6 +353,8 @@ class _Builder:
         self.index = (folder / "index.bin").open("ab")
         self.count = 0
         self.prepared = 0
+        self.clock = 0
+        self.largest, self.largest_class = 0, 0
         self.source = log_kind(log)
 
     def build(self) -> None:
@@ -375,12 +397,13 @@ class _Builder:
                 continue
             if session.set_up is not None:
                 if _SET_UP.match(text):
-                    session.set_up.append((event.database, event.time, text, prepared))
+                    session.set_up.append((event.database, event.time, event.line, text,
+                                           prepared))
                     continue
                 held, session.set_up = session.set_up, None
-                for database, when, statement, was_prepared in held:
-                    self._statement(session, database, when, statement, was_prepared)
-            self._statement(session, event.database, event.time, text, prepared)
+                for database, when, line, statement, was_prepared in held:
+                    self._statement(session, database, when, line, statement, was_prepared)
+            self._statement(session, event.database, event.time, event.line, text, prepared)
 
     def _told(self, done: int) -> None:
         if self.progress is not None:
@@ -406,14 +429,15 @@ class _Builder:
             self.shared_bytes += len(session.buffer)
         first = math.nan if session.first is None else session.first
         last = math.nan if session.last is None else session.last
-        self.index.write(np.array([(*where, first, last, session.statements)],
+        self.index.write(np.array([(*where, first, last, session.statements,
+                                    session.first_line, session.last_line)],
                                   dtype=_SESSION).tobytes())
         self.count += 1
 
     def _skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
-    def _statement(self, session: _Open, database: str | None, when: float | None,
+    def _statement(self, session: _Open, database: str | None, when: float | None, line: int,
                    text: str, prepared: bool) -> None:
         print_ = fingerprint(text)
         index = self.classes.get(print_)
@@ -439,8 +463,11 @@ class _Builder:
             where[session.database] = where.get(session.database, 0) + 1
         if when is not None and _CLOCK.search(print_):
             self._record(session, TIMESTAMP, offset, f"{when:.6f}".encode())
+            self.clock += 1
         raw = text.encode("utf-8", "surrogateescape")
-        form = prepared_form(text) if prepared else None
+        if len(raw) > self.largest:
+            self.largest, self.largest_class = len(raw), index
+        form = prepared_form(text, session.backslash_escapes) if prepared else None
         if form is None:
             self._record(session, index, offset, raw)
         else:
@@ -449,15 +476,22 @@ class _Builder:
                 number = session.prepared[form.template] = len(session.prepared)
                 self._record(session, PREPARE, math.nan,
                              form.template.encode("utf-8", "surrogateescape"))
+            read = _EITHER if form.backslashes is None else \
+                _ESCAPES if form.backslashes else _NO_ESCAPES
             self._record(session, EXECUTE, offset, b"".join(
-                [_EXECUTE.pack(index, number, len(raw)), raw,
+                [_EXECUTE.pack(index, number, len(raw), read), raw,
                  *(_PARAMETER.pack(kind, len(value)) + value for kind, value in form.parameters)]))
             self.prepared += 1
+        mode = session_sql_mode(text)
+        if mode is not None:
+            session.backslash_escapes = "NO_BACKSLASH_ESCAPES" not in {
+                word.strip().upper() for word in mode.split(",")}
         session.statements += 1
         self.statements += 1
         if not math.isnan(offset):
-            session.first = offset if session.first is None else session.first
-            session.last = offset
+            if session.first is None:
+                session.first, session.first_line = offset, line
+            session.last, session.last_line = offset, line
 
     def _record(self, session: _Open, kind: int, offset: float, text: bytes) -> None:
         session.buffer += _RECORD.pack(kind, len(text), offset)
@@ -504,7 +538,8 @@ class _Builder:
             "statements": self.statements, "peak": _peak(timed),
             "span": float(timed["last"].max()) if timed.size else None,
             "skipped": self.skipped, "databases": sorted(self.databases),
-            "source": self.source, "prepared": self.prepared,
+            "source": self.source, "prepared": self.prepared, "clock": self.clock,
+            "largest": self.largest, "largest_class": self.largest_class,
         }
         for path in self.folder.iterdir():
             path.chmod(0o600)
@@ -541,13 +576,21 @@ def _reads(print_: str) -> bool:
 
 def _peak(timed: np.ndarray) -> int:
     """The most sessions open at once; a session is open from its first statement to its
-    last, both included (a log in whole seconds cannot say which came first in a second)."""
+    last, both included. Statements are ordered by their time and, within one time, by their
+    place in the log: in a log in whole seconds a client's short connections, one after the
+    other in a second, are not open at once. The general log writes a statement as it
+    arrives, so its order is the sessions' own; the slow log writes one as it ends, so there
+    a session whose first statement began before another's last ended, and ended after it,
+    is taken to have begun after it (a whole-second log cannot say more)."""
     if not timed.size:
         return 1
-    edges = np.concatenate([np.stack([timed["first"], np.ones(timed.size)], axis=1),
-                            np.stack([timed["last"], -np.ones(timed.size)], axis=1)])
-    edges = edges[np.lexsort((-edges[:, 1], edges[:, 0]))]  # at one time, starts first
-    return max(int(np.cumsum(edges[:, 1]).max()), 1)
+    ones = np.ones(timed.size)
+    edges = np.concatenate([
+        np.stack([timed["first"], timed["first_line"], ones], axis=1),
+        np.stack([timed["last"], timed["last_line"], -ones], axis=1)])
+    # By time, then line; a session of one statement opens before it closes.
+    edges = edges[np.lexsort((-edges[:, 2], edges[:, 1], edges[:, 0]))]
+    return max(int(np.cumsum(edges[:, 2]).max()), 1)
 
 
 def _said(skipped: dict[str, int]) -> str:

@@ -10,6 +10,9 @@
 --   KNOBLAB_REPLAY_SPEED    "max" or "original"
 --   KNOBLAB_REPLAY_PREPARED "0": what the application prepared runs as text too
 --   KNOBLAB_REPLAY_UNTIL    seconds: a slice, each session ending at its first record after
+--   KNOBLAB_REPLAY_MAX_PACKET the server's max_allowed_packet: said when a longer statement
+--                           loses its connection
+-- and in the private folder, reads.bin: a byte per class, 1 when it only reads.
 -- Sessions are taken in order from sessions.bin (the plan's index: file, offset, length,
 -- first, last, statements), the next one by whichever thread is free, through a counter in
 -- the file `next` under flock. Each thread writes, as it goes, times-<thread>.bin (class,
@@ -19,11 +22,21 @@
 --   class <kind> <rows> <checksum> <unsent>
 --   error <kind> <code> <count>
 --   astext <kind> <count>             executions of a prepared statement run as text (the
---                                     server would not prepare it, or its parameters did not fit)
+--                                     server would not prepare it, its parameters did not fit,
+--                                     or they were read in another sql_mode than the
+--                                     connection's)
+--   reprepared <kind> <count>         executions of a prepared statement whose columns had
+--                                     changed (an ALTER TABLE): prepared again, and run again
+--                                     when it only reads
 --   use <code> <database, hex>        a USE that failed, with its error
 --   fail <message>                    the replay cannot go on (the server went away, ...)
+--   packet <kind> <bytes>             the statement it went away on, beyond max_allowed_packet
+-- Rows are counted and summed alike whatever carried them (text, or a prepared statement's
+-- binary rows, which libmariadb writes as the server writes text): each value whole, every
+-- result of a statement (a procedure's too).
 
 local ffi = require("ffi")
+local bit = require("bit")
 local C = ffi.C
 
 ffi.cdef [[
@@ -32,7 +45,10 @@ typedef struct st_mysql_res MYSQL_RES;
 MYSQL *mysql_init(MYSQL *);
 MYSQL *mysql_real_connect(MYSQL *, const char *, const char *, const char *, const char *,
                           unsigned int, const char *, unsigned long);
+int mysql_options(MYSQL *, int, const void *);
+char mariadb_get_info(MYSQL *, int, void *);
 int mysql_real_query(MYSQL *, const char *, unsigned long);
+unsigned int mysql_field_count(MYSQL *);
 MYSQL_RES *mysql_store_result(MYSQL *);
 char **mysql_fetch_row(MYSQL_RES *);
 unsigned long *mysql_fetch_lengths(MYSQL_RES *);
@@ -57,8 +73,9 @@ typedef struct __attribute__((packed)) {
   int32_t file; int64_t offset; int64_t length; double first; double last; int64_t statements;
 } knoblab_session;
 typedef struct { int32_t kind; float seconds; } knoblab_time;
-typedef struct __attribute__((packed)) { uint32_t kind; uint32_t number; uint32_t length; }
-  knoblab_execute;
+typedef struct __attribute__((packed)) {
+  uint32_t kind; uint32_t number; uint32_t length; uint8_t backslashes;
+} knoblab_execute;
 typedef struct __attribute__((packed)) { char type; uint32_t length; } knoblab_parameter;
 typedef struct st_mysql_stmt MYSQL_STMT;
 /* libmariadb's MYSQL_BIND (mariadb_stmt.h), checked by its size below */
@@ -73,12 +90,13 @@ typedef struct {
 MYSQL_STMT *mysql_stmt_init(MYSQL *);
 int mysql_stmt_prepare(MYSQL_STMT *, const char *, unsigned long);
 unsigned long mysql_stmt_param_count(MYSQL_STMT *);
-MYSQL_RES *mysql_stmt_result_metadata(MYSQL_STMT *);
 char mysql_stmt_bind_param(MYSQL_STMT *, knoblab_bind *);
 char mysql_stmt_bind_result(MYSQL_STMT *, knoblab_bind *);
 int mysql_stmt_execute(MYSQL_STMT *);
 int mysql_stmt_store_result(MYSQL_STMT *);
 int mysql_stmt_fetch(MYSQL_STMT *);
+int mysql_stmt_fetch_column(MYSQL_STMT *, knoblab_bind *, unsigned int, unsigned long);
+unsigned int mysql_stmt_field_count(MYSQL_STMT *);
 char mysql_stmt_free_result(MYSQL_STMT *);
 int mysql_stmt_next_result(MYSQL_STMT *);
 unsigned int mysql_stmt_errno(MYSQL_STMT *);
@@ -88,14 +106,24 @@ char mysql_stmt_close(MYSQL_STMT *);
 assert(ffi.sizeof("knoblab_bind") == 112, "this libmariadb's MYSQL_BIND is not the one known")
 
 local USE, TIMESTAMP, PREPARE, EXECUTE = -1, -2, -3, -4
--- MYSQL_TYPE_LONGLONG, _NEWDECIMAL and _STRING, by the parameter's type in the plan
-local BIND_TYPES = { [string.byte("i")] = 8, [string.byte("d")] = 246, [string.byte("s")] = 254 }
+-- MYSQL_TYPE_LONGLONG (signed and unsigned), _NEWDECIMAL, _DOUBLE and _STRING, by the
+-- parameter's type in the plan
+local BIND_TYPES = { [string.byte("i")] = 8, [string.byte("u")] = 8, [string.byte("d")] = 246,
+                     [string.byte("f")] = 5, [string.byte("s")] = 254 }
+local UNSIGNED = string.byte("u")
 local STRING_TYPE = 254
 local NO_DATA = 100 -- mysql_stmt_fetch: no more rows
-local CELL = 256 -- bytes of a prepared statement's value the checksum reads (and its length)
+local CELL = 256 -- bytes of a prepared statement's value read with its row; the rest after
 local CLOCK_MONOTONIC, TIMER_ABSTIME = 1, 1
 local O_RDWR, LOCK_EX, LOCK_UN = 2, 2, 8
 local CLIENT_FLAGS = 65536 + 131072 -- CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS
+local OPT_LOCAL_INFILE = 8 -- mysql_options: MYSQL_OPT_LOCAL_INFILE (mysql.h)
+local SERVER_STATUS = 30 -- mariadb_get_info: MARIADB_CONNECTION_SERVER_STATUS (mysql.h)
+local NO_BACKSLASH_ESCAPES = 512 -- SERVER_STATUS_NO_BACKSLASH_ESCAPES (mariadb_com.h)
+-- An EXECUTE record's values were read with backslash escapes (else without; 0: either way).
+local WITH_ESCAPES = 1
+-- CR_NEW_STMT_METADATA: the statement's columns changed since it was prepared (ALTER TABLE)
+local NEW_METADATA = 2057
 -- The connection itself is gone: the server died or killed it.
 local LOST = { [2006] = true, [2013] = true, [2055] = true, [1927] = true }
 local STOPPED = 2 ^ 52 -- the counter's value once a thread failed: no session is taken after
@@ -126,6 +154,17 @@ local original = os.getenv("KNOBLAB_REPLAY_SPEED") == "original"
 local use_prepared = os.getenv("KNOBLAB_REPLAY_PREPARED") ~= "0"
 -- A slice of the capture: each session ends at its first record captured after this.
 local slice_end = tonumber(os.getenv("KNOBLAB_REPLAY_UNTIL") or "")
+local max_packet = tonumber(os.getenv("KNOBLAB_REPLAY_MAX_PACKET") or "")
+-- The classes that only read, by their number: one of them may run twice.
+local reads_only = {}
+do
+  local handle = assert(io.open(out .. "/reads.bin", "rb"))
+  local flags = handle:read("*a") or ""
+  handle:close()
+  for kind = 0, #flags - 1 do reads_only[kind] = flags:byte(kind + 1) == 1 end
+end
+local no_local_files = ffi.new("unsigned int[1]", 0)
+local server_status = ffi.new("unsigned int[1]")
 
 local now_spec = ffi.new("knoblab_timespec")
 
@@ -226,8 +265,11 @@ function thread_run(thread_id)
   local lates = original and ffi.new("double[?]", BUFFERED)
   local late_count = 0
   local rows, sums, unsent, errors, uses = {}, {}, {}, {}, {}
+  local rows_seen = 0 -- rows of the statement being read
   local as_text = {} -- executions of a prepared statement the server would not prepare
+  local reprepared = {} -- executions whose statement was prepared again (its columns changed)
   local failure = nil
+  local oversized = nil -- the statement whose connection was dropped, beyond max_allowed_packet
   local since_look = 0
 
   local function flush()
@@ -250,11 +292,21 @@ function thread_run(thread_id)
     of[code] = (of[code] or 0) + 1
   end
 
+  -- A row's checksum takes each value's bytes then its length (4 bytes, the low ones), a
+  -- NULL a byte of its own: the same for a row of text and for one a prepared statement
+  -- read, so that the protocol that carried the rows never shows as rows that differ.
+  local function add_row(sum, crc)
+    rows_seen = rows_seen + 1
+    return (sum + crc) % STOPPED
+  end
+
   -- Every result of the statement just sent: rows, and their checksum (a sum of per-row
-  -- CRCs, so that the order rows come in does not change it).
+  -- CRCs, so that the order rows come in does not change it); 0, or the error that ended
+  -- its results (a later statement of several, rows the library could not read).
   local function results(conn, kind)
-    local n, sum = 0, 0
-    repeat
+    local sum, code = 0, 0
+    rows_seen = 0
+    while true do
       local result = C.mysql_store_result(conn)
       if result ~= nil then
         local fields = C.mysql_num_fields(result)
@@ -267,24 +319,111 @@ function thread_run(thread_id)
             local value = row[i]
             if value == nil then
               crc = C.crc32(crc, "\1", 1)
-            else -- with the NUL the library ends each field with: fields stay apart
-              crc = C.crc32(crc, value, lengths[2 * i] + 1)
+            else
+              crc = C.crc32(crc, value, lengths[2 * i])
+              crc = C.crc32(crc, ffi.cast(char_ptr, lengths + 2 * i), 4)
             end
           end
-          sum = (sum + crc) % STOPPED
-          n = n + 1
+          sum = add_row(sum, crc)
         end
         C.mysql_free_result(result)
+      elseif C.mysql_field_count(conn) > 0 then
+        code = C.mysql_errno(conn)
+        break
       end
-    until C.mysql_next_result(conn) ~= 0
-    rows[kind] = (rows[kind] or 0) + n
+      local more = C.mysql_next_result(conn)
+      if more ~= 0 then
+        if more > 0 then code = C.mysql_errno(conn) end
+        break
+      end
+    end
+    rows[kind] = (rows[kind] or 0) + rows_seen
     sums[kind] = ((sums[kind] or 0) + sum) % STOPPED
+    return code
+  end
+
+  -- Where a prepared statement's values are read into: a cell of CELL bytes per column (a
+  -- longer value's rest is fetched after, into `rest`), grown to the widest result seen.
+  local cells, sizes, nulls, binds, width = nil, nil, nil, nil, 0
+  local rest, rest_size = nil, 0
+  local rest_bind = ffi.new("knoblab_bind[1]")
+  local rest_length = ffi.new("unsigned long[1]")
+  local rest_null = ffi.new("char[1]")
+
+  local function result_binds(fields)
+    if fields > width then
+      width = fields
+      cells = ffi.new("char[?]", fields * CELL)
+      sizes = ffi.new("unsigned long[?]", fields)
+      nulls = ffi.new("char[?]", fields)
+      binds = ffi.new("knoblab_bind[?]", fields)
+      for i = 0, fields - 1 do
+        local bind = binds[i]
+        bind.buffer_type = STRING_TYPE
+        bind.buffer = cells + i * CELL
+        bind.buffer_length = CELL
+        bind.length = sizes + i
+        bind.is_null = nulls + i
+      end
+    end
+    return binds
+  end
+
+  -- The bytes of a value beyond its cell, added to the row's CRC.
+  local function value_rest(stmt, column, crc, size)
+    local left = size - CELL
+    if left > rest_size then
+      rest_size = math.max(left, 2 * rest_size)
+      rest = ffi.new("char[?]", rest_size)
+    end
+    local bind = rest_bind[0]
+    bind.buffer_type = STRING_TYPE
+    bind.buffer = rest
+    bind.buffer_length = left
+    bind.length = rest_length
+    bind.is_null = rest_null
+    if C.mysql_stmt_fetch_column(stmt, rest_bind, column, CELL) ~= 0 then return nil end
+    return C.crc32(crc, rest, left)
+  end
+
+  -- A prepared statement's current result read (its values as text, as libmariadb writes
+  -- them from the binary protocol): its checksum added to `sum`; 0, or the error.
+  local function stored_rows(stmt, fields, sum)
+    if C.mysql_stmt_bind_result(stmt, result_binds(fields)) ~= 0 or
+        C.mysql_stmt_store_result(stmt) ~= 0 then
+      return C.mysql_stmt_errno(stmt), sum
+    end
+    local lengths = ffi.cast(lengths_ptr, sizes)
+    while true do
+      local got = C.mysql_stmt_fetch(stmt)
+      if got == NO_DATA then break end
+      if got == 1 then return C.mysql_stmt_errno(stmt), sum end
+      -- else 0, or MYSQL_DATA_TRUNCATED: a value longer than its cell, read whole below
+      local crc = 0
+      for i = 0, fields - 1 do
+        if nulls[i] ~= 0 then
+          crc = C.crc32(crc, "\1", 1)
+        else
+          local size = lengths[2 * i]
+          if size <= CELL then
+            crc = C.crc32(crc, cells + i * CELL, size)
+          else
+            crc = value_rest(stmt, i, C.crc32(crc, cells + i * CELL, CELL), size)
+            if crc == nil then return C.mysql_stmt_errno(stmt), sum end
+          end
+          crc = C.crc32(crc, ffi.cast(char_ptr, lengths + 2 * i), 4)
+        end
+      end
+      sum = add_row(sum, crc)
+    end
+    C.mysql_stmt_free_result(stmt)
+    return 0, sum
   end
 
   -- A statement the application prepared, prepared again on this connection (untimed, as
-  -- the application's own Prepare is no statement of the capture): its handle, its
-  -- parameters' and its result's bindings; or the server's error, when it refused it (its
-  -- executions then run as text).
+  -- the application's own Prepare is no statement of the capture): its handle and its
+  -- parameters' bindings; or the server's error, when it refused it (its executions then
+  -- run as text).
   local function prepare(conn, text, length)
     local stmt = C.mysql_stmt_init(conn)
     if C.mysql_stmt_prepare(stmt, text, length) ~= 0 then
@@ -293,35 +432,9 @@ function thread_run(thread_id)
       return { failed = code }
     end
     local count = tonumber(C.mysql_stmt_param_count(stmt))
-    local entry = { stmt = stmt, count = count, fields = 0,
-                    params = ffi.new("knoblab_bind[?]", math.max(count, 1)),
-                    lengths = ffi.new("unsigned long[?]", math.max(count, 1)) }
-    local meta = C.mysql_stmt_result_metadata(stmt)
-    if meta ~= nil then
-      -- Every value read as text into a cell of its own: the checksum reads the first
-      -- CELL bytes of each and its length.
-      local fields = C.mysql_num_fields(meta)
-      C.mysql_free_result(meta)
-      entry.fields = fields
-      entry.results = ffi.new("knoblab_bind[?]", fields)
-      entry.cells = ffi.new("char[?]", fields * CELL)
-      entry.sizes = ffi.new("unsigned long[?]", fields)
-      entry.nulls = ffi.new("char[?]", fields)
-      for i = 0, fields - 1 do
-        local bind = entry.results[i]
-        bind.buffer_type = STRING_TYPE
-        bind.buffer = entry.cells + i * CELL
-        bind.buffer_length = CELL
-        bind.length = entry.sizes + i
-        bind.is_null = entry.nulls + i
-      end
-      if C.mysql_stmt_bind_result(stmt, entry.results) ~= 0 then
-        local code = C.mysql_stmt_errno(stmt)
-        C.mysql_stmt_close(stmt)
-        return { failed = code }
-      end
-    end
-    return entry
+    return { stmt = stmt, count = count, text = ffi.string(text, length),
+             params = ffi.new("knoblab_bind[?]", math.max(count, 1)),
+             lengths = ffi.new("unsigned long[?]", math.max(count, 1)) }
   end
 
   -- The parameters of one execution bound where they lie in the record; false when they do
@@ -334,6 +447,7 @@ function thread_run(thread_id)
       local length = head.length
       local param = entry.params[i]
       param.buffer_type = BIND_TYPES[head.type] or STRING_TYPE
+      param.is_unsigned = head.type == UNSIGNED and 1 or 0
       param.buffer = ffi.cast("void *", at + PARAMETER_HEAD)
       param.buffer_length = length
       entry.lengths[i] = length
@@ -344,40 +458,44 @@ function thread_run(thread_id)
     return i == entry.count and (i == 0 or C.mysql_stmt_bind_param(entry.stmt, entry.params) == 0)
   end
 
-  -- A prepared statement executed and its rows read: 0, or the server's error code.
-  local function execute(entry, kind)
+  -- A prepared statement executed and every result it gave read: 0, or the error code.
+  local function run(entry, kind)
     local stmt = entry.stmt
     if C.mysql_stmt_execute(stmt) ~= 0 then return C.mysql_stmt_errno(stmt) end
-    local n, sum = 0, 0
-    if entry.fields > 0 then
-      if C.mysql_stmt_store_result(stmt) ~= 0 then return C.mysql_stmt_errno(stmt) end
-      local sizes = ffi.cast(lengths_ptr, entry.sizes)
-      while true do
-        local got = C.mysql_stmt_fetch(stmt)
-        if got == NO_DATA then break end
-        if got == 1 then return C.mysql_stmt_errno(stmt) end
-        local crc = 0
-        for i = 0, entry.fields - 1 do
-          if entry.nulls[i] ~= 0 then
-            crc = C.crc32(crc, "\1", 1)
-          else
-            local size = sizes[2 * i]
-            crc = C.crc32(crc, entry.cells + i * CELL, size < CELL and size or CELL)
-            crc = C.crc32(crc, ffi.cast("const char *", sizes + 2 * i), 4)
-          end
-        end
-        sum = (sum + crc) % STOPPED
-        n = n + 1
+    local sum, code = 0, 0
+    rows_seen = 0
+    while true do
+      local fields = C.mysql_stmt_field_count(stmt)
+      if fields > 0 then
+        code, sum = stored_rows(stmt, fields, sum)
+        if code ~= 0 then break end
       end
-      C.mysql_stmt_free_result(stmt)
+      local more = C.mysql_stmt_next_result(stmt) -- a procedure's further results
+      if more ~= 0 then
+        if more > 0 then code = C.mysql_stmt_errno(stmt) end
+        break
+      end
     end
-    while C.mysql_stmt_next_result(stmt) == 0 do -- a procedure's further results
-      C.mysql_stmt_store_result(stmt)
-      C.mysql_stmt_free_result(stmt)
-    end
-    rows[kind] = (rows[kind] or 0) + n
+    rows[kind] = (rows[kind] or 0) + rows_seen
     sums[kind] = ((sums[kind] or 0) + sum) % STOPPED
-    return 0
+    return code
+  end
+
+  -- An execution of a prepared statement: 0, or the error code. When the statement's
+  -- columns changed since it was prepared (an ALTER TABLE), a driver reads the new ones;
+  -- libmariadb cannot, and drops the result: the statement is prepared again (counted), and
+  -- one that only reads runs again; one that writes has done its work, its rows unread.
+  local function execute(conn, entry, kind, at, stop)
+    local code = run(entry, kind)
+    if code ~= NEW_METADATA then return code end
+    C.mysql_stmt_close(entry.stmt) -- reads what the server sent, and drops it
+    reprepared[kind] = (reprepared[kind] or 0) + 1
+    local again = prepare(conn, entry.text, #entry.text)
+    entry.stmt, entry.failed = again.stmt, again.failed
+    if again.failed then return again.failed end
+    entry.count, entry.params, entry.lengths = again.count, again.params, again.lengths
+    if not bind(entry, at, stop) then return code end
+    return reads_only[kind] and run(entry, kind) or 0
   end
 
   local function play(session, zero)
@@ -385,6 +503,9 @@ function thread_run(thread_id)
       wait_until(zero + session.first * 1e9)
     end
     local conn = C.mysql_init(nil)
+    -- A replayed LOAD DATA LOCAL INFILE must never make this client send a file of this
+    -- machine: libmariadb would, when the server asks for it.
+    C.mysql_options(conn, OPT_LOCAL_INFILE, no_local_files)
     if C.mysql_real_connect(conn, nil, user, "", database, 0, socket, CLIENT_FLAGS) == nil then
       failure = string.format("the replay could not connect: (%d) %s", C.mysql_errno(conn),
                               ffi.string(C.mysql_error(conn)))
@@ -411,7 +532,7 @@ function thread_run(thread_id)
         if late_count == BUFFERED then flush() end
       end
       do
-        local name, entry = nil, nil
+        local name, entry, values, stop = nil, nil, nil, nil
         if kind == USE then
           name = ffi.string(text, length)
           local sql = "USE `" .. name:gsub("`", "``") .. "`"
@@ -422,10 +543,19 @@ function thread_run(thread_id)
         elseif kind == EXECUTE then
           local head = ffi.cast(execute_ptr, text)
           local statement = text + EXECUTE_HEAD
-          local stop = text + length
+          local read = head.backslashes
+          stop = text + length
           kind, text, length = head.kind, statement, head.length
+          values = statement + head.length
           entry = prepared[head.number]
-          if entry and (entry.failed or not bind(entry, statement + head.length, stop)) then
+          if entry and read ~= 0 then
+            -- Its values were read from the text in one sql_mode: in the other, the text
+            -- means other values, and it runs as text.
+            C.mariadb_get_info(conn, SERVER_STATUS, server_status)
+            local escapes = bit.band(server_status[0], NO_BACKSLASH_ESCAPES) == 0
+            if escapes ~= (read == WITH_ESCAPES) then entry = false end
+          end
+          if entry == false or (entry and (entry.failed or not bind(entry, values, stop))) then
             as_text[kind] = (as_text[kind] or 0) + 1
             entry = nil
           end
@@ -437,9 +567,9 @@ function thread_run(thread_id)
           local start = now()
           local code = 0
           if entry then
-            code = execute(entry, kind)
+            code = execute(conn, entry, kind, values, stop)
           elseif C.mysql_real_query(conn, text, length) == 0 then
-            results(conn, kind)
+            code = results(conn, kind)
           else
             code = C.mysql_errno(conn)
           end
@@ -448,7 +578,13 @@ function thread_run(thread_id)
           else
             if LOST[code] then
               failure = string.format("the server dropped a replay connection: (%d) %s", code,
+                                      entry and entry.stmt and
+                                      ffi.string(C.mysql_stmt_error(entry.stmt)) or
                                       ffi.string(C.mysql_error(conn)))
+              if max_packet and length >= max_packet then
+                -- The server drops the connection a packet beyond its limit comes on.
+                oversized = string.format("packet %d %d", kind, length)
+              end
               ok = false
               break
             end
@@ -503,6 +639,9 @@ function thread_run(thread_id)
   for kind, n in pairs(as_text) do
     lines[#lines + 1] = string.format("astext %d %d", kind, n)
   end
+  for kind, n in pairs(reprepared) do
+    lines[#lines + 1] = string.format("reprepared %d %d", kind, n)
+  end
   for kind, codes in pairs(errors) do
     for code, n in pairs(codes) do
       lines[#lines + 1] = string.format("error %d %d %d", kind, code, n)
@@ -515,6 +654,7 @@ function thread_run(thread_id)
                                       end)))
   end
   if failure then lines[#lines + 1] = "fail " .. failure:gsub("\n", " ") end
+  if oversized then lines[#lines + 1] = oversized end
   local summary = assert(io.open(string.format("%s/thread-%d.txt", out, thread_id), "w"))
   summary:write(table.concat(lines, "\n"), "\n")
   summary:close()

@@ -20,13 +20,15 @@ first measurement, the run stops before measuring more, naming the classes.
 
 What the sandbox cannot take is refused before any statement runs, in one line: more sessions
 at once than its max_connections leaves besides knoblab's own connections (rather than raising
-max_connections: it is a setting the user may be measuring, and sizes the server's memory),
-and databases the log's statements run in that the data lacks, when more than `max_failing` of
-a class's statements run in them (a dump made without --databases holds one database: known
-from the spec; otherwise the loaded data is asked). A statement never runs in another database
-than its own: after a `USE` that failed, a session's statements fail, unsent, until one
-succeeds. At `speed = "original"` a measurement lasts the log's span, said before the run, and
-a span beyond the timeout (or the budget) is refused.
+max_connections: it is a setting the user may be measuring, and sizes the server's memory), a
+statement longer than its max_allowed_packet (the server drops the connection it comes on),
+a secure_timestamp that keeps the replay from setting the captured clock for the statements
+that read it, and databases the log's statements run in that the data lacks, when more than
+`max_failing` of a class's statements run in them (a dump made without --databases holds one
+database: known from the spec; otherwise the loaded data is asked). A statement never runs in
+another database than its own: after a `USE` that failed, a session's statements fail, unsent,
+until one succeeds. At `speed = "original"` a measurement lasts the log's span, said before
+the run, and a span beyond the timeout (or the budget) is refused.
 
 Every measurement keeps, per statement class (its fingerprint), the count, the total time,
 p50/p95/p99, rows returned, errors by code and a checksum of the rows returned (independent
@@ -72,7 +74,7 @@ from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
 from knoblab.server.dumping import ends_with_parent
 from knoblab.stats import Summary
-from knoblab.units import format_duration, parse_duration
+from knoblab.units import format_duration, parse_duration, plural
 from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
     Headline,
@@ -91,6 +93,7 @@ _SHOWN_DATABASES = 5  # databases named in a refusal
 # Connections knoblab opens on the sandbox besides the sessions' (counters, settings, the KILL
 # that stops a replay): a replay needs this many more than its sessions under max_connections.
 OWN_CONNECTIONS = 2
+SESSIONS_AT_MOST = 64  # replayed at once unless [workload] sessions says
 _FINGERPRINT_SHOWN = 100  # characters of a fingerprint in a message
 # At speed original: a replay whose statements started this late (95th percentile) did not
 # keep the capture's pace; its times are those of a slower arrival than captured.
@@ -131,12 +134,20 @@ class Slice:
         kept = max(1, round(count * (self.share or 1.0)))
         return np.unique(np.linspace(0, count - 1, kept).round().astype(int))
 
+    def covers(self, plan: Plan) -> bool:
+        """Whether the slice holds the whole capture: every session, each to its end."""
+        return len(self.sessions(plan)) == plan.sessions and (
+            self.seconds is None or plan.span is None or self.seconds >= plan.span)
+
     def said(self, plan: Plan) -> str:
-        kept = len(self.sessions(plan))
+        """What is replayed, as it is (not as asked: a share keeps at least one session)."""
+        kept, count = len(self.sessions(plan)), plan.sessions
         if self.seconds is not None:
             return (f"the first {format_duration(self.seconds)} ({kept:,} of its "
-                    f"{plan.sessions:,} sessions)")
-        return f"{self.share:.0%} of the sessions ({kept:,} of {plan.sessions:,})"
+                    f"{plural(count, 'session')})")
+        share = kept / count if count else 0.0
+        shown = f"{share:.0%}" if share >= 0.01 else f"{share * 100:.2g}%"
+        return f"{shown} of the sessions ({kept:,} of {count:,})"
 
     def describe(self) -> dict[str, float]:
         return {"seconds": self.seconds} if self.seconds is not None else \
@@ -165,7 +176,8 @@ class ReplayWorkload(Timed):
     rounds: Rounds = Rounds()
     data: Dataset | None = None  # [dataset] (a dump); None: an empty server
     warnings: tuple[str, ...] = ()
-    swept_connections: tuple[Any, ...] = ()  # [sweep] max_connections, checked with the catalog
+    # [sweep] values of the settings the sandbox is checked for (max_connections, ...)
+    swept: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     sessions_given: bool = False  # [workload] sessions set, rather than the capture's peak
     # Whether the first measurement (whose failures refuse the run) is still to come.
     _first: list[bool] = field(default_factory=lambda: [True], compare=False, repr=False)
@@ -227,8 +239,8 @@ class ReplayWorkload(Timed):
         client_binary()
         log = (base_dir or Path.cwd()) / name
         plan = plan_for(log, knoblab_home(), _plan_progress(log))
-        sessions = int(section.number(workload, "sessions", "workload", min(plan.peak, 64),
-                                      int, 1, 1000))
+        sessions = int(section.number(workload, "sessions", "workload",
+                                      min(plan.peak, SESSIONS_AT_MOST), int, 1, 1000))
         if speed == "original" and plan.span is None:
             raise UserError(f"[workload] speed = \"original\": {log} holds no times to keep; "
                             "use speed = \"max\"")
@@ -259,7 +271,11 @@ class ReplayWorkload(Timed):
         prepared = section.flag(workload, "prepared", "workload") \
             if "prepared" in workload else True
         part = Slice.from_spec(workload["slice"], plan) if "slice" in workload else None
-        if part is not None:
+        if part is not None and part.covers(plan):
+            whole = format_duration(plan.span) + ", " if plan.span else ""
+            notes.append(f"slice = {workload['slice']!r} holds the whole capture ({whole}"
+                         f"{plural(plan.sessions, 'session')}): all of it is replayed")
+        elif part is not None:
             notes.append(f"slice = {workload['slice']!r}: {part.said(plan)} of the capture is "
                          "replayed, not all of it")
         if plan.source == "slow":
@@ -272,13 +288,14 @@ class ReplayWorkload(Timed):
             left = "; ".join(f"{why}: {n:,}" for why, n in plan.skipped.items())
             notes.append(f"left out of the replay: {left}")
         if sessions < min(plan.peak, 1000) and "sessions" not in workload:
-            notes.append(f"the capture had {plan.peak} sessions open at once; {sessions} are "
+            at_once = min(sessions, len(part.sessions(plan)) if part else plan.sessions)
+            notes.append(f"the capture had {plan.peak} sessions open at once; {at_once} are "
                          "replayed at once (set [workload] sessions to change it)")
         return cls(
             log=log, plan=plan, speed=speed, sessions=sessions, max_failing=max_failing,
             prepared=prepared, slice=part,
             timeout=timeout, rounds=Rounds.from_spec(workload), data=data, warnings=tuple(notes),
-            swept_connections=tuple(sweep.get("max_connections", ())),
+            swept={name: tuple(sweep[name]) for name in _CHECKED if name in sweep},
             sessions_given="sessions" in workload)
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:
@@ -302,22 +319,19 @@ class ReplayWorkload(Timed):
         return found
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
-        """The sessions fit under max_connections: the base's (or the server's default) and
-        every swept value. A value set otherwise (a [[step]], a search) is checked by the
-        measurement, before any statement runs."""
-        knob = catalog.knobs.get("max_connections")
-        if knob is None:
-            return
-        given = settings.get(knob.name)
-        # Swept, every point has a value of its own: the base's is never used.
-        values = [] if self.swept_connections else [
-            (given, "[server.config]") if given else (knob.default_value(), "the server's default")]
-        for raw in self.swept_connections:
-            with contextlib.suppress(UserError):  # an invalid value is the sweep's to refuse
-                values.append((knob.normalize(raw), "[sweep]"))
-        for value, where in values:
+        """The sandbox takes the replay, with the base's settings (or the server's defaults)
+        and every swept value: the sessions fit under max_connections, the statements under
+        max_allowed_packet, and secure_timestamp lets the captured clock be set. A value set
+        otherwise (a [[step]], a search) is checked by the measurement, before any statement
+        runs."""
+        for value, where in _values(catalog, settings, self.swept, "max_connections"):
             with contextlib.suppress(TypeError, ValueError):
-                self._check_connections(int(str(value)), where, first=True)
+                self._check_connections(int(value), where, first=True)
+        for value, where in _values(catalog, settings, self.swept, "max_allowed_packet"):
+            with contextlib.suppress(TypeError, ValueError):
+                self._check_packet(int(value), where, first=True)
+        for value, where in _values(catalog, settings, self.swept, "secure_timestamp"):
+            self._check_clock(value, where, first=True)
 
     def _check_connections(self, max_connections: int, where: str, first: bool) -> None:
         need = self.workers + OWN_CONNECTIONS
@@ -332,6 +346,36 @@ class ReplayWorkload(Timed):
             raise UserError(f"{message}: lower [workload] sessions to "
                             f"{max(max_connections - OWN_CONNECTIONS, 1)}, or give "
                             f"max_connections = {need} or more ([server.config] or [sweep])")
+        raise WorkloadError(message)
+
+    def _check_packet(self, max_allowed_packet: int, where: str, first: bool) -> None:
+        """The longest statement fits in a packet the server takes: it drops the connection
+        a longer one comes on (2006, server has gone away), and the replay with it."""
+        plan = self.plan
+        if plan.largest < max_allowed_packet:
+            return
+        message = (f"the log holds a statement of {_size(plan.largest)} "
+                   f"('{_short(plan.classes[plan.largest_class].fingerprint)}'), longer than "
+                   f"max_allowed_packet = {_size(max_allowed_packet)} ({where}): the server "
+                   "drops the connection such a statement comes on")
+        if first:
+            raise UserError(f"{message}; give max_allowed_packet = \"{_packet_for(plan.largest)}\""
+                            " or more ([server.config] or [sweep])")
+        raise WorkloadError(message)
+
+    def _check_clock(self, secure_timestamp: str, where: str, first: bool) -> None:
+        """The captured clock can be set: a statement that reads it (NOW(), ...) is replayed
+        after a SET timestamp to the time it was captured at, which secure_timestamp other
+        than NO refuses to the data account the replay runs as."""
+        if str(secure_timestamp).upper() == "NO" or not self.plan.clock:
+            return
+        message = (f"secure_timestamp = {secure_timestamp} ({where}) refuses the replay's SET "
+                   f"timestamp, which gives the {self.plan.clock:,} statements that read the "
+                   "clock (NOW(), ...) the time they were captured at: they would see the "
+                   "replay's time, and their rows differ between measurements")
+        if first:
+            raise UserError(f"{message}; set secure_timestamp = \"NO\" in [server.config] "
+                            "(the sandbox's clock is the replay's to set)")
         raise WorkloadError(message)
 
     def check_running_server(self, where: str, datadir: Path | None) -> None:
@@ -362,17 +406,20 @@ class ReplayWorkload(Timed):
         if server.socket is None:
             raise WorkloadError("a replay needs the server's local socket")
         first = self._first[0]
-        present, max_connections = _sandbox(server)
+        found = _sandbox(server)
         # What the sandbox cannot take is refused before any statement runs.
-        self._check_connections(max_connections, "this configuration's max_connections",
+        self._check_connections(found.max_connections, "this configuration's max_connections",
                                 first)
+        self._check_packet(found.max_allowed_packet, "this configuration's", first)
+        self._check_clock(found.secure_timestamp, "this configuration's", first)
+        present = found.databases
         lacking = _Lacking(self.plan, present)
         if lacking.statements:
             lacking.said(self.max_failing, self.data)
         # The sessions log in as the data account: a log's statements get the privileges of
         # the data and nothing else (no server settings, files, plugins or accounts).
         data_account(server)
-        run = _Replay(self, str(server.socket), server)
+        run = _Replay(self, str(server.socket), server, found.max_allowed_packet)
         try:
             with Observation(server) as seen:
                 run.go()
@@ -382,6 +429,7 @@ class ReplayWorkload(Timed):
         databases = run.databases
         self._first[0] = False
         self._refuse_failing(classes, databases, first)
+        self._refuse_unset_clock(run.clock_errors, first)
         self._refuse_changed_rows(seen.result["status"], first)
         statements = sum(c["n"] for c in classes.values())
         seconds = run.seconds if self.speed == "max" else \
@@ -407,7 +455,10 @@ class ReplayWorkload(Timed):
             "classes": classes,
             **({"prepared_as_text": as_text} if (as_text := sum(
                 c.get("as_text", 0) for c in classes.values())) else {}),
+            **({"prepared_again": again} if (again := sum(
+                c.get("reprepared", 0) for c in classes.values())) else {}),
             **({"use_errors": databases} if databases else {}),
+            **({"clock_errors": run.clock_errors} if run.clock_errors else {}),
             **({"missing_databases": lacking.statements} if lacking.statements else {}),
             "os": figures,
             "status": seen.result["status"],
@@ -445,6 +496,20 @@ class ReplayWorkload(Timed):
                             "the log; or raise [workload] max_failing to replay anyway")
         raise WorkloadError(f"{message} under this configuration")
 
+    def _refuse_unset_clock(self, errors: Mapping[str, int], first: bool) -> None:
+        """The captured clock set before the statements that read it: beyond max_failing
+        of them, the replay's clock readings are not the capture's."""
+        failed = sum(errors.values())
+        if not failed or failed / max(self.plan.clock, 1) <= self.max_failing:
+            return
+        message = (f"SET timestamp failed before {failed:,} of the {self.plan.clock:,} "
+                   f"statements that read the clock ({_codes(errors)}): they saw the replay's "
+                   f"time, not the captured one; above max_failing = {self.max_failing:g}")
+        if first:
+            raise UserError(f"{message}. Let the data account set it (secure_timestamp = "
+                            "\"NO\"), or raise [workload] max_failing to replay anyway")
+        raise WorkloadError(f"{message} under this configuration")
+
     def _refuse_changed_rows(self, status: Mapping[str, float], first: bool) -> None:
         """A log taken to only read shares server starts: rows it changed after all would
         reach the measurements after it."""
@@ -463,7 +528,7 @@ class ReplayWorkload(Timed):
 
     @classmethod
     def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
-        at_once = described.get("sessions")
+        at_once = described.get("at_once", described.get("sessions"))
         return Headline(str(described.get("title") or cls.kind), f"the {cls.kind} workload",
                         at_once=at_once if isinstance(at_once, int) and at_once > 1 else 1)
 
@@ -475,12 +540,18 @@ class ReplayWorkload(Timed):
         """A plain dict for the results JSON: the log's summary and its classes, by
         fingerprint (never a statement's literal values)."""
         plan = self.plan
+        # A slice's own figures, not the whole log's: its sessions (its statements and
+        # classes are known only once replayed).
+        sliced = self.slice is not None and not self.slice.covers(plan)
+        whole = (f"{plan.statements:,} statements, "
+                 f"{plural(len(plan.classes), 'class', 'classes')}, "
+                 f"{plural(plan.sessions, 'session')}")
         return {
             "kind": "replay",
-            "title": f"replay of {self.log.name}: {plan.statements:,} statements, "
-                     f"{len(plan.classes)} classes, {plan.sessions:,} sessions "
-                     f"({self.sessions} at once), speed {self.speed}"
-                     + (f"; a slice: {self.slice.said(plan)}" if self.slice else ""),
+            "title": f"replay of {self.log.name}: "
+                     + (f"a slice, {self.slice.said(plan)}" if sliced and self.slice else whole)
+                     + f" ({self.workers} at once), speed {self.speed}",
+            "at_once": self.workers,
             "log": str(self.log),
             "speed": self.speed,
             "sessions": self.sessions,
@@ -539,16 +610,62 @@ def _codes(errors: Mapping[str, int]) -> str:
                      sorted(errors.items(), key=lambda item: -item[1]))
 
 
-def _sandbox(server: Server) -> tuple[set[str], int]:
-    """The databases the sandbox holds, and its max_connections."""
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB" if n >= 1 << 20 else f"{n:,} bytes"
+
+
+def _packet_for(length: int) -> str:
+    """A max_allowed_packet a statement of `length` bytes fits in (with its packet's
+    header): its MiB, rounded up."""
+    return f"{math.ceil((length + 1024) / (1 << 20))}M"
+
+
+# The settings the sandbox is checked for (ReplayWorkload.check), by their [sweep] name.
+_CHECKED = ("max_connections", "max_allowed_packet", "secure_timestamp")
+
+
+def _values(catalog: Catalog, settings: Mapping[str, str], swept: Mapping[str, tuple[Any, ...]],
+            name: str) -> list[tuple[str, str]]:
+    """A setting's values the points run with, and where each comes from: the base's (or
+    the server's default), or every swept value (each point has one of its own, and the
+    base's is never used)."""
+    knob = catalog.knobs.get(name)
+    if knob is None:
+        return []
+    given = settings.get(knob.name)
+    values = [] if swept.get(name) else [
+        (given, "[server.config]") if given else (knob.default_value(), "the server's default")]
+    values += [(raw, "[sweep]") for raw in swept.get(name, ())]
+    found = []
+    for value, where in values:
+        with contextlib.suppress(UserError):  # an invalid value is the spec's to refuse
+            found.append((knob.normalize(value), where))
+    return found
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What a replay needs to know of the sandbox before it runs."""
+
+    databases: set[str]
+    max_connections: int
+    max_allowed_packet: int
+    secure_timestamp: str
+
+
+def _sandbox(server: Server) -> _Found:
     conn = server.connect()
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
             present = {str(name) for (name,) in cur.fetchall()}
-            cur.execute("SELECT @@max_connections")
-            (row,) = cur.fetchall()
-            return present, int(row[0])
+            # secure_timestamp is MariaDB's: MySQL lets any account set the clock.
+            cur.execute("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('max_connections', "
+                        "'max_allowed_packet', 'secure_timestamp')")
+            found = {str(name).lower(): str(value) for name, value in cur.fetchall()}
+            return _Found(present, int(found["max_connections"]),
+                          int(found["max_allowed_packet"]),
+                          found.get("secure_timestamp", "NO"))
     finally:
         conn.close()
 
@@ -613,7 +730,11 @@ def _rows_changed(status: Mapping[str, float]) -> int:
 # how it reads its set-up and writes its figures).
 CLIENT_SCRIPT = Path(__file__).with_name("replay.lua")
 _TIME = np.dtype([("kind", "<i4"), ("seconds", "<f4")])
+# A session as the client reads it (its knoblab_session), whatever else the plan keeps of it.
+_CLIENT_SESSION = np.dtype([("file", "<i4"), ("offset", "<i8"), ("length", "<i8"),
+                            ("first", "<f8"), ("last", "<f8"), ("statements", "<i8")])
 _CHECKSUM_MOD = 1 << 52  # the client sums its rows' CRCs modulo this
+_CLOCK_KIND = -2  # the client's kind for a SET timestamp (knoblab.capture.plan.TIMESTAMP)
 _OUTPUT_SHOWN = 300  # characters of the client's own output in a failure
 
 
@@ -630,9 +751,11 @@ class _Replay:
     """One replay of the plan: the client started, waited for, stopped whatever happens, and
     its figures read back."""
 
-    def __init__(self, workload: ReplayWorkload, socket: str, server: Server) -> None:
+    def __init__(self, workload: ReplayWorkload, socket: str, server: Server,
+                 max_allowed_packet: int) -> None:
         self.workload, self.plan, self.socket, self.server = workload, workload.plan, socket, \
             server
+        self.max_allowed_packet = max_allowed_packet
         self.threads = workload.workers
         self.process: subprocess.Popen[bytes] | None = None
         self.out = Path(tempfile.mkdtemp(prefix="replay-", dir=knoblab_home()))  # 0700
@@ -641,20 +764,26 @@ class _Replay:
         self.databases: dict[str, str] = {}  # a USE that failed: its error
         self.late = np.empty(0)
         self.classes: dict[str, dict[str, Any]] = {}
+        self.clock_errors: dict[str, int] = {}  # a SET timestamp that failed, by its error
 
     def go(self) -> None:
         """The replay, to its end; WorkloadError when the client fails or the timeout
         passes."""
         (self.out / "files.txt").write_text("".join(f"{name}\n" for name in self.plan.files))
-        (self.out / "sessions.bin").write_bytes(
-            self.plan.index[self.workload.replayed_sessions()].tobytes())
+        replayed = self.plan.index[self.workload.replayed_sessions()]
+        sessions = np.empty(replayed.size, _CLIENT_SESSION)
+        for name in _CLIENT_SESSION.names or ():
+            sessions[name] = replayed[name]
+        (self.out / "sessions.bin").write_bytes(sessions.tobytes())
         (self.out / "next").write_bytes(bytes(8))
+        (self.out / "reads.bin").write_bytes(bytes(c.reads for c in self.plan.classes))
         env = {**os.environ, "KNOBLAB_REPLAY_PLAN": str(self.plan.folder),
                "KNOBLAB_REPLAY_OUT": str(self.out), "KNOBLAB_REPLAY_SOCKET": self.socket,
                "KNOBLAB_REPLAY_USER": DATA_USER,
                "KNOBLAB_REPLAY_DATABASE": self.workload.dataset({}).workload_database or "",
                "KNOBLAB_REPLAY_SPEED": self.workload.speed,
                "KNOBLAB_REPLAY_PREPARED": "1" if self.workload.prepared else "0",
+               "KNOBLAB_REPLAY_MAX_PACKET": str(self.max_allowed_packet),
                "KNOBLAB_REPLAY_UNTIL": str(part.seconds) if (part := self.workload.slice)
                and part.seconds is not None else ""}
         with (self.out / "client.out").open("wb") as output:
@@ -682,6 +811,14 @@ class _Replay:
     def _read(self, code: int) -> None:
         threads = [_thread_figures(path) for path in sorted(self.out.glob("thread-*.txt"))]
         failures = [t["fail"] for t in threads if t.get("fail")]
+        oversized = [t["packet"] for t in threads if t.get("packet")]
+        if oversized:
+            kind, length = oversized[0]
+            raise WorkloadError(
+                f"the server dropped a replay connection on a statement of {_size(length)} "
+                f"('{_short(self.plan.classes[kind].fingerprint)}'), longer than its "
+                f"max_allowed_packet = {_size(self.max_allowed_packet)}: give "
+                f"max_allowed_packet = \"{_packet_for(length)}\" or more")
         if failures:
             raise WorkloadError(str(failures[0]))
         if code != 0 or len(threads) != self.threads:
@@ -693,6 +830,9 @@ class _Replay:
         self.seconds = (ended - began) / 1e9
         for t in threads:
             self.databases.update(t["use"])
+            for (kind, error), n in t["error"].items():
+                if kind == _CLOCK_KIND:
+                    self.clock_errors[error] = self.clock_errors.get(error, 0) + n
         lates = [np.fromfile(path, dtype="<f8") for path in self.out.glob("late-*.bin")]
         self.late = np.concatenate(lates) if lates else np.empty(0)
         self.classes = self._classes(threads)
@@ -726,7 +866,8 @@ class _Replay:
 
     def _classes(self, threads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Per class id, across the threads: count, total seconds, p50/p95/p99, rows, errors
-        by code and the rows' checksum. USE and SET timestamp records are left out."""
+        by code and the rows' checksum; executions run as text, and prepared again. USE and SET
+        timestamp records are left out."""
         times = np.concatenate([np.fromfile(path, dtype=_TIME)
                                 for path in self.out.glob("times-*.bin")] or [np.empty(0, _TIME)])
         times = times[times["kind"] >= 0]
@@ -738,6 +879,7 @@ class _Replay:
         figures: defaultdict[int, dict[str, Any]] = defaultdict(
             lambda: {"rows": 0, "checksum": 0, "unsent": 0, "errors": {}})
         as_text: dict[int, int] = {}
+        reprepared: dict[int, int] = {}
         for thread in threads:
             for kind, (rows, checksum, unsent) in thread["class"].items():
                 into = figures[kind]
@@ -746,6 +888,8 @@ class _Replay:
                 into["unsent"] += unsent
             for kind, n in thread["astext"].items():
                 as_text[kind] = as_text.get(kind, 0) + n
+            for kind, n in thread["reprepared"].items():
+                reprepared[kind] = reprepared.get(kind, 0) + n
             for (kind, code), n in thread["error"].items():
                 errors = figures[kind]["errors"]
                 errors[code] = errors.get(code, 0) + n
@@ -762,6 +906,7 @@ class _Replay:
                 "rows": found["rows"], "errors": found["errors"],
                 "checksum": f"{found['checksum']:016x}",
                 **({"as_text": as_text[kind]} if as_text.get(kind) else {}),
+                **({"reprepared": reprepared[kind]} if reprepared.get(kind) else {}),
             }
         return out
 
@@ -777,7 +922,7 @@ def _pidfd(pid: int) -> Iterator[int]:
 
 def _thread_figures(path: Path) -> dict[str, Any]:
     """A client thread's summary (replay.lua's thread-N.txt)."""
-    found: dict[str, Any] = {"class": {}, "error": {}, "use": {}, "astext": {}}
+    found: dict[str, Any] = {"class": {}, "error": {}, "use": {}, "astext": {}, "reprepared": {}}
     for line in path.read_text(errors="replace").splitlines():
         word, _, rest = line.partition(" ")
         if word in ("began", "ended"):
@@ -788,12 +933,15 @@ def _thread_figures(path: Path) -> dict[str, Any]:
         elif word == "error":
             kind, code, n = (int(v) for v in rest.split())
             found["error"][kind, str(code)] = n
-        elif word == "astext":
+        elif word in ("astext", "reprepared"):
             kind, n = (int(v) for v in rest.split())
-            found["astext"][kind] = n
+            found[word][kind] = n
         elif word == "use":
             error, name = rest.split()
             found["use"][bytes.fromhex(name).decode("utf-8", "replace")] = error
         elif word == "fail":
             found["fail"] = rest
+        elif word == "packet":
+            kind, length = (int(v) for v in rest.split())
+            found["packet"] = (kind, length)
     return found
