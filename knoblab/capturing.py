@@ -11,11 +11,19 @@ never "ready": it says so, and how to capture them.
 
 Everything is checked before the server is touched: the spec names a running server, the
 folder is new, empty or a capture's, the user holds every privilege needed (the missing
-ones named in one line), the dump fits on the disk. Then the settings of the slow log are
+ones named in one line; seeing the databases the open connections use among them), the dump
+fits on the disk. Then the settings of the slow log are
 journalled and changed (`knoblab.server.query_log`), the window runs, the settings are put
 back — at its end, on a signal, on an error; after a kill -9 `knoblab restore` does it —
 and only then is the data dumped (`knoblab.server.dumping`), so the dump's own reads are not
 captured. The folder is 0700 and its files 0600: the log's literals are the user's data.
+
+What is written is what `knoblab tune` takes: the statements as a replay reads them (none it
+could replay, or some in databases this user cannot see and so dump, is not ready), and the
+server's own configuration as the spec's baseline, each setting asked of the very checks a
+run of the spec makes (`baseline`): one they refuse is left out with their words, giving up
+durability is kept with the consent written (production runs so), memory over this
+machine's budget is said in place of "ready".
 
 One capture at a time per server: the capture holds the server's capture lock
 (`knoblab.server.query_log.hold_lock`) from before it reads anything until it ends, whatever
@@ -43,13 +51,16 @@ import psutil
 import pymysql
 from rich.filesize import decimal as format_size
 
-from knoblab import __version__, machine, places
+from knoblab import __version__, machine, places, runner, safety
 from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.capture.fingerprint import without_values
+from knoblab.capture.plan import Plan, plan_for
+from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint, one
 from knoblab.errors import STOP, UserError
 from knoblab.server.dumping import (
+    TO_DUMP,
     DumpPlan,
     disk_check,
     dump_program,
@@ -58,8 +69,9 @@ from knoblab.server.dumping import (
     partial_name,
     plan_dump,
     run_dump,
+    unseen_databases,
 )
-from knoblab.server.external import ExternalServer
+from knoblab.server.external import ExternalServer, PutBack, PutBackFailed, refusal
 from knoblab.server.query_log import (
     GENERAL,
     SLOW,
@@ -75,6 +87,8 @@ from knoblab.server.query_log import (
 from knoblab.store import RunInfo, Store
 from knoblab.units import format_duration
 from knoblab.vocabulary import Experiment, RunStatus
+from knoblab.workloads import Workload
+from knoblab.workloads.replay import SESSIONS_AT_MOST, ReplayWorkload
 
 MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
 LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
@@ -223,7 +237,9 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     conn = server.connect()
     try:
         with conn.cursor() as cur:
-            open_now = [thread for thread in open_connections(cur) if thread != lock_id]
+            others = {thread: found for thread, found in open_connections(cur).items()
+                      if thread != lock_id}
+            open_now = list(others)
             # Without PROCESS the process list shows this user's own connections only.
             sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
             taken_from, why = _source(request.log, len(open_now), sees_all)
@@ -245,6 +261,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
             plan = plan_dump(cur, mode, rows)
             configured, left_out = production_configuration(cur)
             missing += missing_privileges(cur, plan.databases)
+            missing += _unseen_before(plan, [database for database, _ in others.values()])
     finally:
         conn.close()
     if missing:
@@ -302,9 +319,9 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                 f"not ready: the slow log missed {summary['log']['missed']} connection(s) "
                 "open before the window that ran statements in it (an application's pool "
                 "keeps its connections for hours): the capture would replay a part of the "
-                f"load; every setting is back; capture again with --log general (or auto, "
+                f"load; {_back(summary)}; capture again with --log general (or auto, "
                 f"the default); what it did capture is in {request.out / LOG}")
-        _check_values(summary["log"], request.out / LOG)
+        _check_values(summary["log"], request.out / LOG, _back(summary))
         if not summary["log"]["statements"]:
             unseen = taken_from is SLOW and summary["log"]["open_before"]
             followed = "" if not unseen else (
@@ -312,13 +329,35 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                 "only its statements slower than its long_query_time)")
             raise UserError(
                 f"nothing was captured: no statement ran on {where} during the window"
-                f"{followed}; every setting is back; capture again while the application "
+                f"{followed}; {_back(summary)}; capture again while the application "
                 "runs, or for longer" + (", with --log general" if unseen else ""))
+        if log.others:
+            view.message(f"left out {len(log.others)} connection(s) another knoblab opened "
+                         "during the window: its statements are not the application's load")
+        replayed = _replayed(request.out / LOG, _back(summary))
+        hidden = unseen_databases(plan, replayed.databases)
+        if hidden:
+            raise UserError(
+                f"not ready: the statements captured ran in {', '.join(hidden)}, which "
+                f"{endpoint.user} cannot see (it lacks SHOW DATABASES and every privilege on "
+                "them): the dump would not hold them, and a replay's statements there would "
+                f"fail; {_back(summary)}; grant {endpoint.user} {TO_DUMP} on them, or capture "
+                f"as a user who holds them; what it did capture is in {request.out / LOG}")
+        judged = baseline(catalog, configured, ReplayWorkload(
+            log=request.out / LOG, plan=replayed,
+            sessions=min(replayed.peak, SESSIONS_AT_MOST)))
+        for said in judged.said():
+            view.message(said)
+        summary["log"].update(peak_sessions=replayed.peak,
+                              other_knoblab_connections=len(log.others))
         summary.update(server={k: v for k, v in server.stored().items()
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
                        run=run_id,
-                       configuration={"settings": configured, "left_out": left_out},
+                       configuration={"settings": judged.settings, "left_out": left_out,
+                                      "refused": judged.refused,
+                                      "durability": judged.durability,
+                                      "not_here": judged.not_here},
                        machine=_machine(server))
         try:
             code = _dump(request, endpoint, plan, summary, view)
@@ -328,7 +367,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
                 _write(request.out / SPEC, _spec_text(name, summary, bool(plan.databases)))
         except UserError as exc:
             raise UserError(f"{exc}; the statements captured are in {request.out / LOG} and "
-                            "every setting is back; capture again with --out on a disk with "
+                            f"{_back(summary)}; capture again with --out on a disk with "
                             "room, or with less --data") from None
     except BaseException as exc:
         with contextlib.suppress(Exception):  # the store may be what failed
@@ -338,8 +377,13 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     store.set_status(run_id, RunStatus.DONE if code == 0 else RunStatus.INTERRUPTED)
     if code == 0:
         data = f"data in {request.out / DUMP}" if plan.databases else "no data"
-        view.message(f"ready: knoblab tune {request.out / SPEC} (statements in "
-                     f"{request.out / LOG}, {data}, what was done in {request.out / SUMMARY})")
+        files = (f"statements in {request.out / LOG}, {data}, what was done in "
+                 f"{request.out / SUMMARY}")
+        if judged.not_here is None:
+            view.message(f"ready: knoblab tune {request.out / SPEC} ({files})")
+        else:  # production's configuration whole, for a machine that can take it
+            view.message(f"captured ({files}), not ready on this machine: knoblab tune would "
+                         f"refuse {request.out / SPEC} here: {judged.not_here}")
     return code
 
 
@@ -353,6 +397,9 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
     dest = request.out / LOG
     written = cleaned = False
     left: str | None = None
+    put_back = PutBack([])
+    # Settings of the window another session set during it: name -> (value, seconds in)
+    others: dict[str, tuple[str, float]] = {}
     try:
         try:
             conn = server.connect()
@@ -374,10 +421,21 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                     try:
                         while (elapsed := time.monotonic() - start) < request.seconds:
                             update(elapsed, log.written(cur) - first)
+                            for name, value in log.changed_by_others(cur).items():
+                                if others.get(name, ("",))[0] != value:
+                                    others[name] = (value, elapsed)
+                                    view.message(_changed_in_window(name, value, elapsed,
+                                                                    log))
                             time.sleep(min(0.5, request.seconds - elapsed))
                         update(request.seconds, log.written(cur) - first)
                     except KeyboardInterrupt:
                         ended_early = True
+                    except pymysql.MySQLError as exc:  # the put-back below says the rest
+                        raise UserError(
+                            f"the window's connection to {server.endpoint.describe()} was "
+                            f"lost after {format_duration(time.monotonic() - start)} "
+                            f"({refusal(exc)}): the server restarted or went away; capture "
+                            "again once it runs as usual") from None
                     with contextlib.suppress(Exception):  # knowing less is no reason to stop
                         active = _active(log.open_before, open_connections(cur))
             finally:
@@ -387,20 +445,33 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
         finally:
             with _shielded():
                 view.close()
-                put_back = log.put_back()
+                try:
+                    put_back = log.put_back()
+                except PutBackFailed as exc:
+                    # Still logging: what it wrote stays on the server (knoblab restore
+                    # removes it once the settings are back), a copy of it here.
+                    cleaned = True
+                    with contextlib.suppress(UserError):
+                        log.write_out(dest)
+                    raise UserError(f"{exc}; the capture is not ready, the statements "
+                                    f"captured so far are in {dest}") from None
         if ended_early:
             view.message(f"the window was ended early, after "
-                         f"{format_duration((ended - began).total_seconds())}; every setting "
-                         "is back; keeping what was captured and going on to the dump "
-                         "(Ctrl-C again stops it)")
+                         f"{format_duration((ended - began).total_seconds())}; "
+                         f"{put_back.said() or 'nothing was changed'}; keeping what was "
+                         "captured and going on to the dump (Ctrl-C again stops it)")
+        elif put_back.left:
+            view.message(f"note: {put_back.said()}")
         with _shielded():
             log.write_out(dest)
         written = True
     except UserError as exc:  # what the window logged stays on the server, said where
+        if cleaned:
+            raise
         with _shielded():
             cleaned, left = True, log.clean_up(keep=True)
-        raise UserError(f"{exc}; every setting is back" + (f"; {left}" if left else "")
-                        ) from None
+        back = put_back.said() or "nothing was changed on the server"
+        raise UserError(f"{exc}; {back}" + (f"; {left}" if left else "")) from None
     finally:
         if not cleaned:
             with _shielded():
@@ -434,8 +505,40 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                     "missed": (len(log.open_before) if active is None else active)
                     if log.source is SLOW else 0},
             "settings": {name: {"original": log.originals.get(name), "window": value,
-                                "put_back": name in put_back}
+                                "put_back": name in put_back.restored,
+                                # set by another session during the window, and left so
+                                **({"set_by_another": {"value": others[name][0],
+                                                       "after_seconds": round(others[name][1],
+                                                                              1)}}
+                                   if name in others else {})}
                          for name, value in log.changes.items()}}
+
+
+def _back(summary: dict[str, Any]) -> str:
+    """What the window's put-back left, in words, from the summary's settings."""
+    settings = summary["settings"]
+    left = {name: v for name, v in settings.items() if not v["put_back"]}
+    if not left:
+        return "every setting is back"
+    return "every setting is back but " + ", ".join(
+        f"{name} (another session set it to {v['set_by_another']['value']!r} during the "
+        f"window: left so)" if "set_by_another" in v else name for name, v in left.items())
+
+
+def _changed_in_window(name: str, value: str, elapsed: float, log: QueryLog) -> str:
+    """A setting of the window another session changed during it, and what that does to the
+    statements taken from then on."""
+    effect = "the statements taken from then on are not all of the load" \
+        if log.switch == name or name in ("long_query_time", "log_slow_query_time",
+                                          "log_slow_rate_limit", "log_slow_filter",
+                                          "min_examined_row_limit",
+                                          "log_slow_min_examined_row_limit",
+                                          "log_output") \
+        else "the log may differ from then on"
+    return (f"note: {format_duration(elapsed)} into the window another session set {name} to "
+            f"{value!r} (the window set {log.applied.get(name, log.changes.get(name))!r}): "
+            f"{effect}; it is left as that session set it, and the window's other settings "
+            "are put back at its end; capture again for a whole window")
 
 
 def _source(asked: str, open_now: int, sees_all: bool) -> tuple[Source, str]:
@@ -460,7 +563,7 @@ def _active(before: dict[int, tuple[str | None, int | None]],
                if query is None or (thread in after and after[thread][1] != query))
 
 
-def _check_values(log: dict[str, Any], kept: Path) -> None:
+def _check_values(log: dict[str, Any], kept: Path, back: str) -> None:
     """Not ready when more than a few of the statements captured have no values: executions
     of statements the application's connections prepared before the window."""
     lost, statements = log["without_values"], log["statements"]
@@ -471,7 +574,7 @@ def _check_values(log: dict[str, Any], kept: Path) -> None:
         f" are executions of statements {log['without_values_connections']} connection(s) "
         "prepared before the window, and the log shows them without their values (MariaDB "
         "writes a prepared statement's values only when the log was on as it was prepared): "
-        "they cannot be replayed; every setting is back; capture again once the application "
+        f"they cannot be replayed; {back}; capture again once the application "
         "has reconnected (restart its connection pool as the window begins, or capture for "
         "longer than its connections live), or let it prepare on the client side (e.g. JDBC's "
         f"useServerPrepStmts=false); what it did capture is in {kept}")
@@ -491,7 +594,7 @@ def _dump(request: Request, endpoint: Endpoint, plan: DumpPlan, summary: dict[st
         view.close()
         summary["dump"]["stopped"] = True
         view.message(f"the dump was stopped: no data was kept; the statements are in "
-                     f"{request.out / LOG} and every setting is back (no spec was written)")
+                     f"{request.out / LOG} and {_back(summary)} (no spec was written)")
         return 130
     finally:
         view.close()
@@ -522,12 +625,25 @@ def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
         lines += ["[dataset]", f'dump = "{DUMP}"', ""]
     configuration = summary.get("configuration") or {}
     settings, left_out = configuration.get("settings") or {}, configuration.get("left_out") or {}
-    if settings or left_out:
+    refused, durability = configuration.get("refused") or {}, configuration.get("durability")
+    if settings or left_out or refused:
         lines += ["# The server's own configuration (every global not at the build's default):",
                   "# in force in every trial, the baseline's too, so that recommended.cnf is a",
                   "# change to it."]
         lines += [f"# left out, as a sandbox cannot take it: {name} ({why})"
                   for name, why in sorted(left_out.items())]
+        lines += [f"# left out, as a run of this spec refuses it: {name} = "
+                  f"{json.dumps(found['value'])}: {found['why']}"
+                  for name, found in sorted(refused.items())]
+        if configuration.get("not_here"):
+            lines += [f"# On the machine it was captured from, knoblab tune refuses it: "
+                      f"{configuration['not_here']}"]
+        if durability:
+            lines += ["# Production gives up durability, and every trial runs as production does:",
+                      *(f"#   {name}: {cost}" for name, cost in sorted(durability.items())),
+                      "# With this consent knobs = \"auto\" also searches settings that give up",
+                      "# durability.",
+                      "[server]", "allow_durability_tradeoff = true", ""]
         lines += ["[server.config]"]
         lines += [f"{name} = {json.dumps(value)}" for name, value in sorted(settings.items())]
         lines += [""]
@@ -595,17 +711,131 @@ def production_configuration(cur: Any) -> tuple[dict[str, str], dict[str, str]]:
                     "GLOBAL_VALUE <=> DEFAULT_VALUE")
     except pymysql.MySQLError:  # no origin to read (MySQL has it elsewhere)
         return {}, {}
+    found = cur.fetchall()
+    # A plugin loaded from a library: a sandbox loads its build's own only, and does not know
+    # its settings (a run refuses an unknown one).
+    cur.execute("SELECT LOWER(PLUGIN_NAME), PLUGIN_LIBRARY FROM information_schema.PLUGINS "
+                "WHERE PLUGIN_LIBRARY IS NOT NULL AND PLUGIN_STATUS = 'ACTIVE'")
+    libraries = {str(plugin): str(library) for plugin, library in cur.fetchall()}
     settings, left_out = {}, {}
-    for name, value in cur.fetchall():
+    for name, value in found:
         name, value = str(name), str(value)
         why = next((why for pattern, why in _LEFT_OUT if pattern.fullmatch(name)), None)
         if why is None and value.startswith("/"):
             why = "a path on the production machine"
+        plugin = next((plugin for plugin in libraries
+                       if name == plugin or name.startswith(f"{plugin}_")), None)
+        if why is None and plugin is not None:
+            why = (f"a setting of the plugin {plugin}, which production loads from "
+                   f"{libraries[plugin]}: a sandbox loads only its build's own plugins")
         if why is None:
             settings[name] = value
         else:
             left_out[name] = why
     return settings, left_out
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Production's configuration as the captured spec's [server.config], as a run of the
+    spec on this machine's sandboxes takes it."""
+
+    settings: dict[str, str]  # in force in every trial
+    refused: dict[str, dict[str, str]]  # left out: name -> its value, and why a run refuses it
+    durability: dict[str, str]  # kept, giving up durability: name -> what a crash can cost
+    not_here: str | None = None  # why a run on this machine still refuses it (its memory)
+
+    def said(self) -> list[str]:
+        """What the capture says of it."""
+        lines = []
+        if self.refused:
+            lines.append("left out of the spec's baseline, as a run of it would refuse them: "
+                         + "; ".join(f"{name} = {found['value']} ({found['why']})"
+                                     for name, found in self.refused.items()))
+        if self.durability:
+            lines.append(f"production gives up durability ({_costs(self.durability)}): kept in "
+                         "the spec's baseline, as production runs so, with allow_durability_"
+                         "tradeoff = true in its [server] (knobs = \"auto\" then also searches "
+                         "settings that give up durability)")
+        return lines
+
+
+def baseline(catalog: Catalog, configured: dict[str, str], workload: Workload) -> Baseline:
+    """Production's configuration asked of the checks a run of the captured spec makes
+    (`_refusal`), a setting at a time on top of those taken: one a run refuses is left out
+    with the check's own words. Giving up durability is production's own choice: kept, with
+    the consent written. Memory over this machine's budget is said, and kept: a buffer left at
+    the build's default would make every trial, and recommended.cnf, about another server."""
+    always = _refusal(catalog, {}, workload)  # the spec's, whatever its configuration
+    settings: dict[str, str] = {}
+    refused: dict[str, dict[str, str]] = {}
+    for name in sorted(configured):
+        why = _refusal(catalog, {**settings, name: configured[name]}, workload)
+        if why is None or why == always:
+            settings[name] = configured[name]
+        else:
+            refused[name] = {"value": configured[name], "why": why}
+    not_here = _refusal(catalog, settings, workload)
+    if not_here is None:
+        memory = _refusal(catalog, settings, workload, memory=True)
+        if memory is not None:
+            not_here = (f"{memory}; but production's configuration is every trial's "
+                        "baseline (lowered, the tune would be of another server): tune it on "
+                        "a machine with the memory it needs")
+    durability = safety.durability_costs(
+        {catalog.knob(name).name: catalog.knob(name).normalize(value)
+         for name, value in settings.items()})
+    return Baseline(settings, refused, durability, not_here)
+
+
+def _refusal(catalog: Catalog, config: dict[str, str], workload: Workload,
+             memory: bool = False) -> str | None:
+    """The first of the checks a run of the captured spec makes of its [server.config] on
+    this machine's sandboxes that refuses `config` (`runner._check_target`'s: what a setting
+    is, what a sandbox owns, the replay's connections, safety's with durability consented to
+    and, with `memory`, the memory budget), in its own words; None when none does."""
+    try:
+        base = {catalog.knob(name).name: catalog.knob(name).normalize(value)
+                for name, value in config.items()}  # as Spec.base_settings reads them
+        names = list(base)
+        runner.check_settable(catalog, names)
+        runner.check_not_fixed(catalog, [base])
+        safety.check_sandbox_owned(names, catalog)
+        workload.check(catalog, base)
+        safety.check([({}, {})], base, catalog, connections=workload.connections_for,
+                     allow_durability_tradeoff=True, memory_budget=None, check_memory=memory)
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def _costs(durability: dict[str, str]) -> str:
+    return "; ".join(f"{name}: {cost}" for name, cost in durability.items())
+
+
+def _replayed(log: Path, back: str) -> Plan:
+    """The statements captured as a replay reads them (`knoblab.capture.plan`, kept with the
+    replays of this home, where a tune here finds it made): not ready when none of them can
+    be replayed."""
+    try:
+        return plan_for(log, places.knoblab_home())
+    except UserError as exc:
+        raise UserError(f"not ready: none of the statements captured can be replayed ({exc}); "
+                        f"{back}; capture again while the application runs") from None
+
+
+def _unseen_before(plan: DumpPlan, used: list[str | None]) -> list[str]:
+    """What this user lacks to dump the application's databases, known before the window:
+    the databases the connections open now use that it cannot see, or, when it sees none at
+    all, a sight of them."""
+    hidden = unseen_databases(plan, used)
+    if hidden:
+        return [f"{TO_DUMP} on {', '.join(hidden)} (connections use them now, and this user "
+                "cannot see them to dump them)"]
+    if not plan.sees_all and not plan.databases:
+        return [f"SHOW DATABASES, or {TO_DUMP} on the application's databases (this user sees "
+                "none of the server's databases, so none would be dumped)"]
+    return []
 
 
 def _restored_here(store: Store, run_id: str) -> bool:

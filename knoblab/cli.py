@@ -60,7 +60,7 @@ from knoblab.errors import STOP, UNWINDING, UserError, stop_here
 from knoblab.literal import literal
 from knoblab.server import sandbox
 from knoblab.store import Store, default_url, hide_passwords
-from knoblab.units import format_duration, parse_duration
+from knoblab.units import format_duration, parse_duration, plural
 from knoblab.vocabulary import ComparisonVerdict, Experiment, Finding, PointVerdict, RunStatus
 
 if TYPE_CHECKING:
@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         sandbox.stop_all()
         log = _write_crash_log(exc)
         what = hide_passwords(" ".join(str(exc).split()))[:200] or "no message"
-        _say(f"knoblab: unexpected error ({type(exc).__name__}: {what}); {args.after_crash}; "
+        _say(f"knoblab: unexpected error ({type(exc).__name__}: {what}); {args.after_crash}"
+             f"{_settings_left(store)}; "
              f"the details are in {log} — please report it with that file")
         return 1
     finally:
@@ -396,9 +397,11 @@ def _after_stop(args: argparse.Namespace, store: Store | None) -> str:
     """What a stopped command leaves, and the command that goes on from there."""
     if args.command == "tune":
         return ("; the study's finished trials are stored (go on with: knoblab tune "
-                f"{shlex.quote(str(args.spec))})")
+                f"{shlex.quote(str(args.spec))}){_settings_left(store)}")
     if args.command == "capture":
-        return "; every setting it changed was put back"
+        return _settings_left(store) or (
+            "; every setting it changed was put back" if _own_run(store) else
+            "; nothing was changed on the server")
     if args.command not in ("run", "resume"):
         return ""
     run_id = _own_run(store)
@@ -406,7 +409,27 @@ def _after_stop(args: argparse.Namespace, store: Store | None) -> str:
         again = (f"knoblab run {shlex.quote(str(args.spec))}" if args.command == "run"
                  else f"knoblab resume {shlex.quote(args.run_id)}")
         return f" before anything was measured (start again with: {again})"
-    return f"; what was measured is stored (finish it with: knoblab resume {run_id})"
+    return (f"; what was measured is stored (finish it with: knoblab resume {run_id})"
+            f"{_settings_left(store)}")
+
+
+def _settings_left(store: Store | None) -> str:
+    """The settings this process's run left changed on a running server, as its journal
+    holds them (a put-back that failed, or was cut short), with the command that puts them
+    back; empty when none is left."""
+    run_id = _own_run(store)
+    if store is None or run_id is None:
+        return ""
+    try:
+        pending = store.pending_restores(run_id)
+    except Exception:  # the store may be what failed
+        return f"; settings it changed may still be changed: see knoblab restore {run_id}"
+    if not pending:
+        return ""
+    where = Endpoint.from_dict(pending[0]["server"]).describe()
+    names = ", ".join(row["name"] for row in pending)
+    return (f"; {names} still changed on {where}: put them back with: knoblab restore "
+            f"{run_id}")
 
 
 def _own_run(store: Store | None) -> str | None:
@@ -581,7 +604,7 @@ def _warn_pending(store: Store) -> None:
 
 
 def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
-    from knoblab.server.external import forget_pending, restore_pending
+    from knoblab.server.external import PutBack, forget_pending, restore_pending
 
     run_id = store.run(args.run_id)["id"] if args.run_id else None
     out = _stdout()
@@ -603,17 +626,21 @@ def cmd_restore(args: argparse.Namespace, store: Store, home: Path) -> int:
     for run, why in live.items():  # putting its settings back from under it would break it
         out.print(literal(f"run {run}: left alone, {why}: it puts its settings back itself "
                           "when it ends"))
-    restored: list[tuple[str, str, list[str]]] = []
+    restored: list[tuple[str, str, PutBack]] = []
     problems: list[str] = []
     for run in servers:
         if run not in live:
-            done, failed = restore_pending(store, run)
-            restored += done
+            finished, failed = restore_pending(store, run)
+            restored += finished
             problems += failed
     if not restored and not problems and not live:
         out.print("nothing to restore: no run left a setting changed")
-    for run, where, names in restored:
-        out.print(literal(f"run {run}: put back {', '.join(names)} on {where}"))
+    for run, where, put_back in restored:
+        if put_back.restored:
+            out.print(literal(f"run {run}: put back {', '.join(put_back.restored)} on {where} "
+                              "(read back: at their original values)"))
+        if put_back.left:
+            out.print(literal(f"run {run}: on {where}, {put_back.said()}"))
         for said in after_restore(store, run, servers[run]):
             out.print(literal(f"run {run}: {said}"))
     if problems:
@@ -751,14 +778,16 @@ def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
     failed = sum(p.failed for p in results.points)
     measured = sum(p.n for p in results.points)
     if 2 * failed > failed + measured:
-        raise UserError(f"{failed} of {failed + measured} measurements failed; the results "
-                        f"above rest on the remaining {measured} — see the errors above")
+        raise UserError(f"{failed} of {plural(failed + measured, 'measurement')} failed; the "
+                        f"results above rest on the remaining {measured} — see the errors "
+                        "above")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
-    from knoblab.compare import compare_runs
-    from knoblab.report.format import num
+    from knoblab.compare import change_header, compare_runs
+    from knoblab.report.format import num, ratio_change_text
+    from knoblab.words import WHY_NOT_BOUNDED, bounded
 
     comparisons = compare_runs(store, args.run_ids)
     out = _stdout()
@@ -769,18 +798,20 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                                f"({c.first.objective.centre} {unit})"), style="bold"))
         for line in c.incomplete:  # compared as far as it was measured, and said first
             out.print(Text(literal(f"warning: {line}"), style="yellow"))
-        table = Table("configuration", f"in {a}", f"in {b}", "change [95% CI]", "p (Holm)",
+        table = Table("configuration", f"in {a}", f"in {b}", change_header(c), "p (Holm)",
                       "verdict")
         for row in c.rows:
-            change = "—" if row.change is None else (
-                f"{(row.change.ratio - 1) * 100:+.1f}% [{(row.change.ci_low - 1) * 100:+.1f}%, "
-                f"{(row.change.ci_high - 1) * 100:+.1f}%]")
+            change = "—" if row.change is None else ratio_change_text(
+                row.change.ratio, row.change.ci_low, row.change.ci_high)
             p = "—" if row.p_adjusted is None else f"{row.p_adjusted:.2g}"
             style = {ComparisonVerdict.DIFFERS: "red", ComparisonVerdict.SAME: "green",
                      ComparisonVerdict.INCONCLUSIVE: "yellow"}.get(row.verdict, "dim")
             table.add_row(row.label, num(row.first), num(row.other), change, p,
                           Text(row.verdict, style=style))
         out.print(table)
+        if any(r.change is not None and not bounded(r.change.ci_low, r.change.ci_high)
+               for r in c.rows):
+            out.print(Text(literal(f"{WHY_NOT_BOUNDED}.")))
         out.print(Text(literal(_agreement(c))))
         for name, labels in ((a, c.only_first), (b, c.only_other)):
             if labels:
@@ -796,11 +827,19 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
         out.print()
     if args.json:
         document = [{"first": c.first.run_id, "other": c.other.run_id, "agree": c.agree,
-                     "best": {c.first.run_id: c.best_first, c.other.run_id: c.best_other},
+                     # best: only what a run recommends; fastest: its leader shown better
+                     # than another, with its verdict ("best" or "fastest measured")
+                     "best": {run: label if verdict == PointVerdict.BEST else None
+                              for run, label, verdict in _leaders(c)},
+                     "fastest": {run: None if label is None else
+                                 {"configuration": label, "verdict": verdict}
+                                 for run, label, verdict in _leaders(c)},
                      "rows": [{"configuration": r.label, "first": r.first, "other": r.other,
                                "ratio": None if r.change is None else r.change.ratio,
                                "ci95": None if r.change is None else
                                [r.change.ci_low, r.change.ci_high],
+                               # the level of "ci95" (the key's name kept for programs)
+                               "confidence": c.first.statistics.confidence,
                                "p_value": r.p_adjusted, "verdict": r.verdict}
                               for r in c.rows],
                      "machine": c.machine, "spec": c.spec, "incomplete": c.incomplete}
@@ -825,9 +864,14 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
     return 0
 
 
+def _leaders(c: Comparison) -> list[tuple[str, str | None, PointVerdict | None]]:
+    """Each run's leader shown better than another configuration, and its verdict."""
+    return [(c.first.run_id, c.best_first, c.verdict_first),
+            (c.other.run_id, c.best_other, c.verdict_other)]
+
+
 def _agreement(c: Comparison) -> str:
     a, b = c.first.run_id, c.other.run_id
-    from knoblab.units import plural
     from knoblab.words import FINDING_WORDS, finding_text
 
     differ = sum(r.verdict == ComparisonVerdict.DIFFERS for r in c.rows)
@@ -836,12 +880,20 @@ def _agreement(c: Comparison) -> str:
     counts = (f"Of {plural(len(c.rows), 'configuration')}, {differ} shown to differ between "
               f"the runs, {same} {finding_text(Finding.SAME, c.first.statistics.min_effect)}, "
               f"{unshown} {FINDING_WORDS[Finding.UNSHOWN]}.")
-    if c.agree:
-        best = (f"Both find {c.best_first} best." if c.best_first else
-                "Neither finds a configuration shown better than the others.")
+    def leader(label: str | None, verdict: PointVerdict | None) -> str:
+        # its verdict as its own report says it: best only where the run recommends it
+        if label is None or verdict is None:
+            return "none shown better than the others"
+        return f"{label} ({verdict})"
+
+    if c.agree and c.best_first is not None:
+        found = "best" if c.verdict_first == PointVerdict.BEST else f"the {c.verdict_first}"
+        best = f"Both find {c.best_first} {found}."
+    elif c.agree:
+        best = "Neither finds a configuration shown better than the others."
     else:
-        best = (f"They disagree on the best: {c.best_first or 'no clear best'} in {a}, "
-                f"{c.best_other or 'no clear best'} in {b}.")
+        best = (f"They disagree on the leader: {leader(c.best_first, c.verdict_first)} in {a}, "
+                f"{leader(c.best_other, c.verdict_other)} in {b}.")
     return f"{best} {counts}"
 
 
@@ -863,6 +915,11 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     if removed:
         terminal.stderr().print(f"removed {removed} control group{'s' if removed > 1 else ''} "
                                 "left by a killed knoblab")
+    # And its sandboxes' folders (each a copy of the data), which a run's start would reap;
+    # a listing never fails for what it could not remove.
+    with contextlib.suppress(OSError):
+        if reclaimed := _reap_sandboxes(home):
+            terminal.stderr().print(literal(reclaimed))
     out = _stdout()
     # A name and an answer are wrapped whole, never cut: they are what a row is read for.
     table = Table("run", Column("name", no_wrap=True, overflow="fold"), "kind", "status",
@@ -934,6 +991,38 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
     return 0
 
 
+def _reap_sandboxes(home: Path) -> str:
+    """The folders of sandboxes whose knoblab is gone (a kill -9 leaves its copy of the data
+    behind) and the templates it was building, removed as a run's start removes them, never
+    a live run's; what that freed, in words ("" when nothing was left)."""
+    found = {folder: _bytes_under(folder) + (_bytes_under(data_root) if (
+                 data_root := Path(owner.get("data_root") or "")).name ==
+                 f"knoblab-{folder.name}" else 0)
+             for folder, owner in sandbox.left_behind(home)}
+    if not found:
+        return ""
+    stopped = sandbox.reap_orphans(home)
+    gone = [folder for folder in found if not folder.exists()]
+    if not gone:
+        return ""
+    freed = sum(found[folder] for folder in gone)
+    size = f"{freed / 1e6:,.0f} MB" if freed >= 1e6 else f"{freed / 1e3:,.0f} KB"
+    return (f"removed {plural(len(gone), 'folder')} left by a killed knoblab under {home} "
+            f"(its sandboxes' copies of the data, or templates it was building: {size} freed"
+            + (f"; {stopped} of their servers still ran, and were stopped" if stopped else "")
+            + ")")
+
+
+def _bytes_under(folder: Path) -> int:
+    """The bytes of the files under `folder` (0 for none, or a file gone meanwhile)."""
+    total = 0
+    for place, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(place, name)).st_size
+    return total
+
+
 def _answer(store: Store, run_id: str) -> str:
     """A finished run's answer for its row: its best value, or that the values do not
     differ (knoblab.report.text.answer_text), judged from the store as its report is."""
@@ -975,7 +1064,7 @@ def cmd_knobs(args: argparse.Namespace, store: Store, home: Path) -> int:
     if not knobs:
         raise UserError(f"no setting of {catalog.server_version} matches {args.pattern!r}")
     table = Table("name", "type", "default", "allowed", "change", "scope", "class",
-                  title=f"{len(knobs)} settings of {catalog.server_version}")
+                  title=f"{plural(len(knobs), 'setting')} of {catalog.server_version}")
     for knob in knobs:
         table.add_row(knob.name, knob.type.lower(), knob.default or "", knob.describe_range(),
                       "dynamic" if knob.dynamic else "restart", knob.scope.lower(),

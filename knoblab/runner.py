@@ -48,6 +48,7 @@ from knoblab.spec import MACHINE, Point, Spec, parse_spec
 from knoblab.store import SECOND_FIELDS, RunInfo, Store, Trial
 from knoblab.units import format_duration
 from knoblab.vocabulary import PointVerdict, RunStatus, TrialState
+from knoblab.words import workload_changes
 from knoblab.workloads import Workload, WorkloadError
 from knoblab.workloads.base import Measured, Rounds, Second
 
@@ -310,8 +311,8 @@ def _check_target(prepared: Prepared, label: str, target: Target, store: Store,
     mine = [p for i, p in enumerate(prepared.points)
             if prepared.label(p[0]) == label and i not in prepared.unavailable]
     names = list(dict.fromkeys([*plan.base, *(n for _, c in mine for n in c)]))
-    _check_settable(target.catalog, names)
-    _check_not_fixed(target.catalog, [{**plan.base, **c} for _, c in mine])
+    check_settable(target.catalog, names)
+    check_not_fixed(target.catalog, [{**plan.base, **c} for _, c in mine])
     target.check(names, store, resuming)
     data = {d.key: d for d in (spec.workload.dataset(r) for r, _ in prepared.points)}
     target.check_workload(
@@ -464,7 +465,7 @@ def _has(catalog: Catalog, name: str) -> bool:
     return True
 
 
-def _check_settable(catalog: Catalog, names: list[str]) -> None:
+def check_settable(catalog: Catalog, names: list[str]) -> None:
     for name in names:
         knob = catalog.knobs[name]
         if knob.scope == "SESSION ONLY":
@@ -488,7 +489,7 @@ OTHER_OPTION = {"log_bin": "log-bin, a file name that switches binary logging on
 FIXED_AT_CREATION = ("innodb_page_size", "lower_case_table_names", "innodb_data_file_path")
 
 
-def _check_not_fixed(catalog: Catalog, configs: list[Settings]) -> None:
+def check_not_fixed(catalog: Catalog, configs: list[Settings]) -> None:
     for name in FIXED_AT_CREATION:
         knob = catalog.knobs.get(name)
         if knob is None:
@@ -640,9 +641,10 @@ def _resume(run: dict[str, Any], info: RunInfo, store: Store, home: Path, listen
     if rounds.adaptive and rounds != spec.workload.rounds:  # a budget given to resume
         workload = dataclasses.replace(cast(Any, spec.workload), rounds=rounds)  # kinds are
         spec = dataclasses.replace(spec, workload=workload)  # frozen dataclasses
-    if json.loads(json.dumps(_workload_info(spec))) != info.workload:
+    changed = workload_changes(info.workload, json.loads(json.dumps(_workload_info(spec))))
+    if changed:
         raise UserError(f"run {run_id} cannot be resumed: its workload changed since it began "
-                        "(a script file edited?); start a new run")
+                        f"({changed}); start a new run")
     _go_on(run_id, spec, store, home, listener, open_servers)
 
 

@@ -459,3 +459,58 @@ def test_fingerprint_holds_no_literal_and_has_a_stable_id():
     assert len(fingerprint_id(text)) == 16 and int(fingerprint_id(text), 16) >= 0
     assert fingerprint_id(text) != fingerprint_id("select ?")
     assert fingerprint_id("select ?") == "b9a4c90ce4157373"
+
+
+def test_one_clients_short_connections_in_one_second_are_one_session_at_a_time(tmp_path):
+    """A general log in whole seconds: a client connecting, running a statement and quitting
+    again and again in one second never had two connections at once; a pool's connections
+    whose statements come between each other's did."""
+    from knoblab.capture.plan import plan_for
+
+    one_after_another = ["261125  5:00:00\t    20 Connect\troot@localhost on app using Socket"]
+    for thread in range(20, 44):
+        if thread > 20:
+            one_after_another.append(f"\t\t    {thread} Connect\troot@localhost on app using "
+                                     "Socket")
+        one_after_another += [f"\t\t    {thread} Query\tSELECT COUNT(*) FROM items WHERE id < 50",
+                              f"\t\t    {thread} Quit\t"]
+    log = tmp_path / "short.log"
+    log.write_text("\n".join(one_after_another) + "\n")
+    plan = plan_for(log, tmp_path / "home")
+    assert plan.sessions == 24 and plan.peak == 1
+
+    pool = ["261125  5:00:00\t    50 Connect\troot@localhost on app using Socket",
+            "\t\t    51 Connect\troot@localhost on app using Socket",
+            "\t\t    52 Connect\troot@localhost on app using Socket"]
+    for n in range(3):
+        pool += [f"\t\t    {thread} Query\tSELECT {n} FROM items" for thread in (50, 51, 52)]
+    pool += ["\t\t    50 Quit\t", "\t\t    51 Quit\t", "\t\t    52 Quit\t"]
+    log = tmp_path / "pool.log"
+    log.write_text("\n".join(pool) + "\n")
+    assert plan_for(log, tmp_path / "home").peak == 3
+
+
+def test_a_setting_the_replays_sessions_do_not_fit_under_is_left_out(tmp_path, catalog):
+    """Production's max_connections below what a replay of its load opens at once (its
+    sessions and knoblab's own connections) is left out of the captured baseline, in the
+    replay's own words; what fits is kept."""
+    from knoblab.capture.plan import plan_for
+    from knoblab.capturing import baseline
+    from knoblab.workloads.replay import ReplayWorkload
+
+    threads = range(50, 59)  # nine connections at once
+    pool = ["261125  5:00:00\t    49 Connect\troot@localhost on app using Socket"]
+    pool += [f"\t\t    {thread} Connect\troot@localhost on app using Socket"
+             for thread in threads]
+    pool += [f"\t\t    {thread} Query\tSELECT {n} FROM items" for n in range(2)
+             for thread in threads]
+    log = tmp_path / "pool.log"
+    log.write_text("\n".join(pool) + "\n")
+    plan = plan_for(log, tmp_path / "home")
+    assert plan.peak == 9
+    judged = baseline(catalog, {"max_connections": "10", "sort_buffer_size": "1048576"},
+                      ReplayWorkload(log=log, plan=plan, sessions=plan.peak))
+    assert judged.settings == {"sort_buffer_size": "1048576"}
+    assert judged.refused["max_connections"]["value"] == "10"
+    assert "need max_connections = 11" in judged.refused["max_connections"]["why"]
+    assert judged.not_here is None and judged.durability == {}

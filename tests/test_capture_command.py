@@ -696,3 +696,33 @@ def test_a_pool_whose_statements_were_prepared_before_the_window_is_not_ready(
     with pytest.raises(UserError, match="the log holds no statement to replay .left out: "
                                         r"\d+ executions of statements prepared before"):
         plan_for(out / "statements.log", knoblab_home)
+
+
+class WithAnotherKnoblab(Client):
+    """The client's mix, and another knoblab's connection opened in the window (a check of
+    its own on the server) beside it."""
+
+    def run(self) -> None:
+        from knoblab.connection import Endpoint
+        from knoblab.server.external import ExternalServer
+
+        other = ExternalServer(Endpoint(host="127.0.0.1", port=3306)).connect()
+        try:
+            with other.cursor() as cur:
+                cur.execute("SELECT 'another knoblab''s check'")
+        finally:
+            other.close()
+        super().run()
+
+
+@pytest.mark.parametrize("which", ["slow", "general"])
+def test_another_knoblabs_rows_of_the_log_table_are_left_out(tmp_path, capturer,
+                                                            slow_log_as_it_was, which):
+    """A server elsewhere (the log read from its table): the window's rows of another
+    knoblab's connection are not written out, the application's are."""
+    from knoblab.server.query_log import SOURCES
+
+    client = WithAnotherKnoblab()
+    events = _window_elsewhere(tmp_path, SOURCES[which], client, slow_log_as_it_was)
+    assert [e for e in events if e.thread == client.thread_id and e.is_statement]
+    assert not [e for e in events if "another knoblab" in e.text or "knoblab'" in e.text]

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -482,3 +483,321 @@ def test_compare_of_a_capture_says_it_is_not_a_study(tmp_path, knoblab_home):
     assert f"run {runs[0]} is a capture (knoblab capture), not a study" in line
     assert "knoblab tune /tmp/prod-capture/spec.toml" in line
     assert json.dumps(line)  # one line, nothing else
+
+
+# ------------------------------------------------- a production server of its own configuration
+
+
+@contextlib.contextmanager
+def _production(binary, home: Path, folder: Path, *options: str) -> Iterator[Path]:
+    """A server started with `options` on its command line, as a production server runs with
+    its own configuration, from a copy of an empty data directory; its socket. Stopped after,
+    its files left to `folder`'s owner."""
+    import shutil
+
+    import pymysql
+
+    from knoblab.server.sandbox import base_template
+
+    data = folder / "data"
+    shutil.copytree(base_template(binary, home) / "data", data)
+    sock = folder / "sock"
+    argv = [str(binary.path), "--no-defaults", f"--datadir={data}", f"--socket={sock}",
+            "--skip-networking", f"--pid-file={folder / 'pid'}",
+            f"--log-error={folder / 'error.log'}",
+            *(["--user=root"] if os.geteuid() == 0 else []), *options]
+    server = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                pymysql.connect(unix_socket=str(sock), user="root", connect_timeout=2).close()
+                break
+            except pymysql.MySQLError:
+                assert server.poll() is None and time.monotonic() < deadline, \
+                    (folder / "error.log").read_text()[-2000:]
+                time.sleep(0.1)
+        yield sock
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def _on(sock: Path, *statements: str, user: str = "root", database: str | None = None):
+    import pymysql
+
+    conn = pymysql.connect(unix_socket=str(sock), user=user, database=database,
+                           autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql)
+            return list(cur.fetchall())
+    finally:
+        conn.close()
+
+
+APP = ("CREATE DATABASE app", "CREATE TABLE app.items (id INT PRIMARY KEY, name VARCHAR(40))",
+       "INSERT INTO app.items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+
+
+class ShortConnections(threading.Thread):
+    """One client that connects, runs a statement and quits, again and again: never two
+    connections at once, many in a second."""
+
+    def __init__(self, sock: Path, sql: str = "SELECT COUNT(*) FROM app.items WHERE id < 50",
+                 database: str | None = None) -> None:
+        super().__init__(daemon=True)
+        self.sock, self.sql, self.database = sock, sql, database
+        self.stop = threading.Event()
+        self.ran = 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            _on(self.sock, self.sql, database=self.database)
+            self.ran += 1
+            time.sleep(0.02)
+
+    def __enter__(self) -> ShortConnections:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(timeout=30)
+
+
+def _capture_of(sock: Path, home: Path, tmp_path: Path, *args: str, user: str = "root",
+                log: str = "general", seconds: str = "3s") -> subprocess.CompletedProcess:
+    spec = tmp_path / "production.toml"
+    spec.write_text(f'name = "production"\n[server]\nkind = "external"\nsocket = "{sock}"\n'
+                    f'user = "{user}"\n')
+    return subprocess.run(cli_command(tmp_path / "s.sqlite", "capture", str(spec), "--for",
+                                      seconds, "--log", log, *args),
+                          env=cli_env(home), cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _run_refusal(spec: Path, home: Path, tmp_path: Path) -> str | None:
+    """What `knoblab run` and `knoblab tune` refuse of the spec on this machine before they
+    start anything (`runner.check_points`, on the sandboxes it would start), None for
+    nothing."""
+    from knoblab import runner
+    from knoblab.spec import load_spec
+
+    try:
+        loaded = load_spec(spec)
+        targets, _ = runner.open_servers(loaded, home, lambda _: None)
+        runner.check_points(loaded, targets, Store(f"sqlite:///{tmp_path / 'checks.sqlite'}"))
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def test_productions_own_configuration_is_a_baseline_its_tune_takes(
+        binary, knoblab_home, tmp_path, short_folder):
+    """What a run of the captured spec refuses is left out, each with the run's own reason
+    (a data directory's fixed setting, the event scheduler, a setting a sandbox holds for its
+    confinement, a plugin's from a library a sandbox does not load); giving up durability is
+    how production runs: kept, with the consent written; and the spec called ready passes
+    every check knoblab run and tune make before they start."""
+    options = ("--lower-case-table-names=1", "--event-scheduler=ON",
+               "--innodb-flush-log-at-trx-commit=0", "--local-infile=0",
+               "--plugin-load-add=server_audit", "--server-audit-logging=ON",
+               "--sort-buffer-size=1M")
+    with _production(binary, knoblab_home, short_folder, *options) as sock:
+        _on(sock, *APP)
+        with ShortConnections(sock):
+            done = _capture_of(sock, knoblab_home, tmp_path, "--out", str(tmp_path / "cap"))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "ready: knoblab tune" in said
+    text = (tmp_path / "cap" / "spec.toml").read_text()
+    spec = tomllib.loads(text)
+    assert spec["server"]["config"] == {"innodb_flush_log_at_trx_commit": "0",
+                                        "sort_buffer_size": "1048576"}
+    assert spec["server"]["allow_durability_tradeoff"] is True
+    for name, why in (("lower_case_table_names", "fixed when a data directory is created"),
+                      ("event_scheduler", "events run SQL of their own"),
+                      ("local_infile", "a sandbox holds it OFF"),
+                      ("server_audit_logging", "a sandbox loads only its build's own")):
+        assert any(line.startswith("# left out") and name in line and why in line
+                   for line in text.splitlines()), (name, text)
+        assert name in said
+    assert "production gives up durability (innodb_flush_log_at_trx_commit" in said
+    assert _run_refusal(tmp_path / "cap" / "spec.toml", knoblab_home, tmp_path) is None
+
+
+def test_a_baseline_over_this_machines_memory_is_kept_and_not_called_ready(
+        binary, knoblab_home, tmp_path, short_folder):
+    """Production's buffer pool over this machine's memory budget: leaving it out would make
+    every trial, and recommended.cnf, about another server; the capture keeps it and says,
+    in place of "ready", what knoblab tune says of it here."""
+    # Over the budget (80% of the memory), under what the kernel lets one process map.
+    pool = int(psutil.virtual_memory().total * 0.85) >> 27 << 27  # whole 128M chunks
+    with _production(binary, knoblab_home, short_folder,
+                     f"--innodb-buffer-pool-size={pool}") as sock:
+        _on(sock, *APP)
+        with ShortConnections(sock):
+            done = _capture_of(sock, knoblab_home, tmp_path, "--out", str(tmp_path / "cap"))
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "ready: knoblab tune" not in said
+    assert "not ready on this machine: knoblab tune would refuse" in said
+    assert "estimated memory" in said and "a machine with the memory it needs" in said
+    spec = tmp_path / "cap" / "spec.toml"
+    assert tomllib.loads(spec.read_text())["server"]["config"] == {
+        "innodb_buffer_pool_size": str(pool)}
+    refusal = _run_refusal(spec, knoblab_home, tmp_path)
+    assert refusal is not None and "estimated memory" in refusal
+
+
+def test_a_clients_short_connections_in_a_second_are_replayed_one_at_a_time(
+        binary, knoblab_home, tmp_path, short_folder):
+    """A general log in whole seconds: a client's connections, one after the other, many in a
+    second, are one session at a time in the replay, as the application ran them; so that
+    production's max_connections = 40 under a thread pool is its baseline, and the replay
+    does not open two dozen sessions at once into it (error 1040)."""
+    from knoblab.capture.plan import plan_for
+
+    with _production(binary, knoblab_home, short_folder, "--thread-handling=pool-of-threads",
+                     "--max-connections=40") as sock:
+        _on(sock, *APP)
+        with ShortConnections(sock) as client:
+            done = _capture_of(sock, knoblab_home, tmp_path, "--out", str(tmp_path / "cap"))
+    assert done.returncode == 0, done.stderr
+    assert client.ran > 40  # many a second
+    plan = plan_for(tmp_path / "cap" / "statements.log", knoblab_home)
+    assert plan.sessions > 20 and plan.peak == 1
+    assert json.loads((tmp_path / "cap" / "capture.json").read_text())["log"][
+        "peak_sessions"] == 1
+    spec = tmp_path / "cap" / "spec.toml"
+    assert tomllib.loads(spec.read_text())["server"]["config"] == {
+        "max_connections": "40", "thread_handling": "pool-of-threads"}
+    assert _run_refusal(spec, knoblab_home, tmp_path) is None
+
+
+class Pooled(threading.Thread):
+    """An application's connection in `database`, open from before the window, running
+    statements there until stopped."""
+
+    def __init__(self, sock: Path, database: str) -> None:
+        import pymysql
+
+        super().__init__(daemon=True)
+        self.conn = pymysql.connect(unix_socket=str(sock), user="root", database=database,
+                                    autocommit=True)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with self.conn.cursor() as cur:
+            while not self.stop.is_set():
+                cur.execute("SELECT name FROM items WHERE id = 2")
+                time.sleep(0.02)
+
+    def __enter__(self) -> Pooled:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(timeout=30)
+        self.conn.close()
+
+
+def test_a_user_who_cannot_see_the_applications_databases_is_refused(
+        binary, knoblab_home, tmp_path, short_folder):
+    """A user that sees no database (SUPER alone) is refused before anything changes, the
+    privileges named; one that sees some, not the one the application's connections use,
+    too when they are open as the capture starts (PROCESS shows them), and not ready after
+    the window when they open in it."""
+    grants = "SELECT, SHOW VIEW, TRIGGER and EVENT on app"
+    with _production(binary, knoblab_home, short_folder) as sock:
+        _on(sock, *APP, "CREATE DATABASE seen", "DROP DATABASE IF EXISTS test",
+            "CREATE USER blind@localhost", "GRANT SUPER ON *.* TO blind@localhost",
+            "CREATE USER partly@localhost", "GRANT SUPER ON *.* TO partly@localhost",
+            "GRANT ALL ON seen.* TO partly@localhost",
+            "CREATE USER watching@localhost", "GRANT SUPER, PROCESS ON *.* TO watching@localhost",
+            "GRANT ALL ON seen.* TO watching@localhost")
+        with ShortConnections(sock, "SELECT name FROM app.items WHERE id = 1"):
+            blind = _capture_of(sock, knoblab_home, tmp_path, "--out", str(tmp_path / "blind"),
+                                user="blind")
+        line = _one_line(blind)
+        assert "blind@" in line and "lacks privileges knoblab capture needs: SHOW DATABASES, " \
+            "or SELECT, SHOW VIEW, TRIGGER and EVENT on the application's databases" in line
+        assert _on(sock, "SELECT @@general_log") == [(0,)]  # nothing changed
+
+        with Pooled(sock, "app"):
+            watched = _capture_of(sock, knoblab_home, tmp_path, "--out",
+                                  str(tmp_path / "watched"), user="watching")
+        line = _one_line(watched)
+        assert f"{grants} (connections use them now, and this user cannot see them" in line
+
+        with ShortConnections(sock, "SELECT name FROM items WHERE id = 1", database="app"):
+            partly = _capture_of(sock, knoblab_home, tmp_path, "--out",
+                                 str(tmp_path / "partly"), user="partly")
+        line = _ending(partly.returncode, partly.stderr)
+        assert "not ready: the statements captured ran in app, which partly cannot see" in line
+        assert f"grant partly {grants.removesuffix(' on app')} on them" in line
+        assert "ready: knoblab tune" not in partly.stderr
+        assert not (tmp_path / "partly" / "spec.toml").exists()
+        assert _on(sock, "SELECT @@general_log") == [(0,)]
+
+
+@pytest.mark.parametrize("log", ["general", "slow"])
+def test_another_knoblab_in_the_window_is_not_the_applications_load(
+        binary, knoblab_home, tmp_path, short_folder, log):
+    """During a capture's window another knoblab reaches the server (from another home): a
+    second capture, refused, and a run on it, refused too; none of their statements are in
+    the capture, the application's are."""
+    with _production(binary, knoblab_home, short_folder) as sock:
+        _on(sock, *APP)
+        spec = tmp_path / "production.toml"
+        spec.write_text(f'name = "production"\n[server]\nkind = "external"\nsocket = "{sock}"\n'
+                        'user = "root"\n')
+        run = tmp_path / "run.toml"
+        run.write_text(spec.read_text() + '[dataset]\nrows = 1000\n[workload]\nsql = "SELECT 1"'
+                       '\nrepetitions = 2\n[sweep]\nread_buffer_size = ["64K", "1M"]\n')
+        other = tmp_path / "other-home"
+        other.mkdir()
+        capture = subprocess.Popen(
+            cli_command(tmp_path / "s.sqlite", "capture", str(spec), "--for", "10m", "--log",
+                        log, "--out", str(tmp_path / "cap")),
+            env=cli_env(knoblab_home), cwd=tmp_path, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        with reaped(capture), ShortConnections(sock):
+            switch = "general_log" if log == "general" else "slow_query_log"
+            deadline = time.monotonic() + 60
+            while _on(sock, f"SELECT @@{switch}") != [(1,)]:
+                assert capture.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+            for args in (("capture", str(spec), "--for", "1s", "--out", str(tmp_path / "cap2")),
+                         ("run", str(run))):
+                refused = _knoblab(other, tmp_path / "other.sqlite", *args)
+                assert "is capturing" in _one_line(refused)
+            os.killpg(capture.pid, signal.SIGINT)  # ends the window, keeping what it took
+            _, stderr = capture.communicate(timeout=120)
+    assert capture.returncode == 0, stderr
+    texts = [e.text for e in read_log(tmp_path / "cap" / "statements.log") if e.is_statement]
+    assert any("app.items" in text for text in texts)
+    knoblabs = ("LOCK(", "@@pid_file", "knoblab", "SYSTEM_VARIABLES", "PROCESSLIST")
+    assert [text for text in texts if any(mark in text for mark in knoblabs)] == []
+    summary = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert summary["log"]["other_knoblab_connections"] >= 2
+    assert "connection(s) another knoblab opened during the window" in " ".join(stderr.split())
+
+
+def test_a_window_of_nothing_a_replay_runs_is_not_ready(binary, knoblab_home, tmp_path,
+                                                        short_folder):
+    """Connections that only set themselves up (a pool's or a monitor's probes) are statements
+    a replay leaves out: a window of nothing else is not ready, as knoblab tune would refuse
+    its log."""
+    with _production(binary, knoblab_home, short_folder) as sock, \
+            ShortConnections(sock, "SET NAMES utf8mb4"):
+        done = _capture_of(sock, knoblab_home, tmp_path, "--out", str(tmp_path / "cap"))
+    line = _ending(done.returncode, done.stderr)
+    assert "not ready: none of the statements captured can be replayed" in line
+    assert "the log holds no statement to replay" in line
+    assert "ready: knoblab tune" not in done.stderr
+    assert not (tmp_path / "cap" / "spec.toml").exists()

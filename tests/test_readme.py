@@ -300,6 +300,39 @@ def test_the_readme_says_what_setup_installs():
     assert not unsaid, f"scripts/setup installs {unsaid}, which the README does not say"
 
 
+def _setup_packages() -> tuple[set[str], set[str]]:
+    """What scripts/setup installs: always, and with --browser (its `if` block); the packages
+    it adds to `missing` by name or through a `for` loop over names."""
+    always: set[str] = set()
+    browser: set[str] = set()
+    into = always
+    for line in (ROOT / "scripts" / "setup").read_text().splitlines():
+        if line.startswith('if [ "${1:-}" = "--browser" ]'):
+            into = browser
+        elif line == "fi":
+            into = always
+        into.update(re.findall(r"missing\+=\(([\w.-]+)\)", line))
+        if loop := re.match(r"\s*for library in ([\w. -]+);", line):
+            into.update(loop.group(1).split())
+    return always, browser
+
+
+def _named_between(text: str, start: str, end: str) -> set[str]:
+    """The names in backquotes between `start` and `end`, asides in parentheses left out."""
+    span = text[text.index(start):]
+    span = span[:span.index(end)]
+    return set(re.findall(r"`([^`]+)`", re.sub(r"\([^()]*\)", "", span)))
+
+
+def test_the_readme_names_exactly_what_setup_installs():
+    """No package the script does not install (a build chain for a client that is gone), none
+    it installs left out; for the plain set-up and for --browser alike."""
+    always, browser = _setup_packages()
+    section = " ".join(README[README.index("## Set-up"):README.index("## Use")].split())
+    assert _named_between(section, "which installs from Debian", "a virtualenv") == always
+    assert _named_between(section, "which also installs", "and unpacks") == browser
+
+
 def test_the_readme_says_scripts_test_installs_the_browser_and_why():
     assert "setup --browser" in (ROOT / "scripts" / "test").read_text()
     section = README[README.index("## Set-up"):README.index("## Use")]

@@ -164,6 +164,33 @@ def general_line(text: str) -> tuple[str | None, int] | None:
     return None if found is None else (found.group("time"), int(found.group("id")))
 
 
+def general_statement(text: str) -> tuple[int, str] | None:
+    """A general log line that starts a Query: its connection and the statement's first
+    line; None for any other line."""
+    found = _GENERAL.match(_chomp(text))
+    if found is None or found.group("command") != "Query":
+        return None
+    return int(found.group("id")), found.group("arg") or ""
+
+
+def slow_statement(group: list[tuple[int, str]]) -> str | None:
+    """The statement of a slow log's entry as `slow_entries` groups it (its `use` and `SET
+    timestamp` lines and the `;` the server adds left off); None for a group that is no
+    entry."""
+    if not group or not group[0][1].startswith(_SLOW_START):
+        return None
+    lines = [_chomp(text) for _, text in group]
+    header = next((n for n, text in enumerate(lines) if not text.startswith("#")), len(lines))
+    body = lines[header:]
+    if len(body) > 1 and _USE.match(body[0]) and _SET_TIMESTAMP.match(body[1]):
+        body = body[1:]
+    if body and _SET_TIMESTAMP.match(body[0]):
+        body = body[1:]
+    while body and not body[-1]:
+        body.pop()
+    return "\n".join(body).removesuffix(";")
+
+
 def _starts_entry(text: str) -> bool:
     return text.startswith(_SLOW_START) or _GENERAL.match(text) is not None
 

@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,11 @@ class DumpPlan:
     not_transactional: list[str] = field(default_factory=list)  # "db.table (Engine)"
     text_bytes: int = 0  # the dump's text, estimated from the tables' sizes
     tables: int = 0
+    # Every database this user sees (the server's own and knoblab's too), and whether that is
+    # every one on the server: without SHOW DATABASES (or a privilege on all of them) a user
+    # sees only those it holds a privilege on, and the others would not be dumped.
+    seen: frozenset[str] = frozenset()
+    sees_all: bool = True
 
     @property
     def with_rows(self) -> bool:
@@ -78,7 +83,10 @@ def plan_dump(cur: Any, mode: str, rows: int | None) -> DumpPlan:
     engines and sizes."""
     plan = DumpPlan(mode, rows)
     cur.execute("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY SCHEMA_NAME")
-    names = [str(r[0]) for r in cur.fetchall() if str(r[0]).lower() not in SYSTEM_DATABASES]
+    plan.seen = frozenset(str(r[0]) for r in cur.fetchall())
+    holds, _ = _grants(cur)
+    plan.sees_all = any(holds(privilege, "") for privilege in ("SHOW DATABASES", "SELECT"))
+    names = sorted(name for name in plan.seen if name.lower() not in SYSTEM_DATABASES)
     # knoblab's own benchmark data, whatever [server] database named it: marked as knoblab's
     cur.execute("SELECT TABLE_SCHEMA FROM information_schema.TABLES WHERE TABLE_NAME = %s",
                 (OWNER_TABLE,))
@@ -103,6 +111,20 @@ def plan_dump(cur: Any, mode: str, rows: int | None) -> DumpPlan:
         if mode != "schema" and str(engine or "").upper() not in TRANSACTIONAL:
             plan.not_transactional.append(f"{schema}.{table} ({engine})")
     return plan
+
+
+# What the dump needs of a database (SHOW VIEW only where it has views).
+TO_DUMP = "SELECT, SHOW VIEW, TRIGGER and EVENT"
+
+
+def unseen_databases(plan: DumpPlan, used: Iterable[str | None]) -> list[str]:
+    """Of the databases `used` (by the application's connections, its statements), those
+    this user does not see, so the dump would not hold them: none when it sees every one (a
+    database used and not seen then does not exist, or no longer does)."""
+    if plan.sees_all:
+        return []
+    return sorted({name for name in used if name and name.lower() not in SYSTEM_DATABASES
+                   and name not in plan.seen})
 
 
 def missing_on(cur: Any, database: str, privileges: tuple[str, ...], why: str) -> list[str]:

@@ -15,6 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,12 @@ from knoblab.catalog import Catalog, read_catalog
 from knoblab.connection import DATABASE, Endpoint, Server, one
 from knoblab.errors import UserError
 from knoblab.server.guard import data_tables, watching
-from knoblab.server.settings import read_globals, set_global
+from knoblab.server.settings import SettingRefused, globals_on, read_globals, set_global
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, ServerRefused
 
 LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.query_log) holds
+MARK = "SET @knoblab = 'knoblab'"  # each connection's first statement: a capture leaves it out
 
 OWNER_TABLE = "knoblab_owner"  # its presence marks a database as knoblab's to change
 
@@ -50,7 +52,7 @@ class ExternalServer:
     def connect(self, database: str | None = None, **kwargs: Any) -> pymysql.Connection:
         e = self.endpoint
         options: dict[str, Any] = {"user": e.user, "database": database, "autocommit": True,
-                                   "connect_timeout": 10}
+                                   "connect_timeout": 10, "init_command": MARK}
         if e.socket:
             options["unix_socket"] = e.socket
         else:
@@ -218,8 +220,8 @@ class Settings:
                             f": is {self.server.endpoint.config_include} included by its "
                             "configuration (!includedir)?")
 
-    def restore(self) -> list[str]:
-        """Put every changed setting back; the names restored."""
+    def restore(self) -> PutBack:
+        """Put every changed setting back, read back (`restore_settings`)."""
         return restore_settings(self.server, self.catalog, self.store, self.run_id)
 
 
@@ -298,15 +300,49 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
-                     run_id: str) -> list[str]:
-    """Put back what the run left changed; the names put back. A setting that cannot be put
-    back (the server refuses it now) does not stop the others: it stays pending, and a
-    UserError names it, its original value and why, after the rest are back."""
+@dataclass(frozen=True)
+class PutBack:
+    """What a put-back did, as the server shows it afterwards."""
+
+    restored: list[str]  # read back at their original values
+    # left as another session set them while knoblab had them changed: name -> (now, original)
+    left: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def said(self) -> str:
+        """The put-back in words (empty when nothing was pending)."""
+        if not self.left:
+            return "every setting is back" if self.restored else ""
+        changed = ", ".join(f"{name} = {shown(now)} (was {shown(was)})"
+                            for name, (now, was) in self.left.items())
+        return (f"every setting is back but {changed}, which another session changed while "
+                "knoblab had it changed: left as that session set it")
+
+
+def shown(value: str | None) -> str:
+    return "the server's default" if value is None else value
+
+
+class PutBackFailed(UserError):
+    """Settings still changed on the server after a put-back: the message names them, what
+    the server shows of them, and the command that puts them back."""
+
+
+def restore_settings(server: ExternalServer, catalog: Catalog, store: Any, run_id: str,
+                     ours: Mapping[str, str] | None = None) -> PutBack:
+    """Put back what the run left changed, then read the values back: only a setting the
+    server shows at its original value is marked put back. `ours` is what knoblab set (as the
+    server showed it then): a setting another session changed since is left as it is now.
+    A setting that cannot be put back (the server refuses it, or cannot be reached) does not
+    stop the others: it stays pending, and PutBackFailed names it, what the server shows, and
+    `knoblab restore RUN`, after the rest are back."""
     pending = store.pending_restores(run_id)
+    if not pending:
+        return PutBack([])
+    originals: dict[str, str | None] = {row["name"]: row["original"] for row in pending}
     failed: dict[str, str] = {}
-    restart_only = {row["name"]: row["original"] for row in pending
-                    if row["name"] in catalog.knobs and not catalog.knobs[row["name"]].dynamic}
+    left: dict[str, tuple[str | None, str | None]] = {}
+    restart_only = {name: was for name, was in originals.items()
+                    if name in catalog.knobs and not catalog.knobs[name].dynamic}
     if restart_only:
         path = Path(server.endpoint.config_include or "").expanduser()
         empty = not path.is_file() or path.read_text(errors="replace") == INCLUDE_MARK
@@ -316,30 +352,58 @@ def restore_settings(server: ExternalServer, catalog: Catalog, store: Any,
                 restart_with(server, {})  # the include file emptied: its own settings
         except UserError as exc:
             failed.update({name: str(exc) for name in restart_only})
-    conn = server.connect()
+    dynamic = [n for n in originals if n in catalog.knobs and catalog.knobs[n].dynamic]
+    failed.update({n: f"{server.endpoint.describe()} has no such setting now"
+                   for n in originals if n not in catalog.knobs})
+    now: dict[str, str] = {}
     try:
-        with conn.cursor() as cur:
-            for row in pending:
-                name = row["name"]
-                if name not in catalog.knobs:
-                    failed[name] = f"{server.endpoint.describe()} has no such setting now"
-                elif catalog.knobs[name].dynamic:
+        conn = server.connect()
+        try:
+            with conn.cursor() as cur:
+                before = globals_on(cur, dynamic)
+                for name in dynamic:
+                    mine = (ours or {}).get(name)
+                    if mine is not None and before.get(name) not in (mine, originals[name]):
+                        left[name] = (before.get(name), originals[name])
+                        continue
                     try:
-                        set_global(cur, catalog, name, row["original"])
-                    except pymysql.MySQLError as exc:
+                        set_global(cur, catalog, name, originals[name])
+                    except SettingRefused as exc:
                         failed[name] = refusal(exc)
-    finally:
-        conn.close()
-    names = [row["name"] for row in pending if row["name"] not in failed]
-    store.mark_restored(run_id, names)
+                now = globals_on(cur, list(originals))
+        finally:
+            conn.close()
+    except (UserError, pymysql.MySQLError) as exc:  # gone away mid-way, or not reachable
+        why = str(exc) if isinstance(exc, UserError) else refusal(exc)
+        failed.update({n: f"no answer ({why})" for n in dynamic
+                       if n not in failed and n not in left})
+    for name in dynamic:  # the words follow the server: what it shows now
+        if name in now and name not in failed and name not in left and \
+                not _same(now[name], originals[name]):
+            failed[name] = f"the server still shows {now[name]!r}"
+    restored = [n for n in originals if n not in failed and n not in left]
+    store.mark_restored(run_id, restored)
+    store.mark_restored(run_id, list(left), "left")
     if failed:
-        originals = {row["name"]: row["original"] for row in pending}
-        what = "; ".join(f"{name} (to {originals[name]}): {why}" for name, why in failed.items())
-        done = f"put back {', '.join(names)}; " if names else ""
-        raise UserError(f"{done}could not put back on {server.endpoint.describe()}: {what}; set "
-                        f"{'it' if len(failed) == 1 else 'them'} by hand, then clear the record "
-                        f"with: knoblab restore {run_id} --forget")
-    return names
+        by_why: dict[str, list[str]] = {}
+        for name, why in failed.items():
+            by_why.setdefault(why, []).append(f"{name} (to {shown(originals[name])})")
+        what = "; ".join(f"{', '.join(names)}: {why}" for why, names in by_why.items())
+        done = f"put back {', '.join(restored)}; " if restored else ""
+        raise PutBackFailed(
+            f"{done}could not put back on {server.endpoint.describe()}: {what}; "
+            f"{'it is' if len(failed) == 1 else 'they are'} still changed there: put "
+            f"{'it' if len(failed) == 1 else 'them'} back with: knoblab restore {run_id} (or "
+            f"set {'it' if len(failed) == 1 else 'them'} by hand, then: knoblab restore "
+            f"{run_id} --forget)")
+    return PutBack(restored, left)
+
+
+def _same(now: str, original: str | None) -> bool:
+    """Whether the server's value is the original (None: the default it was put back to)."""
+    if original is None:
+        return True  # SET GLOBAL … = DEFAULT: whatever the server's default is now
+    return now == original or now.strip().upper() == original.strip().upper()
 
 
 def refusal(exc: pymysql.MySQLError) -> str:
@@ -419,22 +483,41 @@ def forget_pending(store: Any, run_id: str | None = None) -> list[tuple[str, str
 
 
 def restore_pending(store: Any, run_id: str | None = None
-                    ) -> tuple[list[tuple[str, str, list[str]]], list[str]]:
-    """Put back what runs left changed (all runs, or one): (run, server, names) per run, and
+                    ) -> tuple[list[tuple[str, str, PutBack]], list[str]]:
+    """Put back what runs left changed (all runs, or one): (run, server, put-back) per run, and
     what could not be put back, per run (one run's trouble does not stop the others)."""
     by_run: dict[str, dict[str, Any]] = {}
     for row in store.pending_restores(run_id):
         by_run.setdefault(row["run_id"], row["server"])
     restored, problems = [], []
     for run, where in by_run.items():
+        server = ExternalServer(Endpoint.from_dict(where))
         try:
-            server = ExternalServer(Endpoint.from_dict(where))
-            names = restore_settings(server, server.catalog(), store, run)
+            catalog = server.catalog()
+        except UserError as exc:
+            still = ", ".join(f"{r['name']} (to {shown(r['original'])})"
+                              for r in store.pending_restores(run))
+            problems.append(f"run {run}: {exc}; still changed there: {still}; run knoblab "
+                            f"restore {run} again once it answers")
+            continue
+        try:
+            # What the run set, where it kept it: a setting changed since by someone else
+            # is theirs now.
+            done = restore_settings(server, catalog, store, run, _set_by(store, run))
         except UserError as exc:
             problems.append(f"run {run}: {exc}")
             continue
-        restored.append((run, server.endpoint.describe(), names))
+        restored.append((run, server.endpoint.describe(), done))
     return restored, problems
+
+
+def _set_by(store: Any, run_id: str) -> dict[str, str] | None:
+    """What a run set on the server, as it kept it (a capture's window values), if it did."""
+    try:
+        found = store.run(run_id)["info"].get("window_values")
+    except UserError:  # journal rows without their run
+        return None
+    return found if isinstance(found, dict) else None
 
 
 # --- the target -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pymysql
 
 from knoblab.connection import ACCESS_DENIED, SYSTEM_DATABASES, Server, one
 from knoblab.errors import UserError
-from knoblab.server.settings import own_session
+from knoblab.server.settings import globals_on, own_session
 from knoblab.server.target import Tampered
 
 # Globals the server moves by itself as it works (the binary log's positions).
@@ -163,6 +163,14 @@ def _put_back(server: Server, changed: dict[str, tuple[str, str | None]],
                         _set(cur, name, value)
                     except pymysql.MySQLError as exc:
                         failed[name] = str(exc.args[-1])
+                # Said put back only as the server shows it afterwards.
+                names = [n for n in changed if n not in failed]
+                if names:
+                    now = globals_on(cur, names)
+                    failed.update({n: f"the server still shows {_shown(now.get(n))}"
+                                   for n in names if now.get(n) != changed[n][0]})
+        except (pymysql.MySQLError, OSError) as exc:  # gone away while putting back
+            failed.update({n: str(exc) for n in changed if n not in failed})
         finally:
             conn.close()
     what = ", ".join(f"{name} ({_shown(old)} → {_shown(new)})"

@@ -38,7 +38,11 @@ that the next one finds (`killed_capture`): the log's file named after it, or a 
 aside.
 
 knoblab's own connections switch their own logging off, and their thread ids are left out
-of what is written, whatever the server logged.
+of what is written, whatever the server logged. So are the connections of any other knoblab
+process (a second capture refused, a run or a `knoblab restore` on this server): every
+connection knoblab opens runs `external.MARK` first, and a connection whose log holds it is
+left out whole. (The dump's own connection cannot carry it, and needs not: it runs while its
+capture holds the server's capture lock, which no other window is open without.)
 """
 
 from __future__ import annotations
@@ -54,12 +58,20 @@ from typing import Any, BinaryIO
 
 import pymysql
 
-from knoblab.capture.logs import general_line, slow_entries
+from knoblab.capture.logs import general_line, general_statement, slow_entries, slow_statement
 from knoblab.catalog import Catalog
 from knoblab.connection import one
 from knoblab.errors import UserError
-from knoblab.server.external import LOCK, ExternalServer, lock_holder, refusal, restore_settings
-from knoblab.server.settings import own_session, set_global
+from knoblab.server.external import (
+    LOCK,
+    MARK,
+    ExternalServer,
+    PutBack,
+    lock_holder,
+    refusal,
+    restore_settings,
+)
+from knoblab.server.settings import globals_on, own_session, set_global
 
 # The settings that make the slow log hold every statement, by the names a server may give
 # them (MariaDB has both spellings as aliases; the first one the server knows is used), with
@@ -124,12 +136,16 @@ class QueryLog:
     mode: str = "file"  # "file" or "table"
     file: Path | None = None  # FILE: the log the server writes
     own_threads: set[int] = field(default_factory=set)
+    others: set[int] = field(default_factory=set)  # another knoblab's, in the window (MARK)
     started_at: dt.datetime | None = None  # the window's start, in UTC
     outputs: frozenset[str] = frozenset()  # the server's own log_output
     aside: bool = False  # the window logs to a table: the log's own table is set aside
     set_aside: bool = False  # and it is, now
     changes: dict[str, str] = field(default_factory=dict)  # name -> value in the window
     originals: dict[str, str | None] = field(default_factory=dict)
+    # name -> value in the window as the server shows it once set (what put_back expects to
+    # find: anything else was set by another session meanwhile)
+    applied: dict[str, str] = field(default_factory=dict)
     # The other connections open when the window began: their database, and the id of the
     # last statement each had run (MariaDB's process list; None where the server has none).
     open_before: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
@@ -253,6 +269,9 @@ class QueryLog:
             cur.execute("SELECT NOW(6)")
             self.started_at = one(cur)[0]
             set_global(cur, self.catalog, self.switch, "ON")
+            self.applied = self.now(cur)
+            # Kept with the run, for `knoblab restore` after a kill -9 to tell the same.
+            self.store.update_info(self.run_id, window_values=self.applied)
             # Read once the log is on: a connection that changes its database from now on
             # does so in the log.
             self.open_before = {thread: found for thread, found in open_connections(cur).items()
@@ -284,10 +303,23 @@ class QueryLog:
                     with contextlib.suppress(pymysql.MySQLError):
                         cur.execute(f"SET SESSION {knob.name} = %s", (value,))
 
-    def put_back(self) -> list[str]:
+    def now(self, cur: Any) -> dict[str, str]:
+        """The values of the settings the window changes, as the server shows them now."""
+        return globals_on(cur, list(self.changes))
+
+    def changed_by_others(self, cur: Any) -> dict[str, str]:
+        """The settings of the window another session has set since it began: name -> value
+        now (the window's log is thinner, or fuller, from then on)."""
+        now = self.now(cur)
+        return {name: value for name, value in now.items()
+                if name in self.applied and value != self.applied[name]}
+
+    def put_back(self) -> PutBack:
         """Every setting the window changed put back (`restore_settings`, on connections
-        kept out of the log like the window's own); the names put back."""
-        return restore_settings(_Quiet(self), self.catalog, self.store, self.run_id)
+        kept out of the log like the window's own), and read back; one another session
+        changed during the window is left as that session set it."""
+        return restore_settings(_Quiet(self), self.catalog, self.store, self.run_id,
+                                self.applied)
 
     def written(self, cur: Any) -> int:
         """A cheap counter of what the log has taken since the server started: statements
@@ -313,8 +345,10 @@ class QueryLog:
                 if self.source is GENERAL:
                     out.write(self._databases_before())
                 if source is not None:
+                    self.others = _marked(source, self.source) - self.own_threads
+                    source.seek(0)
                     copy = _copy_entries if self.source is SLOW else _copy_general
-                    copy(source, out, self.own_threads)
+                    copy(source, out, self.own_threads | self.others)
                 elif self.mode == "table":
                     self._write_table(out)
         except OSError as exc:
@@ -343,8 +377,17 @@ class QueryLog:
             with conn.cursor(pymysql.cursors.SSCursor) as cur:
                 own_session(cur)
                 cur.execute("SET SESSION time_zone = '+00:00'")
-                marks = ", ".join(["%s"] * len(self.own_threads))
-                window = (self.started_at, *sorted(self.own_threads))
+                if self.source is SLOW:
+                    cur.execute("SELECT DISTINCT thread_id FROM mysql.slow_log WHERE start_time "
+                                ">= %s AND sql_text = %s", (self.started_at, MARK))
+                else:
+                    cur.execute("SELECT DISTINCT thread_id FROM mysql.general_log WHERE "
+                                "event_time >= %s AND command_type = 'Query' AND argument = %s",
+                                (self.started_at, MARK))
+                self.others = {int(row[0]) for row in cur.fetchall()} - self.own_threads
+                skipped = sorted(self.own_threads | self.others)
+                marks = ", ".join(["%s"] * len(skipped))
+                window = (self.started_at, *skipped)
                 as_text: Callable[..., bytes]
                 if self.source is SLOW:
                     cur.execute("SELECT start_time, user_host, query_time, lock_time, "
@@ -539,6 +582,17 @@ def _copy_entries(source: BinaryIO, out: BinaryIO, skipped: set[int]) -> None:
         if first.startswith(("# Time:", "# User@Host:")):
             dated = None
         out.writelines(text.encode("utf-8", "surrogateescape") for _, text in group)
+
+
+def _marked(source: BinaryIO, log: Source) -> set[int]:
+    """The connections of the log that ran `MARK`: knoblab's, its own or another process's."""
+    lines = ((number, raw.decode("utf-8", "surrogateescape"))
+             for number, raw in enumerate(source, start=1))
+    if log is SLOW:
+        return {thread for group in slow_entries(lines)
+                if slow_statement(group) == MARK and (thread := _thread(group)) is not None}
+    return {found[0] for _, text in lines
+            if (found := general_statement(text)) is not None and found[1] == MARK}
 
 
 def _copy_general(source: BinaryIO, out: BinaryIO, skipped: set[int]) -> None:

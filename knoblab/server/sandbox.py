@@ -401,8 +401,16 @@ class Sandbox:
         return " | ".join(line.strip() for line in relevant[-lines:])
 
     def _config_text(self) -> str:
-        lines = [
-            "[mysqld]",
+        # The spec's settings first: every line of knoblab's own comes after them, so that no
+        # setting undoes what keeps the sandbox private (the last line wins; the spec checks
+        # refuse such settings too, safety.check_sandbox_owned).
+        lines = ["[mysqld]", *(f"{name} = {value}" for name, value in self.settings.items())]
+        share = self.binary.share()
+        if share is not None:  # the build's own error messages and character sets
+            lines += [f"lc-messages-dir = {share}", f"character-sets-dir = {share / 'charsets'}"]
+        if os.geteuid() == 0:
+            lines.append("user = root")
+        lines += [
             f"datadir = {self.datadir}",
             f"socket = {self.socket}",
             f"pid-file = {self.dir / 'mysqld.pid'}",
@@ -414,17 +422,13 @@ class Sandbox:
             "skip-networking",
             # Data loaded or replayed is untrusted: no table files outside the datadir (DATA
             # / INDEX DIRECTORY), no client files read by the server (LOAD DATA LOCAL), no
-            # plugins but those built in.
+            # plugins or functions but those built in, no account above its grants.
             "skip-symbolic-links",
             "local-infile = 0",
+            "skip-grant-tables = 0",
+            "allow-suspicious-udfs = 0",
             f"plugin-dir = {self.plugins}",
         ]
-        share = self.binary.share()
-        if share is not None:  # the build's own error messages and character sets
-            lines += [f"lc-messages-dir = {share}", f"character-sets-dir = {share / 'charsets'}"]
-        if os.geteuid() == 0:
-            lines.append("user = root")
-        lines += [f"{name} = {value}" for name, value in self.settings.items()]
         return "\n".join(lines) + "\n"
 
     def _wait_ready(self, timeout: float) -> None:
@@ -546,10 +550,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def reap_orphans(home: Path | None = None) -> int:
-    """Stop sandboxes left behind by a knoblab process that no longer exists; how many."""
-    home = home or knoblab_home()
-    reaped = 0
+def left_behind(home: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The sandbox folders under `home` whose owner (the knoblab that made them) is gone,
+    each with its owner.json ({} when killed before writing it), and the templates such an
+    owner left half-built; never one whose owner is alive, or that names none (an older
+    knoblab's, still being made)."""
+    found: list[tuple[Path, dict[str, Any]]] = [
+        (folder, {}) for folder in (home / "templates").glob("*/*.building-*")
+        if (pid := folder.name.rsplit("-", 1)[-1]).isdigit() and not alive(int(pid))]
     for folder in (home / "sandboxes").glob("*"):
         named = folder.name.rsplit("-", 1)[-1]
         try:
@@ -557,8 +565,17 @@ def reap_orphans(home: Path | None = None) -> int:
         except (OSError, ValueError):
             owner = {}
         owner_pid = int(owner.get("owner_pid") or (named if named.isdigit() else 0))
-        if not owner_pid or alive(owner_pid):
-            continue  # alive, or a folder of an older knoblab still being made: left alone
+        if owner_pid and not alive(owner_pid):
+            found.append((folder, owner))
+    return found
+
+
+def reap_orphans(home: Path | None = None) -> int:
+    """Stop sandboxes left behind by a knoblab process that no longer exists, and remove
+    their folders; how many servers were stopped."""
+    home = home or knoblab_home()
+    reaped = 0
+    for folder, owner in left_behind(home):
         server_pid = owner.get("server_pid")
         if server_pid and alive(server_pid) and owner["defaults_file"] in _cmdline(server_pid):
             os.kill(server_pid, signal.SIGKILL)

@@ -55,11 +55,18 @@ def read_globals(connect: Callable[[], pymysql.Connection], names: list[str]) ->
     try:
         with conn.cursor() as cur:
             own_session(cur)
-            marks = ", ".join(["%s"] * len(names))
-            cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
-            return {name.lower(): value for name, value in cur.fetchall()}
+            return globals_on(cur, names)
     finally:
         conn.close()
+
+
+def globals_on(cur: Any, names: list[str]) -> dict[str, str]:
+    """SHOW GLOBAL VARIABLES for `names`, on an open connection; lower-case names."""
+    if not names:
+        return {}
+    marks = ", ".join(["%s"] * len(names))
+    cur.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)
+    return {name.lower(): value for name, value in cur.fetchall()}
 
 
 def set_global(cur: Any, catalog: Catalog, name: str, value: str | None) -> None:
