@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from production_tune import capture
 from scipy import stats
-from tune_replay import knoblab, normal, with_section, without_tune
+from tune_replay import begun, knoblab, normal, with_section, without_tune
 
 VALUES: dict[str, list[str]] = {
     "innodb_buffer_pool_size": ["32M", "64M", "128M", "256M"],
@@ -89,15 +88,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, required=True)
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
-    folder = args.keep
-    folder.mkdir(parents=True, exist_ok=True)
-    home = Path(os.environ.get("KNOBLAB_HOME") or folder / "home")
-    home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "KNOBLAB_HOME": str(home)}
-    env.pop("KNOBLAB_STORE", None)
-    os.environ["KNOBLAB_HOME"] = str(home)
-    record: dict[str, Any] = json.loads(args.log.read_text()) if args.log.exists() else {}
-    record["args"] = {k: str(v) for k, v in vars(args).items()}
+    folder, home, env, record = begun(args)
 
     def save() -> None:
         args.log.write_text(json.dumps(record, indent=1) + "\n")

@@ -129,6 +129,22 @@ def tune(folder: Path, env: dict[str, str], args: argparse.Namespace, screen: st
             "states": [t.get("state") for t in document.get("trials", [])]}
 
 
+def begun(args: argparse.Namespace) -> tuple[Path, Path, dict[str, str], dict[str, Any]]:
+    """A benchmark's folder (--keep), its knoblab home (KNOBLAB_HOME, else one in the
+    folder), the environment of its knoblab commands, and its record (--log, read back when
+    it exists, so that a run goes on where it stopped)."""
+    folder = args.keep
+    folder.mkdir(parents=True, exist_ok=True)
+    home = Path(os.environ.get("KNOBLAB_HOME") or folder / "home")
+    home.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "KNOBLAB_HOME": str(home)}
+    env.pop("KNOBLAB_STORE", None)
+    os.environ["KNOBLAB_HOME"] = str(home)
+    record: dict[str, Any] = json.loads(args.log.read_text()) if args.log.exists() else {}
+    record["args"] = {k: str(v) for k, v in vars(args).items()}
+    return folder, home, env, record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pool", default="8M")
@@ -143,15 +159,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, required=True)
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
-    folder = args.keep
-    folder.mkdir(parents=True, exist_ok=True)
-    home = Path(os.environ.get("KNOBLAB_HOME") or folder / "home")
-    home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "KNOBLAB_HOME": str(home)}
-    env.pop("KNOBLAB_STORE", None)
-    os.environ["KNOBLAB_HOME"] = str(home)
-    record: dict[str, Any] = json.loads(args.log.read_text()) if args.log.exists() else {}
-    record["args"] = {k: str(v) for k, v in vars(args).items()}
+    folder, home, env, record = begun(args)
 
     def save() -> None:
         args.log.write_text(json.dumps(record, indent=1) + "\n")
