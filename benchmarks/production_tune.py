@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,6 +127,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="keep the folder here")
+    parser.add_argument("--capture-only", action="store_true",
+                        help="stop after the capture (with --keep: tune it later, again)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="knoblab-production-") as temporary:
         folder = args.keep or Path(temporary)
@@ -135,7 +138,15 @@ def main() -> None:
         env = {**os.environ, "KNOBLAB_HOME": str(home)}
         env.pop("KNOBLAB_STORE", None)
         os.environ["KNOBLAB_HOME"] = str(home)
-        capture(folder, home, args, env)
+        if (folder / "cap" / "capture.json").exists():
+            print(f"the capture in {folder / 'cap'} is tuned again")  # with --keep
+        else:
+            capture(folder, home, args, env)
+        if args.capture_only:
+            return
+        for earlier in (folder / "study", folder / "check"):
+            shutil.rmtree(earlier, ignore_errors=True)
+        (folder / "store-tune.sqlite").unlink(missing_ok=True)  # a new study each time
         summary = json.loads((folder / "cap" / "capture.json").read_text())
         production = tomllib.loads((folder / "cap" / "spec.toml").read_text())["server"][
             "config"]

@@ -647,7 +647,12 @@ def _spec_text(name: str, summary: dict[str, Any], with_data: bool) -> str:
         lines += ["[server.config]"]
         lines += [f"{name} = {json.dumps(value)}" for name, value in sorted(settings.items())]
         lines += [""]
-    lines += ["[tune]", 'knobs = "auto"', ""]
+    lines += ["[tune]", 'knobs = "auto"',
+              "# Each trial replays a part of the capture sized to --budget: the tune measures",
+              "# what a replay of its first 5 s costs, then takes the largest part of which the",
+              "# search's share of the budget holds some 30 trials, and says so in one line.",
+              '# Pin it with fidelity = "10s" (its first 10 s), or "whole".',
+              'fidelity = "auto"', ""]
     found = summary.get("machine")
     if found:
         lines += [f"# The server's machine: {found['memory_gib']} GiB of memory, {found['cpus']} "

@@ -903,6 +903,9 @@ class Reduction(_Record):
     trimmed: tuple[str, ...] = ()
     trim_run_id: str | None = None
     trim_steps: tuple[tuple[str, PointVerdict], ...] = ()
+    # Put back in groups (knoblab.search.proof.halve): each step of trim_steps names several
+    # settings, the least important first by the search's trials; no setting alone (effects).
+    grouped: bool = False
 
 
 @dataclass(frozen=True)

@@ -244,7 +244,7 @@ def _check_budget(work: Workload, points: int) -> None:
     rounds = work.rounds
     if rounds.budget is None:
         return
-    per_trial = work.least_seconds + LEAST_TRIAL_SECONDS
+    per_trial = max(work.least_seconds + LEAST_TRIAL_SECONDS, rounds.expected or 0.0)
     one_round = points * per_trial
     if rounds.budget < rounds.floor * one_round:
         raise BudgetTooShort(

@@ -74,7 +74,10 @@ def test_production_is_captured_with_its_pool_and_configuration_and_tuned_from_t
     assert tomllib.loads(text)["server"]["config"]["innodb_buffer_pool_size"] == str(POOL)
     assert 'knobs = "auto"' in text
 
-    (tmp_path / "cap" / "spec.toml").write_text(text.replace('[tune]\nknobs = "auto"\n', TUNE))
+    assert tomllib.loads(text)["tune"]["fidelity"] == "auto"
+    # The capture's [tune] section (up to its blank line) becomes the test's.
+    ours = re.sub(r"\[tune\]\n(?:.+\n)*", TUNE, text, count=1)
+    (tmp_path / "cap" / "spec.toml").write_text(ours)
     tuned = _knoblab(knoblab_home, tmp_path, "tune", str(tmp_path / "cap" / "spec.toml"),
                      "--out", str(tmp_path / "study"))
     assert tuned.returncode == 0, tuned.stderr

@@ -263,12 +263,16 @@ def reduction_lines(result: TuneResult) -> list[str]:
     if reduction is not None:
         reduced = settings_text(recommend.shown(full, reduction.effects)) or \
             "the current configuration"
-        if reduction.trim_run_id is not None:
+        if reduction.grouped:
+            lines.append(f"its {len(full)} settings put back in groups, the least important "
+                         "first by the search's trials, each group with those before it:")
+        if reduction.trim_run_id is not None and not reduction.grouped:
             lines.append(
                 (f"the full recommendation was shown better than {reduced} alone (by "
                  f"{min_effect:.0%} or more)" if reduction.check_run_id is not None else
                  "no setting's effect is measurable alone, and the validation showed them "
                  "better together") + "; put back one by one, the least helpful first:")
+        if reduction.trim_run_id is not None:
             # Each step asks whether putting one more back hurts, against the best of them.
             words = {PointVerdict.WORSE: f"{FINDING_WORDS[Finding.HURTS]} (worse than the best)",
                      PointVerdict.EQUIVALENT: f"{FINDING_WORDS[Finding.SAME]} as the best "
@@ -505,7 +509,7 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
         "reduction": None if result.reduction is None else {
             "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
             "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
-            "trimmed": list(result.reduction.trimmed),
+            "trimmed": list(result.reduction.trimmed), "grouped": result.reduction.grouped,
             "trim_run_id": result.reduction.trim_run_id,
             "trim_steps": [{"put_back": name, "verdict": verdict}
                            for name, verdict in result.reduction.trim_steps],

@@ -16,14 +16,16 @@ reads without this package.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from knoblab import recommend, runner, safety
 from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
 from knoblab.records import TuneResult
-from knoblab.search import proof
+from knoblab.search import fidelity, proof
 from knoblab.search.importance import evaluator_for, importances
 from knoblab.search.loop import (
     SEARCH_SHARE,
@@ -53,6 +55,9 @@ from knoblab.spec import Spec
 from knoblab.store import Store, driver_url
 from knoblab.units import format_duration
 from knoblab.vocabulary import OutcomeState
+
+if TYPE_CHECKING:
+    import optuna
 
 __all__ = ["TuneListener", "TuneOptions", "tune"]
 
@@ -116,6 +121,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
                     open_servers)
     began = time.monotonic()
+    _measure_in(study, turn, search)
     search.warm = warm_settings(search)
     add_checked_seconds(study, time.monotonic() - began)  # the study's wall time too
     if search.warm:
@@ -151,12 +157,43 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                 or (o.state == OutcomeState.PRUNED and (o.violation or 0.0) <= 0.0)}
     importance = importances(space, [(t.params, t.value) for t in study.trials
                                      if t.number in feasible and t.value is not None],
-                             evaluator_for(None if reduction is None else reduction.effects))
+                             evaluator_for(None if reduction is None or reduction.grouped
+                                           else reduction.effects))
     return TuneResult(options.study, space, baseline, outcomes,
                       seconds_spent(study.trials) + checked_seconds(study),
                       stopped, validations, spec.statistics.min_effect, importance=importance,
                       reduction=reduction, goal=goal, server=target.version, base=base,
                       tied=dict(spec.tied), confirmation=confirmation)
+
+
+def _measure_in(study: optuna.Study, turn: Turn, search: Search) -> None:
+    """The parts of the workload trials and checks measure: sized to the budget left (the
+    baseline measured once to know what a measurement costs) the first time, the same for
+    every later invocation and worker of the study; said in one line."""
+    options = search.options
+    if options.screen is not None:
+        if options.fidelity not in ("auto", "whole"):
+            raise UserError(f"[tune] screen = {options.screen!r} and fidelity = "
+                            f"{options.fidelity!r}: give one of them (screen measures each "
+                            "candidate on a part first, then on the whole workload)")
+        return
+    kept = study.user_attrs.get("fidelity")
+    if kept is None:
+        if options.budget is None and options.fidelity == "auto":
+            return  # nothing to size it to: the whole workload
+        left = math.inf if options.budget is None else \
+            options.budget - seconds_spent(study.trials) - checked_seconds(study)
+        planned = fidelity.plan(search.spec.workload, options.fidelity, left,
+                                len(search.space.names), options.validate, search.cost_of)
+        if planned is None:
+            return
+        with turn():  # a worker that sized it first is followed
+            kept = study.user_attrs.get("fidelity")
+            if kept is None:
+                study.set_user_attr("fidelity", kept := planned.describe())
+    chosen = fidelity.Fidelity.from_info(kept)
+    search.measure_in(chosen)
+    search.listener.message(chosen.said)
 
 
 def _warn_never_recommended(names: list[str], listener: TuneListener) -> None:

@@ -88,7 +88,7 @@ def missing(result: TuneResult) -> str:
         searched = names[0] if names else "no setting"
         return (f"Importance: not shown, as only {searched} was searched: whatever was gained "
                 "is its own.")
-    if result.reduction is not None:
+    if result.reduction is not None and not result.reduction.grouped:
         return ("Importance: not shown, as no setting of the recommendation was shown to help "
                 "by itself when put back alone (above): there is no measured gain to share "
                 "out among them.")

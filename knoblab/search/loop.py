@@ -23,6 +23,7 @@ from knoblab import runner, safety
 from knoblab.errors import STOP, UserError, stop_here
 from knoblab.recommend import name
 from knoblab.records import Goal, Metric, Space, TrialOutcome
+from knoblab.search.fidelity import Fidelity
 from knoblab.search.options import TuneOptions
 from knoblab.search.study import (
     WAIT,
@@ -129,7 +130,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                     finished = [t for t in trials if t.state in told_states()]
                     taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
                     left = None if options.budget is None else \
-                        options.budget * SEARCH_SHARE - spent
+                        options.budget * search.share - spent
                     listener.searching(expected_trials(options.trials, len(finished),
                                                        len(taken), left,
                                                        typical_trial(trials)),
@@ -281,6 +282,42 @@ class Search:
         # The part of the workload that screens each candidate first, and its words.
         self.screen: tuple[Workload, str] | None = None if options.screen is None else \
             spec.workload.cut(options.screen, "[tune] screen")
+        # What the checks measure (`checking`), and the parts trials and checks measure when
+        # the budget sized them (`fidelity`: knoblab.search.fidelity); a cold trial's starts
+        # per step.
+        self.checking = spec
+        self.fidelity: Fidelity | None = None
+        self.cold_rounds = options.rounds
+        self.share = SEARCH_SHARE
+
+    def measure_in(self, fidelity: Fidelity) -> None:
+        """Trials measure the search's part of the workload, checks the checks' part, each
+        of them expected to cost what the baseline's measurement said; a cold trial's step
+        is one start of the baseline and one of the candidate (the pruner's first rung a
+        trial's cheapest look, more measurements for those it keeps)."""
+        whole = self.spec.workload
+        if fidelity.search is not None:
+            self.spec = dataclasses.replace(
+                self.spec, workload=whole.cut(fidelity.search, "[tune] fidelity")[0])
+        checked = whole if fidelity.check is None else \
+            whole.cut(fidelity.check, "[tune] fidelity")[0]
+        self.checking = dataclasses.replace(self.checking, workload=dataclasses.replace(
+            cast(Any, checked), rounds=dataclasses.replace(checked.rounds,
+                                                           expected=fidelity.check_cost)))
+        self.fidelity, self.cold_rounds, self.share = fidelity, 1, fidelity.share
+
+    def cost_of(self, workload: Workload) -> float:
+        """The seconds one measurement of the baseline on `workload` takes, start included
+        (the data's one-time preparation left out): a run of its own, stored."""
+        spec = dataclasses.replace(self.spec, workload=workload)
+        run_id = self.run_trial(dataclasses.replace(
+            _trial_spec(spec, [], 1, 0), name=f"{spec.name}: what a measurement costs"))
+        if failed := _baseline_failed(self.store, run_id):
+            raise UserError(f"the baseline itself could not be measured (run {run_id}: "
+                            f"{failed}); fix [server.config] or the workload, then run "
+                            "knoblab tune again")
+        return runner.measuring_seconds([t for t in self.store.trials(run_id)
+                                         if t.status == TrialState.DONE])
 
     def run(self, spec: Spec) -> str:
         return runner.start_run(spec, self.store, self.home, self.quiet,
@@ -346,7 +383,7 @@ class Search:
         for group in groups:
             began = time.monotonic()
             number = min(m.trial.number for m in group)
-            rounds = 1 if group[0].warm else self.options.rounds
+            rounds = 1 if group[0].warm else self.cold_rounds
             cut = screening(group[0])
             spec = self.spec if not cut or self.screen is None else \
                 dataclasses.replace(self.spec, workload=self.screen[0])

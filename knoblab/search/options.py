@@ -16,7 +16,8 @@ from knoblab.store import hide_passwords, in_memory, names_no_database, parse_ur
 from knoblab.units import parse_duration
 
 KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
-                  "storage", "validate", "objective", "constraint", "pruner", "batch", "screen"})
+                  "storage", "validate", "objective", "constraint", "pruner", "batch", "screen",
+                  "fidelity"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,9 @@ class TuneOptions:
     # A part of the workload each candidate is first measured on (a replay's "60s" or
     # "25%"), as the pruner's cheap first rung; None: the whole workload every time.
     screen: str | None
+    # The part of the workload trials and checks measure: "auto" (sized to the budget, where
+    # the workload can be cut: knoblab.search.fidelity), "whole", or a part ("10s").
+    fidelity: str
     rounds: int  # a cold trial's server starts per step: the baseline and the candidate on each
     max_rounds: int  # a trial the pruner keeps is measured this many times, then complete
     study: str
@@ -68,6 +72,7 @@ class TuneOptions:
             # six to a start, each beside a measurement of the baseline of its own
             batch=section.number(dict(raw), "batch", "tune", 6, int, 1, 64),
             screen=None if raw.get("screen") is None else str(raw["screen"]),
+            fidelity=section.text(dict(raw), "fidelity", "tune", "auto"),
             rounds=(rounds := section.number(dict(raw), "rounds", "tune", 2, int, 2, 100)),
             max_rounds=section.number(dict(raw), "max_rounds", "tune", max(8, rounds), int,
                                       rounds, 400),

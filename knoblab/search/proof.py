@@ -61,7 +61,9 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
         share = left()
         share = None if share is None else share * (1 - CONFIRMATION_SHARE)
         try:
-            reduction = reduce(search, chosen, share)
+            reduction = reduce(search, chosen, share) \
+                if len(chosen.trial.changes) <= ALONE_AT_MOST \
+                else halve(search, chosen, outcomes, share)
         except BudgetTooShort as exc:
             if share is None:
                 raise
@@ -89,7 +91,7 @@ def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
                             f"the baseline, {why}")
     what = f"trial {chosen.trial.number} reduced to {settings_text(wanted)}" \
         if wanted != chosen.trial.changes else f"trial {chosen.trial.number} confirmed"
-    check_ = check_spec(search.spec, what, {}, [wanted], budget)
+    check_ = check_spec(search.checking, what, {}, [wanted], budget)
     try:
         run_id, load = run_quietly(search, check_)
     except BudgetTooShort as exc:
@@ -154,6 +156,11 @@ def validate(search: Search, outcomes: list[TrialOutcome], budget: float | None
             chosen.append(outcome)
         if len(chosen) == search.options.validate:
             break
+    expected = search.checking.workload.rounds.expected
+    if budget is not None and expected:
+        # No more candidates than the budget holds the first rounds of: one validated is
+        # worth more than three refused.
+        chosen = chosen[:max(1, int(budget // (Rounds().floor * 2 * expected)))]
     done: list[Validation] = []
     for number, outcome in enumerate(chosen, start=1):
         search.listener.message(f"validating {number} of {len(chosen)}: trial "
@@ -205,7 +212,7 @@ def extend(search: Search, validations: list[Validation], budget: float
 def _validation_spec(search: Search, outcome: TrialOutcome, family: int,
                      budget: float | None) -> Spec:
     """The run validating `outcome` against the baseline, α shared among `family`."""
-    return check_spec(search.spec, f"validation of trial {outcome.number}", {},
+    return check_spec(search.checking, f"validation of trial {outcome.number}", {},
                       [outcome.changes], budget, alpha=search.spec.statistics.alpha / family)
 
 
@@ -280,7 +287,7 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     share = None if budget is None else budget / 2
     full = _in_force(search, changes)
     run_id = search.run(check_spec(
-        search.spec, f"the settings of trial {chosen.trial.number} put back one at a time",
+        search.checking, f"the settings of trial {chosen.trial.number} put back one at a time",
         full, [put_back(search, [name]) for name in changes], share, one_at_a_time=True,
         tied={}))
     results = build_results(search.store, run_id)
@@ -310,7 +317,7 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     search.listener.message(f"checking whether the full recommendation does better than "
                             f"{settings_text(kept) or 'the baseline'}")
     share = None if share is None else share / 2
-    check_id = search.run(check_spec(search.spec, f"trial {chosen.trial.number} without "
+    check_id = search.run(check_spec(search.checking, f"trial {chosen.trial.number} without "
                                      f"{', '.join(dropped)}", full,
                                      [put_back(search, dropped)], share, tied={}))
     whole, reduced = build_results(search.store, check_id).points[:2]
@@ -320,6 +327,63 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
                          equivalent)
     return trim(search, chosen, effects, dropped, share, Reduction(
         effects, run_id, dict(changes), check_id, equivalent))
+
+
+# A recommendation of more settings than this is reduced in groups (`halve`), not each setting
+# put back alone: twelve put back alone, each measured until decided, took longer than a
+# 12-minute tune's whole budget.
+ALONE_AT_MOST = 4
+
+
+def halve(search: Search, chosen: Validation, outcomes: list[TrialOutcome],
+          budget: float | None) -> Reduction | None:
+    """Many settings: put back cumulatively in groups, each half of those still changed, the
+    least important first by the search's own trials (fANOVA over them; those whose cost the
+    workload cannot see before all), in one run measured until decided; the configuration
+    with most of them put back that is not shown worse than the best is recommended. With
+    one setting that matters among twelve, five points answer what thirteen would alone."""
+    from knoblab.results import build_results
+
+    changes = chosen.trial.changes
+    order = _least_important_first(search, list(changes), outcomes)
+    groups: list[list[str]] = []
+    while len(order) > 1:
+        groups.append(order[:len(order) // 2])
+        order = order[len(order) // 2:]
+    search.listener.message(
+        f"reducing the recommendation: its {len(changes)} settings put back in groups, the "
+        "least important first (as the search's trials rank them): "
+        + "; then ".join(", ".join(g) for g in groups))
+    run_id = search.run(check_spec(
+        search.checking, f"the settings of trial {chosen.trial.number} put back in groups",
+        _in_force(search, changes), [put_back(search, g) for g in groups], budget, tied={}))
+    if not search.goal.primary:
+        return None
+    verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(groups) + 1]]
+    last = max((i for i, v in enumerate(verdicts)
+                if v not in (PointVerdict.WORSE, PointVerdict.FAILED, PointVerdict.NOT_RUN)),
+               default=0)
+    back = [name for group in groups[:last] for name in group]
+    return Reduction([], run_id, {k: v for k, v in changes.items() if k not in back}, None,
+                     None, trimmed=tuple(back), trim_run_id=run_id,
+                     trim_steps=tuple((", ".join(g), v)
+                                      for g, v in zip(groups, verdicts[1:], strict=True)),
+                     grouped=True)
+
+
+def _least_important_first(search: Search, names: list[str], outcomes: list[TrialOutcome]
+                           ) -> list[str]:
+    """`names` by their importance over the search's measured trials, least first, those
+    whose cost the workload cannot see before all."""
+    from knoblab.search.importance import importances
+    from knoblab.search.study import params_for
+
+    trials = [(params, o.score) for o in outcomes
+              if o.state in (OutcomeState.SCORED, OutcomeState.PRUNED, OutcomeState.BASELINE)
+              and o.score is not None and (params := params_for(search.space, o.config))]
+    share = {i.name: i.share for i in importances(search.space, trials)}
+    return sorted(names, key=lambda k: (recommend.name(k) not in recommend.UNSEEN_COST,
+                                        share.get(k, 0.0)))
 
 
 def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: list[str],
@@ -342,7 +406,7 @@ def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: lis
                             "first")
     try:
         run_id = search.run(check_spec(
-            search.spec, f"the settings of trial {chosen.trial.number} put back cumulatively",
+            search.checking, f"the settings of trial {chosen.trial.number} put back cumulatively",
             _in_force(search, changes), [put_back(search, [name]) for name in order], budget,
             tied={}))
     except BudgetTooShort as exc:
@@ -395,8 +459,10 @@ def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[
     (plus `base`) against `steps`, with rounds until decided. `tied`: the [tie] entries the
     run applies (by default those whose leader it sets); {} when `base` and `steps` already
     carry each follower (a reduction moves a leader and its followers together)."""
-    workload = dataclasses.replace(cast(Any, spec.workload),
-                                   rounds=Rounds(design="auto", budget=budget))
+    # What a measurement is expected to cost (the tune's measurements said: Search.measure_in)
+    # kept, so that a budget its first rounds cannot hold is refused before the run.
+    workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
+        design="auto", budget=budget, expected=spec.workload.rounds.expected))
     statistics_ = spec.statistics if alpha is None else \
         dataclasses.replace(spec.statistics, alpha=alpha)
     base_config = {**spec.base_config, **base}

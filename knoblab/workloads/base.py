@@ -49,6 +49,9 @@ class Rounds:
     # How the looks of an adaptive run share alpha (stats.sequential_levels); kept with the
     # run so that its report judges it as it was judged when it ran.
     spending: str = "pocock"
+    # Seconds a measurement is expected to take, start included, where measurements before
+    # tell (a tune's checks): a budget the floor rounds cannot hold is refused before a run.
+    expected: float | None = None
 
     KEYS: ClassVar[frozenset[str]] = frozenset(
         {"repetitions", "min_repetitions", "max_repetitions", "budget", "design"})
@@ -301,6 +304,13 @@ class Workload(ABC):
         """What one measurement takes at the least, known from the spec alone (a sysbench
         run's duration; 0 when only measuring tells): for budgets checked before a run."""
         return 0.0
+
+    @property
+    def span(self) -> float | None:
+        """The seconds of load one measurement covers that `cut` can take the first seconds
+        of ("5s": a replay's capture); None when this kind cannot be cut by time (the
+        default)."""
+        return None
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
         """Checks against a server's catalog and the settings in force, before anything runs."""

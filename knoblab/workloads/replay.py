@@ -196,6 +196,15 @@ class ReplayWorkload(Timed):
         return min(span, self.slice.seconds) if self.slice and self.slice.seconds else span
 
     @property
+    def span(self) -> float | None:
+        """The capture's span (its slice's, when cut by time): what a cut takes the first
+        seconds of; None for a share of its sessions (a cut by time would replace it)."""
+        if self.plan.span is None or (self.slice and self.slice.share is not None):
+            return None
+        whole = float(self.plan.span)
+        return min(whole, self.slice.seconds) if self.slice and self.slice.seconds else whole
+
+    @property
     def workers(self) -> int:
         """Sessions replayed at once: no more than the log (or its slice) holds."""
         return min(self.sessions, len(self.replayed_sessions()))
