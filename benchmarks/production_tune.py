@@ -165,9 +165,9 @@ def main() -> None:
                 str(folder / "check.json"))
         result = json.loads((folder / "check.json").read_text())
         for point in result["points"]:
+            low, high = point["ci95"]
             print(f"{point.get('label') or point['settings']}: {point['mean']:,.1f} tps "
-                  f"[{point.get('ci_low', 0):,.1f}-{point.get('ci_high', 0):,.1f}] "
-                  f"{point.get('verdict', '')}")
+                  f"[{low:,.1f}-{high:,.1f}] {point.get('verdict', '')}")
         print(result["conclusion"].get("text", ""))
 
 

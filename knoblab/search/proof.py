@@ -61,8 +61,7 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
         share = left()
         share = None if share is None else share * (1 - CONFIRMATION_SHARE)
         try:
-            reduction = reduce(search, chosen, share) \
-                if len(chosen.trial.changes) <= ALONE_AT_MOST \
+            reduction = reduce(search, chosen, share) if alone_fits(search, chosen, share) \
                 else halve(search, chosen, outcomes, share)
         except BudgetTooShort as exc:
             if share is None:
@@ -329,10 +328,22 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
         effects, run_id, dict(changes), check_id, equivalent))
 
 
-# A recommendation of more settings than this is reduced in groups (`halve`), not each setting
-# put back alone: twelve put back alone, each measured until decided, took longer than a
-# 12-minute tune's whole budget.
-ALONE_AT_MOST = 4
+# A recommendation of more settings than this is reduced in groups (`halve`) unless the
+# budget is known to hold each put back alone: twelve put back alone, each on a whole capture,
+# took longer than a 12-minute tune's whole budget. Up to five, each alone (the known-truth
+# benchmark's five settings were reduced so with no do-nothing setting recommended).
+ALONE_AT_MOST = 5
+
+
+def alone_fits(search: Search, chosen: Validation, budget: float | None) -> bool:
+    """Whether each setting of `chosen` is put back alone (`reduce`): few of them, or a
+    budget that holds the first rounds of every one, at what a measurement was seen to cost."""
+    settings = len(chosen.trial.changes)
+    expected = search.checking.workload.rounds.expected
+    if settings <= ALONE_AT_MOST:
+        return True
+    return budget is None or (expected is not None and
+                              (settings + 1) * Rounds().floor * expected <= budget / 2)
 
 
 def halve(search: Search, chosen: Validation, outcomes: list[TrialOutcome],
