@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -16,6 +17,7 @@ from knoblab import workloads
 from knoblab.connection import Server
 from knoblab.errors import UserError
 from knoblab.search import fidelity, proof
+from knoblab.spec import parse_spec
 from knoblab.workloads.base import Measured, Recorder
 from tests import fakes, test_tune
 from tests.test_tune import Quiet, _spec, _tune
@@ -126,10 +128,6 @@ def capture_kind(fake_kind, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _parsed(budget: str, trials: int):
-    import tomllib
-
-    from knoblab.spec import parse_spec
-
     source = (f'name = "parts"\n[workload]\nkind = "fake-capture"\n[statistics]\nseed = 3\n'
               f'[tune]\nbudget = "{budget}"\ntrials = {trials}\nvalidate = 1\n'
               '[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\n'
@@ -184,3 +182,24 @@ def test_many_settings_are_put_back_in_groups_the_least_important_first(
     assert reduction.kept == {"sort_buffer_size": chosen.trial.changes["sort_buffer_size"]}
     assert any("put back in groups, the least important first" in line
                for line in listener.lines)
+
+
+def test_a_study_measures_the_part_it_began_with_and_says_so_when_asked_another(
+        capture_kind, store, tmp_path):
+    _tune(store, tmp_path, _parsed("12s", 4), Quiet())
+    again = Quiet()
+    source = _parsed("20s", 8).source.replace('budget = "20s"',
+                                               'budget = "20s"\nfidelity = "30s"')
+    _tune(store, tmp_path, parse_spec(tomllib.loads(source), source=source), again)
+    said = [line for line in again.lines if line.startswith("a measurement of the whole")]
+    assert len(said) == 1 and "fidelity = '30s' applies to a new study" in said[0]
+
+
+def test_a_pinned_part_that_cannot_be_is_refused_in_one_line(capture_kind, store, tmp_path):
+    pinned, words = "90s", "holds the whole capture"
+    source = _parsed("12s", 4).source.replace('budget = "12s"',
+                                               f'budget = "12s"\nfidelity = "{pinned}"')
+    with pytest.raises(UserError) as refused:
+        _tune(store, tmp_path, parse_spec(tomllib.loads(source), source=source), Quiet())
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    assert not store.list_runs(limit=None)  # refused before anything ran

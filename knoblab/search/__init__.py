@@ -192,8 +192,13 @@ def _measure_in(study: optuna.Study, turn: Turn, search: Search) -> None:
             if kept is None:
                 study.set_user_attr("fidelity", kept := planned.describe())
     chosen = fidelity.Fidelity.from_info(kept)
+    wanted = None if options.fidelity == "whole" else options.fidelity
+    pinned = options.fidelity != "auto" and wanted != chosen.search
     search.measure_in(chosen)
-    search.listener.message(chosen.said)
+    search.listener.message(chosen.said if not pinned else
+                            f"{chosen.said} (as this study's first invocation chose: [tune] "
+                            f"fidelity = {options.fidelity!r} applies to a new study, "
+                            "[tune] study = \"...\")")
 
 
 def _warn_never_recommended(names: list[str], listener: TuneListener) -> None:
