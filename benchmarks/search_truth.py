@@ -23,6 +23,9 @@ wall time a once-scored trial costs.
 tune: per seed, knoblab tune for real (the CLI, real sandboxes, a study of its own, validation
 and reduction), `--trials` trials. Each finished seed is appended to the log.
 
+samplers: Optuna's samplers (TPE as knoblab uses it, random, Sobol, CMA-ES, GP) scoring once
+on the same seeds, in simulation as summarise's: trials until one lands within 5%.
+
 summarise: random search and Optuna's TPE scoring each configuration once, at the wall time
 knoblab took for the same seed: their trials cost what the noise run measured, and each
 measurement is the true time times a residual drawn from the noise run's (the machine's own
@@ -226,8 +229,7 @@ def once_scored(method: str, seed: int, wall: float, fit: dict[str, Any],
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rng = random.Random(seed)
-    sampler = optuna.samplers.RandomSampler(seed=seed) if method == "random" else \
-        optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=startup)
+    sampler = _sampler(method, seed, startup)
     study = optuna.create_study(sampler=sampler, direction="minimize")
     space: dict[str, BaseDistribution] = {k: IntDistribution(lo, hi, log=log)
                                           for k, (lo, hi, log, _) in KNOBS.items()}
@@ -246,6 +248,45 @@ def once_scored(method: str, seed: int, wall: float, fit: dict[str, Any],
             "changes": sorted(k for k, v in best.params.items() if v != DEFAULTS[k]),
             "claimed": float(study.trials[0].value or 0) / float(best.value or 1) - 1,
             "ci95": None}
+
+
+def _sampler(method: str, seed: int, startup: int = 10) -> Any:
+    """Optuna's samplers by name: "tpe" as knoblab uses it (multivariate; `startup` trials at
+    random first), "random", "qmc" (Sobol), "cmaes" (CMA-ES, which needs the cmaes package;
+    the space is all numbers) and "gp" (which needs PyTorch)."""
+    import optuna
+
+    samplers = optuna.samplers
+    made = {"random": lambda: samplers.RandomSampler(seed=seed),
+            "tpe": lambda: samplers.TPESampler(seed=seed, multivariate=True,
+                                               n_startup_trials=startup),
+            "qmc": lambda: samplers.QMCSampler(seed=seed, scramble=True),
+            "cmaes": lambda: samplers.CmaEsSampler(seed=seed, n_startup_trials=startup),
+            "gp": lambda: samplers.GPSampler(seed=seed, n_startup_trials=startup)}
+    return made[method]()
+
+
+def compare_samplers(noise_path: Path, methods: list[str], trials: int, seeds: int) -> None:
+    """Each sampler scoring configurations once for `trials` trials over `seeds` seeds, the
+    same seeds for all, each measurement the true time times a residual of the noise run:
+    the trials it takes until one lands within 5% of the optimum (the median, and how many
+    seeds get there by 20, 40 and `trials`), and its seconds of sampling a trial."""
+    fit = _fit(json.loads(noise_path.read_text()))
+    print(f"| sampler | trials to within 5% (median; seeds short of it count as {trials + 1}) "
+          f"| within 5% by 20 | by 40 | by {trials} | its own time a trial |")
+    print("|---|---|---|---|---|---|")
+    for method in methods:
+        firsts, took = [], 0.0
+        for seed in range(1, seeds + 1):
+            began = time.process_time()
+            run = once_scored(method, seed, math.inf, fit, trials=trials)
+            took += time.process_time() - began
+            firsts.append(next((i for i, t in enumerate(run["trials"], start=1)
+                                if near(t["config"])), trials + 1))
+        by = [sum(f <= n for f in firsts) for n in (20, 40, trials)]
+        print(f"| {method} | {statistics.median(firsts):g} | {by[0]} of {seeds} | "
+              f"{by[1]} of {seeds} | {by[2]} of {seeds} | "
+              f"{1000 * took / (seeds * trials):.0f} ms |")
 
 
 def summarise(noise_path: Path, log: Path, tpe_trials: int) -> None:
@@ -338,6 +379,11 @@ def main() -> None:
     u.add_argument("noise", type=Path)
     u.add_argument("--trials", type=int, default=20)
     u.add_argument("--seeds", type=int, default=50)
+    c = sub.add_parser("samplers")
+    c.add_argument("noise", type=Path)
+    c.add_argument("--methods", nargs="+", default=["random", "qmc", "tpe", "cmaes", "gp"])
+    c.add_argument("--trials", type=int, default=80)
+    c.add_argument("--seeds", type=int, default=30)
     args = parser.parse_args()
     home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab")
     if args.command == "noise":
@@ -346,6 +392,8 @@ def main() -> None:
         tune(args.seeds, args.trials, args.log, home, args.keep, args.budget)
     elif args.command == "startup":
         startup(args.noise, args.trials, args.seeds)
+    elif args.command == "samplers":
+        compare_samplers(args.noise, args.methods, args.trials, args.seeds)
     else:
         summarise(args.noise, args.log, args.tpe_trials)
 

@@ -241,7 +241,8 @@ def test_a_window_captures_the_clients_statements_and_puts_everything_back(
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in out.iterdir())
     spec = tomllib.loads((out / "spec.toml").read_text())
     assert spec["workload"] == {"kind": "replay", "log": "statements.log", "speed": "max"}
-    assert spec["dataset"] == {"dump": "data.sql.zst"} and spec["tune"] == {"knobs": "auto", "fidelity": "auto"}
+    assert spec["dataset"] == {"dump": "data.sql.zst"}
+    assert spec["tune"] == {"knobs": "auto", "fidelity": "auto"}
 
     # What was captured replays on sandboxes over what was dumped: every statement class of
     # the mix runs there without an error (the same log and dump the written spec names).
