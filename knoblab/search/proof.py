@@ -339,9 +339,9 @@ def alone_fits(search: Search, chosen: Validation, budget: float | None) -> bool
     """Whether each setting of `chosen` is put back alone (`reduce`): few of them, or a
     budget that holds the first rounds of every one, at what a measurement was seen to cost."""
     settings = len(chosen.trial.changes)
-    expected = search.checking.workload.rounds.expected
     if settings <= ALONE_AT_MOST:
         return True
+    expected = search.checking.workload.rounds.expected
     return budget is None or (expected is not None and
                               (settings + 1) * Rounds().floor * expected <= budget / 2)
 
