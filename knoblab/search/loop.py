@@ -282,11 +282,9 @@ class Search:
         # The part of the workload that screens each candidate first, and its words.
         self.screen: tuple[Workload, str] | None = None if options.screen is None else \
             spec.workload.cut(options.screen, "[tune] screen")
-        # What the checks measure (`checking`), and the parts trials and checks measure when
-        # the budget sized them (`fidelity`: knoblab.search.fidelity); a cold trial's starts
-        # per step.
+        # What the checks measure (`checking`: the part the budget sized, Search.measure_in),
+        # a cold trial's starts per step, and the search's share of the budget.
         self.checking = spec
-        self.fidelity: Fidelity | None = None
         self.cold_rounds = options.rounds
         self.share = SEARCH_SHARE
 
@@ -304,7 +302,7 @@ class Search:
         self.checking = dataclasses.replace(self.checking, workload=dataclasses.replace(
             cast(Any, checked), rounds=dataclasses.replace(checked.rounds,
                                                            expected=fidelity.check_cost)))
-        self.fidelity, self.cold_rounds, self.share = fidelity, 1, fidelity.share
+        self.cold_rounds, self.share = 1, fidelity.share
 
     def cost_of(self, workload: Workload) -> float:
         """The seconds one measurement of the baseline on `workload` takes, start included
@@ -312,10 +310,7 @@ class Search:
         spec = dataclasses.replace(self.spec, workload=workload)
         run_id = self.run_trial(dataclasses.replace(
             _trial_spec(spec, [], 1, 0), name=f"{spec.name}: what a measurement costs"))
-        if failed := _baseline_failed(self.store, run_id):
-            raise UserError(f"the baseline itself could not be measured (run {run_id}: "
-                            f"{failed}); fix [server.config] or the workload, then run "
-                            "knoblab tune again")
+        _refuse_unmeasured_baseline(self.store, run_id)
         return runner.measuring_seconds([t for t in self.store.trials(run_id)
                                          if t.status == TrialState.DONE])
 
@@ -393,10 +388,8 @@ class Search:
                                                 baseline=self.baseline))
             share = (time.monotonic() - began) / len(group)
             ratios, errors = self.ratios(run_id, candidate_points(len(group)))
-            if not ratios and (failed := _baseline_failed(self.store, run_id)):
-                raise UserError(f"the baseline itself could not be measured (run {run_id}: "
-                                f"{failed}); fix [server.config] or the workload, then run "
-                                "knoblab tune again")
+            if not ratios:
+                _refuse_unmeasured_baseline(self.store, run_id)
             for point, m in zip(candidate_points(len(group)), group, strict=True):
                 m.runs.append(run_id)
                 m.points.append(point)
@@ -536,6 +529,14 @@ def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, numbe
                                steps=steps, one_at_a_time=False, workload=workload,
                                tune=None, tied=ties(spec, spec.base_config, steps),
                                statistics=statistics)
+
+
+def _refuse_unmeasured_baseline(store: Store, run_id: str) -> None:
+    """UserError when none of the baseline's measurements in a trial's run worked: nothing
+    can be scored against it."""
+    if failed := _baseline_failed(store, run_id):
+        raise UserError(f"the baseline itself could not be measured (run {run_id}: {failed}); "
+                        "fix [server.config] or the workload, then run knoblab tune again")
 
 
 def _baseline_failed(store: Store, run_id: str) -> str | None:
