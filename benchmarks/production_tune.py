@@ -7,12 +7,13 @@ server's own load, before against after.
 
 1. "Production": a sandbox started with innodb_buffer_pool_size = POOL (its data is larger),
    holding sysbench's tables, running sysbench oltp_read_write on THREADS connections opened
-   before the capture (a pool; the text protocol, as most drivers send statements).
+   before the capture (a pool; the text protocol, as most drivers send statements), its
+   ids drawn as RAND_TYPE says (sysbench's own default, "special": a hot 1% of rows).
 2. `knoblab capture production.toml --for CAPTURE --data all`: the statements, the data and a
    spec whose [server.config] is production's configuration.
 3. `knoblab tune cap/spec.toml --budget BUDGET` (knobs = "auto", as the capture wrote it).
 4. The recommendation (recommended.cnf) against production's configuration on production's
-   own load: knoblab runs sysbench (the same test, tables and threads, SECONDS a run) on
+   own load: knoblab runs sysbench (the same test, tables, threads and ids, SECONDS a run) on
    servers configured as production, with and without the recommended settings ([[step]]),
    ROUNDS server starts each, alternating.
 Printed: what the capture held, the recommendation, and the before/after table with the
@@ -54,6 +55,7 @@ test = "oltp_read_write"
 threads = {threads}
 tables = {tables}
 table_size = {table_size}
+rand_type = "{rand_type}"
 duration = {seconds}
 repetitions = {rounds}
 options = {{ db-ps-mode = "disable" }}
@@ -66,7 +68,8 @@ options = {{ db-ps-mode = "disable" }}
 def sysbench(socket: str, args: argparse.Namespace, command: str,
              seconds: int = 0) -> list[str]:
     return ["sysbench", "oltp_read_write", f"--threads={args.threads}", f"--time={seconds}",
-            "--db-ps-mode=disable", f"--tables={args.tables}",
+            "--db-ps-mode=disable", f"--rand-type={getattr(args, 'rand_type', 'special')}",
+            f"--tables={args.tables}",
             f"--table-size={args.table_size}", f"--mysql-socket={socket}",
             "--mysql-user=root", "--mysql-db=sbtest", "--db-driver=mysql", command]
 
@@ -122,6 +125,9 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--table-size", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--rand-type", default="special",
+                        help="production's sysbench ids, and the check's (sysbench's own "
+                             "default: a hot 1%% of rows)")
     parser.add_argument("--capture", type=int, default=20, help="seconds")
     parser.add_argument("--budget", default="20m")
     parser.add_argument("--seconds", type=int, default=20)
