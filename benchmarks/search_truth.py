@@ -229,8 +229,7 @@ def once_scored(method: str, seed: int, wall: float, fit: dict[str, Any],
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     rng = random.Random(seed)
-    sampler = _sampler(method, seed, startup)
-    study = optuna.create_study(sampler=sampler, direction="minimize")
+    study = optuna.create_study(sampler=sampler(method, seed, startup), direction="minimize")
     space: dict[str, BaseDistribution] = {k: IntDistribution(lo, hi, log=log)
                                           for k, (lo, hi, log, _) in KNOBS.items()}
     study.enqueue_trial(dict(DEFAULTS))  # the current configuration first, as knoblab does
@@ -250,7 +249,7 @@ def once_scored(method: str, seed: int, wall: float, fit: dict[str, Any],
             "ci95": None}
 
 
-def _sampler(method: str, seed: int, startup: int = 10) -> Any:
+def sampler(method: str, seed: int, startup: int = 10) -> Any:
     """Optuna's samplers by name: "tpe" as knoblab uses it (multivariate; `startup` trials at
     random first), "random", "qmc" (Sobol), "cmaes" (CMA-ES, which needs the cmaes package;
     the space is all numbers) and "gp" (which needs PyTorch)."""
@@ -279,7 +278,9 @@ def compare_samplers(noise_path: Path, methods: list[str], trials: int, seeds: i
         firsts, took = [], 0.0
         for seed in range(1, seeds + 1):
             began = time.process_time()
-            run = once_scored(method, seed, math.inf, fit, trials=trials)
+            name, _, first = method.partition(":")  # "tpe:5": 5 trials at random first
+            run = once_scored(name, seed, math.inf, fit, trials=trials,
+                              startup=int(first or 10))
             took += time.process_time() - began
             firsts.append(next((i for i, t in enumerate(run["trials"], start=1)
                                 if near(t["config"])), trials + 1))

@@ -7,6 +7,7 @@ exhaustively, so that every configuration's true value is known.
         --trials 15 --log /tmp/tune-search.jsonl
     .venv/bin/python benchmarks/tune_search.py summarise docs/data/tune-grid.json \\
         /tmp/tune-search.jsonl
+    cd benchmarks && ../.venv/bin/python tune_search.py samplers ../docs/data/tune-grid.json
 
 The spaces: the query mix of examples/tune-query-mix.toml over three settings, three values each
 (27 configurations; the server's defaults among them). "easy" holds join_cache_level, worth
@@ -36,6 +37,9 @@ the optimum, the true gain of what it recommends, whether that is within 5% of t
 the gain it claims (and whether its 95% interval holds the true gain), and how often it
 recommends a setting the grid cannot tell from its default (put back alone, the true gain
 moves by less than the grid's standard error).
+
+samplers: Optuna's samplers (search_truth.sampler's) scoring once from the grid's
+measurements, the same seeds for each: the trials until one lands within 5% of the optimum.
 """
 
 from __future__ import annotations
@@ -219,12 +223,15 @@ def compare(data_path: Path, seeds: int, trials: int, log: Path, home: Path,
             print(f"seed {seed} done", flush=True)
 
 
-def _replay(data: dict[str, Any], method: str, seed: int, wall: float) -> dict[str, Any]:
+def _replay(data: dict[str, Any], method: str, seed: int, wall: float,
+            trials: int | None = None) -> dict[str, Any]:
     """A search that scores each configuration once, from the grid's measurements, for `wall`
-    seconds: each trial costs what a grid measurement cost."""
+    seconds (or `trials` trials): each trial costs what a grid measurement cost. `method` is
+    one of search_truth.sampler's ("tpe-once" is knoblab's TPE)."""
     import numpy as np
     import optuna
     from optuna.distributions import BaseDistribution, CategoricalDistribution
+    from search_truth import sampler
 
     from knoblab.units import parse_size
 
@@ -232,10 +239,8 @@ def _replay(data: dict[str, Any], method: str, seed: int, wall: float) -> dict[s
     rng = np.random.default_rng(seed)
     values = data["values"]
     cost = data["wall_seconds"] / data["measurements"]
-    sampler = optuna.samplers.RandomSampler(seed=seed) if method == "random" else \
-        optuna.samplers.TPESampler(seed=seed, multivariate=True)
-    study = optuna.create_study(sampler=sampler, direction="maximize" if data.get("maximize")
-                                else "minimize")
+    study = optuna.create_study(sampler=sampler(method.removesuffix("-once"), seed),
+                                direction="maximize" if data.get("maximize") else "minimize")
     space: dict[str, BaseDistribution] = {k: CategoricalDistribution(v)
                                           for k, v in _space(data).items()}
     # As knoblab does, the current configuration (the defaults) is the first trial: what the
@@ -243,8 +248,9 @@ def _replay(data: dict[str, Any], method: str, seed: int, wall: float) -> dict[s
     defaults = _defaults(data)
     study.enqueue_trial({k: next(v for v in values if str(parse_size(v)) == defaults[k])
                          for k, values in _space(data).items()})
-    seen, seconds = [], 0.0
-    while seconds + cost <= wall:
+    seen: list[dict[str, Any]] = []
+    seconds = 0.0
+    while (seconds + cost <= wall) if trials is None else len(seen) < trials:
         trial = study.ask(space)
         key = _key(_normal(data, trial.params))
         row = [v for v in values[key] if v is not None]
@@ -371,6 +377,28 @@ def summarise(data_path: Path, log: Path) -> None:
               f"{idle} of {len(rows)} |")
 
 
+def compare_samplers(data_path: Path, methods: list[str], trials: int, seeds: int) -> None:
+    """Each sampler scoring configurations once from the grid's measurements for `trials`
+    trials, over the same `seeds` seeds: the trials until one lands within 5% of the grid's
+    optimum (median; seeds short of it count as trials + 1), and how many seeds get there by
+    5, 10 and `trials` trials."""
+    data = json.loads(data_path.read_text())
+    gains, _, best, _ = truth(data)
+    print(f"{data_path.name}: {len(gains)} configurations, the optimum {gains[best]:+.1%}; "
+          f"{sum(_near(g, gains[best]) for g in gains.values())} lie within 5% of it")
+    print(f"| sampler | trials to within 5% (median) | by 5 | by 10 | by {trials} |")
+    print("|---|---|---|---|---|")
+    for method in methods:
+        firsts = []
+        for seed in range(1, seeds + 1):
+            run = _replay(data, method, seed, math.inf, trials=trials)
+            firsts.append(next((i for i, t in enumerate(run["trials"], start=1)
+                                if _near(gains[t["key"]], gains[best])), trials + 1))
+        by = [sum(f <= n for f in firsts) for n in (5, 10, trials)]
+        print(f"| {method} | {statistics.median(firsts):g} | {by[0]} of {seeds} | "
+              f"{by[1]} of {seeds} | {by[2]} of {seeds} |")
+
+
 def _idle(data: dict[str, Any], gains: dict[str, float], se: float, key: str) -> list[str]:
     """The settings of configuration `key` that differ from the defaults and that the grid
     cannot tell from them: put back alone, the true gain moves by less than a standard error."""
@@ -397,12 +425,19 @@ def main() -> None:
     s = sub.add_parser("summarise")
     s.add_argument("data", type=Path)
     s.add_argument("log", type=Path)
+    m = sub.add_parser("samplers", help="Optuna's samplers on a grid, scored once, same seeds")
+    m.add_argument("data", type=Path)
+    m.add_argument("--methods", nargs="+", default=["random", "qmc", "tpe", "cmaes"])
+    m.add_argument("--trials", type=int, default=20)
+    m.add_argument("--seeds", type=int, default=50)
     args = parser.parse_args()
     home = Path(os.environ.get("KNOBLAB_HOME") or Path.home() / ".knoblab")
     if args.command == "grid":
         grid(args.space, args.rounds, args.out, home)
     elif args.command == "compare":
         compare(args.data, args.seeds, args.trials, args.log, home, args.budget, args.keep)
+    elif args.command == "samplers":
+        compare_samplers(args.data, args.methods, args.trials, args.seeds)
     else:
         summarise(args.data, args.log)
 

@@ -42,7 +42,7 @@ import re
 import socket
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -58,7 +58,7 @@ from knoblab.capture.fingerprint import without_values
 from knoblab.capture.plan import Plan, plan_for
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint, one
-from knoblab.errors import STOP, UserError
+from knoblab.errors import UserError, shielded
 from knoblab.server.dumping import (
     TO_DUMP,
     DumpPlan,
@@ -121,9 +121,9 @@ class Request:
     log: str = "auto"  # which of the server's logs: "auto", or a key of query_log.SOURCES
 
 
-def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
+def read_endpoint(path: Path, command: str = "capture") -> tuple[str, Endpoint, str]:
     """The spec's name, the running server its [server] names, and its text; a server
-    knoblab starts (a sandbox, or a spec without [server]) is one line."""
+    knoblab starts (a sandbox, or a spec without [server]) is one line, naming `command`."""
     try:
         source = path.read_text(encoding="utf-8")
         data = tomllib.loads(source)
@@ -138,9 +138,9 @@ def read_endpoint(path: Path) -> tuple[str, Endpoint, str]:
         server = {}
     kind = targets.kind_named(server)  # an unknown one is said by of_section
     if kind is not None and not kind.running:
-        raise UserError(f"{path}: knoblab capture needs a running server: give [server] "
+        raise UserError(f"{path}: knoblab {command} needs a running server: give [server] "
                         "kind = \"external\" with host and port or socket (a sandbox has no "
-                        "load of its own to capture)")
+                        f"load of its own to {command})")
     endpoint = targets.of_section(server).endpoint
     assert endpoint is not None
     name = data.get("name") if isinstance(data.get("name"), str) else path.stem
@@ -179,19 +179,6 @@ def _write(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             path.unlink()
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-@contextlib.contextmanager
-def _shielded() -> Iterator[None]:
-    """While settings are put back a stopping signal does not break in (it only hurries, as a
-    second one does anywhere): a restore cut short would leave the server changed."""
-    stopping = STOP.is_set()
-    STOP.set()
-    try:
-        yield
-    finally:
-        if not stopping:
-            STOP.clear()
 
 
 def capture(request: Request, store: Store, view: CaptureView,
@@ -443,7 +430,7 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                 with contextlib.suppress(Exception):
                     conn.close()
         finally:
-            with _shielded():
+            with shielded():
                 view.close()
                 try:
                     put_back = log.put_back()
@@ -462,19 +449,19 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                          "captured and going on to the dump (Ctrl-C again stops it)")
         elif put_back.left:
             view.message(f"note: {put_back.said()}")
-        with _shielded():
+        with shielded():
             log.write_out(dest)
         written = True
     except UserError as exc:  # what the window logged stays on the server, said where
         if cleaned:
             raise
-        with _shielded():
+        with shielded():
             cleaned, left = True, log.clean_up(keep=True)
         back = put_back.said() or "nothing was changed on the server"
         raise UserError(f"{exc}; {back}" + (f"; {left}" if left else "")) from None
     finally:
         if not cleaned:
-            with _shielded():
+            with shielded():
                 left = log.clean_up(keep=not written)
     if left:
         view.message(f"note: {left}")
@@ -868,16 +855,16 @@ def under_way(store: Store, pending: list[dict[str, Any]]) -> dict[str, str]:
         owner = run["info"].get("owner") or {}
         if owner.get("host") == socket.gethostname() and run_state(run) == RunStatus.RUNNING:
             found[run_id] = f"still running (process {owner.get('pid')})"
-        elif run["kind"] == Experiment.CAPTURE and run["status"] == RunStatus.RUNNING and \
-                owner.get("lock"):
+        elif not Experiment(run["kind"]).has_points and run["status"] == RunStatus.RUNNING \
+                and owner.get("lock"):
             with contextlib.suppress(Exception):  # a server gone: not under way there
                 conn = ExternalServer(Endpoint.from_dict(stored)).connect()
                 try:
                     with conn.cursor() as cur:
                         if lock_connection(cur) == owner["lock"]:
-                            found[run_id] = (f"a capture still under way (its connection "
-                                             f"{owner['lock']} holds the server's capture "
-                                             "lock)")
+                            found[run_id] = (f"a {run['kind']} still under way (its "
+                                             f"connection {owner['lock']} holds the "
+                                             "server's capture lock)")
                 finally:
                     conn.close()
     return found

@@ -279,6 +279,38 @@ def build_parser() -> argparse.ArgumentParser:
                          after_crash="every setting it changed was put back, or is recorded "
                                      "for knoblab restore")
 
+    verify = sub.add_parser("verify", help="check a recommendation on the running server "
+                            "itself, under its own load: its own values and the "
+                            "recommendation's alternate in windows until the difference is "
+                            "decided, with guard rails; every setting is put back")
+    verify.add_argument("spec", type=Path, help="a spec whose [server] names a running server")
+    verify.add_argument("--from", dest="source", required=True, metavar="PATH",
+                        help="what to verify: a recommended.cnf, a knoblab tune or run report "
+                             "folder holding one, or study:NAME")
+    verify.add_argument("--for", dest="verify_for", default="20m", metavar="TIME",
+                        help="the most it takes (default 20m); it ends sooner once decided")
+    verify.add_argument("--window", default="60s", metavar="TIME",
+                        help="how long each window measures (default 60s)")
+    verify.add_argument("--settle", default="20s", metavar="TIME",
+                        help="left out of the figures after each switch (default 20s)")
+    verify.add_argument("--json", type=Path, metavar="FILE",
+                        help="write the answer and every window's figures here (JSON)")
+    verify.add_argument("--out", type=Path, metavar="DIR",
+                        help="the report folder: report.html and report.md, with a chart of "
+                             "the windows over time")
+    verify.add_argument("--guard-latency", type=float, default=2.0, metavar="X",
+                        help="put production's values back when the recommendation's mean "
+                             "statement latency exceeds X times production's (default 2)")
+    verify.add_argument("--guard-running", type=float, default=3.0, metavar="X",
+                        help="... when Threads_running exceeds X times production's, plus 2 "
+                             "(default 3)")
+    verify.add_argument("--guard-errors", type=float, default=1.0, metavar="N",
+                        help="... when errors a second exceed production's rate by N "
+                             "(default 1)")
+    verify.set_defaults(func=cmd_verify, starts_servers=False, writes_store=True,
+                        after_crash="every setting it changed was put back, or is recorded "
+                                    "for knoblab restore")
+
     runs = sub.add_parser("runs", help="list recent runs and tuning studies, newest first "
                           "(a study is one row; its own runs with --study)")
     runs.add_argument("--name", help="only runs and studies whose name contains this")
@@ -398,7 +430,7 @@ def _after_stop(args: argparse.Namespace, store: Store | None) -> str:
     if args.command == "tune":
         return ("; the study's finished trials are stored (go on with: knoblab tune "
                 f"{shlex.quote(str(args.spec))}){_settings_left(store)}")
-    if args.command == "capture":
+    if args.command in ("capture", "verify"):
         return _settings_left(store) or (
             "; every setting it changed was put back" if _own_run(store) else
             "; nothing was changed on the server")
@@ -557,7 +589,7 @@ def cmd_resume(args: argparse.Namespace, store: Store, home: Path) -> int:
 
     budget = None if args.budget is None else parse_duration(args.budget, "--budget")
     run = store.run(args.run_id)
-    _not_a_capture(run, "is not resumed (capture again)")
+    _not_a_capture(run, "is not resumed (capture or verify again)")
     stopped = (run["info"].get("stopped") or {}).get("reason")
     if run["status"] == RunStatus.DONE and (budget is None or stopped != "budget"):
         # Finished: resume_run says so (or refuses), measures nothing, and the report is not
@@ -703,6 +735,105 @@ def cmd_capture(args: argparse.Namespace, store: Store, home: Path) -> int:
         view.close()
 
 
+class VerifyConsole:
+    """Shows a verify: a bar of its time (ETA) with the window measured now, then the table
+    of A's and B's figures."""
+
+    def __init__(self) -> None:
+        self.bar: Progress | None = None
+
+    def message(self, text: str) -> None:
+        console.print(literal(text), markup=False, highlight=False, soft_wrap=True)
+
+    def progress(self, total: float) -> Callable[[float, str], None]:
+        self.close()
+        self.bar = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                            TimeElapsedColumn(), TextColumn("at most"), TimeRemainingColumn(),
+                            console=console, transient=False)
+        self.bar.start()
+        task = self.bar.add_task("verifying", total=total)
+
+        def update(elapsed: float, now: str) -> None:
+            if self.bar is not None:
+                self.bar.update(task, completed=elapsed, description=f"verifying: {now}")
+        return update
+
+    def close(self) -> None:
+        if self.bar is not None and self.bar.live.is_started:
+            self.bar.stop()
+        self.bar = None
+
+
+def cmd_verify(args: argparse.Namespace, store: Store, home: Path) -> int:
+    from knoblab.verifying import Guard, Request, verify
+
+    for name in ("guard_latency", "guard_running"):
+        if not getattr(args, name) > 1:
+            raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)}: give a "
+                            "multiple of production's figure above 1, e.g. 2")
+    if not args.guard_errors >= 0:
+        raise UserError(f"--guard-errors {args.guard_errors}: give errors a second, 0 or more")
+    request = Request(spec=args.spec, source=args.source,
+                      seconds=parse_duration(args.verify_for, "--for"),
+                      window=parse_duration(args.window, "--window"),
+                      settle=parse_duration(args.settle, "--settle"),
+                      guard=Guard(args.guard_latency, args.guard_running, args.guard_errors))
+    if request.window < 5:
+        raise UserError(f"--window {args.window}: a window needs 5 s or more to average the "
+                        "server's counters over")
+    if request.settle < 2:
+        raise UserError(f"--settle {args.settle}: give 2 s or more (the guard's first "
+                        "reference of production is taken then)")
+    if args.out is not None:  # before anything changes: a folder it cannot write is refused
+        from knoblab.report import exporters
+
+        exporters.claim_folder(args.out)
+    view = VerifyConsole()
+    try:
+        result = verify(request, store, view)
+    finally:
+        view.close()
+    _show_verify(result, args.json, args.out, store.run(result["run"])["spec_source"],
+                 shlex.join(["knoblab", "verify", *sys.argv[2:]]))
+    return 0
+
+
+def _show_verify(result: dict[str, Any], json_file: Path | None, folder: Path | None,
+                 spec: str, command: str) -> None:
+    """A verify's answer: the table of A's and B's figures, its sentence, what was put back;
+    its JSON and its report folder where asked."""
+    from knoblab.report.verification import change_text, figure_rows, number
+
+    out = _stdout()
+    table = Table(title="production under its own load, A against B (the means of their "
+                        "windows)", title_justify="left")
+    for column in ("figure", "A: production's own", "B: recommended", "change"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for row in figure_rows(result):
+        table.add_row(row["figure"], number(row["a"]), number(row["b"]), change_text(row))
+    out.print(table)
+    out.print(Text(literal(result["said"])))
+    if result.get("put_back"):
+        out.print(Text(literal(f"{result['put_back']} on {result['server']}")))
+    again = f"the verify is stored: knoblab report {result['run']}"
+    if json_file is not None:
+        _write_json(json_file, json.dumps(result, indent=2), again)
+    if folder is not None:
+        from knoblab.report import exporters
+        from knoblab.report.document import Report
+        from knoblab.report.verification import verify_document, write_chart
+
+        try:
+            exporters.claim_folder(folder)
+            charts = [write_chart(result, folder / "verify-windows.png")] \
+                if result.get("windows") else []
+            page = verify_document(result, charts, spec, command)
+            _say_written(out, exporters.write(Report(page), folder), charts)
+        except OSError as exc:
+            raise UserError(f"cannot write the report to {exc.filename or folder}: "
+                            f"{exc.strerror}; {again} --out DIR") from None
+
+
 def _rearm() -> None:
     """After a first signal was taken to end a capture's window: the next one stops the
     command again (the settings it could have cut short are back by then)."""
@@ -731,11 +862,24 @@ def cmd_report(args: argparse.Namespace, store: Store, home: Path) -> int:
             raise UserError(f"{args.run_id!r} is a tuning study, not a run: its report is "
                             f"knoblab report {shlex.quote(PREFIX + args.run_id)}") from None
         raise
+    if run["kind"] == Experiment.VERIFY:
+        answer = run["info"].get("verify")
+        if answer is None:
+            raise UserError(f"run {run['id']} is a verify that did not end: its windows are "
+                            "in the store, its answer was never made; verify again")
+        _show_verify(answer, args.json, args.out, run["spec_source"],
+                     f"knoblab report {run['id']}")
+        return 0
     _not_a_capture(run, "has no report")
     return _show(store, run["id"], args)
 
 
 def _not_a_capture(run: dict[str, Any], what: str) -> None:
+    if run["kind"] == Experiment.VERIFY:
+        said = ((run["info"].get("verify") or {}).get("said")
+                or "it did not end: its windows are in the store")
+        raise UserError(f"run {run['id']} is a verify (knoblab verify), which {what}: "
+                        f"{said}; knoblab report {run['id']} shows it")
     if run["kind"] == Experiment.CAPTURE:
         folder = (run["info"].get("dataset") or {}).get("folder") or "the folder it wrote"
         raise UserError(f"run {run['id']} is a capture (knoblab capture), which measured "
@@ -956,17 +1100,17 @@ def cmd_runs(args: argparse.Namespace, store: Store, home: Path) -> int:
             continue
         end = run["finished_at"] or (time.time() if state == RunStatus.RUNNING else None)
         took = "—" if end is None else format_duration(end - run["created_at"])
-        kind = run["kind"] if run["kind"] == Experiment.CAPTURE else \
+        kind = run["kind"] if not Experiment(run["kind"]).has_points else \
             f"{run['kind']} · {(info.get('workload') or {}).get('kind', 'query')}"
         rows.append((run["created_at"], [
             run["id"], literal(run["name"]), kind,  # one line each
             state if state != RunStatus.KILLED else "killed (knoblab restore)"
-            if run["kind"] == Experiment.CAPTURE else "killed (knoblab resume)",
+            if not Experiment(run["kind"]).has_points else "killed (knoblab resume)",
             literal(run["server_version"] or ""), _machine_text(run["host"], info),
             _when(run["created_at"]), took,
             literal(_answer(store, run["id"]))
-            if state == RunStatus.DONE and run["kind"] != Experiment.CAPTURE
-            else ""]))
+            if state == RunStatus.DONE and Experiment(run["kind"]).has_points
+            else literal((info.get("verify") or {}).get("said") or "")]))
         shown += 1
         if args.limit and shown == args.limit:
             break

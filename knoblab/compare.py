@@ -69,6 +69,9 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
         raise UserError("compare needs two runs or more: knoblab compare RUN_A RUN_B")
     found = [store.run(run_id) for run_id in run_ids]
     for run in found:
+        if run["kind"] == Experiment.VERIFY:
+            raise UserError(f"run {run['id']} is a verify (knoblab verify): its answer is its "
+                            "own (knoblab runs shows it); compare the runs of studies")
         if run["kind"] == Experiment.CAPTURE:  # it measured nothing: no results to build
             folder = (run["info"].get("dataset") or {}).get("folder") or "its folder"
             raise UserError(f"run {run['id']} is a capture (knoblab capture), not a study: it "

@@ -1,6 +1,8 @@
 """The one exception type a user sees as a single line (exit code 2), and the stop flag."""
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NoReturn
 
 # Set by the first signal that stops a run. The signal also raises KeyboardInterrupt, but
@@ -17,6 +19,19 @@ def stop_here() -> NoReturn:
     """Raise the stop (KeyboardInterrupt) that STOP asks for, and mark it on its way."""
     UNWINDING.set()
     raise KeyboardInterrupt
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """While settings are put back a stopping signal does not break in (it only hurries, as a
+    second one does anywhere): a restore cut short would leave the server changed."""
+    stopping = STOP.is_set()
+    STOP.set()
+    try:
+        yield
+    finally:
+        if not stopping:
+            STOP.clear()
 
 
 class UserError(Exception):

@@ -1295,10 +1295,10 @@ class Store:
 
     def newest_run(self) -> dict[str, Any] | None:
         """The newest run of its own (as `list_runs` gives it), not a tuning study's, nor a
-        capture (which measured nothing)."""
+        capture's or a verify's (whose answers are not points)."""
         return next((run for run in self.each_run()
                      if study_of(json.loads(run["info"])) is None
-                     and run["kind"] != Experiment.CAPTURE), None)
+                     and Experiment(run["kind"]).has_points), None)
 
 
 def _listed(row: Any) -> dict[str, Any]:

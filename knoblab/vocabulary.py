@@ -121,3 +121,10 @@ class Experiment(StrEnum):
     SWEEP = "sweep"  # points compared with each other
     STEPS = "steps"  # settings applied one by one
     CAPTURE = "capture"  # knoblab capture: a running server's statements; measures nothing
+    VERIFY = "verify"  # knoblab verify: a recommendation on a running server, under its load
+
+    @property
+    def has_points(self) -> bool:
+        """Whether its results are points measured against each other, which report,
+        compare and resume take (a capture measures nothing; a verify keeps its own answer)."""
+        return self not in (Experiment.CAPTURE, Experiment.VERIFY)

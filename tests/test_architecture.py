@@ -26,7 +26,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("experiments", ("knoblab.results", "knoblab.runner", "knoblab.compare", "knoblab.search",
                      "knoblab.search.")),
     ("reports", ("knoblab.report", "knoblab.report.", "knoblab.studies")),
-    ("commands", ("knoblab.capturing", "knoblab.cli")),
+    ("commands", ("knoblab.capturing", "knoblab.verifying", "knoblab.cli")),
 ]
 
 

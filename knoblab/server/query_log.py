@@ -460,10 +460,11 @@ class QueryLog:
             cur.execute(f"DROP TABLE mysql.{window}")
 
 
-def hold_lock(server: ExternalServer) -> pymysql.Connection:
+def hold_lock(server: ExternalServer, command: str = "capture") -> pymysql.Connection:
     """A connection holding the server's capture lock (`LOCK`) for as long as it is open:
-    the server frees it when the connection ends, also when knoblab is killed. A UserError
-    naming the connection that holds it already."""
+    the server frees it when the connection ends, also when knoblab is killed. A capture and
+    a verify hold the same lock: one of them at a time per server. A UserError naming the
+    connection that holds it already, and what `command` should do."""
     conn = server.connect()
     try:
         with conn.cursor() as cur:
@@ -472,10 +473,10 @@ def hold_lock(server: ExternalServer) -> pymysql.Connection:
                 cur.execute("SET SESSION wait_timeout = 31536000")
             cur.execute("SELECT GET_LOCK(%s, 0)", (LOCK,))
             if one(cur)[0] != 1:
-                raise UserError(f"another knoblab capture is capturing "
-                                f"{server.endpoint.describe()} now ({lock_holder(cur)}): one "
-                                "capture at a time per server; capture again once it has "
-                                "ended")
+                raise UserError(f"another knoblab capture is capturing, or a verify "
+                                f"verifying, {server.endpoint.describe()} now "
+                                f"({lock_holder(cur)}): one capture or verify at a time per "
+                                f"server; {command} again once it has ended")
     except BaseException:
         conn.close()
         raise
