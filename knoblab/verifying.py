@@ -71,7 +71,7 @@ ERROR_COUNTERS = ("Aborted_clients", "Aborted_connects", "Innodb_deadlocks",
                   "Connection_errors_internal", "Connection_errors_max_connections")
 ROWS_READ = ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
              "Handler_read_prev", "Handler_read_rnd", "Handler_read_rnd_next")
-COUNTERS = ("Questions", "Threads_running", "Com_commit", "Com_rollback",
+COUNTERS = ("Questions", "Threads_running", "Threads_connected", "Com_commit", "Com_rollback",
             "Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests",
             "Created_tmp_disk_tables", "Innodb_buffer_pool_resize_status",
             *ERROR_COUNTERS, *ROWS_READ)
@@ -275,6 +275,9 @@ class Window:
             "seconds": seconds, "statements_per_s": rate,
             "latency_ms": 1000 * running / rate if rate else math.inf,
             "threads_running": running,
+            # the application's connections (knoblab's two, the reader and the lock, out)
+            "connections": sum(_number(s, "Threads_connected") for _, s in self.samples)
+            / len(self.samples) - 2,
             "transactions_per_s": delta("Com_commit", "Com_rollback") / seconds,
             "pool_reads_per_statement": per(delta("Innodb_buffer_pool_reads")),
             "rows_read_per_statement": per(delta(*ROWS_READ)),
@@ -367,7 +370,10 @@ class Watch:
         now = part.figures()
         ref, g = self.reference, self.guard
         crossed = []
-        if (ref.get("latency_ms") or 0) > 0 and \
+        # With nothing running in the server there is no latency to judge (an idle load, or
+        # one that stopped: `load_gone` says so); a stall is work in it that does not finish.
+        working = (now["threads_running"] or 0) >= 0.5
+        if working and (ref.get("latency_ms") or 0) > 0 and \
                 (now["latency_ms"] or 0) > g.latency * float(ref["latency_ms"] or 0):
             crossed.append(f"mean statement latency {_ms(now['latency_ms'])} over the last "
                            f"{GUARD_SPAN:g} s, past {g.latency:g}× A's "
@@ -382,6 +388,23 @@ class Watch:
                            f"{float(ref.get('errors_per_s') or 0):.1f} + {g.errors:g}")
         if crossed:
             raise Tripped("; ".join(crossed), t1, window)
+
+
+def load_gone(figures: Mapping[str, float | None],
+              reference: Mapping[str, float | None]) -> str | None:
+    """Why a window cannot be judged as the application's load, or None: the load stopped
+    (hardly a statement a second, against the reference's rate), or the application's
+    connections closed (fewer than half the reference's)."""
+    rate, before = float(figures["statements_per_s"] or 0), \
+        float(reference.get("statements_per_s") or 0)
+    if rate < max(1.0, 0.05 * before):
+        return (f"production's load stopped ({rate:,.1f} statements a second, "
+                f"{before:,.0f} before)")
+    now, was = float(figures.get("connections") or 0), float(reference.get("connections") or 0)
+    if was >= 1 and now < 0.5 * was:
+        return (f"the application's connections closed ({was:.0f} open before, {now:.0f} "
+                "now): did its statements fail?")
+    return None
 
 
 def _ms(value: float | None) -> str:
@@ -514,6 +537,14 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                  f"each switch; at most {ceiling} pairs in {format_duration(request.seconds)}, "
                  f"a look after each from the {FLOOR}rd; every setting is put back at the end")
     view.message(request.guard.said())
+    pool = "innodb_buffer_pool_size"
+    if pool in live and originals.get(pool) and int(live[pool]) > int(originals[pool] or 0):
+        # Seen here (MariaDB 10.11.19, sysbench oltp_read_write): the first shrink back failed
+        # the application's statements with error 1206 and its connections closed.
+        view.message(f"warning: each switch back to production's {pool} shrinks the buffer "
+                     "pool online, and under a writing load MariaDB 10.11 can fail statements "
+                     "while it shrinks (error 1206, the lock table is short of memory): if "
+                     "the application's connections close, verify stops and says so")
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
     first = rng.choice([A, B])
     order = [(pair, side) for pair in range(ceiling)
@@ -569,7 +600,7 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                     settings.apply(live if side == B else {})
                     in_force = side
                     if side == B and "applied" not in result:
-                        result["applied"] = _read_back(server, live, view)
+                        result["applied"] = _read_back(server, live, originals, view)
                     _wait_for_resize(reader, clock)
                     settle = Window(side, pair, clock())
                     measure(reader, settle, request.settle, clock, watch)
@@ -577,6 +608,14 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                                  request.window, clock, watch)
                 figures = window.figures()
                 _store_window(store, run_id, window, position, figures)
+                gone = load_gone(figures, reference)
+                if gone is not None:
+                    stopped = "load"
+                    result["load_gone"] = {"said": gone, "side": "AB"[side],
+                                           "at": round(window.began, 1)}
+                    view.message(f"{gone}, in a window of {SIDE[side]} at "
+                                 f"{window.began:.0f} s: nothing is judged from here on")
+                    break
                 result["windows"].append({"side": "AB"[side], "pair": pair,
                                           "began": round(window.began, 1),
                                           **{k: _finite(v) for k, v in figures.items()}})
@@ -624,10 +663,19 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
 
 
 def _read_back(server: ExternalServer, live: Mapping[str, str],
-               view: VerifyView) -> dict[str, str]:
+               originals: Mapping[str, str | None], view: VerifyView) -> dict[str, str]:
     """What the server applied of B (it may round a size, or cap it): said where it is not
     what was asked."""
     applied = server.global_values(list(live))
+    kept = [name for name, asked in live.items() if applied.get(name) is not None
+            and not _same_value(applied[name], asked)
+            and _same_value(applied[name], originals.get(name) or "")]
+    if len(kept) == len(live):
+        raise UserError(
+            f"the server kept its own {', '.join(f'{n} = {_shown(n, applied[n])}' for n in kept)}"
+            " (SET GLOBAL did not change it: on MariaDB 10.11.12 and later a buffer pool above "
+            "innodb_buffer_pool_size_max, a startup setting, is refused): B would be A, "
+            "there is nothing to verify live")
     for name, asked in live.items():
         now = applied.get(name)
         if now is not None and not _same_value(now, asked):
@@ -722,9 +770,13 @@ def _answer(result: dict[str, Any], decision: Decision | None,
     if decision is None:
         found.update(finding=Finding.UNSHOWN.value, gain=None, interval=None, confidence=None,
                      pairs=0, against_claim=None if claim is None else "not shown")
-        found["said"] = "not shown: no pair of windows was measured in the time given"
+        gone = result.get("load_gone")
+        found["said"] = "not shown: " + (
+            f"{gone['said']} before a pair of windows was measured" if gone
+            else "no pair of windows was measured in the time given")
         return found
     verdict = against_claim(decision, claim)
+    gone = result.get("load_gone")
     found.update(finding=decision.finding.value, gain=decision.ratio - 1,
                  interval=[_finite(decision.low - 1), _finite(decision.high - 1)],
                  confidence=decision.confidence, pairs=decision.pairs, against_claim=verdict)
@@ -739,6 +791,9 @@ def _answer(result: dict[str, Any], decision: Decision | None,
     if claim is not None:
         said += (f"; the sandbox claimed {claim.ratio:.2f}× [{claim.low:.2f}×, "
                  f"{claim.high:.2f}×]: {verdict}")
+    if gone is not None:
+        said += (f"; then {gone['said']} in a window of {gone['side']} at {gone['at']:.0f} s: the "
+                 "verify ended there")
     found["said"] = said
     return found
 

@@ -23,6 +23,7 @@ from knoblab.verifying import (
     Window,
     against_claim,
     decide,
+    load_gone,
     read_recommendation,
 )
 from knoblab.vocabulary import Finding
@@ -113,3 +114,25 @@ def test_the_recommendation_and_its_claim_are_read_as_knoblab_tune_wrote_them(tm
         read_recommendation(str(tmp_path / "empty.cnf"), store=None)
     with pytest.raises(UserError, match="no such file or folder"):
         read_recommendation(str(tmp_path / "nowhere"), store=None)
+
+
+def test_an_idle_or_vanished_load_is_said_not_blamed_on_b():
+    reference = {"latency_ms": 2.0, "threads_running": 2.0, "errors_per_s": 0.0,
+                 "statements_per_s": 1000.0, "connections": 4.0}
+    readings = 12
+    # nothing runs and nothing finishes: idle, not a stall; the guard lets it be
+    idle = _window(B, [i for i in range(readings)], [1] * readings)
+    Watch(Guard(), reference)(idle)
+    # work in the server that never finishes is a stall: put back
+    stalled = _window(B, [i for i in range(readings)], [4] * readings)
+    with pytest.raises(Tripped, match="no statement finished"):
+        Watch(Guard(), reference)(stalled)
+    gone = load_gone(idle.figures(), reference)
+    assert gone is not None and "load stopped" in gone
+    closed = _window(0, [i * 500 + i for i in range(readings)], [3] * readings,
+                     Threads_connected=[3] * readings)  # 1 of the application's, 4 before
+    said = load_gone(closed.figures(), reference)
+    assert said is not None and "connections closed" in said
+    steady = _window(0, [i * 500 + i for i in range(readings)], [3] * readings,
+                     Threads_connected=[6] * readings)
+    assert load_gone(steady.figures(), reference) is None
