@@ -24,6 +24,7 @@ keeps the folder).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 from knoblab.server.binary import find_binary
@@ -81,7 +83,12 @@ def knoblab(folder: Path, env: dict[str, str], *args: str) -> None:
     print(f"[knoblab {args[0]}: {time.monotonic() - began:,.0f} s]", flush=True)
 
 
-def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+@contextlib.contextmanager
+def production(folder: Path, home: Path, args: argparse.Namespace
+               ) -> Iterator[tuple[str, Path]]:
+    """"Production" while the block runs: a sandbox with innodb_buffer_pool_size = POOL
+    holding sysbench's tables, and folder/production.toml naming it as a running server
+    (its socket, and that spec)."""
     binary = find_binary()
     with Sandbox(binary, base_template(binary, home) / "data",
                  {"innodb_buffer_pool_size": args.pool}, home=home) as server:
@@ -91,6 +98,11 @@ def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, s
         subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
         spec = folder / "production.toml"
         spec.write_text(PRODUCTION.format(socket=socket))
+        yield socket, spec
+
+
+def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, str]) -> None:
+    with production(folder, home, args) as (socket, spec):
         # at full speed, or at --rate transactions a second where the caller has one
         rate = [f"--rate={args.rate}"] if getattr(args, "rate", None) else []
         load = subprocess.Popen(sysbench(socket, args, "run", args.capture + 900) + rate,

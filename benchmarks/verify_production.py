@@ -34,10 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from production_tune import PRODUCTION, sysbench
-
-from knoblab.server.binary import find_binary
-from knoblab.server.sandbox import Sandbox, base_template
+from production_tune import production, sysbench
 
 LINE = re.compile(r"\[\s*(\d+)s\s*\].*?tps:\s*([\d.]+).*?lat \(ms,95%\):\s*([\d.]+)")
 
@@ -137,15 +134,7 @@ def main() -> None:
         env = {**os.environ, "KNOBLAB_HOME": str(home)}
         env.pop("KNOBLAB_STORE", None)
         os.environ["KNOBLAB_HOME"] = str(home)
-        binary = find_binary()
-        with Sandbox(binary, base_template(binary, home) / "data",
-                     {"innodb_buffer_pool_size": args.pool}, home=home) as server:
-            socket = str(server.socket)
-            with server.connect() as conn, conn.cursor() as cur:
-                cur.execute("CREATE DATABASE sbtest")
-            subprocess.run(sysbench(socket, args, "prepare"), capture_output=True, check=True)
-            spec = folder / "production.toml"
-            spec.write_text(PRODUCTION.format(socket=socket))
+        with production(folder, home, args) as (socket, spec):
             for name in args.loads:
                 if name in record.get("loads", {}):
                     continue

@@ -241,7 +241,8 @@ def live_and_not(cur: Any, catalog: Catalog,
                 not_live[name] = f"not a value it takes ({exc})"
                 continue
             try:
-                cur.execute(f"SET GLOBAL {name} = @@GLOBAL.{name}")  # a catalog name
+                # the catalog's own name: never the recommendation's text
+                cur.execute(f"SET GLOBAL {knob.name} = @@GLOBAL.{knob.name}")
             except pymysql.MySQLError as exc:
                 del live[name]
                 not_live[name] = refusal(exc)

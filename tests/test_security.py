@@ -98,6 +98,11 @@ SPLICES: dict[str, dict[str, str]] = {
         "marks": "the text '%s, %s, ...': the names and grantees are bound parameters",
         "db_marks": "the text '%s, %s, ...': the database names are bound parameters",
     },
+    "knoblab/verifying.py": {
+        "knob.name": "a setting's name: the catalog's own (catalog.knobs[name].name), looked "
+                     "up before it is used",
+        "marks": "the text '%s, %s, ...': the status names are bound parameters",
+    },
     "knoblab/capturing.py": {
         "taken_from.table": "a log table's name: a constant of knoblab.server.query_log's "
                             "Source (slow_log, general_log)",

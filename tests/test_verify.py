@@ -102,6 +102,13 @@ def _verify(home: Path, folder: Path, *args: str, timeout: float = 300
                           timeout=timeout)
 
 
+def _start(home: Path, folder: Path, *args: str) -> subprocess.Popen[str]:
+    """knoblab verify in the background, as a user's shell starts it."""
+    return subprocess.Popen(cli_command(folder / "s.sqlite", "verify", *args),
+                            env=cli_env(home), cwd=folder, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
 def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
         knoblab_home: Path, tmp_path: Path, small_pool: Sandbox):
     before = _globals(small_pool.socket)
@@ -193,11 +200,8 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
     before = _globals(socket)
     spec = _spec(tmp_path, socket)
     cnf = _recommended(tmp_path, "innodb_buffer_pool_size = 64M\ninnodb_io_capacity = 1000")
-    proc = subprocess.Popen(cli_command(tmp_path / "s.sqlite", "verify", str(spec), "--from",
-                                        str(cnf), "--for", "5m", "--window", "30s",
-                                        "--settle", "4s"),
-                            env=cli_env(knoblab_home), cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = _start(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "5m",
+                  "--window", "30s", "--settle", "4s")
     try:
         deadline = time.monotonic() + 120
         if phase == "before any change":
@@ -249,11 +253,8 @@ def test_one_verify_at_a_time_per_server(knoblab_home: Path, tmp_path: Path,
                                         small_pool: Sandbox):
     spec = _spec(tmp_path, small_pool.socket)
     cnf = _recommended(tmp_path, "innodb_io_capacity = 1000")
-    first = subprocess.Popen(cli_command(tmp_path / "s.sqlite", "verify", str(spec), "--from",
-                                         str(cnf), "--for", "2m", "--window", "10s",
-                                         "--settle", "3s"),
-                             env=cli_env(knoblab_home), cwd=tmp_path,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = _start(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "2m",
+                   "--window", "10s", "--settle", "3s")
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "s.sqlite").exists() or not Store(
