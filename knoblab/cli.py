@@ -374,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a failure nobody foresaw: one line here, the details in a file
         sandbox.stop_all()
+        if STOP.is_set():
+            # A stop that landed inside a library's C code comes out as that library's own
+            # error (matplotlib: "Invalid affine transformation matrix"): the stop it was.
+            _say(f"knoblab: interrupted{_after_stop(args, store)}")
+            return 130
         log = _write_crash_log(exc)
         what = hide_passwords(" ".join(str(exc).split()))[:200] or "no message"
         _say(f"knoblab: unexpected error ({type(exc).__name__}: {what}); {args.after_crash}"

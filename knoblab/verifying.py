@@ -351,24 +351,45 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
 
 
 class Watch:
-    """The guard at work: B's last GUARD_SPAN seconds against A's reference figures."""
+    """The guard at work: B's last GUARD_SPAN seconds against A's figures. A's own are the
+    larger of its mean and the 90th percentile of its own GUARD_SPAN stretches, watched as A
+    runs: a bound relative to A is one A itself does not cross by its noise."""
 
-    def __init__(self, guard: Guard, reference: Mapping[str, float | None]) -> None:
+    JUDGED = ("latency_ms", "threads_running", "errors_per_s")
+
+    def __init__(self, guard: Guard, reference: Mapping[str, float | None] | None = None
+                 ) -> None:
         self.guard = guard
-        self.reference = dict(reference)
+        self.mean: dict[str, float | None] = dict(reference or {})
+        self.seen: dict[str, list[float]] = {key: [] for key in self.JUDGED}
 
     def update(self, figures: Mapping[str, float | None]) -> None:
-        self.reference = dict(figures)
+        self.mean = dict(figures)
+
+    @property
+    def reference(self) -> dict[str, float]:
+        found = {}
+        for key in self.JUDGED:
+            values = sorted(self.seen[key])
+            usual = values[int(0.9 * (len(values) - 1))] if len(values) >= 5 else 0.0
+            found[key] = max(float(self.mean.get(key) or 0.0), usual)
+        return found
 
     def __call__(self, window: Window) -> None:
-        if window.side != B or len(window.samples) < 2:
+        if len(window.samples) < 2:
             return
         t1 = window.samples[-1][0]
         recent = [s for s in window.samples if s[0] >= t1 - GUARD_SPAN]
         if len(recent) < 2 or recent[-1][0] - recent[0][0] < min(GUARD_SPAN, 2.0) * 0.8:
             return
-        part = Window(B, window.pair, 0.0, recent, own=len(recent) - 1)
+        part = Window(window.side, window.pair, 0.0, recent, own=len(recent) - 1)
         now = part.figures()
+        if window.side == A:
+            for key in self.JUDGED:
+                value = now[key]
+                if value is not None and math.isfinite(value):
+                    self.seen[key].append(value)
+            return
         ref, g = self.reference, self.guard
         crossed = []
         # With nothing running in the server there is no latency to judge (an idle load, or
@@ -581,14 +602,16 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
     decision: Decision | None = None
     try:
         try:
-            reference = measure(reader, Window(A, -1, 0.0), request.settle, clock).figures()
+            watch = Watch(request.guard)
+            reference = measure(reader, Window(A, -1, 0.0), request.settle, clock,
+                                watch).figures()
             if reference["statements_per_s"] is not None and \
                     float(reference["statements_per_s"] or 0) < 1:
                 raise UserError(f"{where} runs almost nothing now "
                                 f"({float(reference['statements_per_s'] or 0):.2f} statements "
                                 "a second): verify measures the server under its own load; "
                                 "run it while the application runs")
-            watch = Watch(request.guard, reference)
+            watch.update(reference)
             result["reference"] = {k: _finite(v) for k, v in reference.items()}
             in_force = A
             by_pair: dict[int, dict[int, dict[str, Any]]] = {}

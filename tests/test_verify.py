@@ -44,8 +44,8 @@ def _production(binary, home: Path, pool: str) -> Sandbox:
 
 @pytest.fixture
 def small_pool(binary, knoblab_home: Path) -> Iterator[Sandbox]:
-    """Production with an 8M buffer pool, its data about 20 MB, under a closed loop of 2
-    connections reading rows at random."""
+    """Production with an 8M buffer pool, its data about 20 MB, under 2 connections reading
+    rows at random, 150 transactions a second."""
     with _production(binary, knoblab_home, "8M") as server:
         yield from _loaded(server)
 
@@ -60,8 +60,10 @@ def _loaded(server: Sandbox) -> Iterator[Sandbox]:
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute("CREATE DATABASE sbtest")
     subprocess.run(_sysbench(server.socket, "prepare"), capture_output=True, check=True)
-    load = subprocess.Popen(_sysbench(server.socket, "run", 900), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    # An open loop at a modest rate: the application's own pace, and a machine left to the
+    # other tests that run beside these
+    load = subprocess.Popen(_sysbench(server.socket, "run", 900) + ["--rate=150"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(2)  # the pool's connections open, the load running
         yield server
@@ -118,7 +120,8 @@ def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
         "changes": {"innodb_buffer_pool_size": "64M", "sort_buffer_size": "4M"},
         "gain": 1.0, "ci95": [0.5, 1.6], "confidence": 0.99, "said": "2× faster"}}))
     done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "2m",
-                   "--window", "6s", "--settle", "3s", "--json", str(tmp_path / "v.json"),
+                   "--window", "6s", "--settle", "3s", "--guard-latency", "8",
+                   "--json", str(tmp_path / "v.json"),
                    "--out", str(tmp_path / "report"))
     assert done.returncode == 0, done.stderr
     found = json.loads((tmp_path / "v.json").read_text())
@@ -165,7 +168,8 @@ def test_a_placebo_is_never_a_gain(knoblab_home: Path, tmp_path: Path, small_poo
     # how page-compressed tables are compressed: this load has none
     cnf = _recommended(tmp_path, "innodb_compression_level = 1")
     done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "75s",
-                   "--window", "5s", "--settle", "2s", "--json", str(tmp_path / "v.json"))
+                   "--window", "5s", "--settle", "2s", "--guard-latency", "8",
+                   "--json", str(tmp_path / "v.json"))
     assert done.returncode == 0, done.stderr
     found = json.loads((tmp_path / "v.json").read_text())
     assert found["finding"] in ("same", "unshown"), found["said"]
@@ -201,7 +205,7 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
     spec = _spec(tmp_path, socket)
     cnf = _recommended(tmp_path, "innodb_buffer_pool_size = 64M\ninnodb_io_capacity = 1000")
     proc = _start(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "5m",
-                  "--window", "30s", "--settle", "4s")
+                  "--window", "30s", "--settle", "4s", "--guard-latency", "50")
     try:
         deadline = time.monotonic() + 120
         if phase == "before any change":
