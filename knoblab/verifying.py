@@ -64,6 +64,11 @@ from knoblab.units import format_duration, format_size, parse_size
 from knoblab.vocabulary import Experiment, Finding, RunStatus, TrialState
 
 SAMPLE = 0.5  # seconds between two readings of the server's counters
+# Threads_running is read this often in between: at a low load it is mostly 0 or 1, and its
+# mean over a window (Little's law's L) needs many readings to be more than noise.
+RUNNING_EVERY = 0.05
+RUNNING = "knoblab_running"  # a reading's mean Threads_running since the reading before
+RAN = "knoblab_ran"  # the statements knoblab's reader had run by a reading (in Questions)
 GUARD_SPAN = 5.0  # seconds of samples the guard judges B on
 FLOOR = 3  # pairs before the first look
 RESIZE_WAIT = 300.0  # the longest a buffer pool resize is waited for
@@ -267,8 +272,11 @@ class Window:
 
         def delta(*names: str) -> float:
             return sum(_number(last, n) - _number(first, n) for n in names)
-        statements = max(delta("Questions") - self.own, 0.0)
-        running = sum(max(_number(s, "Threads_running") - 1, 0.0)
+        own = _number(last, RAN) - _number(first, RAN) if RAN in first and RAN in last \
+            else self.own
+        statements = max(delta("Questions") - own, 0.0)
+        running = sum(_number(s, RUNNING) if RUNNING in s else
+                      max(_number(s, "Threads_running") - 1, 0.0)
                       for _, s in self.samples[1:]) / max(len(self.samples) - 1, 1)
         rate = statements / seconds
         per = (lambda x: x / statements) if statements else (lambda x: math.nan)
@@ -317,6 +325,19 @@ class Reader:
             self.ran += 1
             return {str(name): str(value) for name, value in cur.fetchall()}
 
+    def running_until(self, until: float, clock: Callable[[], float]) -> float | None:
+        """Threads_running read every RUNNING_EVERY seconds until `until` (knoblab's own
+        reading taken out of each): their mean, or None when none was read."""
+        seen = []
+        with self.conn.cursor() as cur:
+            while clock() < until:
+                cur.execute("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                            "WHERE VARIABLE_NAME = 'THREADS_RUNNING'")
+                self.ran += 1
+                seen.append(max(float(one(cur)[0]) - 1, 0.0))
+                time.sleep(max(0.0, min(RUNNING_EVERY, until - clock())))
+        return sum(seen) / len(seen) if seen else None
+
     def cpu(self) -> float | None:
         if self.process is None:
             return None
@@ -337,11 +358,17 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
     each reading (the guard)."""
     cpu0 = reader.cpu()
     ran0 = reader.ran
-    window.samples.append((clock(), reader.status()))
+    first = reader.status()
+    first[RAN] = str(reader.ran)
+    window.samples.append((clock(), first))
     end = window.samples[0][0] + seconds
     while (now := clock()) < end:
-        time.sleep(min(SAMPLE, max(end - now, 0.0)))
-        window.samples.append((clock(), reader.status()))
+        running = reader.running_until(min(now + SAMPLE, end), clock)
+        status = reader.status()
+        status[RAN] = str(reader.ran)
+        if running is not None:
+            status[RUNNING] = str(running)
+        window.samples.append((clock(), status))
         if check is not None:
             check(window)
     window.own = reader.ran - ran0 - 1
