@@ -263,7 +263,9 @@ class Window:
     pair: int
     began: float  # seconds since the verify began
     samples: list[tuple[float, dict[str, str]]] = field(default_factory=list)
-    own: int = 0  # statements knoblab ran between the first and the last reading
+    # statements knoblab ran between the first and the last reading, where the readings do
+    # not count them themselves (RAN)
+    own: int = 0
     cpu: float | None = None  # the server's CPU seconds in the window, where it is local
 
     def figures(self) -> dict[str, float | None]:
@@ -357,7 +359,6 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
     """Fill `window` with a reading every SAMPLE seconds for `seconds`; `check` sees it after
     each reading (the guard)."""
     cpu0 = reader.cpu()
-    ran0 = reader.ran
     first = reader.status()
     first[RAN] = str(reader.ran)
     window.samples.append((clock(), first))
@@ -371,7 +372,6 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
         window.samples.append((clock(), status))
         if check is not None:
             check(window)
-    window.own = reader.ran - ran0 - 1
     cpu1 = reader.cpu()
     window.cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     return window
