@@ -43,6 +43,7 @@ def _checked(monkeypatch: pytest.MonkeyPatch, refusal: BaseException
 
     monkeypatch.setattr(proof, "validate", lambda search, outcomes, budget: [validation])
     monkeypatch.setattr(proof, "reduce", reduce)
+    monkeypatch.setattr(proof, "learn_cost", lambda search, run_ids: None)
     said: list[str] = []
     search = SimpleNamespace(listener=SimpleNamespace(message=said.append))
     return proof.check(search, [outcome], 600.0), said  # type: ignore[arg-type]

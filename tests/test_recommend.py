@@ -4,10 +4,12 @@ never a setting whose cost the workload cannot see."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,7 @@ from knoblab.search.space import Space
 from knoblab.search.study import seconds_spent
 from knoblab.spec import parse_spec
 from knoblab.store import Store
+from knoblab.workloads.base import Rounds
 from tests import fakes
 
 MB = 1 << 20
@@ -203,6 +206,30 @@ def test_a_step_that_changes_a_leader_set_in_the_base_moves_its_follower(monkeyp
     assert trial[1].config["read_buffer_size"] == str(8 * MB)
 
 
+def test_a_checks_ceiling_is_what_its_share_of_the_budget_holds(monkeypatch):
+    """A check whose budget holds more rounds than the default ceiling may use them (a
+    setting near the noise needs 30-60), up to CEILING_MOST; a validation keeps the default
+    (its boundaries spread over more looks would decide a clear gain later); an unknown cost
+    or no budget keeps the default, and a budget never lowers it."""
+    monkeypatch.setitem(workloads.KINDS, fakes.FakeWorkload.kind, fakes.FakeWorkload)
+    source = '[workload]\nkind = "fake"\n[tune.knobs]\nsort_buffer_size = ["1M", "64M"]\n'
+    spec = parse_spec(tomllib.loads(source), source=source)
+    costly = dataclasses.replace(spec, workload=dataclasses.replace(
+        spec.workload, rounds=Rounds(expected=0.5)))
+    steps = [{"sort_buffer_size": str(2 * MB)}]
+
+    def ceiling(of: Any, budget: float | None, **options: Any) -> int:
+        return proof.check_spec(of, "put back", {}, steps, budget,
+                                **options).workload.rounds.ceiling
+
+    assert ceiling(costly, 60.0) == 60  # 2 points × 0.5 s a round: 60 rounds in 60 s
+    assert ceiling(costly, 1000.0) == proof.CEILING_MOST
+    assert ceiling(costly, 5.0) == Rounds().ceiling
+    assert ceiling(costly, 60.0, sized=False) == Rounds().ceiling
+    assert ceiling(costly, None) == Rounds().ceiling
+    assert ceiling(spec, 60.0) == Rounds().ceiling  # what a measurement costs is not known
+
+
 @pytest.fixture
 def three_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake server with a third setting, which does nothing; the workload is faster only
@@ -334,9 +361,8 @@ def four_knobs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fakes, "SCRIPT", fakes.Script(model=model, spread=0.002))
 
 
-def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[str, str],
-                                              dict[str, str]]:
-    """The reduction of a validated candidate that raises all four settings of four_knobs."""
+def _four_knob_search(tmp_path: Path) -> tuple[Any, TuneQuiet, Store, dict[str, str]]:
+    """A tune's Search over four_knobs' four settings, its listener, store and baseline."""
     from knoblab.search.loop import Search
     from knoblab.search.options import TuneOptions, goal_for
     from knoblab.search.space import parse_space
@@ -354,12 +380,44 @@ def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[
     listener = TuneQuiet()
     search = Search(spec, options, goal_for(options, spec.workload), space, baseline, catalog,
                     store, tmp_path, listener, fakes.open_fake)
+    return search, listener, store, baseline
+
+
+def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[str, str],
+                                              dict[str, str]]:
+    """The reduction of a validated candidate that raises all four settings of four_knobs."""
+    search, listener, store, baseline = _four_knob_search(tmp_path)
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
             "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
     trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
     reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), None)
     assert reduction is not None
     return reduction, listener, store, full, baseline
+
+
+def test_what_a_checks_measurement_costs_is_learned_from_the_validations(four_knobs,
+                                                                         tmp_path: Path):
+    """A workload measured whole has no planned cost: the validations' measurements give it
+    (their wall time over their count, starts included), once, and the checks after them are
+    sized by it."""
+    from knoblab.runner import measuring_seconds
+
+    search, _, store, _ = _four_knob_search(tmp_path)
+    assert search.checking.workload.rounds.expected is None
+    run_id = search.run(proof.check_spec(search.checking, "validation", {},
+                                         [{"sort_buffer_size": str(16 * MB)}], None))
+    trials = store.trials(run_id)
+    proof.learn_cost(search, [run_id])
+    learned = search.checking.workload.rounds.expected
+    assert learned == pytest.approx(measuring_seconds(trials) / len(trials))
+    assert learned > 0
+    again = search.run(proof.check_spec(search.checking, "another", {},
+                                        [{"join_buffer_size": str(16 * MB)}], None))
+    proof.learn_cost(search, [again])
+    assert search.checking.workload.rounds.expected == learned  # known: kept
+    sized = proof.check_spec(search.checking, "put back", {}, [{}, {}], 1000.0)
+    assert sized.workload.rounds.ceiling == min(proof.CEILING_MOST,
+                                                max(20, int(1000.0 // (3 * learned))))
 
 
 def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_back(

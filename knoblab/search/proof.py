@@ -23,7 +23,7 @@ from knoblab.records import Effect, Reduction, TrialOutcome, Validation, best_sh
 from knoblab.search.loop import Search, ties
 from knoblab.spec import Spec
 from knoblab.units import format_duration, settings_text
-from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
+from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, TrialState, ValidationVerdict
 from knoblab.words import finding_of
 from knoblab.workloads.base import Rounds
 
@@ -56,6 +56,7 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
         chosen = best_shown(validations)
     if chosen is None:
         return validations, None, None
+    learn_cost(search, [v.run_id for v in validations])
     reduction = None
     if len(chosen.trial.changes) >= 2:
         share = left()
@@ -211,8 +212,11 @@ def extend(search: Search, validations: list[Validation], budget: float
 def _validation_spec(search: Search, outcome: TrialOutcome, family: int,
                      budget: float | None) -> Spec:
     """The run validating `outcome` against the baseline, α shared among `family`."""
+    # Its ceiling stays the default's: a larger one spreads the sequential boundaries over
+    # more looks and decides a clear gain later (a capture's 1.7x is decided in 3 rounds).
     return check_spec(search.checking, f"validation of trial {outcome.number}", {},
-                      [outcome.changes], budget, alpha=search.spec.statistics.alpha / family)
+                      [outcome.changes], budget, alpha=search.spec.statistics.alpha / family,
+                      sized=False)
 
 
 def _verdict(search: Search, outcome: TrialOutcome, run_id: str, family: int,
@@ -463,17 +467,58 @@ def put_back(search: Search, names: list[str]) -> dict[str, str]:
     return step
 
 
+# A check's most rounds where its share of the budget holds more than the default's 20. A
+# setting whose effect is near the machine's noise needs 30 to 60 rounds to show (on the
+# known-truth surface, sort_buffer_size's +9% put back needed 59, the check of what was
+# dropped 29), and a check stopped as futile at half of 20 left a third of the budget unspent.
+CEILING_MOST = 100
+
+
+def sized_ceiling(budget: float | None, points: int, expected: float | None) -> int:
+    """The most rounds of a check of `points` points: what `budget` holds at `expected`
+    seconds a measurement, never fewer than the default's ceiling (the budget stops a run
+    sooner when its measurements cost more than expected), at most CEILING_MOST. The
+    ceiling is fixed before the run: its sequential boundaries are spread over it."""
+    least = Rounds().ceiling
+    if budget is None or not expected:
+        return least
+    return max(least, min(CEILING_MOST, int(budget // (points * expected))))
+
+
+def learn_cost(search: Search, run_ids: list[str]) -> None:
+    """Where the tune did not plan what a check's measurement costs (a workload measured
+    whole), what the validations' measurements took, starts included: the checks after them
+    are sized by it (`sized_ceiling`) and refused before they start when it cannot hold them."""
+    from knoblab.runner import measuring_seconds
+
+    rounds = search.checking.workload.rounds
+    runs = [[t for t in search.store.trials(run_id) if t.status == TrialState.DONE]
+            for run_id in run_ids]
+    measurements = sum(len(trials) for trials in runs)
+    if rounds.expected is not None or not measurements:
+        return
+    each = sum(measuring_seconds(trials) for trials in runs) / measurements
+    search.checking = dataclasses.replace(search.checking, workload=dataclasses.replace(
+        cast(Any, search.checking.workload), rounds=dataclasses.replace(rounds,
+                                                                        expected=each)))
+
+
 def check_spec(spec: Spec, what: str, base: Mapping[str, str], steps: list[dict[str, str]],
                budget: float | None, alpha: float | None = None,
-               one_at_a_time: bool = False, tied: Mapping[str, str] | None = None) -> Spec:
+               one_at_a_time: bool = False, tied: Mapping[str, str] | None = None,
+               sized: bool = True) -> Spec:
     """A run that checks the search's findings with the full statistics: the spec's base
-    (plus `base`) against `steps`, with rounds until decided. `tied`: the [tie] entries the
-    run applies (by default those whose leader it sets); {} when `base` and `steps` already
-    carry each follower (a reduction moves a leader and its followers together)."""
-    # What a measurement is expected to cost (the tune's measurements said: Search.measure_in)
-    # kept, so that a budget its first rounds cannot hold is refused before the run.
+    (plus `base`) against `steps`, with rounds until decided, as many at most as `budget`
+    holds when `sized` (`sized_ceiling`). `tied`: the [tie] entries the run applies (by
+    default those whose leader it sets); {} when `base` and `steps` already carry each
+    follower (a reduction moves a leader and its followers together)."""
+    # What a measurement is expected to cost (the tune's measurements said: Search.measure_in,
+    # `learn_cost`) kept, so that a budget its first rounds cannot hold is refused before the
+    # run.
+    expected = spec.workload.rounds.expected
+    ceiling = sized_ceiling(budget, 1 + len(steps), expected) if sized else Rounds().ceiling
     workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
-        design="auto", budget=budget, expected=spec.workload.rounds.expected))
+        ceiling=ceiling, design="auto", budget=budget, expected=expected))
     statistics_ = spec.statistics if alpha is None else \
         dataclasses.replace(spec.statistics, alpha=alpha)
     base_config = {**spec.base_config, **base}
