@@ -7,7 +7,8 @@ server's own load, before against after.
 
 1. "Production": a sandbox started with innodb_buffer_pool_size = POOL (its data is larger),
    holding sysbench's tables, running sysbench oltp_read_write on THREADS connections opened
-   before the capture (a pool; the text protocol, as most drivers send statements), its
+   before the capture (a pool; the text protocol, as most drivers send statements; with
+   --prepared, server-side prepared statements, captured with --reconnect idle), its
    ids drawn as RAND_TYPE says (sysbench's own default, "special": a hot 1% of rows).
 2. `knoblab capture production.toml --for CAPTURE --data all`: the statements, the data and a
    spec whose [server.config] is production's configuration.
@@ -39,6 +40,8 @@ from pathlib import Path
 from knoblab.server.binary import find_binary
 from knoblab.server.sandbox import Sandbox, base_template
 
+POOLED = Path(__file__).resolve().parent / "pooled.lua"  # oltp_read_write, as a pool runs it
+
 PRODUCTION = """\
 name = "production"
 [server]
@@ -60,7 +63,7 @@ table_size = {table_size}
 rand_type = "{rand_type}"
 duration = {seconds}
 repetitions = {rounds}
-options = {{ db-ps-mode = "disable" }}
+options = {options}
 
 [[step]]
 {recommended}
@@ -69,8 +72,13 @@ options = {{ db-ps-mode = "disable" }}
 
 def sysbench(socket: str, args: argparse.Namespace, command: str,
              seconds: int = 0) -> list[str]:
-    return ["sysbench", "oltp_read_write", f"--threads={args.threads}", f"--time={seconds}",
-            "--db-ps-mode=disable", f"--rand-type={getattr(args, 'rand_type', 'special')}",
+    # --prepared: server-side prepared statements (sysbench's default), each connection
+    # replaced by a new one when the server ends it, as a pool does (pooled.lua)
+    prepared = getattr(args, "prepared", False)
+    return ["sysbench", str(POOLED) if prepared else "oltp_read_write",
+            f"--threads={args.threads}", f"--time={seconds}",
+            f"--db-ps-mode={'auto' if prepared else 'disable'}",
+            f"--rand-type={getattr(args, 'rand_type', 'special')}",
             f"--tables={args.tables}",
             f"--table-size={args.table_size}", f"--mysql-socket={socket}",
             "--mysql-user=root", "--mysql-db=sbtest", "--db-driver=mysql", command]
@@ -109,8 +117,9 @@ def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, s
                                 stdout=subprocess.DEVNULL)
         try:
             time.sleep(5)  # the pool open, the load running
+            reconnect = ["--reconnect", "idle"] if getattr(args, "prepared", False) else []
             knoblab(folder, env, "capture", str(spec), "--for", f"{args.capture}s", "--out",
-                    str(folder / "cap"), "--data", "all")
+                    str(folder / "cap"), "--data", "all", *reconnect)
         finally:
             load.kill()
             load.wait()
@@ -140,6 +149,14 @@ def main() -> None:
     parser.add_argument("--rand-type", default="special",
                         help="production's sysbench ids, and the check's (sysbench's own "
                              "default: a hot 1%% of rows)")
+    parser.add_argument("--prepared", action="store_true",
+                        help="production's pool prepares its statements on the server as it "
+                             "opens (sysbench's default), before the window: captured with "
+                             "--reconnect idle, checked with prepared statements")
+    parser.add_argument("--rate", type=int,
+                        help="production's transactions a second (an open loop; default: "
+                             "as fast as it goes). --reconnect idle ends a connection once "
+                             "it has slept 5 ms: a loop at full speed never does")
     parser.add_argument("--capture", type=int, default=20, help="seconds")
     parser.add_argument("--budget", default="20m")
     parser.add_argument("--seconds", type=int, default=20)
@@ -178,7 +195,9 @@ def main() -> None:
             return
         check = folder / "check.toml"
         check.write_text(CHECK.format(**vars(args), production=toml_lines(production),
-                                      recommended=toml_lines(advice)))
+                                      recommended=toml_lines(advice),
+                                      options="{}" if args.prepared
+                                      else '{ db-ps-mode = "disable" }'))
         knoblab(folder, env, "run", str(check), "--out", str(folder / "check"), "--json",
                 str(folder / "check.json"))
         result = json.loads((folder / "check.json").read_text())

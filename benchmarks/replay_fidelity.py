@@ -11,7 +11,10 @@ and the verdicts.
    all), as a user would: with the text protocol (--db-ps-mode=disable), its connections
    opened before the window (a pool); with --prepared, its server-side prepared statements,
    its connections opened once the window is open (MariaDB logs a prepared statement's
-   values only when the log was on as it was prepared).
+   values only when the log was on as it was prepared); with --prepared --reconnect, its
+   connections opened before the window, prepared there, and captured with `--reconnect
+   idle` (benchmarks/pooled.lua: a connection the server ends is replaced by a new one, which
+   prepares again).
 3. knoblab runs sysbench itself (kind = "sysbench": the same test, threads, tables and
    duration) and the replay of the capture (kind = "replay" over the capture's dump, speed
    max) for each innodb_buffer_pool_size in POOLS, REPETITIONS server starts each.
@@ -80,7 +83,11 @@ user = "root"
 
 def sysbench(socket: str, args: argparse.Namespace, command: str,
              seconds: int = 0) -> list[str]:
-    return ["sysbench", args.test, f"--threads={args.threads}", f"--time={seconds}",
+    # --reconnect: each connection replaced by a new one when the server ends it, as a pool
+    # does (pooled.lua, on args.test: KNOBLAB_POOLED_TEST, set by main)
+    script = str(Path(__file__).resolve().parent / "pooled.lua") if args.reconnect \
+        else args.test
+    return ["sysbench", script, f"--threads={args.threads}", f"--time={seconds}",
             f"--db-ps-mode={'auto' if args.prepared else 'disable'}",
             "--rand-type=uniform",  # as knoblab runs sysbench (its rand_type default)
             f"--tables={args.tables}", f"--table-size={args.table_size}",
@@ -101,12 +108,14 @@ def capture(folder: Path, home: Path, args: argparse.Namespace, env: dict[str, s
         spec.write_text(PRODUCTION.format(socket=socket))
         command = [sys.executable, "-m", "knoblab.cli", "capture", str(spec), "--for",
                    f"{args.seconds}s", "--out", str(folder / "cap"), "--data", "all"]
-        load = None if args.prepared else subprocess.Popen(
-            sysbench(socket, args, "run", args.seconds + 600), stdout=subprocess.DEVNULL)
+        rate = [f"--rate={args.rate}"] if args.rate else []
+        load = None if args.prepared and not args.reconnect else subprocess.Popen(
+            sysbench(socket, args, "run", args.seconds + 600) + rate, stdout=subprocess.DEVNULL)
         try:
             if load is not None:
                 time.sleep(3)  # its connections open: a pool
-                subprocess.run([*command, "--log", "general"], env=env, check=True)
+                reconnect = ["--reconnect", "idle"] if args.reconnect else []
+                subprocess.run([*command, "--log", "general", *reconnect], env=env, check=True)
                 return
             window = subprocess.Popen([*command, "--log", "general"], env=env)
             while window.poll() is None and not _logging(server):
@@ -169,6 +178,14 @@ def main() -> None:
     parser.add_argument("--pools", nargs="+", default=["16M", "64M", "256M"])
     parser.add_argument("--prepared", action="store_true",
                         help="server-side prepared statements (the pool opens in the window)")
+    parser.add_argument("--reconnect", action="store_true",
+                        help="with --prepared: the pool opens before the window, and the "
+                             "capture reconnects it (--reconnect idle)")
+    parser.add_argument("--rate", type=int,
+                        help="the captured load's transactions a second (an open loop; "
+                             "default: as fast as it goes); --reconnect idle ends a "
+                             "connection once it has slept 5 ms, which a loop at full speed "
+                             "never does")
     parser.add_argument("--keep", type=Path, help="keep the folder here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="knoblab-fidelity-") as temporary:
@@ -179,6 +196,7 @@ def main() -> None:
         env = {**os.environ, "KNOBLAB_HOME": str(home)}
         env.pop("KNOBLAB_STORE", None)
         os.environ["KNOBLAB_HOME"] = str(home)
+        os.environ["KNOBLAB_POOLED_TEST"] = env["KNOBLAB_POOLED_TEST"] = args.test
         capture(folder, home, args, env)
         log = json.loads((folder / "cap" / "capture.json").read_text())["log"]
         pools = json.dumps(args.pools)

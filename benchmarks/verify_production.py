@@ -117,6 +117,8 @@ def main() -> None:
     parser.add_argument("--table-size", type=int, default=100_000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--rand-type", default="special")
+    parser.add_argument("--prepared", action="store_true",
+                        help="production's sysbench with server-side prepared statements")
     parser.add_argument("--rate", type=int, default=400,
                         help="the open loop's transactions a second")
     parser.add_argument("--for", dest="verify_for", default="10m")

@@ -56,6 +56,7 @@ from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.capture.fingerprint import without_values
 from knoblab.capture.plan import Plan, plan_for
+from knoblab.capture.reconnect import Reconnected, reconnect_idle
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint, one
 from knoblab.errors import UserError, shielded
@@ -119,6 +120,9 @@ class Request:
     seconds: float
     data: tuple[str, int | None]  # knoblab.server.dumping.parse_data
     log: str = "auto"  # which of the server's logs: "auto", or a key of query_log.SOURCES
+    # End the connections open before the window, each when idle, so that their pool opens
+    # new ones inside it (knoblab.capture.reconnect).
+    reconnect: bool = False
 
 
 def read_endpoint(path: Path, command: str = "capture") -> tuple[str, Endpoint, str]:
@@ -248,6 +252,10 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
             plan = plan_dump(cur, mode, rows)
             configured, left_out = production_configuration(cur)
             missing += missing_privileges(cur, plan.databases)
+            if request.reconnect and all(missing_on(cur, "mysql", (held,), "")
+                                         for held in ("CONNECTION ADMIN", "SUPER")):
+                missing.append("CONNECTION ADMIN or SUPER (to end other users' connections: "
+                               "--reconnect idle)")
             missing += _unseen_before(plan, [database for database, _ in others.values()])
     finally:
         conn.close()
@@ -300,7 +308,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     try:
         for removed in log.left_by_killed():
             view.message(removed)
-        summary = _window(request, server, log, view, rearm)
+        summary = _window(request, server, log, view, rearm, lock_id)
         if summary["log"]["missed"]:
             raise UserError(
                 f"not ready: the slow log missed {summary['log']['missed']} connection(s) "
@@ -375,9 +383,10 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
 
 
 def _window(request: Request, server: ExternalServer, log: QueryLog, view: CaptureView,
-            rearm: Callable[[], None]) -> dict[str, Any]:
-    """The window: settings journalled and changed, the log filled, the settings put back,
-    the log written to the folder and verified by reading it back."""
+            rearm: Callable[[], None], lock_id: int) -> dict[str, Any]:
+    """The window: settings journalled and changed, (asked) the connections open before it
+    reconnected, the log filled, the settings put back, the log written to the folder and
+    verified by reading it back."""
     ended_early = False
     active: int | None = None  # connections open before the window that ran statements in it
     began = ended = dt.datetime.now(dt.UTC)
@@ -387,11 +396,14 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
     put_back = PutBack([])
     # Settings of the window another session set during it: name -> (value, seconds in)
     others: dict[str, tuple[str, float]] = {}
+    reconnected: Reconnected | None = None
     try:
         try:
             conn = server.connect()
             try:
                 log.start(conn)
+                if request.reconnect:
+                    reconnected = _reconnect(conn, log, lock_id, view)
                 began = dt.datetime.now(dt.UTC)
                 with conn.cursor() as cur:
                     already = len(log.open_before)
@@ -485,6 +497,7 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
             "log": {"file": LOG, "source": log.source.key, "via": log.mode,
                     "statements": statements, "connections": len(connections),
                     "open_before": len(log.open_before), "open_before_active": active,
+                    "reconnected": None if reconnected is None else reconnected.describe(),
                     # executions of statements prepared before the window: no values
                     "without_values": valueless,
                     "without_values_connections": len(prepared_before),
@@ -499,6 +512,25 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                                                                               1)}}
                                    if name in others else {})}
                          for name, value in log.changes.items()}}
+
+
+def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: CaptureView
+               ) -> Reconnected:
+    """The connections open before the window ended one at a time, each when idle, for
+    their pool to open new ones with the log on; those ended are left out of the log."""
+    threads = [t for t in log.open_before if t != lock_id]
+    view.message(f"--reconnect idle: ending the {len(threads)} connection(s) open before the "
+                 "window one at a time, each while idle outside a transaction, for their pool "
+                 "to open new ones (stops at the first its pool does not replace)")
+    with conn.cursor() as cur:
+        try:
+            done = reconnect_idle(cur, threads, log.own_threads | {lock_id})
+        except pymysql.MySQLError as exc:
+            raise UserError(f"--reconnect idle could not end a connection on "
+                            f"{log.server.endpoint.describe()}: {refusal(exc)}") from None
+    log.reconnected = set(done.ended)
+    view.message(done.said())
+    return done
 
 
 def _back(summary: dict[str, Any]) -> str:
@@ -561,9 +593,10 @@ def _check_values(log: dict[str, Any], kept: Path, back: str) -> None:
         f" are executions of statements {log['without_values_connections']} connection(s) "
         "prepared before the window, and the log shows them without their values (MariaDB "
         "writes a prepared statement's values only when the log was on as it was prepared): "
-        f"they cannot be replayed; {back}; capture again once the application "
-        "has reconnected (restart its connection pool as the window begins, or capture for "
-        "longer than its connections live), or let it prepare on the client side (e.g. JDBC's "
+        f"they cannot be replayed; {back}; capture again with --reconnect idle (knoblab ends "
+        "each of the pool's connections while idle, for the pool to reconnect and prepare "
+        "again inside the window), or once the application has reconnected (restart its "
+        "pool as the window begins), or let it prepare on the client side (e.g. JDBC's "
         f"useServerPrepStmts=false); what it did capture is in {kept}")
 
 

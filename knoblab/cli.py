@@ -275,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "the slow log times each statement but sees only connections "
                               "opened during the window; auto (default): the slow log when no "
                               "other connection is open as the window begins, else the general")
+    capture.add_argument("--reconnect", choices=("idle",),
+                         help="idle: end each connection open before the window while it is "
+                              "idle outside a transaction, one at a time, for its pool to "
+                              "reconnect inside the window (a pool that prepared its "
+                              "statements before it is otherwise captured without their "
+                              "values); stops at the first its pool does not replace")
     capture.set_defaults(func=cmd_capture, starts_servers=False, writes_store=True,
                          after_crash="every setting it changed was put back, or is recorded "
                                      "for knoblab restore")
@@ -732,7 +738,7 @@ def cmd_capture(args: argparse.Namespace, store: Store, home: Path) -> int:
 
     request = Request(spec=args.spec, out=args.capture_out,
                       seconds=parse_duration(args.window, "--for"), data=parse_data(args.data),
-                      log=args.capture_log)
+                      log=args.capture_log, reconnect=args.reconnect == "idle")
     view = CaptureConsole()
     try:
         return capture(request, store, view, _rearm)

@@ -690,7 +690,8 @@ def test_a_pool_whose_statements_were_prepared_before_the_window_is_not_ready(
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("knoblab: not ready: "), line
     assert "executions of statements 2 connection(s) prepared before the window" in line
-    assert "without their values" in line and "restart its connection pool" in line
+    assert "without their values" in line and "--reconnect idle" in line
+    assert "restart its pool" in line
     assert not (out / "spec.toml").exists()
     assert _globals() == slow_log_as_it_was and not _leftover_logs()
     # A replay of what was captured leaves them out, saying why: here, everything.

@@ -197,7 +197,8 @@ def test_a_harmful_recommendation_trips_the_guard_and_is_put_back(
     assert _globals(large_pool.socket) == before
 
 
-@pytest.mark.parametrize("phase", ["before any change", "with B in force"])
+@pytest.mark.parametrize("phase", ["before any change", "with B in force",
+                                   "with A back after B"])
 def test_kill_9_then_restore_leaves_the_globals_as_they_were(
         knoblab_home: Path, tmp_path: Path, small_pool: Sandbox, phase: str):
     socket = small_pool.socket
@@ -205,7 +206,7 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
     spec = _spec(tmp_path, socket)
     cnf = _recommended(tmp_path, "innodb_buffer_pool_size = 64M\ninnodb_io_capacity = 1000")
     proc = _start(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "5m",
-                  "--window", "30s", "--settle", "4s", "--guard-latency", "50")
+                  "--window", "10s", "--settle", "4s", "--guard-latency", "50")
     try:
         deadline = time.monotonic() + 120
         if phase == "before any change":
@@ -214,6 +215,11 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
             while _globals(socket)["innodb_io_capacity"] != "1000":
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline, "B was never applied"
+                time.sleep(0.1)
+        if phase == "with A back after B":  # its journal holds what B changed, put back
+            while _globals(socket)["innodb_io_capacity"] == "1000":
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline + 120, "A was never put back"
                 time.sleep(0.1)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

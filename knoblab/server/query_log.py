@@ -149,6 +149,9 @@ class QueryLog:
     # The other connections open when the window began: their database, and the id of the
     # last statement each had run (MariaDB's process list; None where the server has none).
     open_before: dict[int, tuple[str | None, int | None]] = field(default_factory=dict)
+    # Those of them ended in the window for their pool to reconnect (capture --reconnect
+    # idle): their statements before their end are left out, as a pool's before the window.
+    reconnected: set[int] = field(default_factory=set)
 
     @classmethod
     def plan(cls, server: ExternalServer, catalog: Catalog, store: Any,
@@ -348,7 +351,7 @@ class QueryLog:
                     self.others = _marked(source, self.source) - self.own_threads
                     source.seek(0)
                     copy = _copy_entries if self.source is SLOW else _copy_general
-                    copy(source, out, self.own_threads | self.others)
+                    copy(source, out, self.own_threads | self.others | self.reconnected)
                 elif self.mode == "table":
                     self._write_table(out)
         except OSError as exc:
@@ -368,7 +371,8 @@ class QueryLog:
         when = self.started_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         return "".join(f"{when}\t{thread:>6} Init DB\t{database}\n"
                        for thread, (database, _) in sorted(self.open_before.items())
-                       if database).encode("utf-8", "surrogateescape")
+                       if database and thread not in self.reconnected
+                       ).encode("utf-8", "surrogateescape")
 
     def _write_table(self, out: BinaryIO) -> None:
         """The window's rows of the log's table, less knoblab's own, in its text format."""
@@ -385,7 +389,7 @@ class QueryLog:
                                 "event_time >= %s AND command_type = 'Query' AND argument = %s",
                                 (self.started_at, MARK))
                 self.others = {int(row[0]) for row in cur.fetchall()} - self.own_threads
-                skipped = sorted(self.own_threads | self.others)
+                skipped = sorted(self.own_threads | self.others | self.reconnected)
                 marks = ", ".join(["%s"] * len(skipped))
                 window = (self.started_at, *skipped)
                 as_text: Callable[..., bytes]

@@ -1,0 +1,133 @@
+"""A pool's connections ended one at a time, each caught idle outside a transaction, so that
+the pool opens new ones while the log is on (`knoblab capture --reconnect idle`).
+
+A pool that prepared its statements on the server before the window runs them as
+executions the log shows without their values: MariaDB expands a prepared statement's values
+into the log only when a log was on as it was prepared. A pool reconnects a connection it
+finds closed (Go's database/sql, HikariCP, sysbench with its lost-connection errors ignored)
+and prepares its statements again on the new one, where the log sees their values. Ending
+each connection only once it has slept IDLE_FOR_MS, with no InnoDB transaction that locked
+or wrote, keeps the application's work whole; the first connection its pool does not replace
+ends the reconnecting (the application may not reconnect at all), and the capture says so."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pymysql
+
+# How long a connection is watched for a moment idle outside a transaction (a pool's idle
+# connection is so at once; a busy one between two of its transactions, within milliseconds).
+CATCH_WITHIN = 5.0
+# How long it must have slept, in ms, to be taken as between transactions: a transaction's
+# statements follow one another within a millisecond, and one that has only read is not in
+# InnoDB's list of transactions (MariaDB 10.11), so that its sleep is what tells them apart.
+# A connection that never sleeps so long (a closed loop at full speed) is left as it is.
+IDLE_FOR_MS = 5.0
+# How long its pool is given to open a connection in place of one ended. A pool that
+# reconnects on its next use of it does so at once under load.
+BACK_WITHIN = 10.0
+# How often a connection's state is read while waiting for it.
+POLL = 0.005
+
+
+@dataclass
+class Reconnected:
+    """What the reconnecting did: the connections ended (their pool replaced each), those
+    never caught idle outside a transaction (left as they were), and why it stopped early."""
+
+    ended: list[int] = field(default_factory=list)
+    busy: list[int] = field(default_factory=list)
+    stopped: str | None = None
+    seconds: float = 0.0
+
+    def said(self) -> str:
+        text = (f"reconnected {len(self.ended)} connection(s) in "
+                f"{self.seconds:.1f} s: each ended while idle outside a transaction, and its "
+                "pool opened a new one, whose statements the log sees with their values")
+        if self.busy:
+            text += (f"; {len(self.busy)} never idle outside a transaction within "
+                     f"{CATCH_WITHIN:g} s, left as they were")
+        if self.stopped:
+            text += f"; stopped: {self.stopped}"
+        return text
+
+    def describe(self) -> dict[str, Any]:
+        return {"ended": self.ended, "busy": self.busy, "stopped": self.stopped,
+                "seconds": round(self.seconds, 2)}
+
+
+def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int]) -> Reconnected:
+    """Each of `threads` (connections open before the window) ended when caught idle
+    outside a transaction, then its pool given BACK_WITHIN seconds to open another of the
+    same user; `mine`: knoblab's own connections, never counted as the pool's."""
+    began, done = time.monotonic(), Reconnected()
+    for thread in sorted(threads):
+        user = _user(cur, thread)
+        if user is None:
+            continue  # it closed meanwhile: nothing to do
+        before = _of_user(cur, user, mine)
+        if not _catch_idle(cur, thread):
+            done.busy.append(thread)
+            continue
+        try:
+            cur.execute("KILL CONNECTION %s", (thread,))
+        except pymysql.MySQLError as exc:
+            if exc.args and exc.args[0] == 1094:  # unknown thread: it closed meanwhile
+                continue
+            raise
+        done.ended.append(thread)
+        if not _back(cur, user, before, mine):
+            done.stopped = (f"no connection of {user} was opened in place of {thread} within "
+                            f"{BACK_WITHIN:g} s: its application may not reconnect, so no "
+                            "other connection is ended")
+            break
+    done.seconds = time.monotonic() - began
+    return done
+
+
+def _user(cur: Any, thread: int) -> str | None:
+    cur.execute("SELECT USER FROM information_schema.PROCESSLIST WHERE ID = %s", (thread,))
+    row = cur.fetchone()
+    return None if row is None else str(row[0])
+
+
+def _of_user(cur: Any, user: str, mine: set[int]) -> set[int]:
+    cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s AND "
+                "COMMAND <> 'Killed'", (user,))
+    return {int(row[0]) for row in cur.fetchall()} - mine
+
+
+def _catch_idle(cur: Any, thread: int) -> bool:
+    """Whether `thread` was seen sleeping for IDLE_FOR_MS or more with no InnoDB transaction
+    that holds locks or wrote (one look at both, within CATCH_WITHIN seconds). A transaction
+    that has only read is not listed by InnoDB: the time asleep is what tells it from a
+    connection between transactions, whose statements follow one another within a
+    millisecond."""
+    deadline = time.monotonic() + CATCH_WITHIN
+    while time.monotonic() < deadline:
+        cur.execute("SELECT p.COMMAND, p.TIME_MS, (SELECT COUNT(*) FROM "
+                    "information_schema.INNODB_TRX t WHERE t.trx_mysql_thread_id = p.ID) "
+                    "FROM information_schema.PROCESSLIST p WHERE p.ID = %s", (thread,))
+        row = cur.fetchone()
+        if row is None:
+            return False
+        command, asleep, transactions = row
+        if command == "Sleep" and float(asleep) >= IDLE_FOR_MS and int(transactions) == 0:
+            return True
+        time.sleep(POLL)
+    return False
+
+
+def _back(cur: Any, user: str, before: set[int], mine: set[int]) -> bool:
+    """Whether a connection of `user` not among those open `before` the one ended was
+    opened within BACK_WITHIN seconds (the one ended may still be listed as it exits)."""
+    deadline = time.monotonic() + BACK_WITHIN
+    while time.monotonic() < deadline:
+        if _of_user(cur, user, mine) - before:
+            return True
+        time.sleep(0.05)
+    return False
