@@ -56,7 +56,7 @@ from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.capture.fingerprint import without_values
 from knoblab.capture.plan import Plan, plan_for
-from knoblab.capture.reconnect import Reconnected, reconnect_idle
+from knoblab.capture.reconnect import TRY_WITHIN, Reconnected, reconnect_idle
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint, one
 from knoblab.errors import UserError, shielded
@@ -403,7 +403,7 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
             try:
                 log.start(conn)
                 if request.reconnect:
-                    reconnected = _reconnect(conn, log, lock_id, view)
+                    reconnected = _reconnect(conn, log, lock_id, view, request.seconds)
                 began = dt.datetime.now(dt.UTC)
                 with conn.cursor() as cur:
                     already = len(log.open_before)
@@ -514,8 +514,8 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                          for name, value in log.changes.items()}}
 
 
-def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: CaptureView
-               ) -> Reconnected:
+def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: CaptureView,
+               window: float) -> Reconnected:
     """The connections open before the window ended one at a time, each when idle, for
     their pool to open new ones with the log on; those ended are left out of the log."""
     threads = [t for t in log.open_before if t != lock_id]
@@ -524,7 +524,8 @@ def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: Capt
                  "to open new ones (stops at the first its pool does not replace)")
     with conn.cursor() as cur:
         try:
-            done = reconnect_idle(cur, threads, log.own_threads | {lock_id})
+            done = reconnect_idle(cur, threads, log.own_threads | {lock_id},
+                                  min(TRY_WITHIN, window))
         except pymysql.MySQLError as exc:
             raise UserError(f"--reconnect idle could not end a connection on "
                             f"{log.server.endpoint.describe()}: {refusal(exc)}") from None

@@ -19,9 +19,12 @@ from typing import Any
 
 import pymysql
 
-# How long a connection is watched for a moment idle outside a transaction (a pool's idle
-# connection is so at once; a busy one between two of its transactions, within milliseconds).
-CATCH_WITHIN = 5.0
+# How long a connection is watched for a moment idle outside a transaction in one pass over
+# them (a pool's idle connection is so at once; a busy one between two of its transactions,
+# within milliseconds, or later), and how long the passes go on in all (at most the window's
+# own length).
+CATCH_EACH = 2.0
+TRY_WITHIN = 30.0
 # How long it must have slept, in ms, to be taken as between transactions: a transaction's
 # statements follow one another within a millisecond, and one that has only read is not in
 # InnoDB's list of transactions (MariaDB 10.11), so that its sleep is what tells them apart.
@@ -43,6 +46,7 @@ class Reconnected:
     busy: list[int] = field(default_factory=list)
     stopped: str | None = None
     seconds: float = 0.0
+    within: float = TRY_WITHIN
 
     def said(self) -> str:
         text = (f"reconnected {len(self.ended)} connection(s) in "
@@ -50,7 +54,7 @@ class Reconnected:
                 "pool opened a new one, whose statements the log sees with their values")
         if self.busy:
             text += (f"; {len(self.busy)} never idle outside a transaction within "
-                     f"{CATCH_WITHIN:g} s, left as they were")
+                     f"{self.within:g} s, left as they were")
         if self.stopped:
             text += f"; stopped: {self.stopped}"
         return text
@@ -60,31 +64,43 @@ class Reconnected:
                 "seconds": round(self.seconds, 2)}
 
 
-def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int]) -> Reconnected:
+def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int],
+                   within: float = TRY_WITHIN) -> Reconnected:
     """Each of `threads` (connections open before the window) ended when caught idle
     outside a transaction, then its pool given BACK_WITHIN seconds to open another of the
-    same user; `mine`: knoblab's own connections, never counted as the pool's."""
-    began, done = time.monotonic(), Reconnected()
-    for thread in sorted(threads):
-        user = _user(cur, thread)
-        if user is None:
-            continue  # it closed meanwhile: nothing to do
-        before = _of_user(cur, user, mine)
-        if not _catch_idle(cur, thread):
-            done.busy.append(thread)
-            continue
-        try:
-            cur.execute("KILL CONNECTION %s", (thread,))
-        except pymysql.MySQLError as exc:
-            if exc.args and exc.args[0] == 1094:  # unknown thread: it closed meanwhile
+    same user; those not caught within CATCH_EACH seconds are watched again, pass after
+    pass, for at most `within` seconds in all. `mine`: knoblab's own connections, never
+    counted as the pool's."""
+    began, done = time.monotonic(), Reconnected(within=within)
+    waiting = sorted(threads)
+    while waiting and done.stopped is None:
+        busy = []
+        for thread in waiting:
+            if done.stopped is not None:
+                break
+            left = within - (time.monotonic() - began)
+            user = _user(cur, thread)
+            if user is None:
+                continue  # it closed meanwhile: nothing to do
+            before = _of_user(cur, user, mine)
+            if left <= 0 or not _catch_idle(cur, thread, min(CATCH_EACH, left)):
+                busy.append(thread)
                 continue
-            raise
-        done.ended.append(thread)
-        if not _back(cur, user, before, mine):
-            done.stopped = (f"no connection of {user} was opened in place of {thread} within "
-                            f"{BACK_WITHIN:g} s: its application may not reconnect, so no "
-                            "other connection is ended")
+            try:
+                cur.execute("KILL CONNECTION %s", (thread,))
+            except pymysql.MySQLError as exc:
+                if exc.args and exc.args[0] == 1094:  # unknown thread: it closed meanwhile
+                    continue
+                raise
+            done.ended.append(thread)
+            if not _back(cur, user, before, mine):
+                done.stopped = (f"no connection of {user} was opened in place of {thread} "
+                                f"within {BACK_WITHIN:g} s: its application may not "
+                                "reconnect, so no other connection is ended")
+        if time.monotonic() - began >= within:
+            done.busy = busy
             break
+        waiting = busy
     done.seconds = time.monotonic() - began
     return done
 
@@ -101,13 +117,13 @@ def _of_user(cur: Any, user: str, mine: set[int]) -> set[int]:
     return {int(row[0]) for row in cur.fetchall()} - mine
 
 
-def _catch_idle(cur: Any, thread: int) -> bool:
+def _catch_idle(cur: Any, thread: int, within: float) -> bool:
     """Whether `thread` was seen sleeping for IDLE_FOR_MS or more with no InnoDB transaction
-    that holds locks or wrote (one look at both, within CATCH_WITHIN seconds). A transaction
+    that holds locks or wrote (one look at both), within `within` seconds. A transaction
     that has only read is not listed by InnoDB: the time asleep is what tells it from a
     connection between transactions, whose statements follow one another within a
     millisecond."""
-    deadline = time.monotonic() + CATCH_WITHIN
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         cur.execute("SELECT p.COMMAND, p.TIME_MS, (SELECT COUNT(*) FROM "
                     "information_schema.INNODB_TRX t WHERE t.trx_mysql_thread_id = p.ID) "
