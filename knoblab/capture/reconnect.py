@@ -26,8 +26,9 @@ import pymysql
 CATCH_EACH = 2.0
 TRY_WITHIN = 30.0
 # How long it must have slept, in ms, to be taken as between transactions: a transaction's
-# statements follow one another within a millisecond, and one that has only read is not in
-# InnoDB's list of transactions (MariaDB 10.11), so that its sleep is what tells them apart.
+# statements follow one another within a millisecond, and whether one that has only read is
+# in InnoDB's list of transactions cannot be relied on (MariaDB 10.11), so that its sleep is
+# what tells them apart.
 # A connection that never sleeps so long (a closed loop at full speed) is left as it is.
 IDLE_FOR_MS = 5.0
 # How long its pool is given to open a connection in place of one ended. A pool that
@@ -120,14 +121,17 @@ def _of_user(cur: Any, user: str, mine: set[int]) -> set[int]:
 def _catch_idle(cur: Any, thread: int, within: float) -> bool:
     """Whether `thread` was seen sleeping for IDLE_FOR_MS or more with no InnoDB transaction
     that holds locks or wrote (one look at both), within `within` seconds. A transaction
-    that has only read is not listed by InnoDB: the time asleep is what tells it from a
-    connection between transactions, whose statements follow one another within a
-    millisecond."""
+    that has only read holds nothing an end would undo, and InnoDB lists it or not (seen
+    both ways, one connection listed for seconds at a time): the time asleep is what tells
+    it from a connection between transactions, whose statements follow one another within
+    a millisecond."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         cur.execute("SELECT p.COMMAND, p.TIME_MS, (SELECT COUNT(*) FROM "
-                    "information_schema.INNODB_TRX t WHERE t.trx_mysql_thread_id = p.ID) "
-                    "FROM information_schema.PROCESSLIST p WHERE p.ID = %s", (thread,))
+                    "information_schema.INNODB_TRX t WHERE t.trx_mysql_thread_id = p.ID AND "
+                    "(t.trx_rows_modified > 0 OR t.trx_lock_structs > 0 OR "
+                    "t.trx_tables_locked > 0)) FROM information_schema.PROCESSLIST p "
+                    "WHERE p.ID = %s", (thread,))
         row = cur.fetchone()
         if row is None:
             return False
