@@ -56,7 +56,7 @@ from knoblab import server as targets
 from knoblab.capture import read_log
 from knoblab.capture.fingerprint import without_values
 from knoblab.capture.plan import Plan, plan_for
-from knoblab.capture.reconnect import TRY_WITHIN, Reconnected, reconnect_idle
+from knoblab.capture.reconnect import IDLE_FOR_MS, TRY_WITHIN, Reconnected, reconnect_idle
 from knoblab.catalog import Catalog
 from knoblab.connection import Endpoint, one
 from knoblab.errors import UserError, shielded
@@ -520,8 +520,9 @@ def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: Capt
     their pool to open new ones with the log on; those ended are left out of the log."""
     threads = [t for t in log.open_before if t != lock_id]
     view.message(f"--reconnect idle: ending the {len(threads)} connection(s) open before the "
-                 "window one at a time, each while idle outside a transaction, for their pool "
-                 "to open new ones (stops at the first its pool does not replace)")
+                 f"window one at a time, each once idle {IDLE_FOR_MS:g} ms with no transaction "
+                 "that locked or wrote, for their pool to open new ones (stops at the first "
+                 "its pool does not replace)")
     with conn.cursor() as cur:
         try:
             done = reconnect_idle(cur, threads, log.own_threads | {lock_id},
@@ -595,7 +596,7 @@ def _check_values(log: dict[str, Any], kept: Path, back: str) -> None:
         "prepared before the window, and the log shows them without their values (MariaDB "
         "writes a prepared statement's values only when the log was on as it was prepared): "
         f"they cannot be replayed; {back}; capture again with --reconnect idle (knoblab ends "
-        "each of the pool's connections while idle, for the pool to reconnect and prepare "
+        "each of the pool's connections once idle, for the pool to reconnect and prepare "
         "again inside the window), or once the application has reconnected (restart its "
         "pool as the window begins), or let it prepare on the client side (e.g. JDBC's "
         f"useServerPrepStmts=false); what it did capture is in {kept}")

@@ -276,11 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
                               "opened during the window; auto (default): the slow log when no "
                               "other connection is open as the window begins, else the general")
     capture.add_argument("--reconnect", choices=("idle",),
-                         help="idle: end each connection open before the window while it is "
-                              "idle outside a transaction, one at a time, for its pool to "
-                              "reconnect inside the window (a pool that prepared its "
-                              "statements before it is otherwise captured without their "
-                              "values); stops at the first its pool does not replace")
+                         help="idle: end each connection open before the window once it is "
+                              "idle with no transaction that locked or wrote, one at a time, "
+                              "for its pool to reconnect inside the window (a pool that "
+                              "prepared its statements before it is otherwise captured "
+                              "without their values); stops at the first its pool does not "
+                              "replace")
     capture.set_defaults(func=cmd_capture, starts_servers=False, writes_store=True,
                          after_crash="every setting it changed was put back, or is recorded "
                                      "for knoblab restore")

@@ -1,4 +1,4 @@
-"""A pool's connections ended one at a time, each caught idle outside a transaction, so that
+"""A pool's connections ended one at a time, each caught idle between transactions, so that
 the pool opens new ones while the log is on (`knoblab capture --reconnect idle`).
 
 A pool that prepared its statements on the server before the window runs them as
@@ -19,7 +19,7 @@ from typing import Any
 
 import pymysql
 
-# How long a connection is watched for a moment idle outside a transaction in one pass over
+# How long a connection is watched for a moment idle between transactions in one pass over
 # them (a pool's idle connection is so at once; a busy one between two of its transactions,
 # within milliseconds, or later), and how long the passes go on in all (at most the window's
 # own length).
@@ -41,7 +41,7 @@ POLL = 0.005
 @dataclass
 class Reconnected:
     """What the reconnecting did: the connections ended (their pool replaced each), those
-    never caught idle outside a transaction (left as they were), and why it stopped early."""
+    never caught idle between transactions (left as they were), and why it stopped early."""
 
     ended: list[int] = field(default_factory=list)
     busy: list[int] = field(default_factory=list)
@@ -50,12 +50,13 @@ class Reconnected:
     within: float = TRY_WITHIN
 
     def said(self) -> str:
-        text = (f"reconnected {len(self.ended)} connection(s) in "
-                f"{self.seconds:.1f} s: each ended while idle outside a transaction, and its "
-                "pool opened a new one, whose statements the log sees with their values")
+        text = (f"reconnected {len(self.ended)} connection(s) in {self.seconds:.1f} s: each "
+                f"ended once idle {IDLE_FOR_MS:g} ms with no transaction that locked or wrote, "
+                "and its pool opened a new one, whose statements the log sees with their "
+                "values")
         if self.busy:
-            text += (f"; {len(self.busy)} never idle outside a transaction within "
-                     f"{self.within:g} s, left as they were")
+            text += (f"; {len(self.busy)} never idle so within {self.within:g} s, left as "
+                     "they were")
         if self.stopped:
             text += f"; stopped: {self.stopped}"
         return text
