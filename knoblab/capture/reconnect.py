@@ -4,10 +4,10 @@ the pool opens new ones while the log is on (`knoblab capture --reconnect idle`)
 A pool that prepared its statements on the server before the window runs them as
 executions the log shows without their values: MariaDB expands a prepared statement's values
 into the log only when a log was on as it was prepared. A pool reconnects a connection it
-finds closed (Go's database/sql, HikariCP, sysbench with its lost-connection errors ignored)
-and prepares its statements again on the new one, where the log sees their values. Ending
+finds closed (Go's database/sql, HikariCP; benchmarks/pooled.lua makes sysbench one) and
+prepares its statements again on the new one, where the log sees their values. Ending
 each connection only once it has slept IDLE_FOR_MS, with no InnoDB transaction that locked
-or wrote, keeps the application's work whole; the first connection its pool does not replace
+or wrote, ends none of its writes; the first connection its pool does not replace
 ends the reconnecting (the application may not reconnect at all), and the capture says so."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Reconnected:
 def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int],
                    within: float = TRY_WITHIN) -> Reconnected:
     """Each of `threads` (connections open before the window) ended when caught idle
-    outside a transaction, then its pool given BACK_WITHIN seconds to open another of the
+    between transactions, then its pool given BACK_WITHIN seconds to open another of the
     same user; those not caught within CATCH_EACH seconds are watched again, pass after
     pass, for at most `within` seconds in all. `mine`: knoblab's own connections, never
     counted as the pool's."""
@@ -78,8 +78,6 @@ def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int],
     while waiting and done.stopped is None:
         busy = []
         for thread in waiting:
-            if done.stopped is not None:
-                break
             left = within - (time.monotonic() - began)
             user = _user(cur, thread)
             if user is None:
@@ -99,6 +97,7 @@ def reconnect_idle(cur: Any, threads: Iterable[int], mine: set[int],
                 done.stopped = (f"no connection of {user} was opened in place of {thread} "
                                 f"within {BACK_WITHIN:g} s: its application may not "
                                 "reconnect, so no other connection is ended")
+                break
         if time.monotonic() - began >= within:
             done.busy = busy
             break
