@@ -44,6 +44,7 @@ from knoblab.search.study import (
     beside,
     check_not_the_store,
     checked_seconds,
+    heartbeat_unwarned,
     open_study,
     outcome_of,
     params_for,
@@ -107,6 +108,8 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     url = driver_url(options.storage, "[tune] storage") if options.storage else \
         driver_url(beside(store))
     turn = Turn(url)
+    search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
+                    open_servers)
     with turn():  # workers starting together: one makes the study (and its tables)
         # The sandboxes' machine: its [machine] shape, and the disk their data is on.
         shape = spec.machine
@@ -118,8 +121,12 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
             params = params_for(space, baseline)
             if params is not None:
                 study.enqueue_trial(params)
-    search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
-                    open_servers)
+                if space.config(params) == baseline:
+                    # Told at once: the baseline costs no measurement, and a budget that
+                    # ends before the search's first trial still leaves it its place at 0.
+                    with heartbeat_unwarned():
+                        trial = study.ask(space.distributions())
+                    search.admit(study, [trial], [])
     began = time.monotonic()
     _measure_in(study, turn, search)
     search.warm = warm_settings(search)
