@@ -897,7 +897,7 @@ class Reduction(_Record):
     check_run_id: str | None  # the run that compared the reduced with the full configuration
     equivalent: bool | None  # None: nothing to check (nothing dropped, or nothing kept)
     # When the full configuration did better than the reduced one, or no setting showed
-    # alone: the dropped settings put back cumulatively, the least helpful first (trim_run_id),
+    # alone: the dropped settings put back cumulatively, the least important first (trim_run_id),
     # each with the verdict of the configuration once it too is put back; those put back in the
     # recommendation (trimmed).
     trimmed: tuple[str, ...] = ()
@@ -906,6 +906,12 @@ class Reduction(_Record):
     # Put back in groups (knoblab.search.proof.halve): each step of trim_steps names several
     # settings, the least important first by the search's trials; no setting alone (effects).
     grouped: bool = False
+    # What the chain kept without ever putting it back (proof.rest), put back together from
+    # the configuration it chose (rest_run_id), and that configuration's verdict without them:
+    # worse, and they stay; else they go back too (in trimmed).
+    rest: tuple[str, ...] = ()
+    rest_run_id: str | None = None
+    rest_verdict: PointVerdict | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import re
 import tomllib
 from pathlib import Path
@@ -390,7 +391,8 @@ def _reduce_all_four(tmp_path: Path) -> tuple[Reduction, TuneQuiet, Store, dict[
     full = {"sort_buffer_size": str(16 * MB), "join_buffer_size": str(16 * MB),
             "read_rnd_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
     trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
-    reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), None)
+    reduction = proof.reduce(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), [],
+                             None)
     assert reduction is not None
     return reduction, listener, store, full, baseline
 
@@ -425,7 +427,7 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     """Put back alone, only sort_buffer_size shows; the full configuration is then shown better
     than sort_buffer_size alone (the two small ones help together). Before, all of it was
     recommended, read_buffer_size (which does nothing) among it. Now the others are put back
-    one by one, the least helpful first, and read_buffer_size goes back."""
+    one by one, the least important first, and read_buffer_size goes back."""
     reduction, listener, store, full, baseline = _reduce_all_four(tmp_path)
     assert {e.name for e in reduction.effects if e.measurable} == {"sort_buffer_size"}
     assert reduction is not None
@@ -439,7 +441,7 @@ def test_settings_that_help_only_together_stay_and_one_that_does_nothing_goes_ba
     result = _result(full, reduction, baseline=baseline)
     assert "read_buffer_size" not in recommend.settings(result)
     lines = "\n".join(reduction_lines(result))
-    assert "put back one by one, the least helpful first" in lines
+    assert "put back one by one, the least important first" in lines
     assert "without read_buffer_size too:" in lines
     # What is recommended was measured as such: a point of the trimming run is that config.
     applied = [t.effective for t in store.trials(reduction.trim_run_id)]
@@ -451,7 +453,7 @@ def test_when_no_setting_shows_alone_one_that_does_nothing_still_goes_back(four_
                                                                           tmp_path: Path):
     """Three settings that save 2.5% each (none measurable alone, under min_effect) and one
     that does nothing: before, all four were recommended together. Now they are put back one by
-    one, the least helpful first, and the one that does nothing goes."""
+    one, the least important first, and the one that does nothing goes."""
     def model(s: dict[str, str]) -> float:
         helps = sum(int(s.get(k, 0)) >= 4 * MB for k in
                     ("sort_buffer_size", "join_buffer_size", "read_rnd_buffer_size"))
@@ -466,6 +468,60 @@ def test_when_no_setting_shows_alone_one_that_does_nothing_still_goes_back(four_
     lines = "\n".join(reduction_lines(_result(full, reduction, baseline=baseline)))
     assert "no setting's effect is measurable alone" in lines
     assert "put back one by one" in lines and "they are recommended together" not in lines
+
+
+def test_settings_undecided_alone_are_put_back_in_the_order_the_search_ranks_them(
+        four_knobs, tmp_path: Path):
+    """Put back alone, every setting undecided: their losses measured so are noise (a setting
+    that does nothing can show more than one that helps). The search's trials measured many
+    more configurations: the order of the put-back is theirs, and the noisy losses only break
+    ties (no trials)."""
+    search, _, _, baseline = _four_knob_search(tmp_path)
+    big, names = str(64 * MB), ["read_buffer_size", "join_buffer_size", "sort_buffer_size"]
+    rng = random.Random(5)
+    outcomes = []
+    for number in range(40):
+        config = {**baseline, **{k: rng.choice([baseline[k], big]) for k in names}}
+        # sort_buffer_size matters most, join_buffer_size a little, read_buffer_size nothing.
+        score = -0.5 * (config["sort_buffer_size"] == big) - \
+            0.1 * (config["join_buffer_size"] == big) + rng.gauss(0, 0.01)
+        outcomes.append(TrialOutcome(number, config, {}, "scored", score, [score], ("t",)))
+    noisy = {"read_buffer_size": 0.3, "join_buffer_size": 0.1, "sort_buffer_size": 0.2}
+    assert proof._least_important_first(search, names, outcomes, noisy) == names
+    assert proof._least_important_first(search, names, [], noisy) == \
+        ["join_buffer_size", "sort_buffer_size", "read_buffer_size"]
+
+
+def test_what_the_chain_never_put_back_is_put_back_from_what_it_chose(
+        four_knobs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Put back in groups, the chain keeps the settings after its first step shown worse, and
+    the most important one, without ever putting them back: ranked wrongly (read_buffer_size,
+    which does nothing, last), read_buffer_size would be recommended untested. It is put back
+    from what the chain chose, not shown worse so, and left as it is."""
+    fakes.SCRIPT.model = lambda s: 0.5 if int(s.get("sort_buffer_size", 0)) >= 4 * MB else 1.0
+    order = ["join_buffer_size", "read_rnd_buffer_size", "sort_buffer_size", "read_buffer_size"]
+    monkeypatch.setattr(proof, "_least_important_first", lambda *args, **kw: list(order))
+    search, listener, store, baseline = _four_knob_search(tmp_path)
+    full = {name: str(16 * MB) for name in order}
+    trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
+    reduction = proof.halve(search, Validation(trial, "v", "better", 1.1, (1.0, 1.2), 4), [],
+                            None)
+    assert reduction is not None, listener.said
+    # Groups: join and read_rnd (not worse without them); sort_buffer_size (worse).
+    assert [verdict == "worse" for _, verdict in reduction.trim_steps] == [False, True]
+    assert reduction.rest == ("read_buffer_size",) and reduction.rest_run_id is not None
+    assert reduction.rest_verdict != "worse"
+    assert reduction.kept == {"sort_buffer_size": str(16 * MB)}
+    assert set(reduction.trimmed) == {"join_buffer_size", "read_rnd_buffer_size",
+                                      "read_buffer_size"}
+    # The check ran from what the chain chose: sort_buffer_size and read_buffer_size changed.
+    applied = [t.effective for t in store.trials(reduction.rest_run_id)]
+    assert {(a["sort_buffer_size"], a["read_buffer_size"]) for a in applied} == \
+        {(str(16 * MB), str(16 * MB)), (str(16 * MB), baseline["read_buffer_size"])}
+    lines = "\n".join(reduction_lines(_result(full, reduction, baseline=baseline)))
+    assert "then read_buffer_size, which no step put back" in lines
+    assert tune_json(_result(full, reduction, baseline=baseline))["reduction"]["rest"] == \
+        ["read_buffer_size"]
 
 
 def test_a_recommendation_that_could_not_be_reduced_says_so_and_the_json_too():

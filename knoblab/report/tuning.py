@@ -271,7 +271,7 @@ def reduction_lines(result: TuneResult) -> list[str]:
                 (f"the full recommendation was shown better than {reduced} alone (by "
                  f"{min_effect:.0%} or more)" if reduction.check_run_id is not None else
                  "no setting's effect is measurable alone, and the validation showed them "
-                 "better together") + "; put back one by one, the least helpful first:")
+                 "better together") + "; put back one by one, the least important first:")
         if reduction.trim_run_id is not None:
             # Each step asks whether putting one more back hurts, against the best of them.
             words = {PointVerdict.WORSE: f"{FINDING_WORDS[Finding.HURTS]} (worse than the best)",
@@ -281,6 +281,11 @@ def reduction_lines(result: TuneResult) -> list[str]:
             otherwise = f"{FINDING_WORDS[Finding.UNSHOWN]} against the best"
             lines.extend(f"  without {name} too: {words.get(verdict, otherwise)}"
                          for name, verdict in reduction.trim_steps)
+            if reduction.rest_run_id is not None:
+                lines.append(f"  then {', '.join(reduction.rest)}, which no step put back, "
+                             "put back from what the steps chose: "
+                             + ("worse: kept" if reduction.rest_verdict == PointVerdict.WORSE
+                                else "not shown worse: left as they are"))
             lines.append(
                 "each step back was worse than the best: all of it is recommended"
                 if reduction.kept == full
@@ -513,6 +518,9 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             "trim_run_id": result.reduction.trim_run_id,
             "trim_steps": [{"put_back": name, "verdict": verdict}
                            for name, verdict in result.reduction.trim_steps],
+            # What no step put back, put back from the configuration the steps chose.
+            "rest": list(result.reduction.rest), "rest_run_id": result.reduction.rest_run_id,
+            "rest_verdict": result.reduction.rest_verdict,
             # "loss": the setting's gain to the recommendation (what putting it back loses).
             "effects": [{**e.to_json(), "finding": effect_finding(e, result.min_effect),
                          "said": effect_words(e, result)}

@@ -3,7 +3,7 @@ anything is recommended. Its best candidates are measured again against the base
 starts, until decided (validation); then each setting of the best one is put back alone, to see
 which ones matter, and the configuration without those that do not is checked to do as well
 (reduction); when it does not, or when none shows alone, the others are put back one by one,
-the least helpful first, and only those needed stay (trim). A recommendation reduced so is
+the least important first, and only those needed stay (trim). A recommendation reduced so is
 then measured as itself against the baseline (confirmation): the gain it carries is its own.
 The burden of proof lives here, and only here."""
 
@@ -62,8 +62,8 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
         share = left()
         share = None if share is None else share * (1 - CONFIRMATION_SHARE)
         try:
-            reduction = reduce(search, chosen, share) if alone_fits(search, chosen, share) \
-                else halve(search, chosen, outcomes, share)
+            reduction = reduce(search, chosen, outcomes, share) \
+                if alone_fits(search, chosen, share) else halve(search, chosen, outcomes, share)
         except BudgetTooShort as exc:
             if share is None:
                 raise
@@ -273,7 +273,8 @@ _FINDING = {ValidationVerdict.BETTER: Finding.HELPS, ValidationVerdict.WORSE: Fi
             ValidationVerdict.SAME: Finding.SAME}
 
 
-def reduce(search: Search, chosen: Validation, budget: float | None) -> Reduction | None:
+def reduce(search: Search, chosen: Validation, outcomes: list[TrialOutcome],
+           budget: float | None) -> Reduction | None:
     """Each setting of the recommendation put back to the baseline's value alone, with the
     settings tied to it; those whose loss is not measurable (and those whose cost the workload
     cannot see: recommend.UNSEEN_COST) are dropped. The burden of proof is on each change: the
@@ -311,7 +312,7 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     if not any(e.measurable for e in effects):
         # None shows alone, and the validation showed them better together: which of them
         # help is found by putting them back one by one (a setting that does nothing goes).
-        return trim(search, chosen, effects, list(changes), share,
+        return trim(search, chosen, effects, list(changes), outcomes, share,
                     Reduction(effects, run_id, dict(changes), None, None))
     kept = recommend.shown(changes, effects)
     if kept == changes:
@@ -328,7 +329,7 @@ def reduce(search: Search, chosen: Validation, budget: float | None) -> Reductio
     if reduced.verdict != PointVerdict.WORSE or len(dropped) < 2:
         return Reduction(effects, run_id, decided(changes, kept, reduced.verdict), check_id,
                          equivalent)
-    return trim(search, chosen, effects, dropped, share, Reduction(
+    return trim(search, chosen, effects, dropped, outcomes, share, Reduction(
         effects, run_id, dict(changes), check_id, equivalent))
 
 
@@ -355,10 +356,12 @@ def halve(search: Search, chosen: Validation, outcomes: list[TrialOutcome],
     """Many settings: put back cumulatively in groups, each half of those still changed, the
     least important first by the search's own trials (fANOVA over them; those whose cost the
     workload cannot see before all), in one run measured until decided; the configuration
-    with most of them put back that is not shown worse than the best is recommended. With
-    one setting that matters among twelve, five points answer what thirteen would alone."""
+    with most of them put back that is not shown worse than the best is recommended, once
+    what the chain never put back is checked too (`never_put_back`). With one setting that
+    matters among twelve, five points answer what thirteen would alone."""
     from knoblab.results import build_results
 
+    began = time.monotonic()
     changes = chosen.trial.changes
     order = _least_important_first(search, list(changes), outcomes)
     groups: list[list[str]] = []
@@ -371,25 +374,80 @@ def halve(search: Search, chosen: Validation, outcomes: list[TrialOutcome],
         + "; then ".join(", ".join(g) for g in groups))
     run_id = search.run(check_spec(
         search.checking, f"the settings of trial {chosen.trial.number} put back in groups",
-        _in_force(search, changes), [put_back(search, g) for g in groups], budget, tied={}))
+        _in_force(search, changes), [put_back(search, g) for g in groups],
+        None if budget is None else budget * CHAIN_SHARE, tied={}))
     if not search.goal.primary:
         return None
     verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(groups) + 1]]
-    last = max((i for i, v in enumerate(verdicts)
+    last = _most_put_back(verdicts)
+    back = [name for group in groups[:last] for name in group]
+    reduction = Reduction([], run_id, {k: v for k, v in changes.items() if k not in back}, None,
+                          None, trimmed=tuple(back), trim_run_id=run_id,
+                          trim_steps=tuple((", ".join(g), v)
+                                           for g, v in zip(groups, verdicts[1:], strict=True)),
+                          grouped=True)
+    never = [name for group in groups[last + 1:] for name in group] + order
+    return never_put_back(search, chosen, reduction, never, _left(budget, began))
+
+
+def _most_put_back(verdicts: list[PointVerdict]) -> int:
+    """The index of the chain's configuration with the most settings put back that is not
+    shown worse than the best (0: the full one)."""
+    return max((i for i, v in enumerate(verdicts)
                 if v not in (PointVerdict.WORSE, PointVerdict.FAILED, PointVerdict.NOT_RUN)),
                default=0)
-    back = [name for group in groups[:last] for name in group]
-    return Reduction([], run_id, {k: v for k, v in changes.items() if k not in back}, None,
-                     None, trimmed=tuple(back), trim_run_id=run_id,
-                     trim_steps=tuple((", ".join(g), v)
-                                      for g, v in zip(groups, verdicts[1:], strict=True)),
-                     grouped=True)
 
 
-def _least_important_first(search: Search, names: list[str], outcomes: list[TrialOutcome]
-                           ) -> list[str]:
+def _left(budget: float | None, began: float) -> float | None:
+    return None if budget is None else max(0.0, budget - (time.monotonic() - began))
+
+
+# Of a cumulative put-back's budget: the share of its chain (the rest checks what the chain
+# never put back, and has what the chain leaves unspent).
+CHAIN_SHARE = 2 / 3
+
+
+def never_put_back(search: Search, chosen: Validation, reduction: Reduction, never: list[str],
+         budget: float | None) -> Reduction:
+    """What a cumulative put-back kept without ever putting it back (`never`: the settings
+    after the step first shown worse, and the most important one, which the chain keeps to
+    the end) put back together from the configuration it recommends, in one run measured
+    until decided: the burden of proof on them too, they go back unless the recommendation
+    is shown better with them. Not run when they are all of it (the confirmation measures
+    it against the baseline), nor when the budget cannot hold it (said; they stay)."""
+    from knoblab.results import build_results
+
+    never = [name for name in never if name in reduction.kept]
+    if not never or len(never) == len(reduction.kept):
+        return reduction
+    changes = chosen.trial.changes
+    search.listener.message(f"putting {', '.join(never)} back too, from "
+                            f"{settings_text(reduction.kept)}: the chain never put "
+                            f"{'it' if len(never) == 1 else 'them'} back")
+    try:
+        run_id = search.run(check_spec(
+            search.checking, f"trial {chosen.trial.number} as recommended, without "
+            f"{', '.join(never)}", {**_in_force(search, changes),
+                                    **put_back(search, list(reduction.trimmed))},
+            [put_back(search, never)], budget, tied={}))
+    except BudgetTooShort as exc:
+        if budget is None:
+            raise
+        search.listener.message(f"{', '.join(never)} not put back: {short(exc, budget)}")
+        return reduction
+    without = build_results(search.store, run_id).points[1].verdict
+    kept = reduction.kept if without == PointVerdict.WORSE else \
+        {k: v for k, v in reduction.kept.items() if k not in never}
+    return dataclasses.replace(
+        reduction, kept=kept, rest=tuple(never), rest_run_id=run_id, rest_verdict=without,
+        trimmed=reduction.trimmed + (() if without == PointVerdict.WORSE else tuple(never)))
+
+
+def _least_important_first(search: Search, names: list[str], outcomes: list[TrialOutcome],
+                           loss: Mapping[str, float] | None = None) -> list[str]:
     """`names` by their importance over the search's measured trials, least first, those
-    whose cost the workload cannot see before all."""
+    whose cost the workload cannot see before all; between equals (no trials to rank them),
+    by `loss`, each one's loss when put back alone."""
     from knoblab.search.importance import importances
     from knoblab.search.study import params_for
 
@@ -398,47 +456,52 @@ def _least_important_first(search: Search, names: list[str], outcomes: list[Tria
               and o.score is not None and (params := params_for(search.space, o.config))]
     share = {i.name: i.share for i in importances(search.space, trials)}
     return sorted(names, key=lambda k: (recommend.name(k) not in recommend.UNSEEN_COST,
-                                        share.get(k, 0.0)))
+                                        share.get(k, 0.0), (loss or {}).get(k, 0.0)))
 
 
 def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: list[str],
-         budget: float | None, full_kept: Reduction) -> Reduction:
+         outcomes: list[TrialOutcome], budget: float | None, full_kept: Reduction
+         ) -> Reduction:
     """The full configuration did better than the settings shown alone (or none showed alone):
-    some of the `dropped` help together, and some may do nothing. All but the one that lost
-    most alone are put back cumulatively, those that lost least first (those of unseen cost
+    some of the `dropped` help together, and some may do nothing. All but the most important
+    are put back cumulatively, the least important first by the search's trials (each was
+    undecided alone: the search measured many more configurations; those of unseen cost
     before all), and the configuration with most of them put back that is not shown worse
-    than the best is recommended: a setting that does nothing goes back, one that helps with
-    the others stays."""
+    than the best is recommended, once what the chain never put back is checked too
+    (`rest`): a setting that does nothing goes back, one that helps with the others stays."""
     from knoblab.results import build_results
 
+    began = time.monotonic()
     changes = chosen.trial.changes
-    loss = {e.name: e.loss for e in effects}
-    order = sorted(dropped, key=lambda k: (recommend.name(k) not in recommend.UNSEEN_COST,
-                                           loss.get(k, 0.0)))[:-1]
+    order = _least_important_first(search, dropped, outcomes,
+                                   {e.name: e.loss for e in effects})
+    most = order.pop()
     if not order:
         return full_kept
-    search.listener.message(f"putting {', '.join(order)} back one by one, the least helpful "
+    search.listener.message(f"putting {', '.join(order)} back one by one, the least important "
                             "first")
     try:
         run_id = search.run(check_spec(
             search.checking, f"the settings of trial {chosen.trial.number} put back cumulatively",
-            _in_force(search, changes), [put_back(search, [name]) for name in order], budget,
-            tied={}))
+            _in_force(search, changes), [put_back(search, [name]) for name in order],
+            None if budget is None else budget * CHAIN_SHARE, tied={}))
     except BudgetTooShort as exc:
         if budget is None:
             raise
         search.listener.message(f"not put back one by one: {short(exc, budget)}")
         return full_kept
     verdicts = [p.verdict for p in build_results(search.store, run_id).points[:len(order) + 1]]
-    # The most settings put back with the configuration not shown worse than the best.
-    last = max((i for i, v in enumerate(verdicts)
-                if v not in (PointVerdict.WORSE, PointVerdict.FAILED, PointVerdict.NOT_RUN)),
-               default=0)
+    last = _most_put_back(verdicts)
     back = order[:last]
-    return dataclasses.replace(
+    reduction = dataclasses.replace(
         full_kept, kept={k: v for k, v in changes.items() if k not in back},
         trimmed=tuple(back), trim_run_id=run_id,
         trim_steps=tuple(zip(order, verdicts[1:], strict=True)))
+    # All the others back: without `most` too, it is what the check before showed worse
+    # than the full configuration.
+    never = order[last + 1:] + [most] \
+        if last < len(order) or full_kept.check_run_id is None else []
+    return never_put_back(search, chosen, reduction, never, _left(budget, began))
 
 
 def decided(changes: Mapping[str, str], kept: Mapping[str, str],
