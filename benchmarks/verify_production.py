@@ -125,6 +125,10 @@ def main() -> None:
     parser.add_argument("--window", default="30s")
     parser.add_argument("--settle", default="15s")
     parser.add_argument("--loads", nargs="+", default=["closed", "open"])
+    parser.add_argument("--retry", default="1206", help="MariaDB errors on which production's "
+                        "sysbench rolls back and runs its transaction again (an application "
+                        "that retries: 1206, the lock table full, is what a buffer pool "
+                        "shrinking online fails statements with), or 'none'")
     parser.add_argument("--log", type=Path, required=True)
     args = parser.parse_args()
     record: dict[str, Any] = json.loads(args.log.read_text()) if args.log.exists() else {}
@@ -141,7 +145,8 @@ def main() -> None:
                 if name in record.get("loads", {}):
                     continue
                 rate = [f"--rate={args.rate}"] if name == "open" else []
-                load = Load(sysbench(socket, args, "run", 3600) + rate)
+                retry = [] if args.retry == "none" else [f"--mysql-ignore-errors={args.retry}"]
+                load = Load(sysbench(socket, args, "run", 3600) + rate + retry)
                 try:
                     time.sleep(20)  # the pool open, the load running and warm
                     done = verify_once(folder, env, spec, args, load, name)

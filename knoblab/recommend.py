@@ -16,7 +16,9 @@ the sweep's recommended.cnf (knoblab.report.document) all read it from here.
 A recommendation carries only what was measured of it (`claim`): the validated candidate's
 gain when all of it is recommended; when the reduction dropped some of its settings, the gain
 of the reduced configuration itself against the baseline (its confirmation), or, when that
-was not measured, words saying that the figure is the full candidate's.
+was not measured, words saying that the figure is the full candidate's. A reduced
+configuration whose confirmation did not show it better is not recommended: the validated
+candidate is, whole (`Reduction.unconfirmed` holds what the reduction chose).
 """
 
 from __future__ import annotations

@@ -912,6 +912,9 @@ class Reduction(_Record):
     rest: tuple[str, ...] = ()
     rest_run_id: str | None = None
     rest_verdict: PointVerdict | None = None
+    # What the reduction chose (its `kept` before), when its confirmation against the
+    # baseline did not show it better: the validated candidate is then recommended whole.
+    unconfirmed: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)

@@ -524,6 +524,34 @@ def test_what_the_chain_never_put_back_is_put_back_from_what_it_chose(
         ["read_buffer_size"]
 
 
+def test_a_reduced_recommendation_not_shown_better_as_itself_falls_back_to_the_validated_one(
+        four_knobs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The reduction chose read_buffer_size alone (noise can: every setting undecided alone,
+    a chain's step worse by the others' losses added up), which does nothing. Measured as
+    itself against the baseline it is not shown better: what was shown to help is the
+    validated candidate, and that is what is recommended, saying why."""
+    search, listener, _, baseline = _four_knob_search(tmp_path)
+    full = {"sort_buffer_size": str(16 * MB), "read_buffer_size": str(16 * MB)}
+    trial = TrialOutcome(1, {**baseline, **full}, full, "scored", -0.7, [-0.7] * 4, ("t",))
+    validated = Validation(trial, "v", "better", 1.0, (0.8, 1.2), 4)
+    chose = {"read_buffer_size": str(16 * MB)}
+    monkeypatch.setattr(proof, "validate", lambda *args: [validated])
+    monkeypatch.setattr(proof, "reduce", lambda *args: Reduction([], "r", dict(chose), None,
+                                                                 None))
+    validations, reduction, confirmation = proof.check(search, [trial], None)
+    assert confirmation is not None and confirmation.trial.changes == chose
+    assert confirmation.verdict != "better"
+    assert reduction is not None and reduction.kept == full and reduction.unconfirmed == chose
+    result = dataclasses.replace(_result(full, reduction, baseline=baseline),
+                                 validations=validations, confirmation=confirmation)
+    assert recommend.searched(recommend.changes(result)) == full
+    assert recommend.claim(result) is validated
+    lines = " ".join(" ".join(reduction_lines(result)).split())
+    assert "not shown better, so trial 1 is recommended whole" in lines
+    assert tune_json(result)["reduction"]["unconfirmed"] == chose
+    assert any("is recommended whole, as validated" in line for line in listener.said)
+
+
 def test_a_recommendation_that_could_not_be_reduced_says_so_and_the_json_too():
     """A short budget skips the reduction: the settings validated together are recommended,
     but the user is told that which of them matter was not measured."""

@@ -197,8 +197,8 @@ def test_a_harmful_recommendation_trips_the_guard_and_is_put_back(
     assert _globals(large_pool.socket) == before
 
 
-@pytest.mark.parametrize("phase", ["before any change", "with B in force",
-                                   "with A back after B"])
+@pytest.mark.parametrize("phase", ["before any change", "while the pool resizes",
+                                   "with B in force", "with A back after B"])
 def test_kill_9_then_restore_leaves_the_globals_as_they_were(
         knoblab_home: Path, tmp_path: Path, small_pool: Sandbox, phase: str):
     socket = small_pool.socket
@@ -211,6 +211,13 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
         deadline = time.monotonic() + 120
         if phase == "before any change":
             time.sleep(1.5)  # its reference of production: nothing is changed yet
+        elif phase == "while the pool resizes":
+            # SET GLOBAL returns at once; InnoDB resizes in the background while verify
+            # waits for it: restore must put 8M back whatever the resize is doing.
+            while _globals(socket)["innodb_buffer_pool_size"] != str(64 << 20):
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "B was never applied"
+                time.sleep(0.02)
         else:
             while _globals(socket)["innodb_io_capacity"] != "1000":
                 assert proc.poll() is None, proc.communicate()
@@ -230,7 +237,7 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
                               env=cli_env(knoblab_home), cwd=tmp_path, capture_output=True,
                               text=True, timeout=120)
     assert restored.returncode == 0, restored.stderr
-    if phase == "with B in force":
+    if phase in ("while the pool resizes", "with B in force"):
         assert "put back" in restored.stdout, restored.stdout
     assert _globals(socket) == before
 

@@ -358,6 +358,14 @@ def claim_lines(result: TuneResult) -> list[str]:
     its settings): what was measured of it as itself, or that nothing was, and that the
     validated gain is then another configuration's."""
     chosen, own = result.recommended, recommend.claim(result)
+    unconfirmed = None if result.reduction is None else result.reduction.unconfirmed
+    if chosen is not None and unconfirmed is not None and result.confirmation is not None:
+        return [f"{settings_text(recommend.searched(unconfirmed)) or 'nothing'}, the "
+                "reduction's choice, measured as itself against the current configuration: "
+                f"{validation_text(result.confirmation, result)}; not shown better, so trial "
+                f"{chosen.trial.number} is recommended whole, as its validation showed it "
+                "(which of its settings matter was not decided in the budget: some may do "
+                "nothing)"]
     if chosen is None or own is chosen:
         return []
     reduced = settings_text(recommend.searched(recommend.changes(result)))
@@ -521,6 +529,9 @@ def tune_json(result: TuneResult) -> dict[str, Any]:
             # What no step put back, put back from the configuration the steps chose.
             "rest": list(result.reduction.rest), "rest_run_id": result.reduction.rest_run_id,
             "rest_verdict": result.reduction.rest_verdict,
+            # The reduction's choice, when its confirmation did not show it better (the
+            # validated candidate is then recommended whole).
+            "unconfirmed": result.reduction.unconfirmed,
             # "loss": the setting's gain to the recommendation (what putting it back loses).
             "effects": [{**e.to_json(), "finding": effect_finding(e, result.min_effect),
                          "said": effect_words(e, result)}

@@ -73,7 +73,18 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     # (the winner's curse): the gain claimed is measured again, in a run that played no part
     # in choosing it. So is a reduced recommendation, which no validation measured.
     chosen_among = len(validations) > 1
-    return validations, reduction, confirm(search, chosen, wanted, left(), chosen_among)
+    confirmation = confirm(search, chosen, wanted, left(), chosen_among)
+    if reduction is not None and confirmation is not None and \
+            wanted != chosen.trial.changes and \
+            confirmation.verdict != ValidationVerdict.BETTER:
+        # The reduction's choice, measured as itself, was not shown to help: what was shown
+        # is the validated candidate, whole (which of its settings matter stays undecided).
+        search.listener.message(
+            f"{settings_text(wanted) or 'the baseline'} was not shown better than the baseline "
+            f"as itself: trial {chosen.trial.number} is recommended whole, as validated")
+        reduction = dataclasses.replace(reduction, kept=dict(chosen.trial.changes),
+                                        unconfirmed=dict(reduction.kept))
+    return validations, reduction, confirmation
 
 
 def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
