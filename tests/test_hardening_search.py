@@ -38,7 +38,8 @@ def _checked(monkeypatch: pytest.MonkeyPatch, refusal: BaseException
                            -0.3, [-0.3, -0.3], ("1",))
     validation = Validation(outcome, "2", "better", 0.35, (0.2, 0.5), 4)
 
-    def reduce(search: Any, chosen: Validation, budget: float | None) -> None:
+    def reduce(search: Any, chosen: Validation, outcomes: list[TrialOutcome],
+               budget: float | None) -> None:
         raise refusal
 
     monkeypatch.setattr(proof, "validate", lambda search, outcomes, budget: [validation])
