@@ -906,9 +906,9 @@ class Reduction(_Record):
     # Put back in groups (knoblab.search.proof.halve): each step of trim_steps names several
     # settings, the least important first by the search's trials; no setting alone (effects).
     grouped: bool = False
-    # What the chain kept without ever putting it back (proof.rest), put back together from
-    # the configuration it chose (rest_run_id), and that configuration's verdict without them:
-    # worse, and they stay; else they go back too (in trimmed).
+    # What the chain kept without ever putting it back (proof.never_put_back), put back
+    # together from the configuration it chose (rest_run_id), and that configuration's verdict
+    # without them: worse, and they stay; else they go back too (in trimmed).
     rest: tuple[str, ...] = ()
     rest_run_id: str | None = None
     rest_verdict: PointVerdict | None = None

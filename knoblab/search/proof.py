@@ -43,7 +43,7 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     began = time.monotonic()
 
     def left() -> float | None:
-        return None if budget is None else max(0.0, budget - (time.monotonic() - began))
+        return _left(budget, began)
 
     validations = validate(search, outcomes, None if budget is None
                            else budget * VALIDATION_SHARE)
@@ -479,7 +479,8 @@ def trim(search: Search, chosen: Validation, effects: list[Effect], dropped: lis
     undecided alone: the search measured many more configurations; those of unseen cost
     before all), and the configuration with most of them put back that is not shown worse
     than the best is recommended, once what the chain never put back is checked too
-    (`rest`): a setting that does nothing goes back, one that helps with the others stays."""
+    (`never_put_back`): a setting that does nothing goes back, one that helps with the others
+    stays."""
     from knoblab.results import build_results
 
     began = time.monotonic()
