@@ -814,7 +814,13 @@ def _show_verify(result: dict[str, Any], json_file: Path | None, folder: Path | 
                  spec: str, command: str) -> None:
     """A verify's answer: the table of A's and B's figures, its sentence, what was put back;
     its JSON and its report folder where asked."""
-    from knoblab.report.verification import change_text, figure_rows, number
+    from knoblab.report.verification import (
+        DIGEST_COLUMNS,
+        change_text,
+        digest_rows,
+        figure_rows,
+        number,
+    )
 
     out = _stdout()
     table = Table(title="production under its own load, A against B (the means of their "
@@ -824,6 +830,15 @@ def _show_verify(result: dict[str, Any], json_file: Path | None, folder: Path | 
     for row in figure_rows(result):
         table.add_row(row["figure"], number(row["a"]), number(row["b"]), change_text(row))
     out.print(table)
+    digests = digest_rows(result)[:5]
+    if digests:
+        by_digest = Table(title="the statements run most (performance_schema)",
+                          title_justify="left")
+        for i, column in enumerate(DIGEST_COLUMNS):
+            by_digest.add_column(column, justify="left" if i == 0 else "right")
+        for cells in digests:
+            by_digest.add_row(*cells)
+        out.print(by_digest)
     out.print(Text(literal(result["said"])))
     if result.get("put_back"):
         out.print(Text(literal(f"{result['put_back']} on {result['server']}")))

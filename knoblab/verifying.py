@@ -15,7 +15,10 @@ A window's figures come from what the server keeps, without a restart or a plugi
   application's demand the same in A and B: the rate is, the latency moves) and in a closed
   one (a fixed number of connections: the rate moves, the latency with it). It decides;
 - pages read from disk, rows read and temporary tables on disk, per statement; errors a
-  second; the server's CPU per statement where it runs on this machine.
+  second; the server's CPU per statement where it runs on this machine;
+- where performance_schema is on, the statements' own mean latency and each digest's
+  (`events_statements_summary_by_digest`, read at each window's start and end): a measured
+  latency beside Little's law's, and which statements the change moved.
 
 The windows come in pairs, one of A and one of B, the first pair's order drawn at random and
 each next pair's the other way round (ABBA): a trend in the load does not read as an effect,
@@ -80,6 +83,10 @@ COUNTERS = ("Questions", "Threads_running", "Threads_connected", "Com_commit", "
             "Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests",
             "Created_tmp_disk_tables", "Innodb_buffer_pool_resize_status",
             *ERROR_COUNTERS, *ROWS_READ)
+DIGESTS = 10  # the digests shown, the most run first
+# knoblab's own readings, which the digest table counts with the application's statements
+OWN_DIGESTS = ("SHOW ", "SELECT `VARIABLE_VALUE` FROM `information_schema`",
+               "SELECT `SCHEMA_NAME` , `DIGEST` , `DIGEST_TEXT`")
 A, B = 0, 1  # the points: production's own values, the recommendation's
 SIDE = {A: "A (production's own)", B: "B (recommended)"}
 
@@ -267,6 +274,9 @@ class Window:
     # not count them themselves (RAN)
     own: int = 0
     cpu: float | None = None  # the server's CPU seconds in the window, where it is local
+    # performance_schema's statements by digest over the window, where it is on:
+    # (schema, digest) -> (text, statements, picoseconds)
+    digests: dict[tuple[str, str], tuple[str, int, int]] | None = None
 
     def figures(self) -> dict[str, float | None]:
         (t0, first), (t1, last) = self.samples[0], self.samples[-1]
@@ -295,7 +305,16 @@ class Window:
             "tmp_disk_tables_per_s": delta("Created_tmp_disk_tables") / seconds,
             "errors_per_s": delta(*ERROR_COUNTERS) / seconds,
             "cpu_ms_per_statement": None if self.cpu is None or not statements
-            else 1000 * self.cpu / statements}
+            else 1000 * self.cpu / statements,
+            "digest_latency_ms": _digest_latency(self.digests)}
+
+
+def _digest_latency(digests: Mapping[Any, tuple[str, int, int]] | None) -> float | None:
+    """The statements' mean latency as performance_schema timed them, in ms."""
+    if not digests:
+        return None
+    count = sum(n for _, n, _ in digests.values())
+    return sum(ps for _, _, ps in digests.values()) / count / 1e9 if count else None
 
 
 def _number(status: Mapping[str, str], name: str) -> float:
@@ -319,6 +338,33 @@ class Reader:
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 self.process = psutil.Process(pid)
+        self.by_digest = self._digests_readable()
+
+    def _digests_readable(self) -> bool:
+        """performance_schema is on, and this account may read its digest table."""
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute("SELECT @@GLOBAL.performance_schema")
+                self.ran += 1
+                if not int(one(cur)[0] or 0):
+                    return False
+            self.digests()
+            return True
+        except pymysql.MySQLError:
+            return False
+
+    def digests(self) -> dict[tuple[str, str], tuple[str, int, int]]:
+        """performance_schema's statements by digest now, knoblab's own readings left out:
+        (schema, digest) -> (text, statements, picoseconds)."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT SCHEMA_NAME, DIGEST, DIGEST_TEXT, COUNT_STAR, SUM_TIMER_WAIT "
+                        "FROM performance_schema.events_statements_summary_by_digest "
+                        "WHERE DIGEST IS NOT NULL")
+            self.ran += 1
+            return {(str(schema or ""), str(digest)): (str(text or ""), int(count or 0),
+                                                       int(wait or 0))
+                    for schema, digest, text, count, wait in cur.fetchall()
+                    if not str(text or "").startswith(OWN_DIGESTS)}
 
     def status(self) -> dict[str, str]:
         marks = ", ".join(["%s"] * len(COUNTERS))
@@ -359,6 +405,7 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
     """Fill `window` with a reading every SAMPLE seconds for `seconds`; `check` sees it after
     each reading (the guard)."""
     cpu0 = reader.cpu()
+    before = reader.digests() if reader.by_digest else None
     first = reader.status()
     first[RAN] = str(reader.ran)
     window.samples.append((clock(), first))
@@ -374,7 +421,22 @@ def measure(reader: Reader, window: Window, seconds: float, clock: Callable[[], 
             check(window)
     cpu1 = reader.cpu()
     window.cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
+    if before is not None:
+        window.digests = _digest_change(before, reader.digests())
     return window
+
+
+def _digest_change(before: Mapping[tuple[str, str], tuple[str, int, int]],
+                   after: Mapping[tuple[str, str], tuple[str, int, int]]
+                   ) -> dict[tuple[str, str], tuple[str, int, int]]:
+    """What each digest ran between two readings (a digest new since the first counts from
+    zero; one the table dropped to make room, not at all)."""
+    found = {}
+    for key, (text, count, wait) in after.items():
+        _, count0, wait0 = before.get(key, (text, 0, 0))
+        if count > count0 and wait >= wait0:
+            found[key] = (text, count - count0, wait - wait0)
+    return found
 
 
 class Watch:
@@ -508,15 +570,18 @@ def decide(ratios: list[float], ceiling: int, statistics: Statistics) -> Decisio
 
 
 def against_claim(decision: Decision, claim: Claim | None) -> str | None:
-    """Production's finding set beside the sandbox's claim: held, smaller than claimed, not
-    shown, contradicted (None without a claim)."""
+    """Production's finding set beside the sandbox's claim: held, smaller or larger than
+    claimed, not shown, contradicted (None without a claim). Held means the two intervals
+    overlap: each is a measurement of the same effect on a different machine and load."""
     if claim is None:
         return None
     if decision.finding == Finding.HURTS:
         return "contradicted"
     if decision.finding != Finding.HELPS:
         return "not shown"
-    return "smaller than claimed" if decision.high < claim.low else "held"
+    if decision.high < claim.low:
+        return "smaller than claimed"
+    return "larger than claimed" if decision.low > claim.high else "held"
 
 
 # --- the verify -------------------------------------------------------------------------------
@@ -614,7 +679,8 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
         "claim": None if recommendation.claim is None else asdict(recommendation.claim),
         "deciding": "latency_ms", "window_seconds": request.window,
         "settle_seconds": request.settle, "guard": asdict(request.guard),
-        "alpha": statistics.alpha, "min_effect": statistics.min_effect, "windows": []}
+        "alpha": statistics.alpha, "min_effect": statistics.min_effect, "windows": [],
+        "digests": None}
     began = time.monotonic()
     result["started_at"] = time.time()  # the windows' "began" are seconds since then
 
@@ -642,6 +708,7 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
             result["reference"] = {k: _finite(v) for k, v in reference.items()}
             in_force = A
             by_pair: dict[int, dict[int, dict[str, Any]]] = {}
+            by_digest: dict[tuple[str, str], list[Any]] = {}  # text, then A's and B's sums
             for position, (pair, side) in enumerate(order):
                 if clock() + request.window + (request.settle if side != in_force else 0) > \
                         request.seconds:
@@ -670,6 +737,11 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                 result["windows"].append({"side": "AB"[side], "pair": pair,
                                           "began": round(window.began, 1),
                                           **{k: _finite(v) for k, v in figures.items()}})
+                for key, (text, count, wait) in (window.digests or {}).items():
+                    sums = by_digest.setdefault(key, [text, 0, 0, 0, 0])
+                    sums[1 + 2 * side] += count
+                    sums[2 + 2 * side] += wait
+                result["digests"] = _top_digests(by_digest) if reader.by_digest else None
                 by_pair.setdefault(pair, {})[side] = figures
                 if side == A:
                     watch.update(_mean([p[A] for p in by_pair.values() if A in p]))
@@ -711,6 +783,16 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
     store.update_info(run_id, verify=result)
     store.set_status(run_id, RunStatus.DONE)
     return result
+
+
+def _top_digests(by_digest: Mapping[tuple[str, str], list[Any]]) -> list[dict[str, Any]]:
+    """The digests run most over the judged windows, each side's mean latency (ms)."""
+    rows = sorted(by_digest.items(), key=lambda item: -(item[1][1] + item[1][3]))[:DIGESTS]
+    return [{"schema": schema, "digest": digest, "text": text,
+             "statements": {"a": count_a, "b": count_b},
+             "latency_ms": {"a": wait_a / count_a / 1e9 if count_a else None,
+                            "b": wait_b / count_b / 1e9 if count_b else None}}
+            for (schema, digest), (text, count_a, wait_a, count_b, wait_b) in rows]
 
 
 def _read_back(server: ExternalServer, live: Mapping[str, str],
@@ -774,8 +856,12 @@ def _store_window(store: Any, run_id: str, window: Window, position: int,
                          qps=part["statements_per_s"],
                          latency_ms=_finite(part["latency_ms"]),
                          errors=part["errors_per_s"])
+    details: dict[str, Any] = {k: _finite(v) for k, v in figures.items()}
+    if window.digests:
+        details["digests"] = [[schema, digest, count, wait] for (schema, digest), (_, count, wait)
+                              in sorted(window.digests.items(), key=lambda i: -i[1][1])]
     store.finish_trial(trial, status=TrialState.DONE, value=_finite(figures["latency_ms"]),
-                       details={k: _finite(v) for k, v in figures.items()})
+                       details=details)
 
 
 def _finite(value: float | None) -> float | None:
@@ -796,8 +882,8 @@ def _answer(result: dict[str, Any], decision: Decision | None,
     """The finding, its figure and interval, the other figures' means, and the sentence."""
     windows = result["windows"]
     figures: dict[str, Any] = {}
-    for key in ("latency_ms", "statements_per_s", "transactions_per_s", "threads_running",
-                "pool_reads_per_statement", "rows_read_per_statement",
+    for key in ("latency_ms", "digest_latency_ms", "statements_per_s", "transactions_per_s",
+                "threads_running", "pool_reads_per_statement", "rows_read_per_statement",
                 "tmp_disk_tables_per_s", "errors_per_s", "cpu_ms_per_statement"):
         a = [w[key] for w in windows if w["side"] == "A" and _finite(w[key]) is not None]
         b = [w[key] for w in windows if w["side"] == "B" and _finite(w[key]) is not None]

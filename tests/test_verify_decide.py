@@ -21,6 +21,8 @@ from knoblab.verifying import (
     Tripped,
     Watch,
     Window,
+    _digest_change,
+    _top_digests,
     against_claim,
     decide,
     load_gone,
@@ -50,6 +52,28 @@ def test_a_windows_figures_leave_knoblabs_own_statements_and_thread_out():
     assert figures["threads_running"] == pytest.approx(4)
     assert figures["latency_ms"] == pytest.approx(4.0)  # Little: 4 in the server / 1000 a s
     assert figures["pool_reads_per_statement"] == pytest.approx(0.1)
+
+
+def test_performance_schemas_digests_give_each_windows_own_latency():
+    q1, q2, q3 = ("app", "d1"), ("app", "d2"), ("app", "d3")
+    before = {q1: ("SELECT c FROM sbtest1 WHERE id = ?", 100, 100 * 10**9),
+              q2: ("UPDATE sbtest1 SET k = k + ? WHERE id = ?", 50, 5 * 10**9),
+              q3: ("DELETE FROM t WHERE id = ?", 9, 10**9)}
+    after = {q1: ("SELECT c FROM sbtest1 WHERE id = ?", 300, 300 * 10**9),  # 1 ms each
+             q2: ("UPDATE sbtest1 SET k = k + ? WHERE id = ?", 50, 5 * 10**9),  # none run
+             ("app", "d4"): ("INSERT INTO t VALUES (?)", 100, 300 * 10**9)}  # new: 3 ms
+    # q3 was dropped from the table to make room: it is not counted as run
+    change = _digest_change(before, after)
+    assert set(change) == {q1, ("app", "d4")}
+    assert change[q1][1:] == (200, 200 * 10**9)
+    window = _window(0, [0, 150, 300], [1, 2, 2])
+    window.digests = change
+    assert window.figures()["digest_latency_ms"] == pytest.approx((200 + 300) / 300)
+    top = _top_digests({q1: ["SELECT …", 200, 200 * 10**9, 100, 50 * 10**9],
+                        q2: ["UPDATE …", 10, 10**9, 0, 0]})
+    assert [row["text"] for row in top] == ["SELECT …", "UPDATE …"]
+    assert top[0]["latency_ms"] == {"a": 1.0, "b": 0.5}
+    assert top[1]["latency_ms"] == {"a": 0.1, "b": None}
 
 
 def test_the_guard_puts_b_back_past_its_latency_bound_and_not_before():
@@ -87,6 +111,8 @@ def test_production_is_set_beside_the_claim():
         return Decision(finding, math.sqrt(low * high), low, high, 0.97, 5, True)
     assert against_claim(found(Finding.HELPS, 1.4, 1.8), claim) == "held"
     assert against_claim(found(Finding.HELPS, 1.05, 1.15), claim) == "smaller than claimed"
+    assert against_claim(found(Finding.HELPS, 2.3, 3.1), claim) == "larger than claimed"
+    assert against_claim(found(Finding.HELPS, 1.1, 1.25), claim) == "held"  # overlaps at 1.2
     assert against_claim(found(Finding.UNSHOWN, 0.9, 1.2), claim) == "not shown"
     assert against_claim(found(Finding.SAME, 0.99, 1.01), claim) == "not shown"
     assert against_claim(found(Finding.HURTS, 0.6, 0.8), claim) == "contradicted"
