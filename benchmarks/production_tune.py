@@ -98,8 +98,10 @@ def production(folder: Path, home: Path, args: argparse.Namespace
     holding sysbench's tables, and folder/production.toml naming it as a running server
     (its socket, and that spec)."""
     binary = find_binary()
-    with Sandbox(binary, base_template(binary, home) / "data",
-                 {"innodb_buffer_pool_size": args.pool}, home=home) as server:
+    settings = {"innodb_buffer_pool_size": args.pool}
+    if getattr(args, "performance_schema", False):
+        settings["performance_schema"] = "ON"
+    with Sandbox(binary, base_template(binary, home) / "data", settings, home=home) as server:
         socket = str(server.socket)
         with server.connect() as conn, conn.cursor() as cur:
             cur.execute("CREATE DATABASE sbtest")

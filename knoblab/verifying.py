@@ -688,6 +688,10 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
         return time.monotonic() - began
 
     reader = Reader(server)
+    view.message("performance_schema times the statements too: their latency by digest is "
+                 "shown beside Little's law's" if reader.by_digest else
+                 "performance_schema is off, or this account may not read it: the latency "
+                 "is Little's law's alone, no statement's own")
     update = view.progress(request.seconds)
     put_back: PutBack | None = None
     stopped = "time"

@@ -663,11 +663,12 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
     assert again.confirmation == own and len(store.list_runs(limit=None)) == runs
 
 
-def test_a_recommendation_chosen_among_several_validations_is_measured_again(
+def test_a_reduced_recommendation_another_validation_measured_is_confirmed_by_it(
         one_dropped, tmp_path: Path):
-    """Two candidates validated, the best of them kept: its validation is the luckier of
-    two, so the gain claimed comes from a run of its own made after the choice (a fresh
-    measurement), even when the reduced configuration is exactly another candidate's."""
+    """Two candidates validated: both settings raised, and sort_buffer_size alone. The best
+    (both) is kept and reduced to sort_buffer_size alone, which the other validation measured
+    exactly, in fresh starts, in a run that played no part in choosing it: that run is its
+    confirmation, and no run of its own is made."""
     store = Store(f"sqlite:///{tmp_path / 'store.sqlite'}")
     source = ONE_DROPPED.replace("VALIDATE", "2")
     spec = parse_spec(tomllib.loads(source), source=source)
@@ -676,12 +677,18 @@ def test_a_recommendation_chosen_among_several_validations_is_measured_again(
     wanted = {"sort_buffer_size": str(16 * MB)}
     assert recommend.settings(result) == wanted, listener.said
     assert len(result.validations) == 2, [(t.changes, t.state, t.error) for t in result.trials]
+    alone = next(v for v in result.validations if v.trial.changes == wanted)
     own = result.confirmation
     assert own is not None and own.trial.changes == wanted
-    assert own.run_id not in {v.run_id for v in result.validations}
+    assert own.run_id == alone.run_id and own.verdict == alone.verdict == "better"
+    assert own.trial.number == result.recommended.trial.number  # the reduction's trial
     assert recommend.claim(result) == own
-    assert any(line.startswith("confirming the recommendation") for line in listener.said)
     assert tune_json(result)["recommended"]["gain"] == own.gain
+    assert any(f"measured as itself by the validation of trial {alone.trial.number}" in line
+               for line in listener.said), listener.said
+    confirmations = [r for r in store.list_runs(limit=None) if "reduced to" in r["name"]
+                     or "confirmed" in r["name"]]
+    assert not confirmations, [r["name"] for r in store.list_runs(limit=None)]
 
 
 def test_a_reduced_recommendation_the_budget_could_not_confirm_says_its_gain_is_not_its_own(

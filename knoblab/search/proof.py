@@ -4,7 +4,8 @@ starts, until decided (validation); then each setting of the best one is put bac
 which ones matter, and the configuration without those that do not is checked to do as well
 (reduction); when it does not, or when none shows alone, the others are put back one by one,
 the least important first, and only those needed stay (trim). A recommendation reduced so is
-then measured as itself against the baseline (confirmation): the gain it carries is its own.
+then measured as itself against the baseline (confirmation; by another candidate's validation
+where that measured exactly it): the gain it carries is its own.
 The burden of proof lives here, and only here."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import math
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from knoblab import recommend
@@ -71,9 +72,10 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
     wanted = recommend.searched(recommend.decided(chosen, reduction))
     # Chosen as the best of several validations, its own validation is the luckiest of them
     # (the winner's curse): the gain claimed is measured again, in a run that played no part
-    # in choosing it. So is a reduced recommendation, which no validation measured.
+    # in choosing it. So is a reduced recommendation, unless another candidate's validation
+    # measured exactly it: that one lost to `chosen`, so its gain, if anything, reads low.
     chosen_among = len(validations) > 1
-    confirmation = confirm(search, chosen, wanted, left(), chosen_among)
+    confirmation = confirm(search, chosen, wanted, left(), chosen_among, validations)
     if reduction is not None and confirmation is not None and \
             wanted != chosen.trial.changes and \
             confirmation.verdict != ValidationVerdict.BETTER:
@@ -88,14 +90,20 @@ def check(search: Search, outcomes: list[TrialOutcome], budget: float | None
 
 
 def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
-            budget: float | None, chosen_among: bool) -> Validation | None:
+            budget: float | None, chosen_among: bool, validations: Sequence[Validation] = ()
+            ) -> Validation | None:
     """What is recommended (`wanted`, the searched settings) measured against the baseline in
     a run of its own, like a validation's, whose figures played no part in choosing it: when
     it is not the validated candidate `chosen` (the reduction dropped some of its settings),
-    or when `chosen` was picked as the best of several validations. None when there is
-    nothing to confirm, or the budget left cannot hold that run (said)."""
+    or when `chosen` was picked as the best of several validations. Where another of the
+    `validations` measured exactly `wanted`, that run is its measurement (`measured_before`).
+    None when there is nothing to confirm, or the budget left cannot hold that run (said)."""
     if not wanted or (wanted == chosen.trial.changes and not chosen_among):
         return None
+    if wanted != chosen.trial.changes:
+        before = measured_before(search, chosen, wanted, budget, validations)
+        if before is not None:
+            return before
     why = "for its own gain" if wanted != chosen.trial.changes else \
         "in fresh starts: its validation was the best of several, and so the luckiest"
     search.listener.message(f"confirming the recommendation: {settings_text(wanted)} against "
@@ -120,6 +128,43 @@ def confirm(search: Search, chosen: Validation, wanted: dict[str, str],
     reduced = TrialOutcome(chosen.trial.number, config, dict(wanted), OutcomeState.SCORED, None,
                            [], (run_id,))
     return _verdict(search, reduced, run_id, 1, load)
+
+
+def measured_before(search: Search, chosen: Validation, wanted: dict[str, str],
+                    budget: float | None, validations: Sequence[Validation]
+                    ) -> Validation | None:
+    """The reduction's choice `wanted` measured as itself by a validation of the search's
+    own candidate with exactly those settings (a search of few settings often has one): its
+    run, which played no part in choosing `wanted`, is the confirmation, as decided, or, where
+    its share of the budget stopped it undecided, going on with `budget` (its sequential
+    test where it stopped, its rounds so far counted, as `extend` does). None where no
+    validation measured `wanted`, or its run stopped for another reason."""
+    from knoblab import runner
+
+    same = next((v for v in validations if v is not chosen and v.trial.changes == wanted),
+                None)
+    if same is None:
+        return None
+    reduced = dataclasses.replace(same.trial, number=chosen.trial.number)
+    if same.verdict != ValidationVerdict.UNDECIDED:
+        search.listener.message(
+            f"the recommendation, {settings_text(wanted)}, was measured as itself by the "
+            f"validation of trial {same.trial.number}: {same.verdict}")
+        return dataclasses.replace(same, trial=reduced)
+    stopped = search.store.run(same.run_id)["info"].get("stopped") or {}
+    spent = float(stopped.get("spent") or 0.0)
+    if stopped.get("reason") != "budget" or budget is None or \
+            budget < 2 * spent / max(1, same.rounds):
+        return None
+    search.listener.message(
+        f"confirming the recommendation: {settings_text(wanted)} against the baseline, going "
+        f"on with the validation of trial {same.trial.number}, which measured exactly it "
+        f"(stopped undecided after {same.rounds} rounds), for {format_duration(budget)} more")
+    family = len(validations)
+    runner.extend_run(same.run_id, _validation_spec(search, same.trial, family, spent + budget),
+                      spent + budget, search.store, search.home, search.quiet,
+                      search.open_servers)
+    return _verdict(search, reduced, same.run_id, family, same.others_load)
 
 
 def run_quietly(search: Search, spec: Spec) -> tuple[str, float]:
