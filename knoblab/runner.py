@@ -1029,6 +1029,9 @@ class _Start:
     costs: dict[str, Any] = field(default_factory=dict)  # stored with the first point done
     started_with: Settings = field(default_factory=dict)
     stored: set[Item] = field(default_factory=set)
+    # The server-wide settings (GLOBAL scope) in force at this start's last load; None before
+    # its first: a part needs no untimed pass before it when only per-session settings changed.
+    warm: Settings | None = None
 
     @property
     def left(self) -> list[Item]:
@@ -1102,10 +1105,16 @@ class _Start:
             if not self.in_place:
                 measured = workload.measure(server, requested, session_knobs, recorder)
             else:
-                # Never the first load after the start, nor the first after a change of
-                # settings (which may have emptied a cache), against warm ones: every part
-                # follows an untimed pass under its own settings.
-                workload.warm_up(server, requested, session_knobs)
+                # Never the first load after the start, nor the first after a change of a
+                # server-wide setting (which may have emptied a cache: a smaller buffer pool),
+                # against warm ones: such a part follows an untimed pass under its own
+                # settings. A per-session setting (a sort buffer) holds no cache: the load
+                # before, under other such values, left the server as warm.
+                in_force = {k: v for k, v in {**self.started_with, **config}.items()
+                            if target.catalog.knobs[k].scope != "SESSION"}
+                if in_force != self.warm:
+                    workload.warm_up(server, requested, session_knobs)
+                self.warm = in_force
                 measured = workload.measure_part(server, requested, session_knobs, recorder)
         measured.details.update(where)
         return measured
