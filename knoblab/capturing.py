@@ -818,7 +818,7 @@ def baseline(catalog: Catalog, configured: dict[str, str], workload: Workload) -
 def _refusal(catalog: Catalog, config: dict[str, str], workload: Workload,
              memory: bool = False) -> str | None:
     """The first of the checks a run of the captured spec makes of its [server.config] on
-    this machine's sandboxes that refuses `config` (`runner._check_target`'s: what a setting
+    this machine's sandboxes that refuses `config` (`runner.checks._check_target`'s: what a setting
     is, what a sandbox owns, the replay's connections, safety's with durability consented to
     and, with `memory`, the memory budget), in its own words; None when none does."""
     try:
@@ -878,7 +878,7 @@ def under_way(store: Store, pending: list[dict[str, Any]]) -> dict[str, str]:
     """The runs of these journal rows still going, which put their settings back themselves
     when they end: run -> why it is known. A run of this machine whose process lives; a
     capture whose connection holds its server's capture lock, from any machine."""
-    from knoblab.runner import run_state
+    from knoblab.owners import run_state
 
     found: dict[str, str] = {}
     servers = {row["run_id"]: row["server"] for row in pending}

@@ -18,13 +18,12 @@ configuration measured once: one checksum cannot show that its rows are stable.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
-from knoblab.stats import welch
 from knoblab.vocabulary import ClassVerdict
 
 SHOWN = 10  # classes in the table, by their share of the reference's statement time
@@ -96,7 +95,7 @@ def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
     base = figures.get(reference) or []
     if not base:
         return None
-    totals = {cid: float(np.median([m.get(cid, {}).get("seconds", 0.0) for m in base]))
+    totals = {cid: float(statistics.median([m.get(cid, {}).get("seconds", 0.0) for m in base]))
               for cid in {cid for m in base for cid in m}}
     whole = sum(totals.values()) or 1.0
     ranked = sorted(totals, key=lambda cid: -totals[cid])
@@ -120,10 +119,11 @@ def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,
                                         named(point)))
     rows = [ClassRow(
         id=cid, fingerprint=fingerprints.get(cid, cid),
-        count=int(np.median([m.get(cid, {}).get("n", 0) for m in base])),
+        count=int(statistics.median([m.get(cid, {}).get("n", 0) for m in base])),
         share=totals[cid] / whole, seconds=totals[cid],
         p95=_median([m[cid]["p95"] for m in base if cid in m and m[cid].get("p95") is not None]),
-        errors=float(np.median([sum(m.get(cid, {}).get("errors", {}).values()) for m in base])),
+        errors=float(statistics.median([sum(m.get(cid, {}).get("errors", {}).values())
+                                        for m in base])),
         changes=changes[cid]) for cid in chosen]
     unstable = sum(1 for cid in totals
                    if any(len(_checksums(figures[p], cid)) > 1 for p in figures))
@@ -135,8 +135,11 @@ def _welch_log(a: list[float], b: list[float], alpha: float
                ) -> tuple[float, float, float, float]:
     """b against a on the log scale: the ratio of geometric means, its (1 - alpha) interval
     and the two-sided p-value of Welch's test."""
-    difference, low, high, p = welch(np.log(a), np.log(b), 1 - alpha)
-    return float(np.exp(difference)), float(np.exp(low)), float(np.exp(high)), p
+    from knoblab.stats import welch  # here: a record that is only read needs no numpy
+
+    difference, low, high, p = welch([math.log(x) for x in a], [math.log(x) for x in b],
+                                     1 - alpha)
+    return math.exp(difference), math.exp(low), math.exp(high), p
 
 
 def _checksums(measurements: list[Mapping[str, Any]], cid: str) -> set[str]:
@@ -154,4 +157,4 @@ def _rows_differ(base: list[Mapping[str, Any]], other: list[Mapping[str, Any]],
 
 
 def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
+    return float(statistics.median(values)) if values else None

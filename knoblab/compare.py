@@ -83,7 +83,7 @@ def compare_runs(store: Store, run_ids: list[str]) -> list[Comparison]:
     samples = {r.run_id: point_samples(store, r.run_id) for r in runs}
     for other in runs[1:]:
         _check_comparable(runs[0], other)
-    from knoblab.runner import run_state  # here, not at the top: the runner is heavy
+    from knoblab.owners import run_state
 
     states = {run["id"]: run_state(run) for run in found}  # "killed": left running, now gone
     for r in runs:

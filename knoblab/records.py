@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Any, ClassVar, TypeVar
 
 from knoblab.classes import ClassComparison
-from knoblab.stats import Centre, Direction, Statistics, Test
+from knoblab.judging import Centre, Direction, Statistics, Test
 from knoblab.units import is_size, setting_text, size_or_count
 from knoblab.vocabulary import (
     Experiment,
@@ -569,7 +569,7 @@ class Rounds(_Record):
     floor: int | None  # adaptive: at least, at most, within this budget (seconds)
     ceiling: int | None
     budget: float | None
-    # "decided", "budget", "ceiling" or "futile" (runner._look); None: fixed, or not finished
+    # "decided", "budget", "ceiling" or "futile" (runner.loop._look); None: fixed, or not finished
     stopped: str | None
     level_worse: float | None  # adaptive: a difference needed p below this at the last look
     level_same: float | None  # ... and equivalence this

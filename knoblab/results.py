@@ -18,6 +18,7 @@ import numpy as np
 from knoblab import evidence, safety, stats, words, workloads
 from knoblab.classes import ClassComparison, compare_classes
 from knoblab.errors import UserError
+from knoblab.judging import Statistics
 from knoblab.records import (
     Alone,
     Comparison,
@@ -42,7 +43,6 @@ from knoblab.records import (
     StepsTable,
     evidence_from_json,
 )
-from knoblab.stats import Statistics
 from knoblab.store import RunInfo, Store, Trial
 from knoblab.vocabulary import Experiment, Finding, PointVerdict, RunStatus, StepVerdict, TrialState
 from knoblab.workloads.base import Rounds as Planned

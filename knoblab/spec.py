@@ -17,9 +17,9 @@ from knoblab import section, workloads
 from knoblab import server as targets
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
+from knoblab.judging import Statistics, Test
 from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
-from knoblab.stats import Statistics, Test
 from knoblab.units import parse_size
 from knoblab.vocabulary import Experiment, StepVerdict
 from knoblab.workloads import Workload

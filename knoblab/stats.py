@@ -21,25 +21,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from knoblab.judging import Centre, Direction, Spending, Statistics, Test
 from knoblab.vocabulary import PointVerdict
 
-Direction = Literal["minimize", "maximize"]
-Test = Literal["welch-log", "welch", "mann-whitney"]
-Spending = Literal["pocock", "obf"]
-Centre = Literal["median", "mean"]
-
-
-@dataclass(frozen=True)
-class Statistics:
-    """How a run judges its points; the defaults live here alone (a stored run that lacks a
-    setting gets the same default as a new spec)."""
-
-    min_effect: float = 0.03  # smaller differences are never "worse", however significant
-    alpha: float = 0.05
-    confidence: float = 0.95
-    test: Test = "welch-log"  # a kind's objective may choose another default (throughput)
-    seed: int = 1  # fixes the interleaved order and the bootstrap
-
+__all__ = ["Centre", "Direction", "Spending", "Statistics", "Test"]  # as knoblab.judging's
 
 @dataclass(frozen=True)
 class Summary:

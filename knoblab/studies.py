@@ -3,7 +3,7 @@
 `knoblab tune` measures each step of its search, validation and reduction as a run of its
 own; listed one
 by one they would bury every other run (a study of 40 trials is some 150 runs). The store
-keeps a row per study instead (knoblab.store.studies): its progress while it searches (trials
+keeps a row per study instead (knoblab.store.schema.studies): its progress while it searches (trials
 done, the best so far), and, when its search ends, the result its report was made from, so
 that `knoblab report study:NAME` renders that report again without measuring. Its runs carry
 its name (RunInfo.study) and are listed with `knoblab runs --study NAME`.
@@ -20,8 +20,8 @@ from typing import Any
 
 from knoblab import __version__
 from knoblab.errors import UserError
+from knoblab.judging import Direction
 from knoblab.records import TrialOutcome, TuneResult
-from knoblab.stats import Direction
 from knoblab.store import Store
 from knoblab.units import plural
 from knoblab.vocabulary import RunStatus

@@ -64,7 +64,7 @@ from knoblab.server.settings import own_session
 from knoblab.stats import Levels, Statistics
 from knoblab.store import RunInfo
 from knoblab.units import format_duration, format_size, parse_size
-from knoblab.vocabulary import Experiment, Finding, RunStatus, TrialState
+from knoblab.vocabulary import Experiment, Finding, RunStatus, TrialState, VerifyStop
 
 SAMPLE = 0.5  # seconds between two readings of the server's counters
 # Threads_running is read this often in between: at a low load it is mostly 0 or 1, and its
@@ -694,7 +694,7 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                  "is Little's law's alone, no statement's own")
     update = view.progress(request.seconds)
     put_back: PutBack | None = None
-    stopped = "time"
+    stopped = VerifyStop.TIME
     tripped: dict[str, Any] | None = None
     decision: Decision | None = None
     try:
@@ -732,7 +732,7 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                 _store_window(store, run_id, window, position, figures)
                 gone = load_gone(figures, reference)
                 if gone is not None:
-                    stopped = "load"
+                    stopped = VerifyStop.LOAD
                     result["load_gone"] = {"said": gone, "side": "AB"[side],
                                            "at": round(window.began, 1)}
                     view.message(f"{gone}, in a window of {SIDE[side]} at "
@@ -758,10 +758,10 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                     update(clock(), f"after {len(ratios)} pairs: B {decision.ratio:.2f}× as "
                                     "fast")
                     if decision.decided:
-                        stopped = "decided"
+                        stopped = VerifyStop.DECIDED
                         break
         except Tripped as trip:
-            stopped = "guard"
+            stopped = VerifyStop.GUARD
             with shielded():
                 settings.apply({})
             in_force_for = clock() - trip.crossed_at

@@ -115,6 +115,52 @@ class OutcomeState(StrEnum):
     PRUNED = "pruned"  # measured briefly, and stopped there: not among the best at its rung
 
 
+class StopReason(StrEnum):
+    """Why a run's rounds until decided ended (its info's `stopped`; a fixed number of rounds
+    records none)."""
+
+    DECIDED = "decided"  # every comparison decided
+    FUTILE = "futile"  # the rounds left could not decide what was undecided
+    BUDGET = "budget"  # its time was spent (knoblab resume --budget extends it)
+    CEILING = "ceiling"  # the most rounds were measured
+
+
+class Design(StrEnum):
+    """How a run's rounds measure its points (`[workload] design`; "auto", its default, lets
+    knoblab choose: blocked where the settings and the workload allow it, else restarts)."""
+
+    BLOCKED = "blocked"  # one server start a round, every point's settings set in place
+    RESTARTS = "restarts"  # a server start per measurement
+
+
+class SearchStop(StrEnum):
+    """Why a tuning study's search ended (records.TuneResult.stopped)."""
+
+    TRIALS = "trials"  # its trials are done
+    BUDGET = "budget"  # its share of the budget was spent
+    SPACE = "space"  # every configuration of the space was measured
+
+
+class VerifyStop(StrEnum):
+    """Why a knoblab verify ended (its answer's `stopped`)."""
+
+    DECIDED = "decided"  # the difference between production's values and B's was decided
+    TIME = "time"  # its --for was spent
+    GUARD = "guard"  # a guard rail tripped: production's values were put back
+    LOAD = "load"  # production's load went away
+
+
+class SavedState(StrEnum):
+    """A setting a run changed on a running server (the saved_settings table's status): what
+    knoblab restore puts back while it is CHANGED."""
+
+    CHANGED = "changed"
+    RESTORED = "restored"  # put back, and read back at its original value
+    UNCHANGED = "unchanged"  # the server refused the change: nothing to put back
+    LEFT = "left"  # left alone: changed again since knoblab changed it, by someone else
+    FORGOTTEN = "forgotten"  # given up by the user (knoblab restore --forget)
+
+
 class Experiment(StrEnum):
     """What a run is (the runs table's `kind`)."""
 

@@ -86,7 +86,7 @@ class Script:
     cold_first: float = 1.0
     warmed: list[dict[str, str]] = field(default_factory=list)  # warm-up passes, in order
     # every load in order: timed or not, its key_buffer_size, the first of its start or not
-    loads: list[tuple[bool, str, bool]] = field(default_factory=list)
+    loads: list[tuple[bool, str | None, bool]] = field(default_factory=list)
     # settings whose value set in place (SET GLOBAL) the server halves, as a server that
     # resizes in chunks might: not what a start with the value makes of it
     halved_in_place: set[str] = field(default_factory=set)
@@ -149,8 +149,8 @@ class FakeWorkload(Timed):
         spread = 1 + SCRIPT.spread * (len(SCRIPT.measured) * 7919 % 13) / 12
         if not server.loads:
             spread *= SCRIPT.cold_first
-        SCRIPT.loads.append((True, server.global_values(["key_buffer_size"])["key_buffer_size"],
-                             not server.loads))
+        cache = server.global_values(["key_buffer_size"]).get("key_buffer_size")
+        SCRIPT.loads.append((True, cache, not server.loads))
         server.loads += 1
         time.sleep(SCRIPT.sleep)
         both = server.global_values(list(fake_catalog().knobs))  # every setting it has
@@ -175,8 +175,8 @@ class FakeWorkload(Timed):
     def warm_up(self, server: Server, requested: Mapping[str, str],
                 session_knobs: list[str]) -> None:
         SCRIPT.warmed.append(server.global_values(["sort_buffer_size"]))
-        SCRIPT.loads.append((False, server.global_values(["key_buffer_size"])["key_buffer_size"],
-                             not server.loads))
+        cache = server.global_values(["key_buffer_size"]).get("key_buffer_size")
+        SCRIPT.loads.append((False, cache, not server.loads))
         server.loads += 1
 
     def describe(self) -> dict[str, object]:

@@ -14,19 +14,21 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("knoblab", "knoblab.errors", "knoblab.units", "knoblab.literal",
                      "knoblab.vocabulary", "knoblab.words", "knoblab.section", "knoblab.places",
                      "knoblab.terminal", "knoblab.machine", "knoblab.connection", "knoblab.admin",
-                     "knoblab.catalog", "knoblab.safety",
+                     "knoblab.catalog", "knoblab.safety", "knoblab.stopping", "knoblab.judging",
+                     "knoblab.owners",
                      # pure functions on samples
                      "knoblab.stats", "knoblab.timeseries", "knoblab.evidence",
                      "knoblab.classes")),
     ("records", ("knoblab.records",)),
-    ("rooms", ("knoblab.store", "knoblab.spec", "knoblab.observe", "knoblab.recommend",
-               "knoblab.server", "knoblab.server.", "knoblab.workloads", "knoblab.workloads.",
-               "knoblab.datasets", "knoblab.datasets.", "knoblab.capture",
+    ("rooms", ("knoblab.store", "knoblab.store.", "knoblab.spec", "knoblab.observe",
+               "knoblab.recommend", "knoblab.server", "knoblab.server.", "knoblab.workloads",
+               "knoblab.workloads.", "knoblab.datasets", "knoblab.datasets.", "knoblab.capture",
                "knoblab.capture.")),
-    ("experiments", ("knoblab.results", "knoblab.runner", "knoblab.compare", "knoblab.search",
-                     "knoblab.search.")),
+    ("experiments", ("knoblab.results", "knoblab.runner", "knoblab.runner.", "knoblab.compare",
+                     "knoblab.search", "knoblab.search.")),
     ("reports", ("knoblab.report", "knoblab.report.", "knoblab.studies")),
-    ("commands", ("knoblab.capturing", "knoblab.verifying", "knoblab.cli")),
+    ("commands", ("knoblab.capturing", "knoblab.verifying", "knoblab.consoles",
+                  "knoblab.commands", "knoblab.listings", "knoblab.cli")),
 ]
 
 

@@ -47,7 +47,7 @@ def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
                        store: bool = True) -> subprocess.CompletedProcess[str]:
     """knoblab.cli.main(args) in this process, as _knoblab runs it: in `cwd`, with the
     environment `environ`; its exit code (returned, or raised by argparse) and its output."""
-    from knoblab import cli
+    from knoblab import cli, stopping
 
     if store:
         args = ["--store", f"sqlite:///{cwd / 's.sqlite'}", *args]
@@ -58,7 +58,7 @@ def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
     monkeypatch.chdir(cwd)
     # main() takes the stopping signals for itself: the test runner gets them back after.
     handlers = {signum: signal.getsignal(signum)
-                for signum in (*cli.STOPPING_SIGNALS, signal.SIGALRM)}
+                for signum in (*stopping.STOPPING_SIGNALS, signal.SIGALRM)}
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     capfd.readouterr()  # only what the command writes
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from knoblab.runner import _few_rounds
+from knoblab.runner import few_rounds
 from knoblab.spec import Spec, load_spec
 from knoblab.store import Store, TrialState
 from knoblab.units import parse_duration
@@ -155,7 +155,7 @@ def test_every_example_has_a_reduced_run_here():
 
 def _assert_rounds_enough(spec: Spec) -> None:
     """No warning, before the run, that its rounds are too few to decide."""
-    assert _few_rounds(spec) == []
+    assert few_rounds(spec) == []
     assert not [w for w in spec.workload.warnings if "repetitions" in w or "rounds" in w]
 
 

@@ -98,12 +98,12 @@ def test_the_readmes_machine_sweep_passes_the_checks(binary, knoblab_home: Path,
     (2, "welch-log", 5), (1, "welch-log", 5), (2, "mann-whitney", 6)])
 def test_too_few_rounds_are_one_sentence_and_its_fix(repetitions: int, test: str,
                                                      enough: int):
-    from knoblab.runner import _few_rounds
+    from knoblab.runner import few_rounds
 
     spec = parse_spec({**MINIMAL, "workload": {**MINIMAL["workload"],
                                                "repetitions": repetitions},
                        "statistics": {"test": test}})
-    (warning,) = _few_rounds(spec)
+    (warning,) = few_rounds(spec)
     assert warning.startswith(f"repetitions = {repetitions}: too few rounds, ")
     assert warning.endswith(f'use repetitions = {enough} or more, or "auto" (rounds until '
                             'decided)')

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab import cli
+from knoblab import cli, commands, listings
 from knoblab.store import Store
 from tests.test_bad_input import knoblab_in_process
 
@@ -179,8 +179,9 @@ def test_the_crash_line_says_what_is_true_for_the_command(tmp_path, monkeypatch,
     def broken(*args, **kwargs):
         raise RuntimeError("nobody foresaw this")
 
-    for name in ("cmd_runs", "cmd_compare", "cmd_report"):
-        monkeypatch.setattr(cli, name, broken)
+    for module, name in ((listings, "cmd_runs"), (listings, "cmd_compare"),
+                         (commands, "cmd_report")):
+        monkeypatch.setattr(module, name, broken)
     code = cli.main(["--store", f"sqlite:///{tmp_path / 's.sqlite'}", *command])
     err = capsys.readouterr().err
     assert code == 1

@@ -26,6 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import knoblab.store as store_module
+import knoblab.store.base as store_base
+import knoblab.store.schema as store_schema
 from knoblab import cli
 from knoblab.errors import UserError
 from knoblab.store import RunInfo, Store
@@ -437,8 +439,8 @@ sys.stdin.read()
 
 
 def test_a_store_locked_by_another_process_is_one_line(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(store_module, "LOCK_WAIT", 0.2)
-    monkeypatch.setattr(store_module, "RETRY_FOR", 0.5)
+    monkeypatch.setattr(store_base, "LOCK_WAIT", 0.2)
+    monkeypatch.setattr(store_base, "RETRY_FOR", 0.5)
     path = tmp_path / "s.sqlite"
     store = Store(f"sqlite:///{path}")
     run_id = _a_run(store)
@@ -534,8 +536,8 @@ def test_a_server_gone_for_good_is_waited_for_once(pg_database: str, monkeypatch
         proxy.kill()
         proxy.wait()
     pauses: list[float] = []
-    monkeypatch.setattr(store_module, "RETRY_FOR", 2.0)
-    monkeypatch.setattr(store_module.time, "sleep", pauses.append)
+    monkeypatch.setattr(store_base, "RETRY_FOR", 2.0)
+    monkeypatch.setattr(store_base.time, "sleep", pauses.append)
     with pytest.raises(UserError, match=rf"results store .*{port}.*cannot be reached.*what "
                                         "was stored before is kept"):
         store.set_status(run_id, "failed")
@@ -586,4 +588,4 @@ def test_a_writable_store_passes_the_check_and_keeps_nothing_of_it(tmp_path: Pat
         assert store.list_runs() == [] and store.pending_restores() == []
         with store.engine.connect() as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(
-                store_module.trials)).scalar() == 0
+                store_schema.trials)).scalar() == 0

@@ -9,14 +9,18 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+import pymysql
 import pytest
 from rich.console import Console
 
 from knoblab import runner, workloads
 from knoblab.errors import STOP, UserError
 from knoblab.results import build_results
+from knoblab.runner import checks as runner_checks
+from knoblab.runner import loop as runner_loop
+from knoblab.runner.loop import Outcome
 from knoblab.spec import parse_spec
-from knoblab.store import RunInfo, Store, TrialState
+from knoblab.store import RunInfo, Store, Trial, TrialState
 from tests import fakes
 
 VALUES = ["1M", "2M", "4M"]
@@ -209,7 +213,7 @@ def test_a_workload_changed_since_the_run_began_is_not_resumed(store, tmp_path, 
     fakes.SCRIPT.interrupt_at = None
     # As when a script file was edited between the start and the resume.
     monkeypatch.setattr(fakes.FakeWorkload, "describe", lambda self: {"body": "edited"})
-    with pytest.raises(runner.UserError, match="its workload changed since it began"):
+    with pytest.raises(UserError, match="its workload changed since it began"):
         runner.resume_run(run_id, store, tmp_path, Quiet(), open_servers=fakes.open_fake)
     assert len(fakes.SCRIPT.measured) == 2  # nothing was measured under the changed workload
 
@@ -270,8 +274,8 @@ def test_auto_goes_on_while_undecided_and_stops_at_the_ceiling(store, tmp_path):
 def test_the_budget_counts_overlapping_trials_once():
     """In a blocked start the points' trials are open together (their parts alternate): the
     time measuring is the union of their spans."""
-    def trial(began: float, seconds: float) -> runner.Trial:
-        return runner.Trial(0, 0, 0, 0, TrialState.DONE, 1.0, {}, {}, None, seconds, began)
+    def trial(began: float, seconds: float) -> Trial:
+        return Trial(0, 0, 0, 0, TrialState.DONE, 1.0, {}, {}, None, seconds, began)
 
     together = [trial(100.0, 9.0), trial(100.5, 9.0), trial(101.0, 8.5)]  # one block, 9.5 s
     apart = [trial(200.0, 2.0), trial(203.0, 2.0)]  # one after the other, with a gap
@@ -282,7 +286,7 @@ def test_the_budget_counts_overlapping_trials_once():
 
 
 def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "LEAST_TRIAL_SECONDS", 0.0)
+    monkeypatch.setattr(runner_checks, "LEAST_TRIAL_SECONDS", 0.0)
     fakes.SCRIPT.spread, fakes.SCRIPT.sleep = 0.3, 0.05
     spec = _auto_spec("min_repetitions = 2\nmax_repetitions = 50\nbudget = \"0.5s\"")
     run_id = _run(store, tmp_path, spec)
@@ -315,7 +319,7 @@ def test_a_budget_stops_a_complete_run_that_resume_can_extend(store, tmp_path, m
 def test_a_budget_is_wall_time_server_starts_included(store, tmp_path, monkeypatch):
     """Each measurement takes 10 ms and its server start 200 ms: a 1 s budget stops the run
     after a few rounds, not after 50 rounds of 10 ms measurements."""
-    monkeypatch.setattr(runner, "LEAST_TRIAL_SECONDS", 0.0)
+    monkeypatch.setattr(runner_checks, "LEAST_TRIAL_SECONDS", 0.0)
     fakes.SCRIPT.spread, fakes.SCRIPT.sleep, fakes.SCRIPT.start_sleep = 0.3, 0.01, 0.2
     spec = _auto_spec("min_repetitions = 2\nmax_repetitions = 50\nbudget = \"1s\"\n"
                       "design = \"restarts\"")
@@ -453,18 +457,18 @@ def test_blocked_comparisons_cancel_what_a_start_shares(store, tmp_path, monkeyp
 def test_both_designs_turn_a_failure_into_an_outcome_in_one_place(store, tmp_path, monkeypatch,
                                                                    design):
     """A restart is a block of one: a failed measurement goes through the same loop and the
-    same mapping (`runner._outcome`), and is stored alike; only the block's name is added."""
+    same mapping (`runner_loop._outcome`), and is stored alike; only the block's name is added."""
     seen: list[tuple[type[BaseException], bool]] = []
-    outcome = runner._outcome
+    outcome = runner_loop._outcome
 
-    def spied(exc: BaseException, **where: bool) -> dict | None:
+    def spied(exc: BaseException, **where: bool) -> Outcome | None:
         seen.append((type(exc), where.get("starting", False)))
         return outcome(exc, **where)
 
-    monkeypatch.setattr(runner, "_outcome", spied)
+    monkeypatch.setattr(runner_loop, "_outcome", spied)
     fakes.SCRIPT.fails[CONFIG["4M"]] = "query failed: Out of sort memory"
     run_id = _run(store, tmp_path, _spec(design=design))
-    assert seen == [(runner.WorkloadError, False)] * 3  # in the measurement, not the start
+    assert seen == [(workloads.WorkloadError, False)] * 3  # in the measurement, not the start
     failed = [t for t in store.trials(run_id) if t.status == TrialState.FAILED]
     assert [(t.point_idx, t.error) for t in failed] == \
         [(2, "query failed: Out of sort memory")] * 3
@@ -476,36 +480,35 @@ def test_an_exception_becomes_the_same_outcome_wherever_it_is_raised():
     from knoblab.server import NoSpace, ServerRefused, Tampered
     from knoblab.server.settings import SettingRefused
 
+    outcome = runner_loop._outcome
     failed, discarded = TrialState.FAILED, TrialState.DISCARDED
-    lost = runner.pymysql.err.OperationalError(2013, "Lost connection")
+
+    def ends(status, error, start_failed=False):
+        return Outcome(status, error, details={"start_failed": True} if start_failed else {})
+
+    lost = pymysql.err.OperationalError(2013, "Lost connection")
     refused = SettingRefused("sort_buffer_size", "1", 1231, "too small")
-    start_failed = {"start_failed": True}
-    assert runner._outcome(runner.WorkloadError("timeout")) == {"status": failed,
-                                                                "error": "timeout"}
-    assert runner._outcome(lost) == {"status": failed,
-                                     "error": "server error: (2013, 'Lost connection')"}
-    assert runner._outcome(Tampered("changed")) == {"status": failed, "error": "changed"}
+    assert outcome(workloads.WorkloadError("timeout")) == ends(failed, "timeout")
+    assert outcome(lost) == ends(failed, "server error: (2013, 'Lost connection')")
+    assert outcome(Tampered("changed")) == ends(failed, "changed")
     # A refused start (or a server killed for memory) fails the point as refused; a value
     # refused in place, that measurement only.
     for where in ({"starting": True}, {}):
-        assert runner._outcome(ServerRefused("no"), **where) == {
-            "status": failed, "error": "no", "details": start_failed}
-    assert runner._outcome(refused, starting=True)["details"] == start_failed
-    assert runner._outcome(refused) == {
-        "status": failed, "error": f"server error: {refused}"}
+        assert outcome(ServerRefused("no"), **where) == ends(failed, "no", start_failed=True)
+    assert outcome(refused, starting=True).start_failed
+    assert outcome(refused) == ends(failed, f"server error: {refused}")
     # A start shared by a round's points: what fails it fails each of them as a failed start;
     # a workload's own failure there is the run's.
-    assert runner._outcome(NoSpace("full"), starting=True, shared=True) == {
-        "status": failed, "error": "full", "details": start_failed}
-    assert runner._outcome(NoSpace("full"), starting=True) == {"status": failed,
-                                                               "error": "full"}
-    assert runner._outcome(runner.WorkloadError("x"), starting=True, shared=True) == {
-        "status": discarded, "error": "x"}
+    assert outcome(NoSpace("full"), starting=True, shared=True) == \
+        ends(failed, "full", start_failed=True)
+    assert outcome(NoSpace("full"), starting=True) == ends(failed, "full")
+    assert outcome(workloads.WorkloadError("x"), starting=True, shared=True) == \
+        ends(discarded, "x")
     # The run stops: the trial is no measurement.
-    assert runner._outcome(KeyboardInterrupt()) == {"status": discarded, "error": "interrupted"}
-    assert runner._outcome(UserError("template deleted"), starting=True) == {
-        "status": discarded, "error": "template deleted"}
-    assert runner._outcome(RuntimeError("a bug")) is None
+    assert outcome(KeyboardInterrupt()) == ends(discarded, "interrupted")
+    assert outcome(UserError("template deleted"), starting=True) == \
+        ends(discarded, "template deleted")
+    assert outcome(RuntimeError("a bug")) is None
 
 
 def test_a_server_killed_for_memory_in_a_blocked_start_fails_that_point_alone(
@@ -525,7 +528,7 @@ def test_a_server_killed_for_memory_in_a_blocked_start_fails_that_point_alone(
 
     def answers(self, names):
         if getattr(self, "dead", False):
-            raise runner.pymysql.err.OperationalError(2002, "Can't connect")
+            raise pymysql.err.OperationalError(2002, "Can't connect")
         return read(self, names)
 
     monkeypatch.setattr(fakes.FakeWorkload, "measure", starved)

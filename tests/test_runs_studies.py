@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab import cli, runner
+from knoblab import cli, consoles, runner
 from knoblab import search as tune_module
 from knoblab.errors import UserError
 from knoblab.store import RunInfo, Store
@@ -126,7 +126,7 @@ def test_a_study_asked_for_wrongly_is_one_line(studied, capsys, args, words) -> 
 def test_a_stopped_study_is_listed_as_stopped_and_has_no_report_yet(
         fake_servers: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     url = f"sqlite:///{tmp_path / 'store.sqlite'}"
-    scored = cli.TuneConsole.scored
+    scored = consoles.TuneConsole.scored
 
     told: list[int] = []
 
@@ -136,7 +136,7 @@ def test_a_stopped_study_is_listed_as_stopped_and_has_no_report_yet(
         if len(told) == 3:  # the baseline and two more (a step's trials are told in turn)
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.TuneConsole, "scored", stop_after_three)
+    monkeypatch.setattr(consoles.TuneConsole, "scored", stop_after_three)
     assert cli.main(["--store", url, "tune", str(_spec(tmp_path, trials=8))]) == 130
     code, listed = _listed(capsys, "--store", url, "runs")
     assert code == 0 and "interrupted" in listed and "3 trials" in listed

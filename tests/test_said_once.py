@@ -46,6 +46,7 @@ from knoblab.report.tables import class_grid, class_notes
 from knoblab.report.text import answer_text, step_durability_lines, total_text
 from knoblab.report.tuning import interval_cell, print_tune, tune_document, tune_json
 from knoblab.results import build_results
+from knoblab.runner import checks as runner_checks
 from knoblab.spec import parse_spec
 from knoblab.store import RunInfo, Store
 from knoblab.vocabulary import ClassVerdict, Experiment, RunStatus
@@ -330,7 +331,7 @@ def test_a_resume_over_a_replaced_dump_says_the_dump_changed(tmp_path):
     run_id = store.create_run(
         name="resumed", experiment=Experiment.SWEEP, spec_source=source,
         server_binary="mariadbd", server_version="", point_list=[],
-        info=RunInfo(workload=runner._workload_info(spec), spec_dir=str(tmp_path)))
+        info=RunInfo(workload=runner_checks.workload_info(spec), spec_dir=str(tmp_path)))
     store.set_status(run_id, RunStatus.INTERRUPTED)
     dump.write_text("CREATE TABLE t (id INT PRIMARY KEY);\nINSERT INTO t VALUES (1), (2);\n")
     with pytest.raises(UserError) as refused:

@@ -153,8 +153,8 @@ def test_a_running_servers_settings_are_put_back_on_hangup(signum, home, tmp_pat
 
 _STOP_IN_A_FINALISER = """
 import gc, os, signal, sys, time
-from knoblab import cli
-cli._handle_stopping_signals()
+from knoblab import stopping
+stopping.handle_stopping_signals()
 
 class Result:
     def __del__(self):
@@ -187,7 +187,7 @@ sys.argv = ["knoblab"]
 real_import = builtins.__import__
 
 def stopping_import(name, *args, **kwargs):
-    if name == "rich.table":  # deep inside knoblab's start-up
+    if name == "knoblab.vocabulary":  # inside knoblab's start-up, its handlers not yet set
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)  # and a second one on its heels
     return real_import(name, *args, **kwargs)
@@ -208,7 +208,7 @@ def test_a_stop_while_starting_is_one_line_and_130():
 
 _SIGNAL_INSIDE_THE_HANDLER = """
 import os, signal, threading
-from knoblab import cli
+from knoblab import stopping
 
 class Stop(threading.Event):
     def set(self):
@@ -219,8 +219,8 @@ class Stop(threading.Event):
             self._flag = True
             self._cond.notify_all()
 
-cli.STOP = Stop()
-cli._handle_stopping_signals()
+stopping.STOP = Stop()
+stopping.handle_stopping_signals()
 try:
     os.kill(os.getpid(), signal.SIGINT)
     for _ in range(10**6):

@@ -539,7 +539,7 @@ def test_two_rounds_cannot_decide_a_large_difference_that_five_can():
 
 
 def test_too_few_fixed_rounds_are_said_before_the_run():
-    from knoblab.runner import _few_rounds
+    from knoblab.runner import few_rounds
     from knoblab.spec import parse_spec
 
     def spec(**workload):
@@ -547,7 +547,7 @@ def test_too_few_fixed_rounds_are_said_before_the_run():
                            "workload": {"sql": "SELECT COUNT(*) FROM dt2", **workload},
                            "sweep": {"read_buffer_size": ["64K", "128K"]}})
 
-    (warning,) = _few_rounds(spec(repetitions=2))
+    (warning,) = few_rounds(spec(repetitions=2))
     assert warning.startswith("repetitions = 2:") and "repetitions = 5 or more" in warning
-    assert _few_rounds(spec(repetitions=5)) == []
-    assert _few_rounds(spec(repetitions="auto")) == []  # rounds until decided
+    assert few_rounds(spec(repetitions=5)) == []
+    assert few_rounds(spec(repetitions="auto")) == []  # rounds until decided

@@ -262,8 +262,8 @@ def test_three_runs_are_said_to_be_too_few_not_the_machine_too_noisy(tmp_path):
 
 
 def test_compare_says_its_counts_in_the_vocabulary(tmp_path):
-    from knoblab.cli import _agreement
     from knoblab.compare import _compare
+    from knoblab.listings import _agreement
     from knoblab.results import point_samples
 
     copy = tmp_path / "golden.sqlite"

@@ -206,10 +206,10 @@ def test_an_undecided_validation_gets_the_time_the_checks_after_it_did_not_need(
     import re
     import tomllib
 
-    from knoblab import runner
+    from knoblab.runner import loop as runner_loop
     from knoblab.spec import parse_spec
 
-    monkeypatch.setattr(runner, "FUTILE_FROM", 1000)  # the budget, not futility, stops it
+    monkeypatch.setattr(runner_loop, "FUTILE_FROM", 1000)  # the budget, not futility, stops it
     # 1 s a measurement: the validation's share (at most 0.6 × 60 s less the search's) cannot
     # hold the ceiling's 20 rounds (40 s at the least), and holds the 3 it needs to begin,
     # with room for slow rounds on a busy machine

@@ -83,7 +83,7 @@ def test_a_time_objectives_gain_says_how_much_faster_everywhere_and_json_keeps_t
     """A candidate whose time is 4.782 times shorter: "+378.2%" is what the gain is as a
     number, but people are told "4.8× faster (time −79.1%)": terminal, report, cnf, the
     progress line; tune.json keeps +3.782."""
-    from knoblab.cli import TuneConsole
+    from knoblab.consoles import TuneConsole
 
     best = _trial(1, {"sort_buffer_size": str(32 * MB)},
                   [-math.log(4.6), -math.log(4.8), -math.log(4.95)])
@@ -268,7 +268,7 @@ def test_expected_trials_follow_the_budget_left() -> None:
 def test_the_eta_of_a_budgeted_search_never_passes_its_budget() -> None:
     """6 of 100 trials done at 20 s each is half an hour at that pace, but 13 s of budget are
     left: the ETA says at most 13 s."""
-    from knoblab.cli import TuneConsole
+    from knoblab.consoles import TuneConsole
     from knoblab.terminal import BudgetedTimeRemaining
 
     console = TuneConsole()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from knoblab import cli
+from knoblab import cli, listings
 
 
 def test_an_unexpected_error_is_one_line_and_a_log_file(tmp_path: Path, monkeypatch,
@@ -18,7 +18,7 @@ def test_an_unexpected_error_is_one_line_and_a_log_file(tmp_path: Path, monkeypa
     def broken(args, store, home):
         raise RuntimeError("something nobody foresaw\nwith a second line")
 
-    monkeypatch.setattr(cli, "cmd_runs", broken)
+    monkeypatch.setattr(listings, "cmd_runs", broken)
     store = f"sqlite:///{tmp_path / 's.sqlite'}"
     # As typed by the user, with a password in a store URL that must not reach the log.
     monkeypatch.setattr(sys, "argv", ["knoblab", "--store",
@@ -42,7 +42,7 @@ def test_a_password_in_the_traceback_never_reaches_the_log(tmp_path: Path, monke
     def broken(args, store, home):
         raise RuntimeError("lost postgresql://tuner:p@ss word@db/knoblab")
 
-    monkeypatch.setattr(cli, "cmd_runs", broken)
+    monkeypatch.setattr(listings, "cmd_runs", broken)
     monkeypatch.setattr(sys, "argv", ["knoblab", "--store",
                                       "postgresql://tuner:p@ss word@db/knoblab", "runs"])
     assert cli.main(["--store", f"sqlite:///{tmp_path / 's.sqlite'}", "runs"]) == 1

@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from knoblab import __version__, recommend
+from knoblab.judging import Direction
 from knoblab.literal import literal
 from knoblab.records import Effect, Results, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
 from knoblab.report.tables import class_grid, class_notes, print_classes
-from knoblab.stats import Direction
 from knoblab.units import format_duration, plural, setting_text, settings_text
 from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
 from knoblab.words import (

@@ -14,6 +14,7 @@ from matplotlib.patches import Patch
 
 from knoblab.report.charts import save_figure
 from knoblab.report.document import Chart, Document, table
+from knoblab.vocabulary import VerifyStop
 
 COLOURS = {"A": "#4477aa", "B": "#ee6677"}
 LABELS = {"A": "A: production's own", "B": "B: recommended"}
@@ -148,7 +149,8 @@ def verify_document(result: dict[str, Any], charts: list[Path], spec: str,
         title=f"{result.get('server', 'server')}: a recommendation verified under its own load",
         question=(f"Does {settings} make {result.get('server')} faster under its own load, "
                   f"against its own {own}, and by as much as the sandbox claimed?"),
-        partial=None if result.get("stopped") in ("decided", "time", "guard") else
+        partial=None if result.get("stopped") in (VerifyStop.DECIDED, VerifyStop.TIME,
+                                                  VerifyStop.GUARD) else
         f"it stopped early ({result.get('stopped')})",
         conclusion=str(result.get("said") or ""), recommended="",
         tables=[table("A against B, the means of their windows",

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from knoblab import recommend, runner, safety
+from knoblab.catalog import Catalog
 from knoblab.errors import RunBusy, UserError
 from knoblab.machine import fingerprint
-from knoblab.records import TuneResult
+from knoblab.records import Goal, Reduction, Space, TrialOutcome, TuneResult, Validation
 from knoblab.search import fidelity, proof
 from knoblab.search.importance import evaluator_for, importances
 from knoblab.search.loop import (
@@ -69,38 +70,14 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     """Search until the study's trials or budget are spent; every trial is stored as it ends.
     Then the best candidates are validated, the recommendation reduced, and a reduced one
     measured as itself."""
-    if spec.tune is None:
-        raise UserError("this spec has no [tune] section: name the settings to search in "
-                        "[tune.knobs], or measure it with knoblab run")
-    options = TuneOptions.from_spec(spec.tune, spec.name)
-    if budget is not None:
-        options = dataclasses.replace(options, budget=budget)
-    if options.storage is not None:
-        check_not_the_store(options.storage, store)
-    goal = goal_for(options, spec.workload)
-    least = options.rounds * 2 * (runner.LEAST_TRIAL_SECONDS + spec.workload.least_seconds)
-    if options.budget is not None and options.budget * SEARCH_SHARE < least:
-        raise UserError(f"a budget of {format_duration(options.budget)} cannot hold one trial "
-                        f"(at the least {format_duration(least)}: {options.rounds} rounds of "
-                        f"the baseline and a candidate, and {1 - SEARCH_SHARE:.0%} of the "
-                        "budget is kept for validation); give a larger budget ([tune] budget, "
-                        "or knoblab tune SPEC --budget ...)")
+    options, goal = _options(spec, store, budget)
     targets, _ = open_servers(spec, home, listener.message)
     if len(targets) != 1:
         raise UserError("knoblab tune searches one server at a time: name one [server] binary")
     target = next(iter(targets.values()))
     catalog = target.catalog
     base = spec.base_settings(catalog)
-    if options.knobs == "auto":
-        space, left_out = auto_space(catalog, safety.memory_budget_of(
-                                         spec.memory_budget or machine_memory(spec)),
-                                     spec.allow_durability_tradeoff, base)
-        listener.message("knobs = \"auto\": searching " +
-                         "; ".join(d.describe() for d in space.dimensions))
-        if left_out:
-            listener.message(f"left out: {', '.join(left_out)}")
-    else:
-        space = parse_space(options.knobs, catalog, spec.allow_durability_tradeoff)
+    space = _space(spec, options, catalog, base, listener)
     baseline = {d.name: base.get(d.name) or catalog.knobs[d.name].default_value() or ""
                 for d in space.dimensions}
     check_trials(spec, options, space, baseline, targets, store)
@@ -110,23 +87,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
     turn = Turn(url)
     search = Search(spec, options, goal, space, baseline, catalog, store, home, listener,
                     open_servers)
-    with turn():  # workers starting together: one makes the study (and its tables)
-        # The sandboxes' machine: its [machine] shape, and the disk their data is on.
-        shape = spec.machine
-        machine = {**fingerprint(shape.datadir if shape and shape.datadir else home,
-                                 target.version),
-                   **({"shape": shape.describe()} if shape else {})}
-        study = open_study(options, spec, space, url, machine)
-        if not study.trials:
-            params = params_for(space, baseline)
-            if params is not None:
-                study.enqueue_trial(params)
-                if space.config(params) == baseline:
-                    # Told at once: the baseline costs no measurement, and a budget that
-                    # ends before the search's first trial still leaves it its place at 0.
-                    with heartbeat_unwarned():
-                        trial = study.ask(space.distributions())
-                    search.admit(study, [trial], [])
+    study = _opened(search, turn, url, home, target.version)
     began = time.monotonic()
     _measure_in(study, turn, search)
     search.warm = warm_settings(search)
@@ -139,23 +100,7 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                             "own" if cold else ""))
     stopped = ask_and_tell(study, turn, search)
     outcomes = [o for o in (outcome_of(t, space, baseline) for t in study.trials) if o]
-    validations, reduction, confirmation = validated(study, outcomes)
-    if validations is None:
-        check_budget = None if options.budget is None else \
-            max(0.0, options.budget - seconds_spent(study.trials) - checked_seconds(study))
-        began = time.monotonic()
-        try:
-            with runner.owning(store, f"tune:{options.study}"):
-                validations, reduction, confirmation = proof.check(search, outcomes,
-                                                                   check_budget)
-            # The budget is the study's wall time: the checks count as the trials do.
-            add_checked_seconds(study, time.monotonic() - began)
-        except RunBusy:
-            listener.message("another worker is validating this study's best candidates: "
-                             "run knoblab tune again when it is done to see its verdicts")
-            validations = []
-        else:
-            save_validations(study, outcomes, validations, reduction, confirmation)
+    validations, reduction, confirmation = _checked(study, search, outcomes)
     # Importance: the ablation's, when the recommendation was reduced (each change measured);
     # else fANOVA over the trials measured within the constraint (an infeasible trial's value
     # is a stand-in), and the baseline's own place at 0.
@@ -171,6 +116,92 @@ def tune(spec: Spec, store: Store, home: Path, listener: TuneListener,
                       stopped, validations, spec.statistics.min_effect, importance=importance,
                       reduction=reduction, goal=goal, server=target.version, base=base,
                       tied=dict(spec.tied), confirmation=confirmation)
+
+
+def _options(spec: Spec, store: Store, budget: float | None) -> tuple[TuneOptions, Goal]:
+    """The spec's [tune], `budget` over its own, and its goal; refused when its budget cannot
+    hold one trial or its storage is the results store."""
+    if spec.tune is None:
+        raise UserError("this spec has no [tune] section: name the settings to search in "
+                        "[tune.knobs], or measure it with knoblab run")
+    options = TuneOptions.from_spec(spec.tune, spec.name)
+    if budget is not None:
+        options = dataclasses.replace(options, budget=budget)
+    if options.storage is not None:
+        check_not_the_store(options.storage, store)
+    goal = goal_for(options, spec.workload)
+    least = options.rounds * 2 * (runner.checks.LEAST_TRIAL_SECONDS +
+                                  spec.workload.least_seconds)
+    if options.budget is not None and options.budget * SEARCH_SHARE < least:
+        raise UserError(f"a budget of {format_duration(options.budget)} cannot hold one trial "
+                        f"(at the least {format_duration(least)}: {options.rounds} rounds of "
+                        f"the baseline and a candidate, and {1 - SEARCH_SHARE:.0%} of the "
+                        "budget is kept for validation); give a larger budget ([tune] budget, "
+                        "or knoblab tune SPEC --budget ...)")
+    return options, goal
+
+
+def _space(spec: Spec, options: TuneOptions, catalog: Catalog, base: dict[str, str],
+           listener: TuneListener) -> Space:
+    """The settings searched: [tune.knobs]'s, or with knobs = "auto" the server's own that
+    fit the machine's memory (said, with those left out)."""
+    if options.knobs != "auto":
+        return parse_space(options.knobs, catalog, spec.allow_durability_tradeoff)
+    space, left_out = auto_space(catalog, safety.memory_budget_of(
+                                     spec.memory_budget or machine_memory(spec)),
+                                 spec.allow_durability_tradeoff, base)
+    listener.message("knobs = \"auto\": searching " +
+                     "; ".join(d.describe() for d in space.dimensions))
+    if left_out:
+        listener.message(f"left out: {', '.join(left_out)}")
+    return space
+
+
+def _opened(search: Search, turn: Turn, url: str, home: Path, version: str) -> optuna.Study:
+    """The study, made by the first of the workers starting together (with its tables), the
+    baseline its first trial: told at once where the space holds it, for it costs no
+    measurement, and a budget that ends before the search's first trial still leaves it its
+    place at 0."""
+    spec, space = search.spec, search.space
+    with turn():
+        # The sandboxes' machine: its [machine] shape, and the disk their data is on.
+        shape = spec.machine
+        machine = {**fingerprint(shape.datadir if shape and shape.datadir else home, version),
+                   **({"shape": shape.describe()} if shape else {})}
+        study = open_study(search.options, spec, space, url, machine)
+        if not study.trials:
+            params = params_for(space, search.baseline)
+            if params is not None:
+                study.enqueue_trial(params)
+                if space.config(params) == search.baseline:
+                    with heartbeat_unwarned():
+                        trial = study.ask(space.distributions())
+                    search.admit(study, [trial], [])
+    return study
+
+
+def _checked(study: optuna.Study, search: Search, outcomes: list[TrialOutcome]
+             ) -> tuple[list[Validation], Reduction | None, Validation | None]:
+    """The search's findings checked (`proof.check`) with what the study's budget left, by
+    one worker; or as an earlier invocation or worker checked them."""
+    validations, reduction, confirmation = validated(study, outcomes)
+    if validations is not None:
+        return validations, reduction, confirmation
+    options, store = search.options, search.store
+    check_budget = None if options.budget is None else \
+        max(0.0, options.budget - seconds_spent(study.trials) - checked_seconds(study))
+    began = time.monotonic()
+    try:
+        with runner.owning(store, f"tune:{options.study}"):
+            validations, reduction, confirmation = proof.check(search, outcomes, check_budget)
+        # The budget is the study's wall time: the checks count as the trials do.
+        add_checked_seconds(study, time.monotonic() - began)
+    except RunBusy:
+        search.listener.message("another worker is validating this study's best candidates: "
+                                "run knoblab tune again when it is done to see its verdicts")
+        return [], None, None
+    save_validations(study, outcomes, validations, reduction, confirmation)
+    return validations, reduction, confirmation
 
 
 def _measure_in(study: optuna.Study, turn: Turn, search: Search) -> None:

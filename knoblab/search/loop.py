@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from knoblab import runner, safety
 from knoblab.errors import STOP, UserError, stop_here
+from knoblab.judging import Direction
 from knoblab.recommend import name
 from knoblab.records import Goal, Metric, Space, TrialOutcome
 from knoblab.search.fidelity import Fidelity
@@ -43,10 +44,9 @@ from knoblab.search.study import (
     worker_name,
 )
 from knoblab.spec import Spec
-from knoblab.stats import Direction
 from knoblab.store import Store
 from knoblab.units import setting_text
-from knoblab.vocabulary import OutcomeState, TrialState
+from knoblab.vocabulary import Design, OutcomeState, SearchStop, TrialState
 from knoblab.workloads.base import Rounds, Second, Workload
 
 if TYPE_CHECKING:
@@ -136,10 +136,10 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                                                        typical_trial(trials)),
                                        len(finished), left)
                     if stopped is None and len(finished) >= options.trials:
-                        stopped = "trials"
+                        stopped = SearchStop.TRIALS
                     if stopped is None and left is not None and \
                             left <= max(step_seconds, typical_trial(trials)):
-                        stopped = "budget"
+                        stopped = SearchStop.BUDGET
                     room = search.room(active) if stopped is None else 0
                     typical = typical_trial(trials)
                     if left is not None and typical > 0:
@@ -151,7 +151,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                         if trial is None:
                             listener.message("every configuration of the space has been "
                                              "measured: the search ends here")
-                            stopped = "space"
+                            stopped = SearchStop.SPACE
                             break
                         try:
                             # Owned and beating before the turn ends: a trial being measured
@@ -163,7 +163,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                             raise
                         new.append(trial)
                         room -= 1
-                if stopped == "budget" and active:
+                if stopped == SearchStop.BUDGET and active:
                     # No step fits in what is left: the trials being measured are told with
                     # the measurements they have.
                     for m in list(active):
@@ -214,7 +214,7 @@ def warm_settings(search: Search) -> frozenset[str]:
                                 "searched settings could be checked in place safely")
         return frozenset()
     check = _trial_spec(spec, [probe], 1, 0)
-    search.quiet.unsaid.update(f"warning: {w}" for w in runner._few_rounds(check))
+    search.quiet.unsaid.update(f"warning: {w}" for w in runner.few_rounds(check))
     at_start, in_place = runner.read_back(check, search.home, search.store, search.quiet,
                                           search.open_servers)
     differ = [n for n in probe if at_start.get(n) != in_place.get(n)]
@@ -324,7 +324,7 @@ class Search:
         decides, in rounds until decided. The run's warning that its rounds are too few to
         decide, with advice to set [workload] repetitions (a key tune does not read), is
         not passed on: it is not the user's to follow."""
-        self.quiet.unsaid.update(f"warning: {w}" for w in runner._few_rounds(spec))
+        self.quiet.unsaid.update(f"warning: {w}" for w in runner.few_rounds(spec))
         return self.run(spec)
 
     # -- trials ---------------------------------------------------------------------------
@@ -510,7 +510,7 @@ def _trial_spec(spec: Spec, candidates: list[dict[str, str]], rounds: int, numbe
     # A cold trial is one whose settings a change in place does not make as a start does
     # (or that only a start makes, or whose workload changes its data): a start each.
     workload = dataclasses.replace(cast(Any, spec.workload), rounds=Rounds(
-        fixed=rounds, design="blocked" if blocked else "restarts"))
+        fixed=rounds, design=Design.BLOCKED if blocked else Design.RESTARTS))
     digest = hashlib.sha256(f"{spec.statistics.seed}/trial {number}/{more}".encode()).digest()
     statistics = dataclasses.replace(spec.statistics,
                                      seed=int.from_bytes(digest[:8], "big") >> 1)

@@ -65,7 +65,8 @@ class TuneOptions:
                             f"{', '.join(samplers.pruner_names())}")
         return cls(
             knobs=raw.get("knobs") or {},
-            budget=parse_duration(raw["budget"], "[tune] budget") if "budget" in raw else None,
+            budget=None if raw.get("budget") is None else
+            parse_duration(raw["budget"], "[tune] budget"),
             trials=section.number(dict(raw), "trials", "tune", 100, int, 2, 100_000),
             sampler=sampler,
             pruner=pruner,

@@ -24,7 +24,14 @@ from knoblab.records import Effect, Reduction, TrialOutcome, Validation, best_sh
 from knoblab.search.loop import Search, ties
 from knoblab.spec import Spec
 from knoblab.units import format_duration, settings_text
-from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, TrialState, ValidationVerdict
+from knoblab.vocabulary import (
+    Finding,
+    OutcomeState,
+    PointVerdict,
+    StopReason,
+    TrialState,
+    ValidationVerdict,
+)
 from knoblab.words import finding_of
 from knoblab.workloads.base import Rounds
 
@@ -153,7 +160,7 @@ def measured_before(search: Search, chosen: Validation, wanted: dict[str, str],
         return dataclasses.replace(same, trial=reduced)
     stopped = search.store.run(same.run_id)["info"].get("stopped") or {}
     spent = float(stopped.get("spent") or 0.0)
-    if stopped.get("reason") != "budget" or budget is None or \
+    if stopped.get("reason") != StopReason.BUDGET or budget is None or \
             budget < 2 * spent / max(1, same.rounds):
         return None
     search.listener.message(
@@ -244,7 +251,7 @@ def extend(search: Search, validations: list[Validation], budget: float
     stopped = {v.run_id: search.store.run(v.run_id)["info"].get("stopped") or {}
                for v in validations if v.verdict == ValidationVerdict.UNDECIDED}
     waiting = sorted((v for v in validations if stopped.get(v.run_id, {}).get("reason")
-                      == "budget"), key=lambda v: -(v.gain or 0.0))
+                      == StopReason.BUDGET), key=lambda v: -(v.gain or 0.0))
     began, found = time.monotonic(), list(validations)
     for number, v in enumerate(waiting):
         share = (budget - (time.monotonic() - began)) / (len(waiting) - number)

@@ -18,8 +18,6 @@ from knoblab import section
 from knoblab.connection import DATABASE, SYSTEM_DATABASES, Endpoint
 from knoblab.errors import UserError
 from knoblab.server.binary import ServerBinary, find_binary
-from knoblab.server.external import RunningTarget
-from knoblab.server.sandbox import SandboxTarget
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
 
@@ -88,6 +86,8 @@ class SandboxKind:
     def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
         """With several binaries, one that cannot be used is left out and the others still
         run; with one, its problem is the run's error."""
+        from knoblab.server.sandbox import SandboxTarget  # here: a listing needs no sandbox
+
         if not self.entries:
             one = self.binary or Entry(None, None)
             return {"": SandboxTarget("", one.find(), home, shape)}, {}
@@ -234,6 +234,8 @@ class ExternalKind:
         return f"[server] {key}: not for kind = \"external\"{why}; remove it"
 
     def open(self, home: Path, message: Callable[[str], None], shape: Shape | None) -> Opened:
+        from knoblab.server.external import RunningTarget
+
         return {"": RunningTarget(self.endpoint, self.database)}, {}
 
 

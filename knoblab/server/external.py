@@ -29,6 +29,7 @@ from knoblab.server.guard import data_tables, watching
 from knoblab.server.settings import SettingRefused, globals_on, read_globals, set_global
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, ServerRefused
+from knoblab.vocabulary import SavedState
 
 LOCK = "knoblab.capture"  # the named lock a capture (knoblab.server.query_log) holds
 MARK = "SET @knoblab = 'knoblab'"  # each connection's first statement: a capture leaves it out
@@ -191,7 +192,7 @@ class Settings:
                     except pymysql.MySQLError:
                         if name not in self.changed:
                             # Refused before it ever changed: nothing to put back.
-                            self.store.mark_restored(self.run_id, [name], "unchanged")
+                            self.store.mark_restored(self.run_id, [name], SavedState.UNCHANGED)
                             del self.originals[name]
                         raise
                     self.changed.add(name)
@@ -383,7 +384,7 @@ def restore_settings(server: ExternalServer, catalog: Catalog, store: Any, run_i
             failed[name] = f"the server still shows {now[name]!r}"
     restored = [n for n in originals if n not in failed and n not in left]
     store.mark_restored(run_id, restored)
-    store.mark_restored(run_id, list(left), "left")
+    store.mark_restored(run_id, list(left), SavedState.LEFT)
     if failed:
         by_why: dict[str, list[str]] = {}
         for name, why in failed.items():
@@ -476,7 +477,7 @@ def forget_pending(store: Any, run_id: str | None = None) -> list[tuple[str, str
         by_run.setdefault(row["run_id"], []).append(row)
     forgotten = []
     for run, rows in by_run.items():
-        store.mark_restored(run, [r["name"] for r in rows], "forgotten")
+        store.mark_restored(run, [r["name"] for r in rows], SavedState.FORGOTTEN)
         forgotten.append((run, Endpoint.from_dict(rows[0]["server"]).describe(),
                           {r["name"]: r["original"] for r in rows}))
     return forgotten

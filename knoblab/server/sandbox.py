@@ -39,6 +39,7 @@ from knoblab.connection import ACCESS_DENIED, DATABASE, Server
 from knoblab.errors import UserError
 from knoblab.machine import filesystem
 from knoblab.observe import drop_from_page_cache
+from knoblab.owners import alive, left_behind
 from knoblab.places import knoblab_home
 from knoblab.server.binary import ServerBinary, compile_info
 from knoblab.server.cgroups import Group, Hierarchy
@@ -467,19 +468,6 @@ def _said(line: str) -> str:
     return words if len(words) <= 160 else words[:157] + "..."
 
 
-def alive(pid: int) -> bool:
-    """Whether a process with this id exists (one of another user counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def copy_datadir(source: Path, target: Path) -> None:
     # copyfile uses the kernel's in-place copy (sendfile/copy_file_range); no metadata needed.
     # Not shutil.copytree: it gathers the errors of its copies into one shutil.Error of
@@ -548,26 +536,6 @@ def _die_with_parent(parent: int) -> None:
         pass
     if os.getppid() != parent:  # knoblab died before the prctl took effect
         os._exit(1)
-
-
-def left_behind(home: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """The sandbox folders under `home` whose owner (the knoblab that made them) is gone,
-    each with its owner.json ({} when killed before writing it), and the templates such an
-    owner left half-built; never one whose owner is alive, or that names none (an older
-    knoblab's, still being made)."""
-    found: list[tuple[Path, dict[str, Any]]] = [
-        (folder, {}) for folder in (home / "templates").glob("*/*.building-*")
-        if (pid := folder.name.rsplit("-", 1)[-1]).isdigit() and not alive(int(pid))]
-    for folder in (home / "sandboxes").glob("*"):
-        named = folder.name.rsplit("-", 1)[-1]
-        try:
-            owner = json.loads((folder / "owner.json").read_text())
-        except (OSError, ValueError):
-            owner = {}
-        owner_pid = int(owner.get("owner_pid") or (named if named.isdigit() else 0))
-        if owner_pid and not alive(owner_pid):
-            found.append((folder, owner))
-    return found
 
 
 def reap_orphans(home: Path | None = None) -> int:

@@ -26,6 +26,7 @@ from knoblab.errors import UserError
 from knoblab.records import Metric, Objective, Steady
 from knoblab.stats import Summary
 from knoblab.units import parse_duration
+from knoblab.vocabulary import Design
 
 
 class WorkloadError(UserError):
@@ -55,7 +56,7 @@ class Rounds:
 
     KEYS: ClassVar[frozenset[str]] = frozenset(
         {"repetitions", "min_repetitions", "max_repetitions", "budget", "design"})
-    DESIGNS: ClassVar[tuple[str, ...]] = ("auto", "blocked", "restarts")
+    DESIGNS: ClassVar[tuple[str, ...]] = ("auto", *Design)
 
     @property
     def adaptive(self) -> bool:
@@ -77,7 +78,7 @@ class Rounds:
     @classmethod
     def from_info(cls, workload: Mapping[str, Any]) -> Rounds:
         repetitions = workload.get("repetitions", 5)
-        design = workload.get("design", "restarts")  # runs before designs had a start each
+        design = workload.get("design", Design.RESTARTS)  # runs before designs: a start each
         if repetitions != "auto":
             return cls(fixed=int(repetitions), design=design)
         return cls(None, int(workload["min_repetitions"]), int(workload["max_repetitions"]),
@@ -109,7 +110,7 @@ class Rounds:
         if ceiling < floor:
             raise UserError(f"[workload] max_repetitions = {ceiling} is below min_repetitions = "
                             f"{floor}: the ceiling must be at least the floor")
-        budget = None if "budget" not in section else \
+        budget = None if section.get("budget") is None else \
             parse_duration(section["budget"], "[workload] budget")
         return cls(None, floor, ceiling, budget, design)
 

@@ -75,7 +75,7 @@ from knoblab.places import knoblab_home
 from knoblab.server.dumping import ends_with_parent
 from knoblab.stats import Summary
 from knoblab.units import format_duration, parse_duration, plural
-from knoblab.vocabulary import TrialState
+from knoblab.vocabulary import Design, TrialState
 from knoblab.workloads.base import (
     Headline,
     Measured,
@@ -522,7 +522,7 @@ class ReplayWorkload(Timed):
     def _refuse_changed_rows(self, status: Mapping[str, float], first: bool) -> None:
         """A log taken to only read shares server starts: rows it changed after all would
         reach the measurements after it."""
-        if self.plan.writes or self.rounds.design == "restarts":
+        if self.plan.writes or self.rounds.design == Design.RESTARTS:
             return
         changed = _rows_changed(status)
         if not changed:
