@@ -68,7 +68,6 @@ def build_results(store: Store, run_id: str) -> Results:
     slices += [k for k in (point_list[0][0] if point_list else {}) if k.startswith("machine.")]
     steps = [None if s is None else Step.from_json(s)
              for s in info.steps or [None] * len(point_list)]
-    unavailable = {int(i): why for i, why in info.unavailable.items()}
     stored = _StoredSeconds(store, run["id"])
     settings = asdict(statistics)  # the kinds read the run's statistics settings by name
     trials = _as_stored(by_point, len(point_list))
@@ -82,39 +81,10 @@ def build_results(store: Store, run_id: str) -> Results:
     verdicts, judgements = _judge_slices(samples, [r for r, _ in point_list], slices, objective,
                                          statistics, levels, blocks)
     complete = run["status"] == RunStatus.DONE
-    points = []
-    for idx, (requested, config) in enumerate(point_list):
-        verdict = verdicts[idx]
-        if not complete and verdict.verdict == PointVerdict.BEST:
-            # A run not finished crowns nothing: its missing measurements could change it.
-            verdict = replace(verdict, verdict=PointVerdict.INCONCLUSIVE)
-        done = [t for t in by_point[idx] if t.status == TrialState.DONE]
-        failed = [t for t in by_point[idx] if t.status == TrialState.FAILED]
-        points.append(Point(
-            settings=requested,
-            config=config,
-            effective=_effective(done, list(config)),
-            is_default=bool(info.defaults) and all(info.defaults.get(k) == v
-                                                   for k, v in config.items()),
-            n=len(done),
-            failed=len(failed),
-            ratio_to_best=verdict.ratio_to_best,
-            p_value=verdict.p_adjusted,
-            p_equivalent=verdict.p_equivalent,
-            extra_rounds=verdict.extra,
-            # Nothing measured and nothing failed: the run stopped before it got there.
-            verdict=PointVerdict.NOT_RUN if not done and not failed and idx not in unavailable
-            else verdict.verdict,
-            errors=sorted({t.error for t in failed if t.error}) +
-            ([unavailable[idx]] if idx in unavailable else []),
-            unavailable=unavailable.get(idx),
-            # What a crash could cost with this point's settings: shown on a line of its own.
-            durability=safety.durability_costs({**info.base, **config}),
-            step=steps[idx],
-            evidence=evidence_from_json(
-                kind.evidence(trials[idx], verdict.summary, stored, settings),
-                objective.time_series),
-        ))
+    points = [_point(idx, requested, config, verdicts[idx], by_point[idx], info, complete,
+                     steps[idx], kind.evidence(trials[idx], verdicts[idx].summary, stored,
+                                               settings), objective.time_series)
+              for idx, (requested, config) in enumerate(point_list)]
     tables = _steps(points, samples, slices, objective, statistics) if info.steps else None
     conclusion = _conclusion(points, judgements, slices, tables, complete=complete,
                              samples=samples, objective=objective, statistics=statistics)
@@ -160,6 +130,41 @@ def build_results(store: Store, run_id: str) -> Results:
         statement_classes=_statement_classes(points, by_point, slices,
                                              kind.statement_classes(info.workload),
                                              statistics.alpha),
+    )
+
+
+def _point(idx: int, requested: dict[str, str], config: dict[str, str], verdict: stats.Verdict,
+           trials: list[Trial], info: RunInfo, complete: bool, step: Step | None,
+           explained: dict[str, Any], time_series: bool) -> Point:
+    """One point of the run, as its trials and its verdict among the others make it."""
+    if not complete and verdict.verdict == PointVerdict.BEST:
+        # A run not finished crowns nothing: its missing measurements could change it.
+        verdict = replace(verdict, verdict=PointVerdict.INCONCLUSIVE)
+    done = [t for t in trials if t.status == TrialState.DONE]
+    failed = [t for t in trials if t.status == TrialState.FAILED]
+    unavailable = {int(i): why for i, why in info.unavailable.items()}.get(idx)
+    return Point(
+        settings=requested,
+        config=config,
+        effective=_effective(done, list(config)),
+        is_default=bool(info.defaults) and all(info.defaults.get(k) == v
+                                               for k, v in config.items()),
+        n=len(done),
+        failed=len(failed),
+        ratio_to_best=verdict.ratio_to_best,
+        p_value=verdict.p_adjusted,
+        p_equivalent=verdict.p_equivalent,
+        extra_rounds=verdict.extra,
+        # Nothing measured and nothing failed: the run stopped before it got there.
+        verdict=PointVerdict.NOT_RUN if not done and not failed and unavailable is None
+        else verdict.verdict,
+        errors=sorted({t.error for t in failed if t.error}) +
+        ([unavailable] if unavailable is not None else []),
+        unavailable=unavailable,
+        # What a crash could cost with this point's settings: shown on a line of its own.
+        durability=safety.durability_costs({**info.base, **config}),
+        step=step,
+        evidence=evidence_from_json(explained, time_series),
     )
 
 

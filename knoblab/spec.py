@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,80 +270,11 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     statistics = _section(data, "statistics")
     kind = workloads.of_section(workload)
     steps = _steps(data)
-    sweep = data.get("sweep")
-    if steps and sweep is not None:
-        if not isinstance(sweep, dict):
-            raise UserError("[sweep] beside [[step]] tables must be a table of what the steps "
-                            "are measured on, e.g. \"machine.datadir\" = [\"/mnt/a\", \"/mnt/b\"]")
-        settings = [n for n in sweep if not n.startswith(MACHINE) and n not in kind.parameters]
-        if settings:
-            raise UserError(f"[sweep] {', '.join(settings)} in a steps study: beside [[step]] "
-                            "tables, [sweep] takes only what the steps are measured on "
-                            "(\"machine.*\", the workload's parameters); put a setting in a "
-                            "step, or run the sweep as a spec of its own")
     search = data.get("tune")
-    if search is not None and not isinstance(search, dict):
-        raise UserError("[tune] must be a table: [tune] with [tune.knobs] beneath it")
-    if search is not None and (steps or sweep is not None):
-        raise UserError("a spec has [tune] (a search), or [sweep] or [[step]] tables, not "
-                        "both; make the search a spec of its own")
-    if search is not None or (steps and sweep is None):
-        sweep = {}
-    elif not isinstance(sweep, dict) or not sweep:
-        raise UserError("[sweep]: give at least one setting with a list of values, "
-                        "e.g. read_buffer_size = [\"64K\", \"128K\"]; or apply settings "
-                        "one by one with [[step]] tables")
-    sweep = dict(sweep)
-    # A server setting's name is checked against the server's catalog, which parsing does not
-    # have: a misspelled one given a single value must hear about its name first (Spec.points).
-    too_few: dict[str, str] = {}
-    for name, values in sweep.items():
-        if isinstance(values, str | int | float | bool):
-            sweep[name] = values = [values]
-        if not isinstance(values, list) or len(values) < 2:
-            problem = f"[sweep] {name}: give a list of at least two values to compare"
-            if not isinstance(values, list) or name.startswith(MACHINE) \
-                    or name in kind.parameters:
-                raise UserError(problem)
-            too_few[name] = problem
-        for value in values:
-            if not isinstance(value, str | int | float | bool):
-                raise UserError(f"[sweep] {name}: {value!r} is not a single value")
-
+    sweep, too_few = _sweep(data, kind.parameters, steps, search)
     target = targets.of_section(server)
-    machine = None
-    if "machine" in data:
-        if not isinstance(data["machine"], dict):
-            raise UserError("[machine] must be a table, e.g. [machine] with memory = \"2G\" "
-                            "beneath it")
-        if target.running:
-            raise UserError("[machine]: a running server runs on its own machine; [machine] "
-                            "shapes the sandboxes knoblab starts; remove it, or [server] kind")
-        machine = Shape.from_spec(data["machine"], base_dir)
-    machine_section = dict(data.get("machine") or {})
-    for name, values in sweep.items():
-        if not name.startswith(MACHINE):
-            continue
-        if target.running:
-            raise UserError(f"[sweep] {name}: a running server runs on its own machine; "
-                            "the machine is swept for sandboxes only")
-        key = name[len(MACHINE):]
-        if key not in SHAPE_KEYS:
-            raise UserError(f"[sweep] {name}: [machine] has no {key!r}; sweep one of "
-                            f"{', '.join(MACHINE + k for k in sorted(SHAPE_KEYS))}")
-        if key in machine_section:
-            raise UserError(f"{name} is both in [machine] and [sweep]; keep one")
-        for value in values:  # each one a machine of its own: checked like [machine]
-            Shape.from_spec({**machine_section, key: value}, base_dir)
-    config = server.get("config", {})
-    if not isinstance(config, dict):
-        raise UserError("[server.config] must be a table of setting = value")
-    for name, value in config.items():
-        if not isinstance(value, str | int | float | bool):
-            raise UserError(f"[server.config] {name} = {value!r}: a setting takes one value "
-                            f"(a [server.config.{name}] table or a list is not one), e.g. "
-                            f"{name} = \"...\"")
-
+    machine, machine_section = _machine(data, sweep, target.running, base_dir)
+    config = _config(server)
     work = kind.from_spec(workload, dataset, sweep, base_dir)
     for name in sweep:
         if name in work.parameters:
@@ -356,24 +287,6 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
     if not isinstance(tied, dict) or not all(isinstance(v, str) for v in tied.values()):
         raise UserError("[tie] must be a table of follower = \"leader\", e.g. "
                         "max_heap_table_size = \"tmp_table_size\"")
-
-    test_name = section.text(statistics, "test", "statistics", work.objective.test)
-    test = TESTS.get(test_name)
-    if test is None:
-        raise UserError(f"[statistics] test = {test_name!r}: use one of {', '.join(TESTS)}")
-    min_effect = section.number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0)
-    if not 0.0 < min_effect < 1.0:
-        raise UserError(f"[statistics] min_effect = {min_effect!r}: must lie between 0 and 1 "
-                        "(a fraction: 0.03 means differences within ±3% count as the same)")
-    stats = Statistics(
-        min_effect=min_effect,
-        alpha=section.number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
-        confidence=section.number(statistics, "confidence", "statistics", 0.95, float, 0.5, 0.9999),
-        # Times: effects multiply (log scale). Throughput batch means: plain Welch.
-        test=test,
-        seed=section.number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
-    )
-
     return Spec(
         name=str(data.get("name", default_name)),
         description=str(data.get("description", "")),
@@ -381,7 +294,7 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         base_config=config,
         workload=work,
         sweep=sweep,
-        statistics=stats,
+        statistics=_statistics(statistics, work.objective.test),
         tied=dict(tied),
         steps=steps,
         one_at_a_time=section.flag(_section(data, "steps"), "one_at_a_time", "steps"),
@@ -394,6 +307,117 @@ def parse_spec(data: dict[str, Any], source: str = "", default_name: str = "expe
         tune=search,
         too_few_values=too_few,
         source=source,
+    )
+
+
+def _sweep(data: dict[str, Any], parameters: Collection[str], steps: list[dict[str, Any]],
+           search: Any) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """[sweep], each value a list (one value alone, a list of one), with the settings given
+    fewer than two values and what to say of each: a server setting's name is checked against
+    the server's catalog, which parsing does not have, so a misspelled one given a single
+    value must hear about its name first (Spec.points). Beside [[step]] tables it holds only
+    what the steps are measured on; a search has none."""
+    sweep = data.get("sweep")
+    if steps and sweep is not None:
+        if not isinstance(sweep, dict):
+            raise UserError("[sweep] beside [[step]] tables must be a table of what the steps "
+                            "are measured on, e.g. \"machine.datadir\" = [\"/mnt/a\", \"/mnt/b\"]")
+        settings = [n for n in sweep if not n.startswith(MACHINE) and n not in parameters]
+        if settings:
+            raise UserError(f"[sweep] {', '.join(settings)} in a steps study: beside [[step]] "
+                            "tables, [sweep] takes only what the steps are measured on "
+                            "(\"machine.*\", the workload's parameters); put a setting in a "
+                            "step, or run the sweep as a spec of its own")
+    if search is not None and not isinstance(search, dict):
+        raise UserError("[tune] must be a table: [tune] with [tune.knobs] beneath it")
+    if search is not None and (steps or sweep is not None):
+        raise UserError("a spec has [tune] (a search), or [sweep] or [[step]] tables, not "
+                        "both; make the search a spec of its own")
+    if search is not None or (steps and sweep is None):
+        sweep = {}
+    elif not isinstance(sweep, dict) or not sweep:
+        raise UserError("[sweep]: give at least one setting with a list of values, "
+                        "e.g. read_buffer_size = [\"64K\", \"128K\"]; or apply settings "
+                        "one by one with [[step]] tables")
+    sweep = dict(sweep)
+    too_few: dict[str, str] = {}
+    for name, values in sweep.items():
+        if isinstance(values, str | int | float | bool):
+            sweep[name] = values = [values]
+        if not isinstance(values, list) or len(values) < 2:
+            problem = f"[sweep] {name}: give a list of at least two values to compare"
+            if not isinstance(values, list) or name.startswith(MACHINE) or name in parameters:
+                raise UserError(problem)
+            too_few[name] = problem
+        for value in values:
+            if not isinstance(value, str | int | float | bool):
+                raise UserError(f"[sweep] {name}: {value!r} is not a single value")
+    return sweep, too_few
+
+
+def _machine(data: dict[str, Any], sweep: dict[str, list[Any]], running: bool,
+             base_dir: Path | None) -> tuple[Shape | None, dict[str, Any]]:
+    """[machine], the sandboxes' shape, and its section as given; each machine a [sweep]
+    "machine.*" key makes checked like [machine]. Refused for a running server, which runs
+    on its own machine."""
+    machine = None
+    if "machine" in data:
+        if not isinstance(data["machine"], dict):
+            raise UserError("[machine] must be a table, e.g. [machine] with memory = \"2G\" "
+                            "beneath it")
+        if running:
+            raise UserError("[machine]: a running server runs on its own machine; [machine] "
+                            "shapes the sandboxes knoblab starts; remove it, or [server] kind")
+        machine = Shape.from_spec(data["machine"], base_dir)
+    machine_section = dict(data.get("machine") or {})
+    for name, values in sweep.items():
+        if not name.startswith(MACHINE):
+            continue
+        if running:
+            raise UserError(f"[sweep] {name}: a running server runs on its own machine; "
+                            "the machine is swept for sandboxes only")
+        key = name[len(MACHINE):]
+        if key not in SHAPE_KEYS:
+            raise UserError(f"[sweep] {name}: [machine] has no {key!r}; sweep one of "
+                            f"{', '.join(MACHINE + k for k in sorted(SHAPE_KEYS))}")
+        if key in machine_section:
+            raise UserError(f"{name} is both in [machine] and [sweep]; keep one")
+        for value in values:  # each one a machine of its own: checked like [machine]
+            Shape.from_spec({**machine_section, key: value}, base_dir)
+    return machine, machine_section
+
+
+def _config(server: dict[str, Any]) -> dict[str, Any]:
+    """[server.config]: each setting one value."""
+    config = server.get("config", {})
+    if not isinstance(config, dict):
+        raise UserError("[server.config] must be a table of setting = value")
+    for name, value in config.items():
+        if not isinstance(value, str | int | float | bool):
+            raise UserError(f"[server.config] {name} = {value!r}: a setting takes one value "
+                            f"(a [server.config.{name}] table or a list is not one), e.g. "
+                            f"{name} = \"...\"")
+    return config
+
+
+def _statistics(statistics: dict[str, Any], default_test: str) -> Statistics:
+    """[statistics]; its test by default the workload's objective's (times: effects multiply,
+    so on the log scale; throughput batch means: plain Welch)."""
+    test_name = section.text(statistics, "test", "statistics", default_test)
+    test = TESTS.get(test_name)
+    if test is None:
+        raise UserError(f"[statistics] test = {test_name!r}: use one of {', '.join(TESTS)}")
+    min_effect = section.number(statistics, "min_effect", "statistics", 0.03, float, 0.0, 10.0)
+    if not 0.0 < min_effect < 1.0:
+        raise UserError(f"[statistics] min_effect = {min_effect!r}: must lie between 0 and 1 "
+                        "(a fraction: 0.03 means differences within ±3% count as the same)")
+    return Statistics(
+        min_effect=min_effect,
+        alpha=section.number(statistics, "alpha", "statistics", 0.05, float, 1e-9, 0.5),
+        confidence=section.number(statistics, "confidence", "statistics", 0.95, float, 0.5,
+                                  0.9999),
+        test=test,
+        seed=section.number(statistics, "seed", "statistics", 1, int, 0, 2**63 - 1),
     )
 
 
