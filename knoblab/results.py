@@ -97,10 +97,7 @@ def build_results(store: Store, run_id: str) -> Results:
         objective=objective,
         server_binary=run["server_binary"],
         server_version=run["server_version"],
-        servers=[ServerInfo.from_json(s) for s in info.servers] or [ServerInfo(
-            label="", binary=run["server_binary"], endpoint=None,
-            version=run["server_version"], version_line=None, compile={}, missing=[],
-            error=None)],
+        servers=_servers(run, info),
         workload=info.workload,
         dataset=info.dataset,
         steady=None if info.steady is None else Steady(**info.steady),
@@ -131,6 +128,14 @@ def build_results(store: Store, run_id: str) -> Results:
                                              kind.statement_classes(info.workload),
                                              statistics.alpha),
     )
+
+
+def _servers(run: dict[str, Any], info: RunInfo) -> list[ServerInfo]:
+    """The servers the run measured, as it recorded them; one named by the run's row for a
+    run from before they were recorded."""
+    return [ServerInfo.from_json(s) for s in info.servers] or [ServerInfo(
+        label="", binary=run["server_binary"], endpoint=None, version=run["server_version"],
+        version_line=None, compile={}, missing=[], error=None)]
 
 
 def _point(idx: int, requested: dict[str, str], config: dict[str, str], verdict: stats.Verdict,

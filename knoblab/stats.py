@@ -286,17 +286,7 @@ def judge(
     best = min(alive, key=lambda k: sign * level(k))  # min() keeps the first on ties
     others = [k for k in alive if k != best]
     pairs = {k: _paired(points, blocks, k, best, test) for k in others}
-    p_raw, p_alike = {}, []
-    for k in others:
-        d = pairs[k]
-        if d is None:
-            p_raw[k] = p_value(points[k], points[best], test)
-            p_alike.append(p_equivalent(points[k], points[best], min_effect, test))
-        else:
-            p_raw[k] = _p_paired(d, test)
-            p_alike.append(_p_paired_equivalent(d, min_effect, test))
-    p_adj = dict(zip(others, holm([p_raw[k] for k in others]), strict=True))
-    p_same = dict(zip(others, holm(p_alike), strict=True))
+    p_raw, p_adj, p_same = _p_values(points, pairs, best, min_effect, test)
 
     compared: dict[Hashable, Verdict] = {}
     for key in others:
@@ -329,6 +319,26 @@ def judge(
         else:
             verdicts.append(compared[key])
     return Judgement(best, verdicts, significant, test, alpha, min_effect, levels)
+
+
+def _p_values(points: Mapping[Hashable, Sequence[float]],
+              pairs: Mapping[Hashable, np.ndarray | None], best: Hashable, min_effect: float,
+              test: Test) -> tuple[dict[Hashable, float], dict[Hashable, float],
+                                   dict[Hashable, float]]:
+    """Each other point against the leader: its p-value of differing (paired where `pairs`
+    holds its ratios), Holm's adjustment of those, and its p-value of being equivalent,
+    adjusted alike."""
+    p_raw: dict[Hashable, float] = {}
+    p_alike = []
+    for k, d in pairs.items():
+        if d is None:
+            p_raw[k] = p_value(points[k], points[best], test)
+            p_alike.append(p_equivalent(points[k], points[best], min_effect, test))
+        else:
+            p_raw[k] = _p_paired(d, test)
+            p_alike.append(_p_paired_equivalent(d, min_effect, test))
+    p_adj = dict(zip(pairs, holm([p_raw[k] for k in pairs]), strict=True))
+    return p_raw, p_adj, dict(zip(pairs, holm(p_alike), strict=True))
 
 
 def _paired(points: Mapping[Hashable, Sequence[float]],
