@@ -805,23 +805,7 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
             ax.plot(x + 0.38, alone, marker="D", ms=6, mfc="white", mec="0.25", ls="", zorder=4)
             tops.append(alone)
         previous = (x, centre)
-    base = next((r for r in rows if r.step == 0 and is_measured(r)), None)
-    if previous is not None and base is not None and base.center is not None and \
-            rows.index(base) != previous[0]:
-        x = len(rows)
-        total = table.total
-        ratio = previous[1] / base.center if total is None else total.ratio
-        better = (ratio < 1) == minimize
-        colour = (_STEP_COLOUR[StepVerdict.GAIN if better else StepVerdict.LOSS]
-                  if total and total.significant else _STEP_COLOUR[StepVerdict.NO_EFFECT])
-        ax.plot([previous[0] + 0.3, x - 0.3], [previous[1]] * 2, ls=":", lw=1, color="0.45")
-        ax.bar(x, previous[1], width=0.6, color=colour, alpha=0.85, edgecolor="black",
-               linewidth=1.2, zorder=2)
-        ax.axhline(base.center, ls="--", lw=1, color=_STEP_COLOUR[StepVerdict.BASE], alpha=0.6,
-                   zorder=1)
-        ax.annotate(f"{num(previous[1])}\n{signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
-                    xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
-                    fontsize="small", fontweight="bold")
+    if _all_steps_bar(ax, table, previous, minimize):
         ticks.append("all steps")
     ax.set_xticks(range(len(ticks)), ticks, fontsize="small")
     ax.set_xlim(-0.6, len(ticks) - 0.4)
@@ -834,8 +818,16 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
                  + (f" · {heading}" if heading else "") + version, fontsize="medium")
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
+    ax.legend(handles=_waterfall_legend(results, table, any_durable, any_alone),
+              fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path)
+
+
+def _waterfall_legend(results: Results, table: StepsTable, any_durable: bool,
+                      any_alone: bool) -> list[Artist]:
+    """What the waterfall's colours, hatches and marks mean: only those it draws."""
     shown = [v for v in (StepVerdict.GAIN, StepVerdict.LOSS, StepVerdict.NO_EFFECT)
-             if any(r.verdict == v for r in rows)]
+             if any(r.verdict == v for r in table.rows)]
     handles: list[Artist] = [
                Patch(color=_STEP_COLOUR[StepVerdict.BASE], label=base_label(table)),
                *(Patch(color=_STEP_COLOUR[v], label=_step_legend(results, table, v))
@@ -850,8 +842,34 @@ def _chart_waterfall(results: Results, table: StepsTable, path: pathlib.Path) ->
     if levels := unlike_levels(results):  # the bars are medians, the percents are not
         handles.append(Line2D([], [], ls="", label=f"%: the change of the {levels} from the "
                               f"step before,\nnot of the {results.objective.centre}s drawn"))
-    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return save_figure(fig, path)
+    return handles
+
+
+def _all_steps_bar(ax: Axes, table: StepsTable, previous: tuple[float, float] | None,
+                   minimize: bool) -> bool:
+    """The waterfall's last bar, every step together against the base (`previous`: where
+    the last measured step stands), with the base's level as a line; False, and nothing
+    drawn, when the base is not measured or is the only step measured."""
+    rows = table.rows
+    base = next((r for r in rows if r.step == 0 and is_measured(r)), None)
+    if previous is None or base is None or base.center is None or \
+            rows.index(base) == previous[0]:
+        return False
+    x = len(rows)
+    total = table.total
+    ratio = previous[1] / base.center if total is None else total.ratio
+    better = (ratio < 1) == minimize
+    colour = (_STEP_COLOUR[StepVerdict.GAIN if better else StepVerdict.LOSS]
+              if total and total.significant else _STEP_COLOUR[StepVerdict.NO_EFFECT])
+    ax.plot([previous[0] + 0.3, x - 0.3], [previous[1]] * 2, ls=":", lw=1, color="0.45")
+    ax.bar(x, previous[1], width=0.6, color=colour, alpha=0.85, edgecolor="black",
+           linewidth=1.2, zorder=2)
+    ax.axhline(base.center, ls="--", lw=1, color=_STEP_COLOUR[StepVerdict.BASE], alpha=0.6,
+               zorder=1)
+    ax.annotate(f"{num(previous[1])}\n{signed((ratio - 1) * 100, 0)}%", (x, previous[1]),
+                xytext=(0, 4), textcoords="offset points", ha="center", va="bottom",
+                fontsize="small", fontweight="bold")
+    return True
 
 
 def _chart_servers(results: Results, path: pathlib.Path) -> pathlib.Path:
