@@ -112,7 +112,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
             while True:
                 if STOP.is_set():
                     stop_here()
-                new: list[optuna.Trial] = []
+                new: list[optuna.Trial]
                 # The study's trial budget holds with several workers: each counts the trials
                 # taken (told, or being measured by another) and takes its own in one turn;
                 # in it too, abandoned trials are failed and queued again (once, not by two
@@ -145,24 +145,12 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                     if left is not None and typical > 0:
                         # No more new trials in a step than the budget left holds.
                         room = min(room, max(1, int(left // typical)))
-                    while room > 0 and len(finished) + len(taken) + len(new) < options.trials:
-                        with heartbeat_unwarned():
-                            trial = new_trial(study, distributions, space)
-                        if trial is None:
-                            listener.message("every configuration of the space has been "
-                                             "measured: the search ends here")
-                            stopped = SearchStop.SPACE
-                            break
-                        try:
-                            # Owned and beating before the turn ends: a trial being measured
-                            # is never one that no worker can tell abandoned.
-                            trial.set_user_attr("owner", worker_name())
-                            beat(study, trial)
-                        except BaseException:
-                            abandon(study, trial)
-                            raise
-                        new.append(trial)
-                        room -= 1
+                    room = min(room, options.trials - len(finished) - len(taken))
+                    new, exhausted = _taken(study, distributions, space, room)
+                    if exhausted:
+                        listener.message("every configuration of the space has been "
+                                         "measured: the search ends here")
+                        stopped = SearchStop.SPACE
                 if stopped == SearchStop.BUDGET and active:
                     # No step fits in what is left: the trials being measured are told with
                     # the measurements they have.
@@ -196,6 +184,27 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
         for m in active:
             abandon(study, m.trial)
         raise
+
+def _taken(study: optuna.Study, distributions: dict[str, Any], space: Space, room: int
+           ) -> tuple[list[optuna.Trial], bool]:
+    """Up to `room` new trials asked of the study, each owned by this worker and beating
+    before the turn ends (a trial being measured is never one no worker can tell abandoned);
+    and whether the space had no configuration left that is not measured."""
+    new: list[optuna.Trial] = []
+    while len(new) < room:
+        with heartbeat_unwarned():
+            trial = new_trial(study, distributions, space)
+        if trial is None:
+            return new, True
+        try:
+            trial.set_user_attr("owner", worker_name())
+            beat(study, trial)
+        except BaseException:
+            abandon(study, trial)
+            raise
+        new.append(trial)
+    return new, False
+
 
 
 def warm_settings(search: Search) -> frozenset[str]:
