@@ -623,42 +623,8 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
             ceiling: int, lock_id: int, where: str) -> dict[str, Any]:
     name, spec_text, version_line = spec
     catalog = server.catalog()
-    for row in store.pending_restores():
-        if server.is_same_as(row["server"]):
-            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
-                            f"it back first with: knoblab restore {row['run_id']}")
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
-            own_session(cur)
-            live, not_live = live_and_not(cur, catalog, recommendation.settings)
-    finally:
-        conn.close()
-    if not live:
-        raise UserError(f"nothing of {recommendation.origin} can be verified live on {where}: "
-                        + "; ".join(f"{k}: {v}" for k, v in not_live.items()))
-    for setting, why in not_live.items():
-        view.message(f"not verified live: {setting} = {recommendation.settings[setting]} "
-                     f"({why})")
-    originals = server.global_values(list(live))
-    shown_b = ", ".join(f"{k} = {_shown(k, v)}" for k, v in live.items())
-    shown_a = ", ".join(f"{k} = {_shown(k, originals.get(k))}" for k in live)
-    view.message(f"verifying on {where} ({catalog.server_version}) under its own load: "
-                 f"A = production's own ({shown_a}) against B = the recommendation "
-                 f"({shown_b}), from {recommendation.origin}")
-    view.message(f"windows of {format_duration(request.window)} in pairs (A and B, each pair "
-                 f"the other way round), {format_duration(request.settle)} left out after "
-                 f"each switch; at most {ceiling} pairs in {format_duration(request.seconds)}, "
-                 f"a look after each from the {FLOOR}rd; every setting is put back at the end")
-    view.message(request.guard.said())
-    pool = "innodb_buffer_pool_size"
-    if pool in live and originals.get(pool) and int(live[pool]) > int(originals[pool] or 0):
-        # Seen here (MariaDB 10.11.19, sysbench oltp_read_write): the first shrink back failed
-        # the application's statements with error 1206 and its connections closed.
-        view.message(f"warning: each switch back to production's {pool} shrinks the buffer "
-                     "pool online, and under a writing load MariaDB 10.11 can fail statements "
-                     "while it shrinks (error 1206, the lock table is short of memory): if "
-                     "the application's connections close, verify stops and says so")
+    live, not_live, originals = _announced(request, store, view, server, catalog,
+                                           recommendation, ceiling, where)
     rng = random.Random(int.from_bytes(os.urandom(4), "big"))
     first = rng.choice([A, B])
     order = [(pair, side) for pair in range(ceiling)
@@ -787,6 +753,52 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
     store.update_info(run_id, verify=result)
     store.set_status(run_id, RunStatus.DONE)
     return result
+
+
+def _announced(request: Request, store: Any, view: VerifyView, server: ExternalServer,
+               catalog: Catalog, recommendation: Recommendation, ceiling: int, where: str
+               ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """What is verified live (the recommendation's settings the server changes in place),
+    what is not and why, and production's own values of them; said before anything changes.
+    Refused while an earlier run's settings are still changed on this server, or when none
+    of the recommendation can be verified live."""
+    for row in store.pending_restores():
+        if server.is_same_as(row["server"]):
+            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
+                            f"it back first with: knoblab restore {row['run_id']}")
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            own_session(cur)
+            live, not_live = live_and_not(cur, catalog, recommendation.settings)
+    finally:
+        conn.close()
+    if not live:
+        raise UserError(f"nothing of {recommendation.origin} can be verified live on {where}: "
+                        + "; ".join(f"{k}: {v}" for k, v in not_live.items()))
+    for setting, why in not_live.items():
+        view.message(f"not verified live: {setting} = {recommendation.settings[setting]} "
+                     f"({why})")
+    originals = server.global_values(list(live))
+    shown_b = ", ".join(f"{k} = {_shown(k, v)}" for k, v in live.items())
+    shown_a = ", ".join(f"{k} = {_shown(k, originals.get(k))}" for k in live)
+    view.message(f"verifying on {where} ({catalog.server_version}) under its own load: "
+                 f"A = production's own ({shown_a}) against B = the recommendation "
+                 f"({shown_b}), from {recommendation.origin}")
+    view.message(f"windows of {format_duration(request.window)} in pairs (A and B, each pair "
+                 f"the other way round), {format_duration(request.settle)} left out after "
+                 f"each switch; at most {ceiling} pairs in {format_duration(request.seconds)}, "
+                 f"a look after each from the {FLOOR}rd; every setting is put back at the end")
+    view.message(request.guard.said())
+    pool = "innodb_buffer_pool_size"
+    if pool in live and originals.get(pool) and int(live[pool]) > int(originals[pool] or 0):
+        # Seen here (MariaDB 10.11.19, sysbench oltp_read_write): the first shrink back failed
+        # the application's statements with error 1206 and its connections closed.
+        view.message(f"warning: each switch back to production's {pool} shrinks the buffer "
+                     "pool online, and under a writing load MariaDB 10.11 can fail statements "
+                     "while it shrinks (error 1206, the lock table is short of memory): if "
+                     "the application's connections close, verify stops and says so")
+    return live, not_live, originals
 
 
 def _top_digests(by_digest: Mapping[tuple[str, str], list[Any]]) -> list[dict[str, Any]]:
