@@ -214,86 +214,23 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     endpoint = server.endpoint
     catalog = server.catalog()
     where = endpoint.describe()
-    for row in store.pending_restores():
-        if server.is_same_as(row["server"]):
-            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
-                            f"it back first with: knoblab restore {row['run_id']}")
-    killed = killed_capture(server, catalog)
-    if killed is not None and not _restored_here(store, killed):
-        raise UserError(f"a knoblab capture (run {killed}) was killed on {where} before its "
-                        "end and left the slow log's settings changed: put them back with: "
-                        f"knoblab restore {killed} (with the store it ran with), then capture "
-                        "again")
-    mode, rows = request.data
-    conn = server.connect()
-    try:
-        with conn.cursor() as cur:
-            others = {thread: found for thread, found in open_connections(cur).items()
-                      if thread != lock_id}
-            open_now = list(others)
-            # Without PROCESS the process list shows this user's own connections only.
-            sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
-            taken_from, why = _source(request.log, len(open_now), sees_all)
-            log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
-            missing = []
-            if not log.may_change(cur):
-                missing.append(f"SUPER or SYSTEM_VARIABLES_ADMIN (to change the "
-                               f"{taken_from.said}'s settings with SET GLOBAL)")
-            if log.mode == "table":
-                try:
-                    cur.execute(f"SELECT 1 FROM mysql.{taken_from.table} LIMIT 0")
-                except Exception:
-                    missing.append(f"SELECT on mysql.{taken_from.table} (to read the log)")
-            if log.aside:
-                missing += missing_on(
-                    cur, "mysql", ("SELECT", "CREATE", "DROP", "ALTER", "INSERT"),
-                    f"to set the server's mysql.{taken_from.table} aside for the window and put "
-                    "it back after it")
-            plan = plan_dump(cur, mode, rows)
-            configured, left_out = production_configuration(cur)
-            missing += missing_privileges(cur, plan.databases)
-            if request.reconnect and all(missing_on(cur, "mysql", (held,), "")
-                                         for held in ("CONNECTION ADMIN", "SUPER")):
-                missing.append("CONNECTION ADMIN or SUPER (to end other users' connections: "
-                               "--reconnect idle)")
-            missing += _unseen_before(plan, [database for database, _ in others.values()])
-    finally:
-        conn.close()
-    if missing:
-        raise UserError(f"{where} lacks privileges knoblab capture needs: {'; '.join(missing)}"
-                        "; grant them, or capture as a user who holds them")
+    checked = _checked(request, server, catalog, store, lock_id, where)
+    taken_from, why, sees_all, log, plan, configured, left_out = checked
     room = disk_check(plan, request.out) if plan.databases else ""
     if plan.databases:
         dump_program()
     view.message(f"capturing {where} ({catalog.server_version}) for "
                  f"{format_duration(request.seconds)} into {request.out}")
     changed = ", ".join(f"{n} = {v!r}" for n, v in log.changes.items() if not n.endswith("_file"))
-    if configured or left_out:
-        view.message(f"the server's own configuration, the baseline of every trial of the "
-                     f"spec ([server.config]): {len(configured)} setting(s) not at the build's "
-                     "default" + (f"; left out, as a sandbox cannot take them: "
-                                  f"{', '.join(sorted(left_out))}" if left_out else ""))
-    else:
-        view.message("the server's own configuration: every setting at the build's default "
-                     "(or the server does not say where its settings came from)")
+    view.message(_configuration_said(configured, left_out))
     if taken_from is SLOW and not sees_all:
         view.message(f"{endpoint.user} cannot see other users' connections (it lacks the "
                      "PROCESS privilege): any open before the window are missed by the slow "
                      "log, unseen; --log general takes every connection's statements")
     view.message(f"the statements are taken from the {taken_from.said} ({why}); it goes to "
                  f"{log.describe()}; changed for the window and put back after it: {changed}")
-    if plan.databases:
-        view.message(f"then the dump: {plan.describe()}")
-        if plan.not_transactional:
-            shown = ", ".join(plan.not_transactional[:8]) + (
-                f" and {len(plan.not_transactional) - 8} more"
-                if len(plan.not_transactional) > 8 else "")
-            view.message(f"not transactional, so dumped without a consistent snapshot (nothing "
-                         f"is locked; their rows may be from different moments): {shown}")
-        view.message(room)
-    else:
-        view.message("no database to dump (none but the server's own and knoblab's): the spec "
-                     "replays on empty sandboxes")
+    for said in _dump_said(plan, room):
+        view.message(said)
     _claim(request.out)
     run_id = store.create_run(
         name=f"{name}-capture", experiment=Experiment.CAPTURE, spec_source=spec_text,
@@ -380,6 +317,91 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
             view.message(f"captured ({files}), not ready on this machine: knoblab tune would "
                          f"refuse {request.out / SPEC} here: {judged.not_here}")
     return code
+
+
+def _checked(request: Request, server: ExternalServer, catalog: Catalog, store: Store,
+             lock_id: int, where: str) -> tuple[Source, str, bool, QueryLog, DumpPlan,
+                                                dict[str, str], dict[str, str]]:
+    """Before anything changes: the log the statements are taken from (and why), whether
+    this user sees every connection, the log's plan, the dump's, and production's own
+    configuration (with what a sandbox cannot take); refused, naming every privilege
+    missing, when the user cannot capture; or while an earlier run's settings are still
+    changed on this server."""
+    for row in store.pending_restores():
+        if server.is_same_as(row["server"]):
+            raise UserError(f"run {row['run_id']} left {row['name']} changed on {where}; put "
+                            f"it back first with: knoblab restore {row['run_id']}")
+    killed = killed_capture(server, catalog)
+    if killed is not None and not _restored_here(store, killed):
+        raise UserError(f"a knoblab capture (run {killed}) was killed on {where} before its "
+                        "end and left the slow log's settings changed: put them back with: "
+                        f"knoblab restore {killed} (with the store it ran with), then capture "
+                        "again")
+    mode, rows = request.data
+    conn = server.connect()
+    try:
+        with conn.cursor() as cur:
+            others = {thread: found for thread, found in open_connections(cur).items()
+                      if thread != lock_id}
+            open_now = list(others)
+            # Without PROCESS the process list shows this user's own connections only.
+            sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
+            taken_from, why = _source(request.log, len(open_now), sees_all)
+            log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
+            missing = []
+            if not log.may_change(cur):
+                missing.append(f"SUPER or SYSTEM_VARIABLES_ADMIN (to change the "
+                               f"{taken_from.said}'s settings with SET GLOBAL)")
+            if log.mode == "table":
+                try:
+                    cur.execute(f"SELECT 1 FROM mysql.{taken_from.table} LIMIT 0")
+                except Exception:
+                    missing.append(f"SELECT on mysql.{taken_from.table} (to read the log)")
+            if log.aside:
+                missing += missing_on(
+                    cur, "mysql", ("SELECT", "CREATE", "DROP", "ALTER", "INSERT"),
+                    f"to set the server's mysql.{taken_from.table} aside for the window and put "
+                    "it back after it")
+            plan = plan_dump(cur, mode, rows)
+            configured, left_out = production_configuration(cur)
+            missing += missing_privileges(cur, plan.databases)
+            if request.reconnect and all(missing_on(cur, "mysql", (held,), "")
+                                         for held in ("CONNECTION ADMIN", "SUPER")):
+                missing.append("CONNECTION ADMIN or SUPER (to end other users' connections: "
+                               "--reconnect idle)")
+            missing += _unseen_before(plan, [database for database, _ in others.values()])
+    finally:
+        conn.close()
+    if missing:
+        raise UserError(f"{where} lacks privileges knoblab capture needs: {'; '.join(missing)}"
+                        "; grant them, or capture as a user who holds them")
+    return taken_from, why, sees_all, log, plan, configured, left_out
+
+
+def _configuration_said(configured: dict[str, str], left_out: dict[str, str]) -> str:
+    """Production's own configuration, the spec's baseline, in one line."""
+    if not configured and not left_out:
+        return ("the server's own configuration: every setting at the build's default (or the "
+                "server does not say where its settings came from)")
+    return (f"the server's own configuration, the baseline of every trial of the spec "
+            f"([server.config]): {len(configured)} setting(s) not at the build's default"
+            + (f"; left out, as a sandbox cannot take them: {', '.join(sorted(left_out))}"
+               if left_out else ""))
+
+
+def _dump_said(plan: DumpPlan, room: str) -> list[str]:
+    """What the dump after the window takes, and the room it has; or that there is none."""
+    if not plan.databases:
+        return ["no database to dump (none but the server's own and knoblab's): the spec "
+                "replays on empty sandboxes"]
+    said = [f"then the dump: {plan.describe()}"]
+    if plan.not_transactional:
+        shown = ", ".join(plan.not_transactional[:8]) + (
+            f" and {len(plan.not_transactional) - 8} more"
+            if len(plan.not_transactional) > 8 else "")
+        said.append(f"not transactional, so dumped without a consistent snapshot (nothing is "
+                    f"locked; their rows may be from different moments): {shown}")
+    return [*said, room]
 
 
 def _window(request: Request, server: ExternalServer, log: QueryLog, view: CaptureView,
