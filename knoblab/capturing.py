@@ -246,35 +246,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
         for removed in log.left_by_killed():
             view.message(removed)
         summary = _window(request, server, log, view, rearm, lock_id)
-        if summary["log"]["missed"]:
-            raise UserError(
-                f"not ready: the slow log missed {summary['log']['missed']} connection(s) "
-                "open before the window that ran statements in it (an application's pool "
-                "keeps its connections for hours): the capture would replay a part of the "
-                f"load; {_back(summary)}; capture again with --log general (or auto, "
-                f"the default); what it did capture is in {request.out / LOG}")
-        _check_values(summary["log"], request.out / LOG, _back(summary))
-        if not summary["log"]["statements"]:
-            unseen = taken_from is SLOW and summary["log"]["open_before"]
-            followed = "" if not unseen else (
-                " on a connection the slow log followed (one opened before the window logs "
-                "only its statements slower than its long_query_time)")
-            raise UserError(
-                f"nothing was captured: no statement ran on {where} during the window"
-                f"{followed}; {_back(summary)}; capture again while the application "
-                "runs, or for longer" + (", with --log general" if unseen else ""))
-        if log.others:
-            view.message(f"left out {len(log.others)} connection(s) another knoblab opened "
-                         "during the window: its statements are not the application's load")
-        replayed = _replayed(request.out / LOG, _back(summary))
-        hidden = unseen_databases(plan, replayed.databases)
-        if hidden:
-            raise UserError(
-                f"not ready: the statements captured ran in {', '.join(hidden)}, which "
-                f"{endpoint.user} cannot see (it lacks SHOW DATABASES and every privilege on "
-                "them): the dump would not hold them, and a replay's statements there would "
-                f"fail; {_back(summary)}; grant {endpoint.user} {TO_DUMP} on them, or capture "
-                f"as a user who holds them; what it did capture is in {request.out / LOG}")
+        replayed = _captured(request, summary, log, taken_from, plan, server.endpoint, view)
         judged = baseline(catalog, configured, ReplayWorkload(
             log=request.out / LOG, plan=replayed,
             sessions=min(replayed.peak, SESSIONS_AT_MOST)))
@@ -285,11 +257,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
         summary.update(server={k: v for k, v in server.stored().items()
                                if k not in ("restart_command", "config_include")},
                        version=catalog.server_version, version_line=version_line,
-                       run=run_id,
-                       configuration={"settings": judged.settings, "left_out": left_out,
-                                      "refused": judged.refused,
-                                      "durability": judged.durability,
-                                      "not_here": judged.not_here},
+                       run=run_id, configuration=judged.described(left_out),
                        machine=_machine(server))
         try:
             code = _dump(request, endpoint, plan, summary, view)
@@ -317,6 +285,44 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
             view.message(f"captured ({files}), not ready on this machine: knoblab tune would "
                          f"refuse {request.out / SPEC} here: {judged.not_here}")
     return code
+
+
+def _captured(request: Request, summary: dict[str, Any], log: QueryLog, taken_from: Source,
+              plan: DumpPlan, endpoint: Endpoint, view: CaptureView) -> Plan:
+    """The window's statements as a replay plans them, once they are shown fit to replay:
+    every connection open before the window followed, values the statements need, at least
+    one statement, and no database the dump cannot see; else refused, saying where the
+    settings are and where what was captured is."""
+    if summary["log"]["missed"]:
+        raise UserError(
+            f"not ready: the slow log missed {summary['log']['missed']} connection(s) "
+            "open before the window that ran statements in it (an application's pool "
+            "keeps its connections for hours): the capture would replay a part of the "
+            f"load; {_back(summary)}; capture again with --log general (or auto, "
+            f"the default); what it did capture is in {request.out / LOG}")
+    _check_values(summary["log"], request.out / LOG, _back(summary))
+    if not summary["log"]["statements"]:
+        unseen = taken_from is SLOW and summary["log"]["open_before"]
+        followed = "" if not unseen else (
+            " on a connection the slow log followed (one opened before the window logs "
+            "only its statements slower than its long_query_time)")
+        raise UserError(
+            f"nothing was captured: no statement ran on {endpoint.describe()} during the window"
+            f"{followed}; {_back(summary)}; capture again while the application "
+            "runs, or for longer" + (", with --log general" if unseen else ""))
+    if log.others:
+        view.message(f"left out {len(log.others)} connection(s) another knoblab opened "
+                     "during the window: its statements are not the application's load")
+    replayed = _replayed(request.out / LOG, _back(summary))
+    hidden = unseen_databases(plan, replayed.databases)
+    if hidden:
+        raise UserError(
+            f"not ready: the statements captured ran in {', '.join(hidden)}, which "
+            f"{endpoint.user} cannot see (it lacks SHOW DATABASES and every privilege on "
+            "them): the dump would not hold them, and a replay's statements there would "
+            f"fail; {_back(summary)}; grant {endpoint.user} {TO_DUMP} on them, or capture "
+            f"as a user who holds them; what it did capture is in {request.out / LOG}")
+    return replayed
 
 
 def _checked(request: Request, server: ExternalServer, catalog: Catalog, store: Store,
@@ -807,6 +813,11 @@ class Baseline:
                          "tradeoff = true in its [server] (knobs = \"auto\" then also searches "
                          "settings that give up durability)")
         return lines
+
+    def described(self, left_out: dict[str, str]) -> dict[str, Any]:
+        """As capture.json keeps it, with what production has that a sandbox cannot take."""
+        return {"settings": self.settings, "left_out": left_out, "refused": self.refused,
+                "durability": self.durability, "not_here": self.not_here}
 
 
 def baseline(catalog: Catalog, configured: dict[str, str], workload: Workload) -> Baseline:
