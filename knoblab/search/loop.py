@@ -98,10 +98,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
     candidate). After each step, Optuna's pruner is told each trial's running mean and stops
     those that are not among the best at their rung; a trial it keeps is complete after
     [tune] max_rounds measurements. New trials fill the step up to [tune] batch."""
-    import optuna
-
-    options, space, baseline, listener = (search.options, search.space, search.baseline,
-                                          search.listener)
+    options, space, listener = search.options, search.space, search.listener
     distributions = space.distributions()
     active: list[Measuring] = []
     waiting = False
@@ -118,23 +115,7 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
                 # in it too, abandoned trials are failed and queued again (once, not by two
                 # workers at once).
                 with turn():
-                    requeue_abandoned(study)
-                    with heartbeat_unwarned():
-                        optuna.storages.fail_stale_trials(study)
-                    # Read once a step: other workers add trials to the study meanwhile.
-                    trials = study.trials
-                    outcomes = [o for o in (outcome_of(t, space, baseline) for t in trials)
-                                if o]
-                    spent = seconds_spent(trials) + checked_seconds(study) + \
-                        sum(m.seconds for m in active)
-                    finished = [t for t in trials if t.state in told_states()]
-                    taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
-                    left = None if options.budget is None else \
-                        options.budget * search.share - spent
-                    listener.searching(expected_trials(options.trials, len(finished),
-                                                       len(taken), left,
-                                                       typical_trial(trials)),
-                                       len(finished), left)
+                    trials, outcomes, finished, taken, left = _read(study, search, active)
                     if stopped is None and len(finished) >= options.trials:
                         stopped = SearchStop.TRIALS
                     if stopped is None and left is not None and \
@@ -184,6 +165,31 @@ def ask_and_tell(study: optuna.Study, turn: Turn, search: Search) -> str:
         for m in active:
             abandon(study, m.trial)
         raise
+
+
+def _read(study: optuna.Study, search: Search, active: list[Measuring]
+          ) -> tuple[list[optuna.trial.FrozenTrial], list[TrialOutcome],
+                     list[optuna.trial.FrozenTrial], list[optuna.trial.FrozenTrial],
+                     float | None]:
+    """The study as a step begins, read once in the worker's turn (other workers add trials
+    meanwhile), abandoned trials queued again and stale ones failed: its trials, their
+    outcomes, those told and those being measured, and the search's budget left (said)."""
+    import optuna
+
+    options = search.options
+    requeue_abandoned(study)
+    with heartbeat_unwarned():
+        optuna.storages.fail_stale_trials(study)
+    trials = study.trials
+    outcomes = [o for o in (outcome_of(t, search.space, search.baseline) for t in trials) if o]
+    spent = seconds_spent(trials) + checked_seconds(study) + sum(m.seconds for m in active)
+    finished = [t for t in trials if t.state in told_states()]
+    taken = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    left = None if options.budget is None else options.budget * search.share - spent
+    search.listener.searching(expected_trials(options.trials, len(finished), len(taken), left,
+                                              typical_trial(trials)), len(finished), left)
+    return trials, outcomes, finished, taken, left
+
 
 def _taken(study: optuna.Study, distributions: dict[str, Any], space: Space, room: int
            ) -> tuple[list[optuna.Trial], bool]:
