@@ -433,38 +433,7 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
                 if request.reconnect:
                     reconnected = _reconnect(conn, log, lock_id, view, request.seconds)
                 began = dt.datetime.now(dt.UTC)
-                with conn.cursor() as cur:
-                    already = len(log.open_before)
-                    if already and log.source is SLOW:
-                        view.message(f"{already} connection(s) were open before the window: "
-                                     "each keeps the long_query_time it opened with, so only "
-                                     "its statements slower than that are captured; "
-                                     "connections opened from now on are captured in full")
-                    view.message("capturing — Ctrl-C ends the window early and keeps what "
-                                 "was captured")
-                    update = view.window(request.seconds)
-                    start = time.monotonic()
-                    first = log.written(cur)
-                    try:
-                        while (elapsed := time.monotonic() - start) < request.seconds:
-                            update(elapsed, log.written(cur) - first)
-                            for name, value in log.changed_by_others(cur).items():
-                                if others.get(name, ("",))[0] != value:
-                                    others[name] = (value, elapsed)
-                                    view.message(_changed_in_window(name, value, elapsed,
-                                                                    log))
-                            time.sleep(min(0.5, request.seconds - elapsed))
-                        update(request.seconds, log.written(cur) - first)
-                    except KeyboardInterrupt:
-                        ended_early = True
-                    except pymysql.MySQLError as exc:  # the put-back below says the rest
-                        raise UserError(
-                            f"the window's connection to {server.endpoint.describe()} was "
-                            f"lost after {format_duration(time.monotonic() - start)} "
-                            f"({refusal(exc)}): the server restarted or went away; capture "
-                            "again once it runs as usual") from None
-                    with contextlib.suppress(Exception):  # knowing less is no reason to stop
-                        active = _active(log.open_before, open_connections(cur))
+                ended_early, active = _filled(conn, log, view, request, server, others)
             finally:
                 ended = dt.datetime.now(dt.UTC)
                 with contextlib.suppress(Exception):
@@ -506,6 +475,65 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
     if left:
         view.message(f"note: {left}")
     rearm()
+    statements, connections, valueless, prepared_before = _counted(dest, view)
+    return {"window": {"start": began.isoformat(), "end": ended.isoformat(),
+                       "asked_seconds": request.seconds, "ended_early": ended_early},
+            "log": {"file": LOG, "source": log.source.key, "via": log.mode,
+                    "statements": statements, "connections": len(connections),
+                    "open_before": len(log.open_before), "open_before_active": active,
+                    "reconnected": None if reconnected is None else reconnected.describe(),
+                    # executions of statements prepared before the window: no values
+                    "without_values": valueless,
+                    "without_values_connections": len(prepared_before),
+                    # what the log could not see: those the slow log did not follow
+                    "missed": (len(log.open_before) if active is None else active)
+                    if log.source is SLOW else 0},
+            "settings": _settings_summary(log, put_back, others)}
+
+
+def _filled(conn: pymysql.Connection, log: QueryLog, view: CaptureView, request: Request,
+            server: ExternalServer, others: dict[str, tuple[str, float]]
+            ) -> tuple[bool, int | None]:
+    """The window itself, the log filling (its bar with ETA; a setting of the window another
+    session changes, said and kept in `others`): whether Ctrl-C ended it early, and how many
+    connections open before it ran statements in it (None: not known)."""
+    ended_early, active = False, None
+    with conn.cursor() as cur:
+        already = len(log.open_before)
+        if already and log.source is SLOW:
+            view.message(f"{already} connection(s) were open before the window: each keeps "
+                         "the long_query_time it opened with, so only its statements slower "
+                         "than that are captured; connections opened from now on are "
+                         "captured in full")
+        view.message("capturing — Ctrl-C ends the window early and keeps what was captured")
+        update = view.window(request.seconds)
+        start = time.monotonic()
+        first = log.written(cur)
+        try:
+            while (elapsed := time.monotonic() - start) < request.seconds:
+                update(elapsed, log.written(cur) - first)
+                for name, value in log.changed_by_others(cur).items():
+                    if others.get(name, ("",))[0] != value:
+                        others[name] = (value, elapsed)
+                        view.message(_changed_in_window(name, value, elapsed, log))
+                time.sleep(min(0.5, request.seconds - elapsed))
+            update(request.seconds, log.written(cur) - first)
+        except KeyboardInterrupt:
+            ended_early = True
+        except pymysql.MySQLError as exc:  # the put-back after it says the rest
+            raise UserError(
+                f"the window's connection to {server.endpoint.describe()} was lost after "
+                f"{format_duration(time.monotonic() - start)} ({refusal(exc)}): the server "
+                "restarted or went away; capture again once it runs as usual") from None
+        with contextlib.suppress(Exception):  # knowing less is no reason to stop
+            active = _active(log.open_before, open_connections(cur))
+    return ended_early, active
+
+
+def _counted(dest: Path, view: CaptureView) -> tuple[int, set[int], int, set[int]]:
+    """The log written out, read back: its statements, their connections, the executions
+    of statements prepared before the window (without their values), and their connections;
+    said."""
     statements, connections, valueless, prepared_before = 0, set(), 0, set()
     for event in read_log(dest):
         if event.is_statement:
@@ -520,26 +548,20 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
         view.message(f"{valueless} of them are executions of statements prepared before the "
                      "window, which the log shows without their values: a replay leaves them "
                      "out")
-    return {"window": {"start": began.isoformat(), "end": ended.isoformat(),
-                       "asked_seconds": request.seconds, "ended_early": ended_early},
-            "log": {"file": LOG, "source": log.source.key, "via": log.mode,
-                    "statements": statements, "connections": len(connections),
-                    "open_before": len(log.open_before), "open_before_active": active,
-                    "reconnected": None if reconnected is None else reconnected.describe(),
-                    # executions of statements prepared before the window: no values
-                    "without_values": valueless,
-                    "without_values_connections": len(prepared_before),
-                    # what the log could not see: those the slow log did not follow
-                    "missed": (len(log.open_before) if active is None else active)
-                    if log.source is SLOW else 0},
-            "settings": {name: {"original": log.originals.get(name), "window": value,
-                                "put_back": name in put_back.restored,
-                                # set by another session during the window, and left so
-                                **({"set_by_another": {"value": others[name][0],
-                                                       "after_seconds": round(others[name][1],
-                                                                              1)}}
-                                   if name in others else {})}
-                         for name, value in log.changes.items()}}
+    return statements, connections, valueless, prepared_before
+
+
+def _settings_summary(log: QueryLog, put_back: PutBack, others: dict[str, tuple[str, float]]
+                      ) -> dict[str, Any]:
+    """Each setting the window changed: its original, the window's value, whether it was put
+    back, and, where another session set it during the window, to what and when."""
+    return {name: {"original": log.originals.get(name), "window": value,
+                   "put_back": name in put_back.restored,
+                   # set by another session during the window, and left so
+                   **({"set_by_another": {"value": others[name][0],
+                                          "after_seconds": round(others[name][1], 1)}}
+                      if name in others else {})}
+            for name, value in log.changes.items()}
 
 
 def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: CaptureView,
