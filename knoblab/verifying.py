@@ -658,86 +658,17 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                  "shown beside Little's law's" if reader.by_digest else
                  "performance_schema is off, or this account may not read it: the latency "
                  "is Little's law's alone, no statement's own")
-    update = view.progress(request.seconds)
+    windows = _Windows(request, store, run_id, server, settings, reader, Watch(request.guard),
+                       view, live, originals, result, clock, view.progress(request.seconds))
     put_back: PutBack | None = None
-    stopped = VerifyStop.TIME
     tripped: dict[str, Any] | None = None
-    decision: Decision | None = None
     try:
         try:
-            watch = Watch(request.guard)
-            reference = measure(reader, Window(A, -1, 0.0), request.settle, clock,
-                                watch).figures()
-            if reference["statements_per_s"] is not None and \
-                    float(reference["statements_per_s"] or 0) < 1:
-                raise UserError(f"{where} runs almost nothing now "
-                                f"({float(reference['statements_per_s'] or 0):.2f} statements "
-                                "a second): verify measures the server under its own load; "
-                                "run it while the application runs")
-            watch.update(reference)
-            result["reference"] = {k: _finite(v) for k, v in reference.items()}
-            in_force = A
-            by_pair: dict[int, dict[int, dict[str, Any]]] = {}
-            by_digest: dict[tuple[str, str], list[Any]] = {}  # text, then A's and B's sums
-            for position, (pair, side) in enumerate(order):
-                if clock() + request.window + (request.settle if side != in_force else 0) > \
-                        request.seconds:
-                    break
-                update(clock(), f"pair {pair + 1}: {SIDE[side]}")
-                if side != in_force:
-                    settings.apply(live if side == B else {})
-                    in_force = side
-                    if side == B and "applied" not in result:
-                        result["applied"] = _read_back(server, live, originals, view)
-                    _wait_for_resize(reader, clock)
-                    settle = Window(side, pair, clock())
-                    measure(reader, settle, request.settle, clock, watch)
-                window = measure(reader, Window(side, pair, clock()),
-                                 request.window, clock, watch)
-                figures = window.figures()
-                _store_window(store, run_id, window, position, figures)
-                gone = load_gone(figures, reference)
-                if gone is not None:
-                    stopped = VerifyStop.LOAD
-                    result["load_gone"] = {"said": gone, "side": "AB"[side],
-                                           "at": round(window.began, 1)}
-                    view.message(f"{gone}, in a window of {SIDE[side]} at "
-                                 f"{window.began:.0f} s: nothing is judged from here on")
-                    break
-                result["windows"].append({"side": "AB"[side], "pair": pair,
-                                          "began": round(window.began, 1),
-                                          **{k: _finite(v) for k, v in figures.items()}})
-                for key, (text, count, wait) in (window.digests or {}).items():
-                    sums = by_digest.setdefault(key, [text, 0, 0, 0, 0])
-                    sums[1 + 2 * side] += count
-                    sums[2 + 2 * side] += wait
-                result["digests"] = _top_digests(by_digest) if reader.by_digest else None
-                by_pair.setdefault(pair, {})[side] = figures
-                if side == A:
-                    watch.update(_mean([p[A] for p in by_pair.values() if A in p]))
-                ratios = [p[A]["latency_ms"] / p[B]["latency_ms"] for p in by_pair.values()
-                          if A in p and B in p and p[B]["latency_ms"] and p[A]["latency_ms"]
-                          and math.isfinite(p[A]["latency_ms"])
-                          and math.isfinite(p[B]["latency_ms"])]
-                if len(ratios) >= 1 and len(by_pair[pair]) == 2:
-                    decision = decide(ratios, ceiling, statistics)
-                    update(clock(), f"after {len(ratios)} pairs: B {decision.ratio:.2f}× as "
-                                    "fast")
-                    if decision.decided:
-                        stopped = VerifyStop.DECIDED
-                        break
+            windows.measure_reference(where)
+            stopped = windows.measured(order, ceiling, statistics)
         except Tripped as trip:
             stopped = VerifyStop.GUARD
-            with shielded():
-                settings.apply({})
-            in_force_for = clock() - trip.crossed_at
-            tripped = {"said": trip.said, "seconds_after_crossing": round(in_force_for, 2),
-                       "crossed_at": round(trip.crossed_at, 2)}
-            if len(trip.window.samples) >= 2:  # what B did until it was put back: stored too
-                _store_window(store, run_id, trip.window, len(result["windows"]),
-                              trip.window.figures())
-            view.message(f"guard: {trip.said}: B put back; it was in force "
-                         f"{in_force_for:.1f} s after the bound was crossed")
+            tripped = windows.tripped(trip)
         finally:
             reader.close()
             with shielded():
@@ -748,11 +679,126 @@ def _verify(request: Request, store: Any, view: VerifyView, spec: tuple[str, str
                              else RunStatus.FAILED, str(exc)[:500] or type(exc).__name__)
         raise
     result.update(stopped=stopped, guard_tripped=tripped, put_back=put_back.said())
-    result.update(_answer(result, decision, recommendation.claim))
+    result.update(_answer(result, windows.decision, recommendation.claim))
     result["elapsed_seconds"] = round(clock(), 1)
     store.update_info(run_id, verify=result)
     store.set_status(run_id, RunStatus.DONE)
     return result
+
+
+@dataclass
+class _Windows:
+    """A verify's windows, A's and B's in pairs, and what they have shown so far: the
+    reference production gave before anything changed, each pair's figures, the statements'
+    digests, the latest decision; every window stored as it ends, and kept in `result`."""
+
+    request: Request
+    store: Any
+    run_id: str
+    server: ExternalServer
+    settings: Settings
+    reader: Reader
+    watch: Watch
+    view: VerifyView
+    live: dict[str, str]
+    originals: dict[str, str]
+    result: dict[str, Any]
+    clock: Callable[[], float]
+    update: Callable[[float, str], None]
+    in_force: int = A
+    reference: dict[str, Any] = field(default_factory=dict)
+    by_pair: dict[int, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    by_digest: dict[tuple[str, str], list[Any]] = field(default_factory=dict)  # text, A, B
+    decision: Decision | None = None
+
+    def measure_reference(self, where: str) -> None:
+        """Production as it runs before anything changes, the guard's first reference;
+        refused when it runs almost nothing."""
+        reference = measure(self.reader, Window(A, -1, 0.0), self.request.settle, self.clock,
+                            self.watch).figures()
+        if reference["statements_per_s"] is not None and \
+                float(reference["statements_per_s"] or 0) < 1:
+            raise UserError(f"{where} runs almost nothing now "
+                            f"({float(reference['statements_per_s'] or 0):.2f} statements "
+                            "a second): verify measures the server under its own load; "
+                            "run it while the application runs")
+        self.watch.update(reference)
+        self.reference = reference
+        self.result["reference"] = {k: _finite(v) for k, v in reference.items()}
+
+    def measured(self, order: list[tuple[int, int]], ceiling: int, statistics: Statistics
+                 ) -> VerifyStop:
+        """The windows in `order` until decided, the time is spent, or the load went."""
+        request, result = self.request, self.result
+        for position, (pair, side) in enumerate(order):
+            if self.clock() + request.window + \
+                    (request.settle if side != self.in_force else 0) > request.seconds:
+                break
+            self.update(self.clock(), f"pair {pair + 1}: {SIDE[side]}")
+            if side != self.in_force:
+                self._switch(side, pair)
+            window = measure(self.reader, Window(side, pair, self.clock()), request.window,
+                             self.clock, self.watch)
+            figures = window.figures()
+            _store_window(self.store, self.run_id, window, position, figures)
+            gone = load_gone(figures, self.reference)
+            if gone is not None:
+                result["load_gone"] = {"said": gone, "side": "AB"[side],
+                                       "at": round(window.began, 1)}
+                self.view.message(f"{gone}, in a window of {SIDE[side]} at "
+                                  f"{window.began:.0f} s: nothing is judged from here on")
+                return VerifyStop.LOAD
+            self._kept(window, figures, side, pair)
+            ratios = [p[A]["latency_ms"] / p[B]["latency_ms"] for p in self.by_pair.values()
+                      if A in p and B in p and p[B]["latency_ms"] and p[A]["latency_ms"]
+                      and math.isfinite(p[A]["latency_ms"])
+                      and math.isfinite(p[B]["latency_ms"])]
+            if len(ratios) >= 1 and len(self.by_pair[pair]) == 2:
+                self.decision = decide(ratios, ceiling, statistics)
+                self.update(self.clock(), f"after {len(ratios)} pairs: B "
+                                          f"{self.decision.ratio:.2f}× as fast")
+                if self.decision.decided:
+                    return VerifyStop.DECIDED
+        return VerifyStop.TIME
+
+    def _switch(self, side: int, pair: int) -> None:
+        """The other side's values set (B's read back the first time), then left to settle."""
+        self.settings.apply(self.live if side == B else {})
+        self.in_force = side
+        if side == B and "applied" not in self.result:
+            self.result["applied"] = _read_back(self.server, self.live, self.originals,
+                                                self.view)
+        _wait_for_resize(self.reader, self.clock)
+        measure(self.reader, Window(side, pair, self.clock()), self.request.settle, self.clock,
+                self.watch)
+
+    def _kept(self, window: Window, figures: dict[str, Any], side: int, pair: int) -> None:
+        """A judged window's figures kept: in the answer, its digests summed, its pair."""
+        self.result["windows"].append({"side": "AB"[side], "pair": pair,
+                                       "began": round(window.began, 1),
+                                       **{k: _finite(v) for k, v in figures.items()}})
+        for key, (text, count, wait) in (window.digests or {}).items():
+            sums = self.by_digest.setdefault(key, [text, 0, 0, 0, 0])
+            sums[1 + 2 * side] += count
+            sums[2 + 2 * side] += wait
+        self.result["digests"] = _top_digests(self.by_digest) if self.reader.by_digest else None
+        self.by_pair.setdefault(pair, {})[side] = figures
+        if side == A:
+            self.watch.update(_mean([p[A] for p in self.by_pair.values() if A in p]))
+
+    def tripped(self, trip: Tripped) -> dict[str, Any]:
+        """A guard rail crossed: production's values back at once; what B did until then
+        stored too; how long B stayed in force after the bound was crossed."""
+        with shielded():
+            self.settings.apply({})
+        in_force_for = self.clock() - trip.crossed_at
+        if len(trip.window.samples) >= 2:
+            _store_window(self.store, self.run_id, trip.window, len(self.result["windows"]),
+                          trip.window.figures())
+        self.view.message(f"guard: {trip.said}: B put back; it was in force "
+                          f"{in_force_for:.1f} s after the bound was crossed")
+        return {"said": trip.said, "seconds_after_crossing": round(in_force_for, 2),
+                "crossed_at": round(trip.crossed_at, 2)}
 
 
 def _announced(request: Request, store: Any, view: VerifyView, server: ExternalServer,
