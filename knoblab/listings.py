@@ -9,7 +9,6 @@ import contextlib
 import datetime as dt
 import json
 import os
-import socket
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from knoblab import places, terminal
 from knoblab.consoles import say_written, stdout
 from knoblab.errors import UserError
 from knoblab.literal import literal
-from knoblab.owners import alive, left_behind
+from knoblab.owners import alive, left_behind, run_state
 from knoblab.store import Store
 from knoblab.units import format_duration, plural
 from knoblab.vocabulary import ComparisonVerdict, Experiment, Finding, PointVerdict, RunStatus
@@ -203,7 +202,7 @@ def _study_rows(args: argparse.Namespace, store: Store) -> list[Row]:
 
     rows: list[Row] = []
     for study in store.studies(name=args.name):
-        state = _study_state(study)
+        state = run_state(study)  # a study is owned as a run is
         if args.status and state != args.status:
             continue
         info = study["info"]
@@ -225,7 +224,6 @@ def _run_rows(args: argparse.Namespace, store: Store) -> list[Row]:
     """A row per run the filters keep (a study's own with --study), newest first, --limit of
     them at most. A run's state is read from its owner process, so it is filtered here, not
     in SQL."""
-    from knoblab.owners import run_state
     from knoblab.store import study_of
 
     rows: list[Row] = []
@@ -298,15 +296,6 @@ def _answer(store: Store, run_id: str) -> str:
         return answer_text(build_results(store, run_id))
     except Exception:  # noqa: BLE001 - one run's unreadable rows must not hide the others
         return "—"
-
-
-def _study_state(study: dict[str, Any]) -> str:
-    """A study's status, with "killed" for one left searching by a process now gone."""
-    owner = study["info"].get("owner") or {}
-    if study["status"] == RunStatus.RUNNING and owner.get("host") == socket.gethostname() and \
-            not alive(int(owner.get("pid") or 0)):
-        return RunStatus.KILLED
-    return str(study["status"])
 
 
 def _when(timestamp: float) -> str:
