@@ -37,11 +37,18 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 @pytest.fixture(scope="session", autouse=True)
 def knoblab_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A fresh $KNOBLAB_HOME for the whole session: templates are built once and shared. Set
-    from the first test on, so that no test writes to the user's own (~/.knoblab)."""
+    """A fresh $KNOBLAB_HOME for the whole session. Set from the first test on, so that no
+    test writes to the user's own (~/.knoblab). Its data templates are the whole run's, shared
+    by the xdist workers (knoblab builds each once, under a lock, as for users' processes side
+    by side); its sandboxes are this worker's own."""
     from knoblab.server.sandbox import reap_orphans
 
     home = tmp_path_factory.mktemp("knoblab-home")
+    base = tmp_path_factory.getbasetemp()
+    # an xdist worker's base is in its controller's, as `popen-gwN`
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "templates"
+    shared.mkdir(exist_ok=True)
+    (home / "templates").symlink_to(shared, target_is_directory=True)
     os.environ["KNOBLAB_HOME"] = str(home)
     yield home
     # The sandboxes of a knoblab the tests killed (kill -9) are cleared by the next start in
