@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from knoblab.codec import Record
 from knoblab.vocabulary import ClassVerdict
 
 SHOWN = 10  # classes in the table, by their share of the reference's statement time
@@ -60,23 +61,12 @@ class ClassRow:
 
 
 @dataclass(frozen=True)
-class ClassComparison:
+class ClassComparison(Record):
     reference: int  # index of the reference configuration
     rows: list[ClassRow]
     hidden: int  # classes not shown
     unstable: int  # classes whose rows varied between measurements of one configuration
     reference_settings: dict[str, str] = field(default_factory=dict)  # the reference's
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ClassComparison:
-        return cls(data["reference"], [ClassRow(**{
-            **row, "changes": [ClassChange(**{**c, "verdict": ClassVerdict(c["verdict"])})
-                                for c in row["changes"]]})
-            for row in data["rows"]], data["hidden"], data["unstable"],
-            dict(data.get("reference_settings") or {}))
 
 
 def compare_classes(trials: Mapping[int, Sequence[Any]], reference: int,

@@ -29,8 +29,7 @@ from knoblab.units import format_duration
 
 if TYPE_CHECKING:
     from knoblab.judging import Direction
-    from knoblab.records import TrialOutcome
-    from knoblab.workloads.base import Second
+    from knoblab.records import Second, TrialOutcome
 
 # Progress and messages go to stderr; a command's answer to stdout (`stdout`).
 console = terminal.stderr()

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
     from knoblab.compare import change_header, compare_runs
-    from knoblab.report.format import num, ratio_change_text
+    from knoblab.report.format import ratio_change_text
+    from knoblab.units import num
     from knoblab.words import WHY_NOT_BOUNDED, bounded
 
     comparisons = compare_runs(store, args.run_ids)
@@ -71,25 +72,9 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                                style="green" if line.startswith("+") else "red"))
         out.print()
     if args.json:
-        document = [{"first": c.first.run_id, "other": c.other.run_id, "agree": c.agree,
-                     # best: only what a run recommends; fastest: its leader shown better
-                     # than another, with its verdict ("best" or "fastest measured")
-                     "best": {run: label if verdict == PointVerdict.BEST else None
-                              for run, label, verdict in _leaders(c)},
-                     "fastest": {run: None if label is None else
-                                 {"configuration": label, "verdict": verdict}
-                                 for run, label, verdict in _leaders(c)},
-                     "rows": [{"configuration": r.label, "first": r.first, "other": r.other,
-                               "ratio": None if r.change is None else r.change.ratio,
-                               "ci95": None if r.change is None else
-                               [r.change.ci_low, r.change.ci_high],
-                               # the level of "ci95" (the key's name kept for programs)
-                               "confidence": c.first.statistics.confidence,
-                               "p_value": r.p_adjusted, "verdict": r.verdict}
-                              for r in c.rows],
-                     "machine": c.machine, "spec": c.spec, "incomplete": c.incomplete}
-                    for c in comparisons]
-        places.write_file(args.json, json.dumps(document, indent=2), "--json")
+        from knoblab.report.exporters import comparison_json
+
+        places.write_file(args.json, comparison_json(comparisons), "--json")
     from knoblab.report.tables import print_movement, runs_movement
 
     runs = [comparisons[0].first, *(c.other for c in comparisons)]
@@ -107,12 +92,6 @@ def cmd_compare(args: argparse.Namespace, store: Store, home: Path) -> int:
                             f"{exc.strerror}; give a writable folder with --out") from None
     out.check(f"the comparison is in {args.json}" if args.json else "")
     return 0
-
-
-def _leaders(c: Comparison) -> list[tuple[str, str | None, PointVerdict | None]]:
-    """Each run's leader shown better than another configuration, and its verdict."""
-    return [(c.first.run_id, c.best_first, c.verdict_first),
-            (c.other.run_id, c.best_other, c.verdict_other)]
 
 
 def _agreement(c: Comparison) -> str:

@@ -12,14 +12,13 @@ here too: knoblab.search makes them, knoblab.report reads them without the searc
 from __future__ import annotations
 
 import math
-import types
 import typing
-from collections.abc import Callable, Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
-from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from knoblab.classes import ClassComparison
+from knoblab.codec import JSON, OMITTED_WHEN_NONE, R, Record, decode, encode, json_key
 from knoblab.judging import Centre, Direction, Statistics, Test
 from knoblab.units import is_size, setting_text, size_or_count
 from knoblab.vocabulary import (
@@ -28,6 +27,7 @@ from knoblab.vocabulary import (
     OutcomeState,
     PointVerdict,
     RunStatus,
+    StepRole,
     StepVerdict,
     TrialState,
     ValidationVerdict,
@@ -35,91 +35,6 @@ from knoblab.vocabulary import (
 
 Settings = dict[str, str]  # knob (or sliced parameter) -> value
 Interval = tuple[float, float]  # a 95% interval: (low, high)
-JSON = dict[str, Any]
-T = TypeVar("T")
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, _Record):
-        return value.to_json()
-    if is_dataclass(value) and not isinstance(value, type):
-        return {_key(f): _json(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-def _key(f: Field[Any]) -> str:
-    """A field's key in JSON: its name, unless the JSON has always called it otherwise."""
-    return str(f.metadata.get("json", f.name))
-
-
-class _Record:
-    """A record whose JSON is its fields, in order, under their own names (or the key a field's
-    metadata gives), and which reads back from it (`decode`)."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]  # set by @dataclass on each record
-
-    def to_json(self) -> JSON:
-        return {_key(f): _json(getattr(self, f.name)) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls: type[R], data: Mapping[str, Any]) -> R:
-        return typing.cast(R, decode(cls, data))
-
-
-R = TypeVar("R", bound=_Record)
-
-
-def decode(hint: Any, value: Any) -> Any:
-    """`value`, as JSON holds it, as the type `hint` names: the one way every record is read
-    back (a run's results, a study's result). Records are rebuilt from their fields, tuples
-    from lists, a vocabulary's members from their words; a key that JSON written by an older
-    version lacks reads as the field's default, or as empty (None, 0, "", [], {}) when it has
-    none."""
-    if value is None:
-        return None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        chosen = [a for a in args if a is not type(None)]
-        return decode(chosen[0], value) if len(chosen) == 1 else value
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(value)
-    if isinstance(hint, type) and is_dataclass(hint):
-        hints = typing.get_type_hints(hint)
-        return hint(**{f.name: decode(hints[f.name], value[_key(f)]) if _key(f) in value
-                       else _missing(f, hints[f.name]) for f in fields(hint) if f.init})
-    if origin is list:
-        return [decode(args[0], v) for v in value]
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(decode(args[0], v) for v in value)
-        return tuple(decode(a, v) for a, v in zip(args, value, strict=False)) if args else \
-            tuple(value)
-    if origin is dict and args:
-        return {k: decode(args[1], v) for k, v in value.items()}
-    return value
-
-
-def _missing(f: Field[Any], hint: Any) -> Any:
-    if "missing" in f.metadata:
-        return f.metadata["missing"]
-    if f.default is not MISSING:
-        return f.default
-    if f.default_factory is not MISSING:
-        return f.default_factory()
-    origin = typing.get_origin(hint) or hint
-    # a vocabulary has no empty word: None (a part read only to be replaced, as a study's)
-    if origin in (typing.Union, types.UnionType) or \
-            isinstance(origin, type) and issubclass(origin, Enum):
-        return None
-    return {list: [], dict: {}, tuple: (), str: "", int: 0, float: 0.0, bool: False}[origin]
-
-
-def _optional(read: Callable[[Any], T], value: Any) -> T | None:
-    return None if value is None else read(value)
 
 
 def _inverse(x: float) -> float:
@@ -130,7 +45,7 @@ def _inverse(x: float) -> float:
 
 
 @dataclass(frozen=True)
-class Objective(_Record):
+class Objective(Record):
     """What a measurement is and which way is better."""
 
     metric: str  # "seconds" or "tps"
@@ -142,7 +57,7 @@ class Objective(_Record):
 
 
 @dataclass(frozen=True)
-class Metric(_Record):
+class Metric(Record):
     """A figure every measurement of a kind gives: what a search may optimize, or bound."""
 
     detail: str | None  # its key in the measurement's details; None: the measured value itself
@@ -151,7 +66,7 @@ class Metric(_Record):
 
 
 @dataclass(frozen=True)
-class Steady(_Record):
+class Steady(Record):
     """How a time series' steady state is found: warm-up dropped, then (optionally) the last N s."""
 
     warmup: int | None = None  # seconds; None = detected (MSER-5)
@@ -159,21 +74,58 @@ class Steady(_Record):
     stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
 
 
+@dataclass(frozen=True)
+class Second:
+    """One second of a time-series workload, as its driver reported it: also the store's
+    per-second table, column for column (knoblab.store.schema)."""
+
+    t: float  # seconds since the start of the run
+    threads: int
+    tps: float
+    qps: float
+    reads: float
+    writes: float
+    other: float
+    latency_ms: float  # at the run's percentile
+    errors: float  # per second
+    reconnects: float  # per second
+
+
 # ----------------------------------------------------------------------------- points
 
 
 @dataclass(frozen=True)
-class Step(_Record):
+class Step(Record):
     """Where a point of a steps run stands."""
 
     number: int = field(metadata={"json": "step"})  # 0: the base
-    role: str  # "cumulative" (on top of the steps before) or "alone" (its change on the base)
+    role: StepRole
     change: Settings  # what this step sets
     label: str  # "defaults", "+ innodb_buffer_pool_size=700M"
 
 
+class _KindsOwn(Record):
+    """A point's figures that its workload kind adds to the common ones (a replay's lag behind
+    the capture's schedule), by name: written after the common ones, as keys of their own,
+    and read back from whatever keys of a point no record names. Only the kind reads them
+    (`Workload.notes`)."""
+
+    own: dict[str, Any]
+
+    def to_json(self) -> JSON:
+        found = super().to_json()
+        own = found.pop("own")
+        return {**found, **own}
+
+    @classmethod
+    def from_json(cls: type[R], data: Mapping[str, Any]) -> R:
+        named = {json_key(f) for f in fields(cls)}
+        return typing.cast(R, decode(cls, {**data, "own": {
+            k: v for k, v in data.items() if k not in named}}))
+
+
 @dataclass(frozen=True)
-class TimedEvidence(_Record):
+class TimedEvidence(_KindsOwn):
     """The figures of a point measured as one time per run (query, script)."""
 
     median: float | None  # None: nothing was measured
@@ -186,19 +138,11 @@ class TimedEvidence(_Record):
     iowait_share: float | None
     read_mb: float | None  # read from disk by the server, per run
     os: dict[str, float | None]  # the machine's figures per run (medians), by name
-    # A replay at speed "original": how far behind the capture's schedule its statements
-    # started, in seconds ("median", "p95": medians over the runs); None for any other run.
-    behind: dict[str, float] | None = None
-
-    def to_json(self) -> JSON:
-        found = super().to_json()
-        if self.behind is None:
-            del found["behind"]  # only a replay at the original speed has a schedule
-        return found
+    own: dict[str, Any] = field(default_factory=dict)  # see _KindsOwn
 
 
 @dataclass(frozen=True)
-class SeriesRun(_Record):
+class SeriesRun(Record):
     """One run of a time series: its throughput every second."""
 
     repetition: int
@@ -210,7 +154,7 @@ class SeriesRun(_Record):
 
 
 @dataclass(frozen=True)
-class OsRun(_Record):
+class OsRun(Record):
     """The machine's CPU (shares of all cores) and disk (bytes) every second of one run."""
 
     repetition: int
@@ -223,14 +167,15 @@ class OsRun(_Record):
 
 
 @dataclass(frozen=True)
-class SeriesEvidence(_Record):
+class SeriesEvidence(_KindsOwn):
     """The figures of a point measured as a time series (sysbench), on its steady state."""
 
     series: list[SeriesRun]
     os_series: list[OsRun]  # only when the OS was sampled every second
     samples: list[float]  # what the test compares: one mean per server start, or batch means
     regime: str | None
-    compared: str | None  # "server starts" or "batch means of one start"; None: nothing measured
+    # "server starts" or "batch means of one start"; None (and no key): nothing measured
+    compared: str | None = field(metadata=OMITTED_WHEN_NONE)
     mean: float | None
     median: float | None
     stdev: float | None  # of the seconds
@@ -243,12 +188,7 @@ class SeriesEvidence(_Record):
     longest_stall: int | None
     sql_errors: int | None
     reconnects: int | None
-
-    def to_json(self) -> JSON:
-        found = super().to_json()
-        if self.compared is None:
-            del found["compared"]  # nothing was measured: there are no samples to describe
-        return found
+    own: dict[str, Any] = field(default_factory=dict)  # see _KindsOwn
 
 
 Evidence = TimedEvidence | SeriesEvidence
@@ -260,7 +200,7 @@ def evidence_from_json(data: Mapping[str, Any], time_series: bool) -> Evidence:
 
 
 @dataclass(frozen=True)
-class Point(_Record):
+class Point(Record):
     """One configuration: what was asked and applied, its verdict within its slice, its figures."""
 
     settings: Settings  # as requested: the swept values, slice values included
@@ -311,14 +251,20 @@ class Point(_Record):
             list(data.get("errors") or []), data.get("unavailable"),
             dict(data.get("durability") or {}),
             Step.from_json(data) if "step" in data else None,
-            evidence_from_json(data, time_series))
+            evidence_from_json({k: v for k, v in data.items() if k not in _POINTS_OWN},
+                               time_series))
+
+
+# The keys of a point's JSON that are the point's (and its step's), not its figures'.
+_POINTS_OWN = frozenset(json_key(f) for record in (Point, Step) for f in fields(record)
+                        if f.name != "evidence")
 
 
 # ----------------------------------------------------------------------------- conclusion
 
 
 @dataclass(frozen=True)
-class SliceConclusion(_Record):
+class SliceConclusion(Record):
     """The best point of one slice, and whether to change anything there.
 
     A change is recommended only when it is shown to help against the current configuration
@@ -337,7 +283,7 @@ class SliceConclusion(_Record):
 
 
 @dataclass(frozen=True)
-class RecommendedSteps(_Record):
+class RecommendedSteps(Record):
     """The settings of the steps that measurably helped, in one slice of a steps run."""
 
     slice: Settings
@@ -345,7 +291,7 @@ class RecommendedSteps(_Record):
 
 
 @dataclass(frozen=True)
-class Conclusion(_Record):
+class Conclusion(Record):
     """The verdict of a run in numbers; its sentence is the report's (conclusion_text)."""
 
     significant: bool
@@ -372,14 +318,14 @@ class Conclusion(_Record):
         found: JSON = {"significant": self.significant, "best": self.best,
                        "recommended": self.recommended}
         if self.by_slice is not None:
-            found["by_slice"] = _json(self.by_slice)
+            found["by_slice"] = encode(self.by_slice)
         else:
             found.update({"fastest": self.fastest, "finding": self.finding,
-                          "versus_current": _json(self.versus_current)})
+                          "versus_current": encode(self.versus_current)})
         if text is not None:
             found["text"] = text
         if self.recommended_steps is not None:
-            found["recommended_steps"] = _json(self.recommended_steps)
+            found["recommended_steps"] = encode(self.recommended_steps)
         return found
 
 
@@ -387,7 +333,7 @@ class Conclusion(_Record):
 
 
 @dataclass(frozen=True)
-class Comparison(_Record):
+class Comparison(Record):
     """One point against another: the ratio of their centres, its interval, and the verdict."""
 
     ratio: float
@@ -406,7 +352,7 @@ class Comparison(_Record):
 
 
 @dataclass(frozen=True)
-class Alone(_Record):
+class Alone(Record):
     """A step's change measured alone on the base."""
 
     point: int  # index into Results.points
@@ -415,7 +361,7 @@ class Alone(_Record):
 
 
 @dataclass(frozen=True)
-class StepRow(_Record):
+class StepRow(Record):
     """A step of a steps table: its level, its change, and what to do with it."""
 
     step: int
@@ -434,7 +380,7 @@ class StepRow(_Record):
 
 
 @dataclass(frozen=True)
-class Interaction(_Record):
+class Interaction(Record):
     """All steps together against the product of their changes measured alone."""
 
     cumulative: float
@@ -446,7 +392,7 @@ class Interaction(_Record):
 
 
 @dataclass(frozen=True)
-class StepsTable(_Record):
+class StepsTable(Record):
     """The steps of one slice, applied one on top of the other from the base."""
 
     slice: Settings
@@ -467,12 +413,12 @@ class StepsTable(_Record):
 
 
 @dataclass(frozen=True)
-class ServerInfo(_Record):
+class ServerInfo(Record):
     """A server the run was measured on, or left out of it."""
 
     label: str  # "" when there is one
     binary: str | None  # None: a running server
-    endpoint: str | None  # a running server's address
+    endpoint: str | None = field(metadata=OMITTED_WHEN_NONE)  # a running server's address
     version: str | None
     version_line: str | None
     compile: dict[str, str | None]  # what the build says of itself: os, machine, compiler …
@@ -485,15 +431,9 @@ class ServerInfo(_Record):
     def compiler(self) -> str | None:
         return self.compile.get("compiler")
 
-    def to_json(self) -> JSON:
-        found = super().to_json()
-        if self.endpoint is None:
-            del found["endpoint"]  # only a running server has one
-        return found
-
 
 @dataclass(frozen=True)
-class ServerRow(_Record):
+class ServerRow(Record):
     """One server's level at a configuration measured on every server."""
 
     binary: str  # the server's label
@@ -507,7 +447,7 @@ class ServerRow(_Record):
 
 
 @dataclass(frozen=True)
-class ServersCompared(_Record):
+class ServersCompared(Record):
     """The servers against each other at one configuration."""
 
     # the configuration: "step 5: + innodb_log_buffer_size=4M", "read_buffer_size=1M"
@@ -521,7 +461,7 @@ class ServersCompared(_Record):
 
 
 @dataclass(frozen=True)
-class ExplainingCounter(_Record):
+class ExplainingCounter(Record):
     """A server counter that moved with the setting, consistently (knoblab.evidence)."""
 
     counter: str
@@ -532,14 +472,14 @@ class ExplainingCounter(_Record):
 
 
 @dataclass(frozen=True)
-class Explanation(_Record):
+class Explanation(Record):
     """The counters that explain one slice."""
 
     slice: Settings
     counters: list[ExplainingCounter]
 
 
-def _explanations(entries: list[Mapping[str, Any]]) -> list[Explanation]:
+def _explanations(entries: Sequence[Mapping[str, Any]]) -> list[Explanation]:
     """Explanations per slice; a flat list of counters (results written before slicing) is
     one unsliced explanation."""
     flat = [ExplainingCounter.from_json(e) for e in entries if "counters" not in e]
@@ -548,7 +488,7 @@ def _explanations(entries: list[Mapping[str, Any]]) -> list[Explanation]:
 
 
 @dataclass(frozen=True)
-class Noise(_Record):
+class Noise(Record):
     """How much identical timed runs on one server start differed: the machine's noise floor."""
 
     starts: int
@@ -560,7 +500,7 @@ class Noise(_Record):
 
 
 @dataclass(frozen=True)
-class Rounds(_Record):
+class Rounds(Record):
     """How often the points were measured, and for adaptive repetitions when and why the run
     stopped, with the p-values the last look's tests had to reach (sequential boundaries)."""
 
@@ -620,85 +560,130 @@ class Results:
         return next((s for s in self.servers if s.label == label), None)
 
     def to_json(self, conclusion_text: str | None = None) -> JSON:
-        """The results JSON; `conclusion_text` is the report's sentence, put where the results
-        JSON has always had it (conclusion.text)."""
-        found: JSON = {
-            "run_id": self.run_id, "name": self.name, "kind": self.experiment,
-            "status": self.status,
-            "objective": {"metric": self.objective.metric,
-                          "direction": self.objective.direction},
-            "server": {"binary": self.server_binary, "version": self.server_version},
-            "servers": _json(self.servers), "workload": self.workload, "dataset": self.dataset,
-            "steady": None if self.steady is None else {
-                "warmup": self.steady.warmup, "window": self.steady.window,
-                "stall_fraction": self.steady.stall_fraction},
-            "knobs": self.knobs, "slices": self.slices, "base": self.base,
-            "regime": self.regime,
-            "statistics": {"test": self.statistics.test, "alpha": self.statistics.alpha,
-                           "min_effect": self.statistics.min_effect,
-                           "confidence": self.statistics.confidence},
-            "points": _json(self.points), "noise": _json(self.noise),
-            "explained_by": _json(self.explained_by), "tied": self.tied,
-            "warnings": self.warnings,
-        }
-        if self.rounds is not None:
-            found["rounds"] = self.rounds.to_json()
-        if self.steps is not None:
-            found["steps"] = _json(self.steps)
-        if self.servers_compared is not None:
-            found["servers_compared"] = _json(self.servers_compared)
-        if self.statement_classes is not None:
-            found["statement_classes"] = self.statement_classes.to_json()
-        found["conclusion"] = self.conclusion.to_json(conclusion_text)
-        found["reproduce"] = {"machine": self.machine, "started_at": self.started_at,
-                              "finished_at": self.finished_at, "spec": self.spec,
-                              "knoblab_version": self.knoblab_version}
-        return found
+        """The results JSON (`ResultsJSON`); `conclusion_text` is the report's sentence, put
+        where the results JSON has always had it (conclusion.text)."""
+        judged = self.statistics
+        return ResultsJSON(
+            run_id=self.run_id, name=self.name, kind=self.experiment, status=self.status,
+            objective=ObjectiveNamed(self.objective.metric, self.objective.direction),
+            server=Build(self.server_binary, self.server_version), servers=self.servers,
+            workload=self.workload, dataset=self.dataset, steady=self.steady,
+            knobs=self.knobs, slices=self.slices, base=self.base, regime=self.regime,
+            statistics=Judged(judged.test, judged.alpha, judged.min_effect, judged.confidence),
+            points=[p.to_json() for p in self.points], noise=self.noise,
+            explained_by=encode(self.explained_by), tied=self.tied, warnings=self.warnings,
+            rounds=self.rounds, steps=self.steps, servers_compared=self.servers_compared,
+            statement_classes=self.statement_classes,
+            conclusion=self.conclusion.to_json(conclusion_text),
+            reproduce=Reproduce(self.machine, self.started_at, self.finished_at, self.spec,
+                                self.knoblab_version)).to_json()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], objective: Objective) -> Results:
         """Results from their JSON (conclusion.text, a sentence, is left out); `objective`:
         that of the workload kind that measured them (the JSON keeps its metric alone)."""
-        workload = dict(data.get("workload") or {})
-        server = data.get("server") or {}
-        steady, statistics = data.get("steady"), data.get("statistics") or {}
-        steps, compared = data.get("steps"), data.get("servers_compared")
-        reproduce = data.get("reproduce") or {}
+        doc = ResultsJSON.from_json(data)
+        judged, reproduce = doc.statistics, doc.reproduce
         return cls(
-            run_id=data["run_id"], name=data["name"],
-            experiment=Experiment(data.get("kind", Experiment.SWEEP)),
-            status=RunStatus(data.get("status", RunStatus.DONE)), objective=objective,
-            server_binary=server.get("binary", ""), server_version=server.get("version"),
-            servers=[ServerInfo.from_json(s) for s in data.get("servers") or []],
-            workload=workload, dataset=dict(data.get("dataset") or {}),
-            steady=None if steady is None else Steady(**steady),
-            knobs=list(data.get("knobs") or []), slices=list(data.get("slices") or []),
-            base=dict(data.get("base") or {}), regime=data.get("regime"),
-            statistics=Statistics(**{k: statistics[k] for k in
-                                     ("test", "alpha", "min_effect", "confidence")
-                                     if k in statistics}),
-            points=[Point.from_json(p, objective.time_series) for p in data["points"]],
-            noise=_optional(Noise.from_json, data.get("noise")),
-            explained_by=_explanations(data.get("explained_by") or []),
-            tied=dict(data.get("tied") or {}), warnings=list(data.get("warnings") or []),
-            steps=None if steps is None else [StepsTable.from_json(s) for s in steps],
-            servers_compared=None if compared is None else [
-                ServersCompared.from_json(s) for s in compared],
-            conclusion=Conclusion.from_json(data.get("conclusion") or {}),
-            rounds=_optional(Rounds.from_json, data.get("rounds")),
-            machine=dict(reproduce.get("machine") or {}),
-            started_at=reproduce.get("started_at"), finished_at=reproduce.get("finished_at"),
-            spec=reproduce.get("spec") or "", knoblab_version=reproduce.get("knoblab_version")
-            or "",
-            statement_classes=_optional(ClassComparison.from_json,
-                                        data.get("statement_classes")))
+            run_id=doc.run_id, name=doc.name, experiment=doc.kind, status=doc.status,
+            objective=objective, server_binary=doc.server.binary,
+            server_version=doc.server.version, servers=doc.servers, workload=doc.workload,
+            dataset=doc.dataset, steady=doc.steady, knobs=doc.knobs, slices=doc.slices,
+            base=doc.base, regime=doc.regime,
+            statistics=Statistics(judged.min_effect, judged.alpha, judged.confidence,
+                                  judged.test),
+            points=[Point.from_json(p, objective.time_series) for p in doc.points],
+            noise=doc.noise, explained_by=_explanations(doc.explained_by), tied=doc.tied,
+            warnings=doc.warnings, steps=doc.steps, servers_compared=doc.servers_compared,
+            conclusion=Conclusion.from_json(doc.conclusion), rounds=doc.rounds,
+            machine=reproduce.machine, started_at=reproduce.started_at,
+            finished_at=reproduce.finished_at, spec=reproduce.spec,
+            knoblab_version=reproduce.knoblab_version,
+            statement_classes=doc.statement_classes)
+
+
+# ----------------------------------------------------------------------------- result.json
+
+
+@dataclass(frozen=True)
+class ObjectiveNamed(Record):
+    """What result.json says of the objective (the kind's own holds the rest)."""
+
+    metric: str = ""
+    direction: Direction = "minimize"
+
+
+@dataclass(frozen=True)
+class Build(Record):
+    """The server binary a run measured, and the version it said."""
+
+    binary: str = ""
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Judged(Record):
+    """How the run was judged, as result.json gives it (not the seed)."""
+
+    test: Test = Statistics.test
+    alpha: float = Statistics.alpha
+    min_effect: float = Statistics.min_effect
+    confidence: float = Statistics.confidence
+
+
+@dataclass(frozen=True)
+class Reproduce(Record):
+    """What a run needs to be made again: the machine (knoblab.machine.describe), when it
+    began and ended (epoch seconds), the spec as written, knoblab's version."""
+
+    machine: dict[str, str] = field(default_factory=dict)
+    started_at: float | None = None
+    finished_at: float | None = None
+    spec: str = ""
+    knoblab_version: str = ""
+
+
+@dataclass(frozen=True)
+class ResultsJSON(Record):
+    """result.json, key by key and in order: the document users' scripts read. Its points and
+    conclusion are held as their JSON (a point's figures are read as its kind's objective
+    says; the conclusion carries the report's sentence)."""
+
+    run_id: str
+    name: str
+    kind: Experiment = Experiment.SWEEP
+    status: RunStatus = RunStatus.DONE
+    objective: ObjectiveNamed = ObjectiveNamed()
+    server: Build = Build()
+    servers: list[ServerInfo] = field(default_factory=list)
+    workload: dict[str, Any] = field(default_factory=dict)
+    dataset: dict[str, Any] = field(default_factory=dict)
+    steady: Steady | None = None
+    knobs: list[str] = field(default_factory=list)
+    slices: list[str] = field(default_factory=list)
+    base: Settings = field(default_factory=dict)
+    regime: str | None = None
+    statistics: Judged = Judged()
+    points: list[JSON] = field(default_factory=list)
+    noise: Noise | None = None
+    explained_by: list[JSON] = field(default_factory=list)
+    tied: Settings = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # these four keys are there only when the run has them
+    rounds: Rounds | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    steps: list[StepsTable] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    servers_compared: list[ServersCompared] | None = field(default=None,
+                                                           metadata=OMITTED_WHEN_NONE)
+    statement_classes: ClassComparison | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    conclusion: JSON = field(default_factory=dict)
+    reproduce: Reproduce = Reproduce()
 
 
 # --- a search (knoblab tune): what knoblab.search finds, and knoblab.report shows -------------
 
 
 @dataclass(frozen=True)
-class Dimension(_Record):
+class Dimension(Record):
     """One setting of the search: a whole-number range, or a list of choices."""
 
     name: str
@@ -736,7 +721,7 @@ class Dimension(_Record):
 
 
 @dataclass(frozen=True)
-class Space(_Record):
+class Space(Record):
     dimensions: tuple[Dimension, ...]
 
     @property
@@ -764,7 +749,7 @@ class Space(_Record):
 
 
 @dataclass(frozen=True)
-class Constraint(_Record):
+class Constraint(Record):
     """A bound on a second metric: `constraint = { metric = "p99", max = 20 }` (its unit)."""
 
     metric: str
@@ -781,7 +766,7 @@ class Constraint(_Record):
 
 
 @dataclass(frozen=True)
-class Goal(_Record):
+class Goal(Record):
     """What the search lowers (the objective, as a log-ratio to the baseline) and the bound it
     must respect (a constraint on a second metric)."""
 
@@ -800,7 +785,7 @@ class Goal(_Record):
 
 
 @dataclass(frozen=True)
-class TrialOutcome(_Record):
+class TrialOutcome(Record):
     """One configuration of the search and what it scored against the baseline."""
 
     number: int
@@ -851,7 +836,7 @@ class TrialOutcome(_Record):
 
 
 @dataclass(frozen=True)
-class Validation(_Record):
+class Validation(Record):
     """A candidate measured again against the baseline, in fresh starts, with adaptive rounds
     and the full statistics, at alpha shared among the candidates validated (Bonferroni)."""
 
@@ -872,7 +857,7 @@ class Validation(_Record):
 
 
 @dataclass(frozen=True)
-class Effect(_Record):
+class Effect(Record):
     """A setting of the recommendation put back to the baseline's value alone, the others
     kept: how much that loses (+0.05: the recommendation is 5% better with the setting)."""
 
@@ -885,7 +870,7 @@ class Effect(_Record):
 
 
 @dataclass(frozen=True)
-class Reduction(_Record):
+class Reduction(Record):
     """The recommendation without its settings of no measurable effect, checked to be
     equivalent to the full one."""
 
@@ -918,7 +903,7 @@ class Reduction(_Record):
 
 
 @dataclass(frozen=True)
-class Importance(_Record):
+class Importance(Record):
     """One setting's share of what matters, by one of two bases: "ablation", its share of the
     gain the validated configuration's changes were measured to bring, each put back alone
     (low, high: from its measurement's 95% interval); "trials", its share of the objective's
@@ -933,7 +918,7 @@ class Importance(_Record):
 
 
 @dataclass(frozen=True)
-class TuneResult(_Record):
+class TuneResult(Record):
     study: str
     space: Space
     baseline: dict[str, str]

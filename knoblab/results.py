@@ -44,7 +44,15 @@ from knoblab.records import (
     evidence_from_json,
 )
 from knoblab.store import RunInfo, Store, Trial
-from knoblab.vocabulary import Experiment, Finding, PointVerdict, RunStatus, StepVerdict, TrialState
+from knoblab.vocabulary import (
+    Experiment,
+    Finding,
+    PointVerdict,
+    RunStatus,
+    StepRole,
+    StepVerdict,
+    TrialState,
+)
 from knoblab.workloads.base import Rounds as Planned
 from knoblab.workloads.base import StoredTrial, Workload
 
@@ -567,7 +575,7 @@ def _per_unit(counters: Mapping[str, Any], work: float | None) -> dict[str, floa
 def _point_name(requested: Settings, step: Step | None, slices: list[str]) -> str:
     """A point within its slice: "step 2", "step 2 alone", or its values ("64K, 2M")."""
     if step is not None:
-        return f"step {step.number}{' alone' if step.role == 'alone' else ''}"
+        return f"step {step.number}{' alone' if step.role == StepRole.ALONE else ''}"
     return ", ".join(str(v) for k, v in requested.items() if k not in slices)
 
 
@@ -615,9 +623,9 @@ def _steps_table(slice_values: Settings, members: list[int], points: list[Point]
     """One slice's steps. All its comparisons form one Holm family: a table of many steps
     should not call one of them significant by chance."""
     placed = {idx: step for idx in members if (step := points[idx].step) is not None}
-    cumulative = sorted((i for i, s in placed.items() if s.role == "cumulative"),
+    cumulative = sorted((i for i, s in placed.items() if s.role == StepRole.CUMULATIVE),
                         key=lambda i: placed[i].number)
-    alone = {s.number: i for i, s in placed.items() if s.role == "alone"}
+    alone = {s.number: i for i, s in placed.items() if s.role == StepRole.ALONE}
     base = cumulative[0]
     pairs: list[tuple[int, int]] = []
 
@@ -749,7 +757,7 @@ def _interaction(rows: list[StepRow], total: Comparison | None) -> Interaction |
 
 def _cumulative_step(point: Point) -> int | None:
     """The step of a point applied on top of the steps before it; None for any other point."""
-    return point.step.number if point.step and point.step.role == "cumulative" else None
+    return point.step.number if point.step and point.step.role == StepRole.CUMULATIVE else None
 
 
 def _level(summary: stats.Summary, objective: Objective) -> float:

@@ -21,7 +21,7 @@ from knoblab.judging import Statistics, Test
 from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
 from knoblab.units import parse_size
-from knoblab.vocabulary import Experiment, StepVerdict
+from knoblab.vocabulary import Experiment, StepRole, StepVerdict
 from knoblab.workloads import Workload
 
 TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
@@ -189,7 +189,7 @@ class Spec:
                 return base[name]
             return catalog.knobs[name].default_value()
 
-        cumulative = [Point({}, {}, {"step": 0, "role": "cumulative", "change": {},
+        cumulative = [Point({}, {}, {"step": 0, "role": StepRole.CUMULATIVE, "change": {},
                                      "label": "base" if self.base_config else "defaults"})]
         alone: list[Point] = []
         for number, step in enumerate(self.steps, start=1):
@@ -216,13 +216,13 @@ class Spec:
             requested.update(change_req)
             config.update(change_config)
             shown = change_req or {name: section.as_text(raw) for name, raw in step.items()}
-            meta = {"step": number, "role": "cumulative", "change": change_req,
+            meta = {"step": number, "role": StepRole.CUMULATIVE, "change": change_req,
                     "label": "+ " + ", ".join(f"{k}={v}" for k, v in shown.items()),
                     "lacking": missing, "skip": skip}
             cumulative.append(Point(dict(requested), dict(config), meta))
             if self.one_at_a_time and number > 1:
                 alone.append(Point(dict(change_req), dict(change_config),
-                                   {**meta, "role": "alone"}))
+                                   {**meta, "role": StepRole.ALONE}))
         for follower, leader in self.tied.items():
             self._tie(catalog, follower, leader, base, [*cumulative, *alone])
         return cumulative + alone, warnings

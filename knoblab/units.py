@@ -121,3 +121,16 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 def threads_text(threads: object) -> str:
     """"1 thread", "8 threads"; "? threads" when not said."""
     return plural(threads, "thread") if isinstance(threads, int) else f"{threads or '?'} threads"
+
+
+def num(x: float | None) -> str:
+    """3 significant digits, never scientific, never fewer digits than the integer part, and
+    thousands separated ("1,204"); "—" for no number."""
+    if x is None:
+        return "—"
+    if x == 0 or not math.isfinite(x):
+        return f"{x:.2f}" if x == 0 else str(x)
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
+    return f"{x:.{decimals}f}"

@@ -161,6 +161,13 @@ class SavedState(StrEnum):
     FORGOTTEN = "forgotten"  # given up by the user (knoblab restore --forget)
 
 
+class StepRole(StrEnum):
+    """Where a point of a steps run stands (its `role`)."""
+
+    CUMULATIVE = "cumulative"  # on top of the steps before
+    ALONE = "alone"  # its change alone, on the base
+
+
 class Experiment(StrEnum):
     """What a run is (the runs table's `kind`)."""
 

@@ -37,7 +37,7 @@ from knoblab.workloads.base import (
     Rounds,
     WorkloadError,
 )
-from knoblab.workloads.query import Timed
+from knoblab.workloads.timed import Timed
 
 
 class Quiet:

@@ -15,7 +15,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                      "knoblab.vocabulary", "knoblab.words", "knoblab.section", "knoblab.places",
                      "knoblab.terminal", "knoblab.machine", "knoblab.connection", "knoblab.admin",
                      "knoblab.catalog", "knoblab.safety", "knoblab.stopping", "knoblab.judging",
-                     "knoblab.owners",
+                     "knoblab.owners", "knoblab.codec",
                      # pure functions on samples
                      "knoblab.stats", "knoblab.timeseries", "knoblab.evidence",
                      "knoblab.classes")),

@@ -17,8 +17,8 @@ import pytest
 
 from knoblab import cli
 from knoblab.places import REPORT_MARK as MARK
-from knoblab.report.format import num
 from knoblab.store import Store
+from knoblab.units import num
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 

@@ -15,7 +15,7 @@ import pytest
 from knoblab import cli
 from knoblab.capture.plan import plan_for
 from knoblab.store import Store
-from knoblab.workloads.query import REGIME_RULE, regime
+from knoblab.workloads.timed import REGIME_RULE, regime
 from tests import fakes
 from tests.test_replay import _case, _knoblab
 

@@ -10,7 +10,7 @@ import pytest
 from knoblab.errors import UserError
 from knoblab.runner import check_settable
 from knoblab.spec import parse_spec
-from knoblab.workloads.query import regime
+from knoblab.workloads.timed import regime
 
 
 def _spec(text: str):

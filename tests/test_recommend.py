@@ -640,7 +640,7 @@ def test_a_reduced_recommendation_carries_its_own_gain_not_the_full_candidates(
               for t in store.trials(own.run_id)}
     assert points == {(0, str(2 * MB), str(256 * 1024)), (1, str(16 * MB), str(256 * 1024))}
 
-    assert (claimed["gain"], claimed["ci95"]) == (own.gain, own.ci95)
+    assert (claimed["gain"], tuple(claimed["ci95"])) == (own.gain, own.ci95)
     assert claimed["verdict"] == "better" and claimed["run_id"] == own.run_id
     assert claimed["own_gain"] is True
     own_gain = gain_validated(own, result)

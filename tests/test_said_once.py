@@ -41,7 +41,7 @@ from knoblab.records import (
     Validation,
 )
 from knoblab.report import print_report
-from knoblab.report.format import change_text, num, ratio_change_text
+from knoblab.report.format import change_text, ratio_change_text
 from knoblab.report.tables import class_grid, class_notes
 from knoblab.report.text import answer_text, step_durability_lines, total_text
 from knoblab.report.tuning import interval_cell, print_tune, tune_document, tune_json
@@ -49,6 +49,7 @@ from knoblab.results import build_results
 from knoblab.runner import checks as runner_checks
 from knoblab.spec import parse_spec
 from knoblab.store import RunInfo, Store
+from knoblab.units import num
 from knoblab.vocabulary import ClassVerdict, Experiment, RunStatus
 from knoblab.words import NOT_BOUNDED, bounds, gain_interval_words
 from knoblab.workloads.replay import ReplayWorkload, Slice

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from knoblab.errors import UserError
+from knoblab.records import Second
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, derived_template
 from knoblab.workloads.sysbench import (
     RAND_TYPES,
     SYSBENCH_TESTS,
-    Second,
     SysbenchWorkload,
     histogram_percentile,
     parse_second,

@@ -41,7 +41,6 @@ from knoblab.report.format import (
     count,
     headline,
     is_measured,
-    num,
     point_label,
     signed,
     slice_heading,
@@ -54,6 +53,7 @@ from knoblab.report.format import (
     where,
     wrap_name,
 )
+from knoblab.units import num
 from knoblab.vocabulary import PointVerdict, StepVerdict, TrialState
 from knoblab.words import FINDING_WORDS
 

@@ -24,7 +24,6 @@ from knoblab.records import Point, Results, StepRow, StepsTable, TuneResult
 from knoblab.report.format import (
     gain_interval_text,
     headline,
-    num,
     ratio_change_text,
     slices,
     step_label,
@@ -55,7 +54,7 @@ from knoblab.report.text import (
     total_text,
 )
 from knoblab.store import Trial
-from knoblab.units import format_duration, setting_text
+from knoblab.units import format_duration, num, setting_text
 from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
 from knoblab.words import FINDING_WORDS, WHY_NOT_BOUNDED, bounded, gain_words
 

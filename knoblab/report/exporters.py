@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import jinja2
 
@@ -20,8 +20,13 @@ from knoblab.literal import code_block, literal, markdown
 from knoblab.places import REPORT_MARK, check_report_folder
 from knoblab.records import Results, TuneResult
 from knoblab.report.document import Report, measurements_csv
+from knoblab.report.shapes import CompareRow, ComparisonJSON, FastestJSON
 from knoblab.report.text import conclusion_text
 from knoblab.report.tuning import tune_json
+from knoblab.vocabulary import PointVerdict
+
+if TYPE_CHECKING:
+    from knoblab.compare import Comparison
 
 
 class Exporter(Protocol):
@@ -145,6 +150,27 @@ def results_json(results: Results) -> str:
 def search_json(result: TuneResult) -> str:
     """A search's results JSON."""
     return json.dumps(tune_json(result), indent=2)
+
+
+def comparison_json(comparisons: list[Comparison]) -> str:
+    """`knoblab compare --json`: each run against the first (`ComparisonJSON`)."""
+    def leaders(c: Comparison) -> list[tuple[str, str | None, PointVerdict | None]]:
+        return [(c.first.run_id, c.best_first, c.verdict_first),
+                (c.other.run_id, c.best_other, c.verdict_other)]
+
+    return json.dumps([ComparisonJSON(
+        first=c.first.run_id, other=c.other.run_id, agree=c.agree,
+        best={run: label if verdict == PointVerdict.BEST else None
+              for run, label, verdict in leaders(c)},
+        fastest={run: None if label is None else FastestJSON(label, verdict)
+                 for run, label, verdict in leaders(c)},
+        rows=[CompareRow(r.label, r.first, r.other,
+                         None if r.change is None else r.change.ratio,
+                         None if r.change is None else [r.change.ci_low, r.change.ci_high],
+                         c.first.statistics.confidence, r.p_adjusted, r.verdict)
+              for r in c.rows],
+        machine=c.machine, spec=c.spec, incomplete=c.incomplete).to_json()
+        for c in comparisons], indent=2)
 
 
 class _Markdown(str):

@@ -7,7 +7,6 @@ module of knoblab.report: it imports neither rich nor matplotlib.
 
 from __future__ import annotations
 
-import math
 import re
 
 from knoblab import workloads
@@ -23,7 +22,7 @@ from knoblab.words import (
     gain_interval_ends,
     interval_text,
 )
-from knoblab.workloads.base import Headline
+from knoblab.workloads.base import Headline, Workload
 
 GIVES_UP = "gives up durability"
 STEP_VERDICT = {  # a step's verdict → (what people read, rich style)
@@ -45,11 +44,15 @@ _MINUS = "\u2212"  # a real minus sign: "−8%" does not read as a dash in a tab
 # ----------------------------------------------------------------------------- words
 
 
+def workload_kind(results: Results) -> type[Workload]:
+    """The kind the run was measured with: the one place a report finds it (its titles and
+    questions are made of its headline, the notes under its tables are its own)."""
+    return workloads.kind(str(results.workload.get("kind", "query")))
+
+
 def headline(results: Results) -> Headline:
-    """What the run ran, in its workload kind's own words: the one place a report asks the
-    kind (every title and question is made of it)."""
-    kind = workloads.kind(str(results.workload.get("kind", "query")))
-    return kind.headline(results.workload, results.knobs)
+    """What the run ran, in its workload kind's own words."""
+    return workload_kind(results).headline(results.workload, results.knobs)
 
 
 def clipped(text: str, width: int) -> str:
@@ -58,19 +61,6 @@ def clipped(text: str, width: int) -> str:
 
 
 # ----------------------------------------------------------------------------- numbers
-
-
-def num(x: float | None) -> str:
-    """3 significant digits, never scientific, never fewer digits than the integer part, and
-    thousands separated ("1,204"); "—" for no number."""
-    if x is None:
-        return "—"
-    if x == 0 or not math.isfinite(x):
-        return f"{x:.2f}" if x == 0 else str(x)
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
-    return f"{x:.{decimals}f}"
 
 
 def p_text(p: float) -> str:

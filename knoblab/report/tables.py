@@ -44,7 +44,6 @@ from knoblab.report.format import (
     count,
     headline,
     is_measured,
-    num,
     p_text,
     point_label,
     repetitions_text,
@@ -57,6 +56,7 @@ from knoblab.report.format import (
     step_verdict_text,
     value_knobs,
     where,
+    workload_kind,
     wrap_name,
 )
 from knoblab.report.text import (
@@ -78,12 +78,9 @@ from knoblab.report.text import (
     total_finding_text,
     total_text,
 )
-from knoblab.units import format_size, plural, settings_text
+from knoblab.units import format_size, num, plural, settings_text
 from knoblab.vocabulary import ClassVerdict, PointVerdict, StepVerdict
 from knoblab.words import WHY_NOT_BOUNDED, bounded, bounds, confidence_text, interval_text
-from knoblab.workloads.query import REGIME_RULE
-from knoblab.workloads.replay import BEHIND_LIMIT
-from knoblab.workloads.sysbench import ERRORS_MEANING
 
 _FOOTNOTE = "* the server rounded or changed the requested value"
 _RICH_STYLE = {PointVerdict.BEST: "green", PointVerdict.EQUIVALENT: "",
@@ -330,29 +327,10 @@ def _print_timed(results: Results, console: Console) -> None:
 
 
 def table_notes(results: Results) -> list[tuple[str, bool]]:
-    """(line, is a warning) under a sweep's table, for what its cells cannot say: the rule
-    its regime column follows, what sysbench's errors are, and how far behind the capture's
-    schedule a replay at the original speed started its statements."""
-    notes: list[tuple[str, bool]] = []
-    points = [p for p in results.points if p.n]
-    if any(p.timed and p.timed.regime for p in points):
-        notes.append((f"{REGIME_RULE[0].upper()}{REGIME_RULE[1:]}.", False))
-    if any(p.time_series for p in points):  # the column is always there: always said
-        notes.append((f"{ERRORS_MEANING[0].upper()}{ERRORS_MEANING[1:]}.", False))
-    behind = [(p, lag) for p in points if p.timed and (lag := p.timed.behind)]
-    if behind:
-        said = "; ".join(f"{point_label(results, p)}: {num(lag['median'])} s "
-                         f"(95% within {num(lag['p95'])} s)" for p, lag in behind)
-        notes.append(("Behind the capture's schedule (speed = \"original\"), how late the "
-                      f"statements started, median per run: {said}.", False))
-        late = ", ".join(point_label(results, p) for p, lag in behind
-                         if lag["p95"] > BEHIND_LIMIT)
-        if late:
-            notes.append((f"The replay fell behind the capture's schedule by more than "
-                          f"{BEHIND_LIMIT:g} s at {late}: it did not replay at the original "
-                          "speed there, and its times are those of a slower arrival than "
-                          "captured.", True))
-    return notes
+    """(line, is a warning) under a sweep's table, for what its cells cannot say: the workload
+    kind says them of its measured points' figures."""
+    points = [(point_label(results, p), p.evidence) for p in results.points if p.n]
+    return workload_kind(results).notes(points)
 
 
 def _print_notes(results: Results, console: Console) -> None:

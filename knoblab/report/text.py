@@ -33,7 +33,6 @@ from knoblab.report.format import (
     gain_interval_text,
     headline,
     is_measured,
-    num,
     p_text,
     point_label,
     signed,
@@ -47,7 +46,7 @@ from knoblab.report.format import (
     where,
     with_facts,
 )
-from knoblab.units import format_duration, plural, setting_text
+from knoblab.units import format_duration, num, plural, setting_text
 from knoblab.vocabulary import Finding, PointVerdict, RunStatus, StepVerdict
 from knoblab.words import (
     FINDING_WORDS,

@@ -14,6 +14,16 @@ from knoblab.judging import Direction
 from knoblab.literal import literal
 from knoblab.records import Effect, Results, TrialOutcome, TuneResult, Validation
 from knoblab.report.document import Chart, Document, table
+from knoblab.report.shapes import (
+    BoundNamed,
+    ImportanceJSON,
+    MetricNamed,
+    RecommendedJSON,
+    ReductionJSON,
+    TrialJSON,
+    TrimStep,
+    TuneJSON,
+)
 from knoblab.report.tables import class_grid, class_notes, print_classes
 from knoblab.units import format_duration, plural, setting_text, settings_text
 from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
@@ -475,75 +485,48 @@ def fragment(result: TuneResult) -> str:
 
 
 def tune_json(result: TuneResult) -> dict[str, Any]:
+    """tune.json (`TuneJSON`)."""
     chosen, goal = result.recommended, result.goal
-    # The figure the recommendation carries: its own measurement against the baseline, else
-    # (own_gain false) the validated candidate's, with all its settings.
     claimed = recommend.claim(result) or chosen
-    return {
-        "study": result.study,
-        "space": [d.describe() for d in result.space.dimensions],
-        "baseline": result.baseline,
-        "spent_seconds": round(result.spent, 1),
-        "stopped": result.stopped,
-        "objective": None if goal is None else {
-            "metric": goal.name, "unit": goal.metric.unit, "direction": goal.metric.direction},
-        "constraint": None if goal is None or goal.constraint is None else {
-            "metric": goal.constraint.metric, "limit": goal.constraint.limit,
-            "bound": "max" if goal.constraint.upper else "min"},
-        # "kept": the pruner measured it further for its first measurements, which its
-        # interval includes (it leans in the trial's favour)
-        "trials": [{"number": t.number, "state": t.state, "changes": t.changes,
-                    "gain": t.gain, "ci95": t.interval(), "kept": kept(t, result),
-                    "rounds": len(t.ratios),
-                    "run_ids": list(t.runs), "error": t.error, "observed": t.observed,
-                    "feasible": t.feasible} for t in result.trials],
-        # A validation's interval ("ci95", the key's name kept for the programs that read it)
-        # is at the level its verdict was decided at, "confidence" (0.95 or more); "finding"
-        # and "said" are its verdict in knoblab.words' terms, and in words.
-        "validations": [{**v.to_json(), "trial": v.trial.number,
-                         "finding": validation_finding(v, result.min_effect),
-                         "said": validation_text(v, result)}
-                        for v in result.validations],
-        "recommended": None if chosen is None else {
-            "trial": chosen.trial.number, "settings": recommend.settings(result),
-            "changes": recommend.to_change(result), "searched": chosen.trial.changes,
-            "left_as_they_are": recommend.left_as_they_are(result),
-            "reduced": was_reduced(result),
-            "not_recommended": recommend.unseen(result),
-            "gain": None if claimed is None else claimed.gain,
-            "ci95": None if claimed is None else claimed.ci95,
-            "confidence": None if claimed is None else claimed.confidence,
-            "said": claim_said(result),
-            "verdict": None if claimed is None else claimed.verdict,
-            "rounds": None if claimed is None else claimed.rounds,
-            "run_id": None if claimed is None else claimed.run_id,
-            "own_gain": recommend.claim(result) is not None,
-            "mycnf": fragment(result)},
-        "reduction": None if result.reduction is None else {
-            "run_id": result.reduction.run_id, "check_run_id": result.reduction.check_run_id,
-            "equivalent": result.reduction.equivalent, "kept": result.reduction.kept,
-            "trimmed": list(result.reduction.trimmed), "grouped": result.reduction.grouped,
-            "trim_run_id": result.reduction.trim_run_id,
-            "trim_steps": [{"put_back": name, "verdict": verdict}
-                           for name, verdict in result.reduction.trim_steps],
-            # What no step put back, put back from the configuration the steps chose.
-            "rest": list(result.reduction.rest), "rest_run_id": result.reduction.rest_run_id,
-            "rest_verdict": result.reduction.rest_verdict,
-            # The reduction's choice, when its confirmation did not show it better (the
-            # validated candidate is then recommended whole).
-            "unconfirmed": result.reduction.unconfirmed,
-            # "loss": the setting's gain to the recommendation (what putting it back loses).
-            "effects": [{**e.to_json(), "finding": effect_finding(e, result.min_effect),
-                         "said": effect_words(e, result)}
-                        for e in result.reduction.effects]},
-        "importance": [{"name": i.name, "share": i.share, "low": i.low, "high": i.high}
-                       for i in result.importance],
-        # "ablation": what each change of the recommendation was measured to contribute;
-        # "trials": fANOVA over the search's trials, a description of the search.
-        "importance_basis": result.importance[0].basis if result.importance else None,
-        # Why there is no importance, when there is none (else null).
-        "importance_note": None if result.importance else importance_note(result),
-    }
+    return TuneJSON(
+        study=result.study, space=[d.describe() for d in result.space.dimensions],
+        baseline=result.baseline, spent_seconds=round(result.spent, 1), stopped=result.stopped,
+        objective=None if goal is None else MetricNamed(goal.name, goal.metric.unit,
+                                                        goal.metric.direction),
+        constraint=None if goal is None or goal.constraint is None else BoundNamed(
+            goal.constraint.metric, goal.constraint.limit,
+            "max" if goal.constraint.upper else "min"),
+        trials=[TrialJSON(t.number, t.state, t.changes, t.gain, t.interval(), kept(t, result),
+                          len(t.ratios), list(t.runs), t.error, t.observed, t.feasible)
+                for t in result.trials],
+        validations=[{**v.to_json(), "trial": v.trial.number,
+                      "finding": validation_finding(v, result.min_effect),
+                      "said": validation_text(v, result)} for v in result.validations],
+        recommended=None if chosen is None else RecommendedJSON(
+            trial=chosen.trial.number, settings=recommend.settings(result),
+            changes=recommend.to_change(result), searched=chosen.trial.changes,
+            left_as_they_are=recommend.left_as_they_are(result),
+            reduced=was_reduced(result), not_recommended=recommend.unseen(result),
+            gain=None if claimed is None else claimed.gain,
+            ci95=None if claimed is None else claimed.ci95,
+            confidence=None if claimed is None else claimed.confidence,
+            said=claim_said(result), verdict=None if claimed is None else claimed.verdict,
+            rounds=None if claimed is None else claimed.rounds,
+            run_id=None if claimed is None else claimed.run_id,
+            own_gain=recommend.claim(result) is not None, mycnf=fragment(result)),
+        reduction=None if (r := result.reduction) is None else ReductionJSON(
+            run_id=r.run_id, check_run_id=r.check_run_id, equivalent=r.equivalent,
+            kept=r.kept, trimmed=list(r.trimmed), grouped=r.grouped,
+            trim_run_id=r.trim_run_id,
+            trim_steps=[TrimStep(name, verdict) for name, verdict in r.trim_steps],
+            rest=list(r.rest), rest_run_id=r.rest_run_id, rest_verdict=r.rest_verdict,
+            unconfirmed=r.unconfirmed,
+            effects=[{**e.to_json(), "finding": effect_finding(e, result.min_effect),
+                      "said": effect_words(e, result)} for e in r.effects]),
+        importance=[ImportanceJSON(i.name, i.share, i.low, i.high) for i in result.importance],
+        importance_basis=result.importance[0].basis if result.importance else None,
+        importance_note=None if result.importance else importance_note(result),
+    ).to_json()
 
 
 def tune_cnf(result: TuneResult) -> str:

@@ -24,6 +24,7 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import BudgetTooShort, UserError
+from knoblab.records import Second
 from knoblab.runner.wording import point_text, spec_file
 from knoblab.server import Data, Target
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
@@ -32,9 +33,8 @@ from knoblab.server.shape import Shape
 from knoblab.spec import MACHINE, Point, Spec
 from knoblab.store import Store
 from knoblab.units import format_duration
-from knoblab.vocabulary import Design
+from knoblab.vocabulary import Design, StepRole
 from knoblab.workloads import Workload
-from knoblab.workloads.base import Second
 
 Settings = dict[str, str]
 
@@ -493,7 +493,7 @@ def trial_label(prepared: Prepared, point_idx: int) -> str:
     # what it is measured on: its server, machine, workload parameters (a slice each)
     on = [v for k, v in requested.items() if k == "binary" or k.startswith(MACHINE)
           or k in prepared.spec.workload.parameters]
-    alone = " alone" if step["role"] == "alone" else ""
+    alone = " alone" if step["role"] == StepRole.ALONE else ""
     return f"{', '.join(on) + ': ' if on else ''}step {step['step']}{alone} ({step['label']})"
 
 

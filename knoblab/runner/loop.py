@@ -19,6 +19,7 @@ import pymysql
 
 from knoblab.connection import Server
 from knoblab.errors import STOP, UserError, stop_here
+from knoblab.records import Second
 from knoblab.results import build_results
 from knoblab.runner.checks import Listener, Prepared, Settings, trial_label
 from knoblab.runner.wording import next_command, point_text
@@ -28,7 +29,7 @@ from knoblab.server.settings import SettingRefused, set_globals
 from knoblab.store import SECOND_FIELDS, Store, Trial
 from knoblab.vocabulary import PointVerdict, RunStatus, StopReason, TrialState
 from knoblab.workloads import WorkloadError
-from knoblab.workloads.base import Measured, Rounds, Second
+from knoblab.workloads.base import Measured, Rounds
 
 
 def plan_order(n_points: int, repetitions: int, seed: int) -> list[tuple[int, int]]:

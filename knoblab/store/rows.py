@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from knoblab.codec import Record
 from knoblab.judging import Statistics
 from knoblab.store.schema import SCHEMA_VERSION
 from knoblab.vocabulary import RunStatus
 
 
 @dataclass(frozen=True)
-class RunInfo:
+class RunInfo(Record):
     """What a run is (`runs.info`): written once by the runner, read back by resume and the
     results. Runs stored by older versions lack keys; their defaults are supplied here, once."""
 
+    # first in the JSON; runs stored before it was kept are of the first version
+    schema_version: int = field(default=SCHEMA_VERSION, metadata={"missing": 1})
     knobs: list[str] = field(default_factory=list)  # the columns of the report: swept names
     defaults: dict[str, str | None] = field(default_factory=dict)  # the baseline values
     base: dict[str, str] = field(default_factory=dict)  # [server.config], normalised
@@ -44,26 +47,11 @@ class RunInfo:
     study: str | None = None  # the tuning study it was measured for (a trial, a validation)
     # Cores other programs kept busy on the average while it ran (a tune's validations)
     others_load: float | None = None
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def workload_kind(self) -> str:
         """The workload kind's name."""
         return str(self.workload.get("kind", "query"))
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunInfo:
-        known = {f.name for f in fields(cls)}
-        found = {k: v for k, v in data.items() if k in known}
-        statistics = {k: v for k, v in (data.get("statistics") or {}).items()
-                      if k in {f.name for f in fields(Statistics)}}
-        found["statistics"] = Statistics(**statistics)
-        found.setdefault("schema_version", 1)
-        return cls(**found)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema_version": self.schema_version,
-                **{k: v for k, v in asdict(self).items() if k != "schema_version"}}
 
 
 class Damaged(Exception):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlalchemy as sa
 
+from knoblab.records import Second
 from knoblab.vocabulary import TrialState
 
 SCHEMA_VERSION = 1
@@ -70,20 +71,15 @@ trials = sa.Table(
 )
 
 
-# Per-second reports of time-series workloads (sysbench), stored as each second arrives.
+# Per-second reports of time-series workloads (sysbench), stored as each second arrives: a
+# column for each field of the report (`knoblab.records.Second`; `t`, seconds since the
+# workload started, is the key with the trial).
 seconds = sa.Table(
     "seconds", metadata,
     sa.Column("trial_id", sa.Integer, sa.ForeignKey("trials.id"), primary_key=True),
-    sa.Column("t", sa.Float, primary_key=True),  # seconds since the workload started
-    sa.Column("threads", sa.Integer),
-    sa.Column("tps", sa.Float),
-    sa.Column("qps", sa.Float),
-    sa.Column("reads", sa.Float),
-    sa.Column("writes", sa.Float),
-    sa.Column("other", sa.Float),
-    sa.Column("latency_ms", sa.Float),
-    sa.Column("errors", sa.Float),
-    sa.Column("reconnects", sa.Float),
+    sa.Column("t", sa.Float, primary_key=True),
+    *(sa.Column(f.name, sa.Integer if f.type in ("int", int) else sa.Float)
+      for f in fields(Second) if f.name != "t"),
 )
 
 
@@ -172,8 +168,7 @@ studies = sa.Table(
 OS_FIELDS = tuple(c.name for c in os_seconds.columns if c.name not in ("trial_id", "t"))
 
 
-SECOND_FIELDS = ("threads", "tps", "qps", "reads", "writes", "other", "latency_ms", "errors",
-                 "reconnects")
+SECOND_FIELDS = tuple(c.name for c in seconds.columns if c.name not in ("trial_id", "t"))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ registry (`knoblab.workloads.KINDS`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -23,10 +23,13 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Server
 from knoblab.datasets import Dataset
 from knoblab.errors import UserError
-from knoblab.records import Metric, Objective, Steady
+from knoblab.records import Evidence, Metric, Objective, Second, Steady
 from knoblab.stats import Summary
 from knoblab.units import parse_duration
 from knoblab.vocabulary import Design
+
+# A line under a sweep's table, and whether it is a warning: what a kind says of its figures.
+Note = tuple[str, bool]
 
 
 class WorkloadError(UserError):
@@ -121,22 +124,6 @@ def _whole(section: Mapping[str, Any], key: str, default: int, low: int) -> int:
         raise UserError(f"[workload] {key} = {value!r}: must be a whole number from {low} to "
                         "10000 (a comparison needs at least two measurements of each point)")
     return value
-
-
-@dataclass(frozen=True)
-class Second:
-    """One second of a time-series workload, as its driver reported it."""
-
-    t: float  # seconds since the start of the run
-    threads: int
-    tps: float
-    qps: float
-    reads: float
-    writes: float
-    other: float
-    latency_ms: float  # at the run's percentile
-    errors: float  # per second
-    reconnects: float  # per second
 
 
 @dataclass
@@ -287,6 +274,13 @@ class Workload(ABC):
         """What a run of this kind ran, from its description as stored (`describe`); `swept`:
         the names the run swept, its parameters among them."""
         return Headline(cls.kind, f"the {cls.kind} workload")
+
+    @classmethod
+    def notes(cls, points: Sequence[tuple[str, Evidence]]) -> list[Note]:
+        """What a sweep's table cannot say of this kind's figures (a column's rule, what a
+        count means, a figure of its own), given each measured point's label and figures; none
+        by default."""
+        return []
 
     @classmethod
     def statement_classes(cls, described: Mapping[str, Any]) -> dict[str, str]:

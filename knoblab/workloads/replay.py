@@ -53,7 +53,7 @@ import signal
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -72,20 +72,22 @@ from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
+from knoblab.records import Evidence
 from knoblab.server.dumping import ends_with_parent
 from knoblab.stats import Summary
-from knoblab.units import format_duration, parse_duration, plural
+from knoblab.units import format_duration, num, parse_duration, plural
 from knoblab.vocabulary import Design, TrialState
 from knoblab.workloads.base import (
     Headline,
     Measured,
+    Note,
     Recorder,
     Rounds,
     StoredSeconds,
     StoredTrial,
     WorkloadError,
 )
-from knoblab.workloads.query import Timed, regime
+from knoblab.workloads.timed import Timed, regime
 
 SPEEDS = ("max", "original")
 _SHOWN_CLASSES = 3  # classes named in a refusal
@@ -326,6 +328,25 @@ class ReplayWorkload(Timed):
                 "median": float(np.median([p95 if m is None else m for m, p95 in lags])),
                 "p95": float(np.median([p95 for _, p95 in lags]))}
         return found
+
+    @classmethod
+    def notes(cls, points: Sequence[tuple[str, Evidence]]) -> list[Note]:
+        """The regime's rule, and at speed original how far behind the capture's schedule the
+        statements started: a warning where it fell behind by more than BEHIND_LIMIT."""
+        notes = super().notes(points)
+        behind = [(label, lag) for label, figures in points if (lag := figures.own.get("behind"))]
+        if behind:
+            said = "; ".join(f"{label}: {num(lag['median'])} s (95% within {num(lag['p95'])} s)"
+                             for label, lag in behind)
+            notes.append(("Behind the capture's schedule (speed = \"original\"), how late the "
+                          f"statements started, median per run: {said}.", False))
+            late = ", ".join(label for label, lag in behind if lag["p95"] > BEHIND_LIMIT)
+            if late:
+                notes.append((f"The replay fell behind the capture's schedule by more than "
+                              f"{BEHIND_LIMIT:g} s at {late}: it did not replay at the original "
+                              "speed there, and its times are those of a slower arrival than "
+                              "captured.", True))
+        return notes
 
     def check(self, catalog: Catalog, settings: Mapping[str, str]) -> None:
         """The sandbox takes the replay, with the base's settings (or the server's defaults)

@@ -44,7 +44,7 @@ from knoblab.workloads.base import (
     Rounds,
     WorkloadError,
 )
-from knoblab.workloads.query import LEADING_COMMENTS, Measurement, Timed, regime
+from knoblab.workloads.timed import LEADING_COMMENTS, Measurement, Timed, regime
 
 # After a failure or the timeout: how long workers get to stop once their connections are
 # killed, and the margin on pymysql's socket timeouts (a backstop if KILL never arrives).

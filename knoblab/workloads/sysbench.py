@@ -38,7 +38,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -54,16 +54,16 @@ from knoblab.datasets import Dataset
 from knoblab.datasets.dump import Dump
 from knoblab.errors import UserError
 from knoblab.observe import Observation, SecondSampler
-from knoblab.records import Metric, Objective, Steady
+from knoblab.records import Evidence, Metric, Objective, Second, Steady
 from knoblab.stats import Summary as StatsSummary
 from knoblab.units import threads_text
 from knoblab.vocabulary import TrialState
 from knoblab.workloads.base import (
     Headline,
     Measured,
+    Note,
     Recorder,
     Rounds,
-    Second,
     StoredSeconds,
     StoredTrial,
     Workload,
@@ -425,6 +425,11 @@ class SysbenchWorkload(Workload):
 
     def connections_for(self, requested: Mapping[str, str]) -> int:
         return int(requested.get("threads", self.threads)) + 2
+
+    @classmethod
+    def notes(cls, points: Sequence[tuple[str, Evidence]]) -> list[Note]:
+        """What the errors column counts (the column is always there: always said)."""
+        return [(f"{ERRORS_MEANING[0].upper()}{ERRORS_MEANING[1:]}.", False)] if points else []
 
     @classmethod
     def headline(cls, described: Mapping[str, Any], swept: Collection[str]) -> Headline:
