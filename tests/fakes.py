@@ -333,7 +333,12 @@ def cli_env(home: Path, **extra: str) -> dict[str, str]:
 
 def cli_command(store: Path, *args: str) -> list[str]:
     """`knoblab --store STORE ARGS` as a process of its own (STORE: an SQLite file)."""
-    return [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{store}", *args]
+    return [sys.executable, "-m", "knoblab.cli", *store_args(store, *args)]
+
+
+def store_args(store: Path, *args: str) -> list[str]:
+    """The arguments of `knoblab --store STORE ARGS` (STORE: an SQLite file)."""
+    return ["--store", f"sqlite:///{store}", *args]
 
 
 def servers_under(home: Path) -> list[int]:
@@ -371,3 +376,45 @@ def reaped(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def knoblab_here(argv: list[str], env: Mapping[str, str], cwd: Path | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    """`knoblab ARGV` run by `knoblab.cli.main` in this process, as a process of its own would
+    run it (`env` its whole environment, `cwd` its folder; its output captured, its exit code
+    returned or raised by argparse): for a test of what a command says and does, not of a
+    process's life (signals, exit by a kill), which keeps a process of its own. The stopping
+    signals' handlers, the environment and the folder are the test's again after."""
+    import io
+    import signal
+
+    from knoblab import cli, stopping
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    handlers = {signum: signal.getsignal(signum)
+                for signum in (*stopping.STOPPING_SIGNALS, signal.SIGALRM)}
+    unraisable = sys.unraisablehook
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code: int | str | None = cli.main(list(argv))
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
+    said = err.getvalue()
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("text"): Python prints it, exit code 1
+        said, code = said + f"{code}\n", 1
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), said)

@@ -14,7 +14,7 @@ import pytest
 
 from knoblab.server.binary import ServerBinary, compile_info, find_binary
 from knoblab.server.sandbox import Sandbox, base_template
-from tests.fakes import cli_command, cli_env
+from tests.fakes import cli_env, knoblab_here, store_args
 
 pytestmark = pytest.mark.server
 
@@ -50,8 +50,7 @@ def other() -> ServerBinary:
 
 
 def _knoblab(folder: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli_command(folder / "s.sqlite", *args), env=cli_env(home),
-                          cwd=folder, capture_output=True, text=True, timeout=600)
+    return knoblab_here(store_args(folder / "s.sqlite", *args), cli_env(home), folder)
 
 
 def test_a_second_build_starts_with_its_own_install_step_and_share_folder(

@@ -4,10 +4,8 @@ where it was written, the options a command has, the URL the user meant."""
 from __future__ import annotations
 
 import copy
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from knoblab.errors import UserError
 from knoblab.safety import check
 from knoblab.spec import SECTION_KEYS, TOP_KEYS, parse_spec
 from knoblab.store import parse_url
+from tests.fakes import cli_env, knoblab_here
 
 ROOT = Path(__file__).resolve().parents[1]
 MINIMAL: dict[str, Any] = {"dataset": {"rows": 1000}, "workload": {"sql": "SELECT 1"},
@@ -234,10 +233,7 @@ def test_a_relative_sqlite_path_that_is_relative_is_taken(tmp_path, monkeypatch)
 
 
 def _knoblab(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("KNOBLAB_STORE", "COLUMNS")}
-    environ.update(KNOBLAB_HOME=str(home), PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "knoblab.cli", *args], capture_output=True,
-                          text=True, env=environ, cwd=cwd, timeout=300, check=False)
+    return knoblab_here(args, cli_env(home), cwd)
 
 
 def test_the_store_url_meant_absolute_is_one_line_from_the_command(tmp_path):

@@ -8,13 +8,13 @@ import json
 import os
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from knoblab.capture.plan import EXECUTE, PREPARE, TIMESTAMP, USE, plan_for
 from knoblab.errors import UserError
+from tests.fakes import cli_env, knoblab_here
 
 GENERAL = """\
 /usr/sbin/mariadbd, Version: 10.11.19-MariaDB-log (Debian 12). started with:
@@ -145,13 +145,9 @@ div_precision_increment = [4, 9]
 
 
 def _knoblab(home: Path, tmp_path: Path, spec: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "KNOBLAB_STORE"}
-    env["KNOBLAB_HOME"] = str(home)
-    return subprocess.run(
-        [sys.executable, "-m", "knoblab.cli", "--store", f"sqlite:///{tmp_path / 's.sqlite'}",
-         "run", str(spec), "--out", str(tmp_path / "out"), "--json",
-         str(tmp_path / "result.json")],
-        env=env, capture_output=True, text=True, timeout=600, check=False)
+    return knoblab_here(["--store", f"sqlite:///{tmp_path / 's.sqlite'}", "run", str(spec),
+                         "--out", str(tmp_path / "out"), "--json", str(tmp_path / "result.json")],
+                        cli_env(home))
 
 
 def _case(tmp_path: Path, statements: list[tuple[int, str]], extra: str = "") -> Path:

@@ -15,7 +15,7 @@ import pymysql
 import pytest
 
 from knoblab.server.sandbox import base_template, copy_datadir
-from tests.fakes import cli_command, cli_env
+from tests.fakes import cli_env, knoblab_here, store_args
 
 pytestmark = pytest.mark.server
 
@@ -43,8 +43,7 @@ CAPPED = STUDY + '\n[server.config]\nmax_heap_table_size = "16K"\n'
 
 
 def _knoblab(home: Path, store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli_command(store, *args), env=cli_env(home), capture_output=True,
-                          text=True, timeout=600)
+    return knoblab_here(store_args(store, *args), cli_env(home))
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import subprocess
 
 import pytest
 
 from knoblab.store import Store
-from tests.fakes import cli_command, cli_env
+from tests.fakes import cli_env, knoblab_here, store_args
 
 pytestmark = pytest.mark.server
 
@@ -45,9 +44,9 @@ innodb_log_buffer_size = "4M"
 """
 
 
-def _knoblab(folder, knoblab_home, *args, timeout=600):
-    return subprocess.run(cli_command(folder / "s.sqlite", *args), env=cli_env(knoblab_home),
-                          cwd=folder, capture_output=True, text=True, timeout=timeout)
+def _knoblab(folder, knoblab_home, *args):
+    return knoblab_here(store_args(folder / "s.sqlite", *args), cli_env(knoblab_home),
+                        folder)
 
 
 @pytest.fixture(scope="module")
