@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from knoblab.server.binary import ServerBinary
-from tests.fakes import cli_command, cli_env, reaped, servers_under
+from tests.fakes import cli_command, cli_env, knoblab_here, reaped, servers_under, store_args
 
 pytestmark = pytest.mark.server
 
@@ -48,6 +48,12 @@ def knoblab(home: Path, store: Path, *args: str, cwd: Path,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cli_command(store, *args), env=cli_env(home), cwd=cwd,
                           capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def knoblab_in_here(home: Path, store: Path, *args: str, cwd: Path
+                    ) -> subprocess.CompletedProcess[str]:
+    """`knoblab` as above, run in this process (fakes.knoblab_here): what it says and does."""
+    return knoblab_here(store_args(store, *args), cli_env(home), cwd)
 
 
 def _flat(text: str) -> str:

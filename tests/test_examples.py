@@ -22,7 +22,7 @@ from knoblab.runner import few_rounds
 from knoblab.spec import Spec, load_spec
 from knoblab.store import Store, TrialState
 from knoblab.units import parse_duration
-from tests.test_cli_e2e import _flat, knoblab
+from tests.test_cli_e2e import _flat, knoblab_in_here
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -129,8 +129,8 @@ def _run(name: str, changes: dict[str, dict[str, Any]], work: Path, home: Path,
     load_spec(spec)  # the reduced spec is one knoblab takes
     store = work / "s.sqlite"
     out = work / "out"
-    proc = knoblab(home, store, command, str(spec), "--json", str(work / "result.json"),
-                   "--out", str(out), *extra, cwd=work, timeout=600)
+    proc = knoblab_in_here(home, store, command, str(spec), "--json", str(work / "result.json"),
+                           "--out", str(out), *extra, cwd=work)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc, json.loads((work / "result.json").read_text()), Store(f"sqlite:///{store}")
 

@@ -13,7 +13,7 @@ import pytest
 
 from knoblab.server.binary import ServerBinary
 from knoblab.store import Store, TrialState
-from tests.test_cli_e2e import knoblab
+from tests.test_cli_e2e import knoblab_in_here
 
 pytestmark = pytest.mark.server
 
@@ -102,8 +102,8 @@ def test_tunes_recommended_cnf_is_what_was_measured_and_beats_the_defaults(
 
     spec, store_file, study = tmp_path / "mix.toml", tmp_path / "s.sqlite", tmp_path / "study"
     spec.write_text(TUNE_SPEC)
-    proc = knoblab(knoblab_home, store_file, "tune", str(spec), "--out", str(study),
-                   cwd=tmp_path)
+    proc = knoblab_in_here(knoblab_home, store_file, "tune", str(spec), "--out", str(study),
+                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads((study / "tune.json").read_text())
     recommended, reduction = document["recommended"], document["reduction"]
@@ -133,8 +133,8 @@ def test_tunes_recommended_cnf_is_what_was_measured_and_beats_the_defaults(
     # Measured again, as a user checks it: knoblab run of the defaults and recommended.cnf.
     again, result_file = tmp_path / "again.toml", tmp_path / "again.json"
     again.write_text(AGAIN_SPEC + "".join(f'{k} = "{v}"\n' for k, v in applied.items()))
-    proc = knoblab(knoblab_home, store_file, "run", str(again), "--json", str(result_file),
-                   cwd=tmp_path)
+    proc = knoblab_in_here(knoblab_home, store_file, "run", str(again), "--json",
+                           str(result_file), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [steps] = json.loads(result_file.read_text())["steps"]
     defaults, step = steps["rows"]
