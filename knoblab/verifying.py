@@ -73,6 +73,9 @@ RUNNING_EVERY = 0.05
 RUNNING = "knoblab_running"  # a reading's mean Threads_running since the reading before
 RAN = "knoblab_ran"  # the statements knoblab's reader had run by a reading (in Questions)
 GUARD_SPAN = 5.0  # seconds of samples the guard judges B on
+# A B window this long is also judged whole against A's mean: a harm that lasts is put back
+# even where A's own short stretches vary as much (a busy machine, a spiky load).
+SUSTAINED = 3 * GUARD_SPAN
 FLOOR = 3  # pairs before the first look
 RESIZE_WAIT = 300.0  # the longest a buffer pool resize is waited for
 ERROR_COUNTERS = ("Aborted_clients", "Aborted_connects", "Innodb_deadlocks",
@@ -442,7 +445,9 @@ def _digest_change(before: Mapping[tuple[str, str], tuple[str, int, int]],
 class Watch:
     """The guard at work: B's last GUARD_SPAN seconds against A's figures. A's own are the
     larger of its mean and the 90th percentile of its own GUARD_SPAN stretches, watched as A
-    runs: a bound relative to A is one A itself does not cross by its noise."""
+    runs: a bound relative to A is one A itself does not cross by its noise. And B's window so
+    far, once SUSTAINED long, against A's mean latency: B's stretches may stay under a bound
+    that A's spikes raised while B's mean is far past it."""
 
     JUDGED = ("latency_ms", "threads_running", "errors_per_s")
 
@@ -463,6 +468,18 @@ class Watch:
             usual = values[int(0.9 * (len(values) - 1))] if len(values) >= 5 else 0.0
             found[key] = max(float(self.mean.get(key) or 0.0), usual)
         return found
+
+    def _sustained(self, window: Window) -> str | None:
+        """B's window so far past the latency bound on A's mean, once SUSTAINED long."""
+        (t0, _), (t1, _) = window.samples[0], window.samples[-1]
+        mean = float(self.mean.get("latency_ms") or 0.0)
+        if t1 - t0 < SUSTAINED or not 0 < mean < math.inf:
+            return None
+        whole = window.figures()["latency_ms"]
+        if whole is None or not math.isfinite(whole) or whole <= self.guard.latency * mean:
+            return None  # a window in which nothing finished is the stretches' to judge
+        return (f"mean statement latency {_ms(whole)} over B's last {t1 - t0:.0f} s, past "
+                f"{self.guard.latency:g}× A's mean {_ms(mean)}")
 
     def __call__(self, window: Window) -> None:
         if len(window.samples) < 2:
@@ -489,6 +506,8 @@ class Watch:
             crossed.append(f"mean statement latency {_ms(now['latency_ms'])} over the last "
                            f"{GUARD_SPAN:g} s, past {g.latency:g}× A's "
                            f"{_ms(ref['latency_ms'])}")
+        elif working and (lasting := self._sustained(window)) is not None:
+            crossed.append(lasting)
         if (now["threads_running"] or 0) > g.running * float(ref.get("threads_running") or 0) \
                 + g.SLACK:
             crossed.append(f"Threads_running {now['threads_running']:.1f}, past "

@@ -14,6 +14,7 @@ import pytest
 from knoblab.errors import UserError
 from knoblab.stats import Statistics
 from knoblab.verifying import (
+    A,
     B,
     Claim,
     Decision,
@@ -87,6 +88,21 @@ def test_the_guard_puts_b_back_past_its_latency_bound_and_not_before():
         watch(slower)
     assert "past 2× A's 2.00 ms" in tripped.value.said
     assert tripped.value.crossed_at == pytest.approx((readings - 1) * 0.5)
+
+
+def test_a_lasting_harm_is_put_back_though_as_spiky_stretches_of_a_hid_it():
+    reference = {"latency_ms": 2.0, "threads_running": 2.0, "errors_per_s": 0.0}
+    watch = Watch(Guard(latency=2.0), reference)
+    # A's own 5-second stretches, one in five at 12 ms: the stretches' bound is 2 × 12 ms
+    for latency in [2, 2, 2, 2, 12] * 2:
+        running = latency + 1  # 1,000 statements a second; knoblab's own thread among them
+        watch(_window(A, [i * 500 + i for i in range(12)], [running] * 12))
+    assert watch.reference["latency_ms"] == pytest.approx(12.0)
+    slower = [i * 500 + i for i in range(41)]  # B: 1,000 a second, 6 in the server: 6 ms
+    watch(_window(B, slower[:21], [7] * 21))  # 10 s: its stretches are judged alone
+    with pytest.raises(Tripped) as tripped:
+        watch(_window(B, slower, [7] * 41))  # 20 s at 3× A's mean
+    assert "over B's last 20 s, past 2× A's mean 2.00 ms" in tripped.value.said
 
 
 def test_a_clear_difference_is_decided_at_the_third_pair_and_noise_is_not():
