@@ -75,7 +75,7 @@ RAN = "knoblab_ran"  # the statements knoblab's reader had run by a reading (in 
 GUARD_SPAN = 5.0  # seconds of samples the guard judges B on
 # A B window this long is also judged whole against A's mean: a harm that lasts is put back
 # even where A's own short stretches vary as much (a busy machine, a spiky load).
-SUSTAINED = 3 * GUARD_SPAN
+SUSTAINED = 2 * GUARD_SPAN
 FLOOR = 3  # pairs before the first look
 RESIZE_WAIT = 300.0  # the longest a buffer pool resize is waited for
 ERROR_COUNTERS = ("Aborted_clients", "Aborted_connects", "Innodb_deadlocks",
@@ -498,9 +498,11 @@ class Watch:
             return
         ref, g = self.reference, self.guard
         crossed = []
-        # With nothing running in the server there is no latency to judge (an idle load, or
-        # one that stopped: `load_gone` says so); a stall is work in it that does not finish.
-        working = (now["threads_running"] or 0) >= 0.5
+        # With nothing running in the server and nothing finishing there is no latency to
+        # judge (an idle load, or one that stopped: `load_gone` says so); a stall is work in it
+        # that does not finish. Statements finishing are a latency, however few run at once (a
+        # light load on a fast server keeps under one running on the average).
+        working = (now["threads_running"] or 0) >= 0.5 or (now["statements_per_s"] or 0) > 0
         if working and (ref.get("latency_ms") or 0) > 0 and \
                 (now["latency_ms"] or 0) > g.latency * float(ref["latency_ms"] or 0):
             crossed.append(f"mean statement latency {_ms(now['latency_ms'])} over the last "

@@ -90,6 +90,14 @@ def test_the_guard_puts_b_back_past_its_latency_bound_and_not_before():
     assert tripped.value.crossed_at == pytest.approx((readings - 1) * 0.5)
 
 
+def test_a_light_load_under_one_statement_running_is_still_guarded():
+    # a fast server under a light load: a third of a statement in it on the average
+    reference = {"latency_ms": 0.1, "threads_running": 0.1, "errors_per_s": 0.0}
+    light = _window(B, [i * 500 + i for i in range(12)], [1, 1, 2] * 4)  # 0.33 ms
+    with pytest.raises(Tripped, match="past 2× A's 0.10 ms"):
+        Watch(Guard(latency=2.0), reference)(light)
+
+
 def test_a_lasting_harm_is_put_back_though_as_spiky_stretches_of_a_hid_it():
     reference = {"latency_ms": 2.0, "threads_running": 2.0, "errors_per_s": 0.0}
     watch = Watch(Guard(latency=2.0), reference)
@@ -99,7 +107,7 @@ def test_a_lasting_harm_is_put_back_though_as_spiky_stretches_of_a_hid_it():
         watch(_window(A, [i * 500 + i for i in range(12)], [running] * 12))
     assert watch.reference["latency_ms"] == pytest.approx(12.0)
     slower = [i * 500 + i for i in range(41)]  # B: 1,000 a second, 6 in the server: 6 ms
-    watch(_window(B, slower[:21], [7] * 21))  # 10 s: its stretches are judged alone
+    watch(_window(B, slower[:17], [7] * 17))  # 8 s: its stretches are judged alone
     with pytest.raises(Tripped) as tripped:
         watch(_window(B, slower, [7] * 41))  # 20 s at 3× A's mean
     assert "over B's last 20 s, past 2× A's mean 2.00 ms" in tripped.value.said
