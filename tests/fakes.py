@@ -378,22 +378,41 @@ def reaped(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
             proc.wait()
 
 
-def knoblab_here(argv: list[str], env: Mapping[str, str], cwd: Path | None = None
-                 ) -> subprocess.CompletedProcess[str]:
-    """`knoblab ARGV` run by `knoblab.cli.main` in this process, as a process of its own would
-    run it (`env` its whole environment, `cwd` its folder; its output captured, its exit code
-    returned or raised by argparse): for a test of what a command says and does, not of a
-    process's life (signals, exit by a kill), which keeps a process of its own. The stopping
-    signals' handlers, the environment and the folder are the test's again after."""
-    import io
+def main_here(argv: list[str]) -> tuple[int, str]:
+    """`knoblab.cli.main(argv)` in this process: its exit code as a process's (returned, or
+    raised by argparse; sys.exit("text") is 1) and what Python would have printed for it. main()
+    takes the stopping signals for itself: the test's handlers are back after."""
     import signal
 
     from knoblab import cli, stopping
 
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
     handlers = {signum: signal.getsignal(signum)
                 for signum in (*stopping.STOPPING_SIGNALS, signal.SIGALRM)}
     unraisable = sys.unraisablehook
+    try:
+        code: int | str | None = cli.main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
+    if code is None:
+        return 0, ""
+    if not isinstance(code, int):
+        return 1, f"{code}\n"
+    return code, ""
+
+
+def knoblab_here(argv: list[str], env: Mapping[str, str], cwd: Path | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    """`knoblab ARGV` run by `knoblab.cli.main` in this process, as a process of its own would
+    run it (`env` its whole environment, `cwd` its folder, its output captured): for a test of
+    what a command says and does, not of a process's life (signals, exit by a kill), which
+    keeps a process of its own. The environment and the folder are the test's again after."""
+    import io
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
     out, err = io.StringIO(), io.StringIO()
     os.environ.clear()
     os.environ.update(env)
@@ -401,20 +420,9 @@ def knoblab_here(argv: list[str], env: Mapping[str, str], cwd: Path | None = Non
         if cwd is not None:
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code: int | str | None = cli.main(list(argv))
-            except SystemExit as exit_:
-                code = exit_.code
+            code, exited = main_here(argv)
     finally:
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-        sys.unraisablehook = unraisable
-    said = err.getvalue()
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):  # sys.exit("text"): Python prints it, exit code 1
-        said, code = said + f"{code}\n", 1
-    return subprocess.CompletedProcess(argv, code, out.getvalue(), said)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue() + exited)

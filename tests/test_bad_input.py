@@ -12,7 +12,6 @@ its imports' warnings and the servers it leaves are those a user would see.
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from knoblab.store import RunInfo, Store
+from tests.fakes import main_here
 
 GOOD_SWEEP = 'read_buffer_size = ["64K", "128K"]'
 
@@ -47,8 +47,6 @@ def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
                        store: bool = True) -> subprocess.CompletedProcess[str]:
     """knoblab.cli.main(args) in this process, as _knoblab runs it: in `cwd`, with the
     environment `environ`; its exit code (returned, or raised by argparse) and its output."""
-    from knoblab import cli, stopping
-
     if store:
         args = ["--store", f"sqlite:///{cwd / 's.sqlite'}", *args]
     for name in ("COLUMNS", "LINES", "KNOBLAB_STORE"):
@@ -56,24 +54,10 @@ def knoblab_in_process(args: list[str], environ: dict[str, str], cwd: Path,
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(cwd)
-    # main() takes the stopping signals for itself: the test runner gets them back after.
-    handlers = {signum: signal.getsignal(signum)
-                for signum in (*stopping.STOPPING_SIGNALS, signal.SIGALRM)}
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     capfd.readouterr()  # only what the command writes
-    try:
-        code: int | str | None = cli.main(args)
-    except SystemExit as exit_:
-        code = exit_.code
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+    code, exited = main_here(args)
     out, err = capfd.readouterr()
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):  # sys.exit("text"): Python prints it, exit code 1
-        err, code = err + f"{code}\n", 1
-    return subprocess.CompletedProcess(args, code, out, err)
+    return subprocess.CompletedProcess(args, code, out, err + exited)
 
 
 def _servers_of(home: Path) -> list[str]:
