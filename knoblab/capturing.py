@@ -58,6 +58,7 @@ from knoblab.capture.fingerprint import without_values
 from knoblab.capture.plan import Plan, plan_for
 from knoblab.capture.reconnect import IDLE_FOR_MS, TRY_WITHIN, Reconnected, reconnect_idle
 from knoblab.catalog import Catalog
+from knoblab.codec import JSON, Record
 from knoblab.connection import Endpoint, one
 from knoblab.errors import UserError, shielded
 from knoblab.server.dumping import (
@@ -93,6 +94,29 @@ from knoblab.workloads.replay import SESSIONS_AT_MOST, ReplayWorkload
 
 MARK = ".knoblab-capture"  # a folder holding it was written by knoblab capture
 LOG, DUMP, SPEC, SUMMARY = "statements.log", "data.sql.zst", "spec.toml", "capture.json"
+
+
+@dataclass(frozen=True)
+class CaptureJSON(Record):
+    """capture.json: what a capture took and from where, what it changed on the server for the
+    window and how each setting was put back, and production's configuration and machine."""
+
+    window: JSON  # when it began and ended, the seconds asked, whether Ctrl-C ended it early
+    log: JSON  # the log that held the statements, how many, from how many connections, missed
+    settings: JSON  # each setting changed for the window, and how it was put back
+    server: JSON  # how the server was reached (never a password)
+    version: str  # the server's version, as its settings were read against
+    version_line: str | None  # VERSION(), as the server says it
+    run: str  # the capture's run in the store
+    configuration: JSON  # production's settings: the spec's baseline, and those left out, why
+    machine: JSON | None  # production's memory, CPUs, disk, when it runs on this machine
+    dump: JSON  # the data: how it was dumped (schema, all, sample=N), its file and size
+    knoblab_version: str  # the knoblab that captured it
+
+    def text(self) -> str:
+        """capture.json's text: every key a field above, in order (a key the capture adds
+        without its field fails here), as the manual's reference lists them."""
+        return json.dumps(self.to_json(), indent=2) + "\n"
 # A capture is not ready when more than this share of its statements have no values (a
 # replay leaves them out, changing the mix); fewer are left out, said.
 MOST_WITHOUT_VALUES = 0.05
@@ -245,7 +269,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
     try:
         for removed in log.left_by_killed():
             view.message(removed)
-        summary = _window(request, server, log, view, rearm, lock_id)
+        summary = _window(request, server, log, view, rearm)
         replayed = _captured(request, summary, log, taken_from, plan, server.endpoint, view)
         judged = baseline(catalog, configured, ReplayWorkload(
             log=request.out / LOG, plan=replayed,
@@ -262,7 +286,7 @@ def _capture(request: Request, store: Store, view: CaptureView, rearm: Callable[
         try:
             code = _dump(request, endpoint, plan, summary, view)
             summary["knoblab_version"] = __version__
-            _write(request.out / SUMMARY, json.dumps(summary, indent=2) + "\n")
+            _write(request.out / SUMMARY, CaptureJSON(**summary).text())
             if code == 0:
                 _write(request.out / SPEC, _spec_text(name, summary, bool(plan.databases)))
         except UserError as exc:
@@ -354,6 +378,7 @@ def _checked(request: Request, server: ExternalServer, catalog: Catalog, store: 
             sees_all = not missing_on(cur, "mysql", ("PROCESS",), "")
             taken_from, why = _source(request.log, len(open_now), sees_all)
             log = QueryLog.plan(server, catalog, store, run_id="", source=taken_from)
+            log.own_threads.add(lock_id)  # idle all along, and knoblab's own
             missing = []
             if not log.may_change(cur):
                 missing.append(f"SUPER or SYSTEM_VARIABLES_ADMIN (to change the "
@@ -411,7 +436,7 @@ def _dump_said(plan: DumpPlan, room: str) -> list[str]:
 
 
 def _window(request: Request, server: ExternalServer, log: QueryLog, view: CaptureView,
-            rearm: Callable[[], None], lock_id: int) -> dict[str, Any]:
+            rearm: Callable[[], None]) -> dict[str, Any]:
     """The window: settings journalled and changed, (asked) the connections open before it
     reconnected, the log filled, the settings put back, the log written to the folder and
     verified by reading it back."""
@@ -431,7 +456,7 @@ def _window(request: Request, server: ExternalServer, log: QueryLog, view: Captu
             try:
                 log.start(conn)
                 if request.reconnect:
-                    reconnected = _reconnect(conn, log, lock_id, view, request.seconds)
+                    reconnected = _reconnect(conn, log, view, request.seconds)
                 began = dt.datetime.now(dt.UTC)
                 ended_early, active = _filled(conn, log, view, request, server, others)
             finally:
@@ -525,8 +550,8 @@ def _filled(conn: pymysql.Connection, log: QueryLog, view: CaptureView, request:
                 f"the window's connection to {server.endpoint.describe()} was lost after "
                 f"{format_duration(time.monotonic() - start)} ({refusal(exc)}): the server "
                 "restarted or went away; capture again once it runs as usual") from None
-        with contextlib.suppress(Exception):  # knowing less is no reason to stop
-            active = _active(log.open_before, open_connections(cur))
+    with contextlib.suppress(Exception):  # knowing less is no reason to stop
+        active = _active(log.open_before, log.connections_now(conn, ended_early))
     return ended_early, active
 
 
@@ -564,19 +589,18 @@ def _settings_summary(log: QueryLog, put_back: PutBack, others: dict[str, tuple[
             for name, value in log.changes.items()}
 
 
-def _reconnect(conn: pymysql.Connection, log: QueryLog, lock_id: int, view: CaptureView,
+def _reconnect(conn: pymysql.Connection, log: QueryLog, view: CaptureView,
                window: float) -> Reconnected:
     """The connections open before the window ended one at a time, each when idle, for
     their pool to open new ones with the log on; those ended are left out of the log."""
-    threads = [t for t in log.open_before if t != lock_id]
+    threads = list(log.open_before)
     view.message(f"--reconnect idle: ending the {len(threads)} connection(s) open before the "
                  f"window one at a time, each once idle {IDLE_FOR_MS:g} ms with no transaction "
                  "that locked or wrote, for their pool to open new ones (stops at the first "
                  "its pool does not replace)")
     with conn.cursor() as cur:
         try:
-            done = reconnect_idle(cur, threads, log.own_threads | {lock_id},
-                                  min(TRY_WITHIN, window))
+            done = reconnect_idle(cur, threads, log.own_threads, min(TRY_WITHIN, window))
         except pymysql.MySQLError as exc:
             raise UserError(f"--reconnect idle could not end a connection on "
                             f"{log.server.endpoint.describe()}: {refusal(exc)}") from None

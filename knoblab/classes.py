@@ -36,10 +36,11 @@ class ClassChange:
 
     point: int  # index of the configuration
     ratio: float | None  # its geometric mean time / the reference's; None: not measured twice
+    # the ratio's interval, low end: at 1 - alpha for the whole table (Bonferroni); None: as ratio
     ci_low: float | None
-    ci_high: float | None
+    ci_high: float | None  # its high end; None: as ratio
     p_adjusted: float | None  # Bonferroni, over every class and configuration shown
-    verdict: ClassVerdict
+    verdict: ClassVerdict  # faster: the interval below 1; slower: above 1
     rows_differ: bool  # stable checksums that differ from the reference's
     # The configuration by its settings, as the results name it everywhere else (`point` is
     # its position among them); empty in results stored before it was kept.
@@ -48,8 +49,8 @@ class ClassChange:
 
 @dataclass(frozen=True)
 class ClassRow:
-    id: str
-    fingerprint: str
+    id: str  # 16 hex digits: a hash of its fingerprint
+    fingerprint: str  # its statements with their literals as ?: never a value
     count: int  # statements per measurement
     share: float  # of the reference's statement time
     # Median per measurement, at the reference, of its statements' times added up over every
@@ -57,13 +58,13 @@ class ClassRow:
     seconds: float
     p95: float | None  # median of the measurements' p95, at the reference
     errors: float  # median per measurement, at the reference
-    changes: list[ClassChange]
+    changes: list[ClassChange]  # the class under each other configuration, against the reference
 
 
 @dataclass(frozen=True)
 class ClassComparison(Record):
     reference: int  # index of the reference configuration
-    rows: list[ClassRow]
+    rows: list[ClassRow]  # the classes shown, most of the reference's statement time first
     hidden: int  # classes not shown
     unstable: int  # classes whose rows varied between measurements of one configuration
     reference_settings: dict[str, str] = field(default_factory=dict)  # the reference's

@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     resume = sub.add_parser("resume", help="finish an interrupted run without repeating "
                             "what was measured")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the run to finish: its id, a unique beginning of it, "
+                        "or latest (knoblab runs lists them)")
     resume.add_argument("--budget", metavar="TIME",
                         help="a new budget for adaptive repetitions (e.g. 30m), counting what "
                              "was measured already: extends a run its budget stopped")
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"knoblab: {' '.join(str(exc).split())}")
         return 2
     except KeyboardInterrupt:
+        stopping.taken()
         _stop_servers()
         _say(f"knoblab: interrupted{_after_stop(args, store)}")
         return 130

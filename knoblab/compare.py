@@ -25,7 +25,7 @@ from knoblab.workloads.base import Rounds
 
 # How a run was planned (rounds, budget, design) may differ between two runs of one study;
 # what it measured may not.
-_PLANNING = Rounds.KEYS | {"spending"}
+_PLANNING = Rounds.KEYS.names | {"spending"}
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from knoblab.units import format_duration
 
 if TYPE_CHECKING:
     from knoblab.judging import Direction
-    from knoblab.records import Second, TrialOutcome
+    from knoblab.records import TrialOutcome
+    from knoblab.seconds import Second
 
 # Progress and messages go to stderr; a command's answer to stdout (`stdout`).
 console = terminal.stderr()

@@ -35,6 +35,7 @@ and the figure is the pool's size, in disguise.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -135,6 +136,7 @@ class CounterEvidence:
     spread: float  # (max - min of per-point medians) / max |median|, capped at 1
 
 
+@functools.lru_cache(maxsize=4096)  # a server has a few hundred names, asked of thousands of times
 def kind_of(name: str) -> str:
     """"counter", "level", "capacity" or "position", from the name (see the module's
     docstring). Only counters and levels can explain a difference."""
@@ -153,6 +155,11 @@ def levels_among(deltas: Sequence[Mapping[str, float]]) -> set[str]:
     only grows, so these are levels whatever their name says."""
     return {name for d in deltas for name, value in d.items()
             if value < 0 and kind_of(name) == "counter"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _clock_like(name: str) -> bool:
+    return CLOCK_LIKE.search(name) is not None
 
 
 def is_cost(name: str) -> bool:
@@ -258,7 +265,7 @@ def explaining_counters(
 
     def wanted(name: str) -> bool:
         lower = name.lower()
-        if lower in skip or CLOCK_LIKE.search(lower):
+        if lower in skip or _clock_like(lower):
             return False
         if kind == "level":
             return kind_of(lower) == "level"

@@ -74,23 +74,6 @@ class Steady(Record):
     stall_fraction: float = 0.10  # a second below this fraction of the steady median is a stall
 
 
-@dataclass(frozen=True)
-class Second:
-    """One second of a time-series workload, as its driver reported it: also the store's
-    per-second table, column for column (knoblab.store.schema)."""
-
-    t: float  # seconds since the start of the run
-    threads: int
-    tps: float
-    qps: float
-    reads: float
-    writes: float
-    other: float
-    latency_ms: float  # at the run's percentile
-    errors: float  # per second
-    reconnects: float  # per second
-
-
 # ----------------------------------------------------------------------------- points
 
 
@@ -336,8 +319,10 @@ class Conclusion(Record):
 class Comparison(Record):
     """One point against another: the ratio of their centres, its interval, and the verdict."""
 
+    # the point's level over the reference's (the step before, step 0, the current
+    # configuration), in a steps table of the test's means (geometric for times)
     ratio: float
-    ci95: Interval
+    ci95: Interval  # at the table's confidence in a steps table, else [statistics] confidence
     p_value: float  # Holm-adjusted within its family
     significant: bool  # p below alpha and an effect of at least the minimum effect
 
@@ -356,24 +341,27 @@ class Alone(Record):
     """A step's change measured alone on the base."""
 
     point: int  # index into Results.points
+    # its level: the median of times, the mean of throughput; None: not measured
     center: float | None
-    vs_base: Comparison | None
+    vs_base: Comparison | None  # against step 0, in the table's family; None: step 0 not measured
 
 
 @dataclass(frozen=True)
 class StepRow(Record):
     """A step of a steps table: its level, its change, and what to do with it."""
 
-    step: int
-    label: str
-    change: Settings
+    step: int  # its number; 0: the base
+    label: str  # "defaults" or "base" (step 0), "+ innodb_buffer_pool_size=700M"
+    change: Settings  # the settings this step adds ({} at step 0)
     point: int  # index into Results.points
     center: float | None  # None: not measured
-    ci95: Interval | None
-    n: int
+    ci95: Interval | None  # of center, at [statistics] confidence; None: not measured
+    n: int  # measurements done
     vs_previous: Comparison | None  # against the last measured step before it
-    vs_base: Comparison | None
+    vs_base: Comparison | None  # against step 0; None: step 0 itself, or a side not measured
+    # its change measured alone on the base; None: not measured so (step 1's is vs_base)
     alone: Alone | None
+    # judged on vs_previous (Holm over the table, its interval agreeing); or why it has none
     verdict: StepVerdict
     durability: list[str]  # "knob = value: what a crash can cost" of the step's own change
     note: str | None  # why it has no number
@@ -383,11 +371,13 @@ class StepRow(Record):
 class Interaction(Record):
     """All steps together against the product of their changes measured alone."""
 
-    cumulative: float
+    cumulative: float  # the total: the last measured step's ratio to step 0
+    # each change's ratio alone to step 0, multiplied (step 1's: its vs_base)
     product_of_alone: float
     # Their intervals, which hold together (the table's, Bonferroni): the total's, and the
     # product of the changes' alone (end by end); None in results stored before they were kept.
     cumulative_ci: Interval | None = None
+    # the ends of the alone intervals multiplied; None in older results
     product_ci: Interval | None = None
 
 
@@ -395,9 +385,10 @@ class Interaction(Record):
 class StepsTable(Record):
     """The steps of one slice, applied one on top of the other from the base."""
 
-    slice: Settings
-    rows: list[StepRow]
+    slice: Settings  # the slice's values ({} unsliced)
+    rows: list[StepRow]  # its steps in order, step 0 (the base) first
     total: Comparison | None  # the last measured step against the base
+    # None: fewer than two steps measured, or a change not measured alone
     interaction: Interaction | None
     # the level of its comparisons' intervals, which hold for the whole table at once
     # (None: results written before, with 95% intervals of each comparison alone)
@@ -419,7 +410,8 @@ class ServerInfo(Record):
     label: str  # "" when there is one
     binary: str | None  # None: a running server
     endpoint: str | None = field(metadata=OMITTED_WHEN_NONE)  # a running server's address
-    version: str | None
+    version: str | None  # as the server says it ("10.11.19-MariaDB-0+deb12u1"); None: left out
+    # its --version line in full (a running server: VERSION()); None: left out, or an old run
     version_line: str | None
     compile: dict[str, str | None]  # what the build says of itself: os, machine, compiler …
     missing: list[str]  # settings it lacks: points using them were left out on it
@@ -438,11 +430,14 @@ class ServerRow(Record):
 
     binary: str  # the server's label
     point: int  # index into Results.points
+    # its level: the median of times, the mean of throughput; None: nothing measured
     center: float | None
-    ci95: Interval | None
-    n: int
+    ci95: Interval | None  # of center, at [statistics] confidence; None: nothing measured
+    n: int  # measurements done
+    # center / the leader's among the servers here (1: the leader); None: failed
     ratio_to_best: float | None
-    p_value: float | None
+    p_value: float | None  # Holm-adjusted, against the leader (None: the leader, or failed)
+    # against the leader, as a point's; "fastest measured" (or highest) in place of "best"
     verdict: PointVerdict
 
 
@@ -452,9 +447,9 @@ class ServersCompared(Record):
 
     # the configuration: "step 5: + innodb_log_buffer_size=4M", "read_buffer_size=1M"
     at: str = field(metadata={"missing": "?"})
-    slice: Settings
-    rows: list[ServerRow]
-    significant: bool
+    slice: Settings  # written empty ({}): `at` names the configuration
+    rows: list[ServerRow]  # one per server, those the configuration is unavailable on left out
+    significant: bool  # some server is shown worse than the leader here
 
 
 # ----------------------------------------------------------------------------- evidence
@@ -491,9 +486,10 @@ def _explanations(entries: Sequence[Mapping[str, Any]]) -> list[Explanation]:
 class Noise(Record):
     """How much identical timed runs on one server start differed: the machine's noise floor."""
 
+    # measurements of two timed runs or more ([workload] timed_runs): what the spreads are over
     starts: int
     spread_median: float  # max / min - 1 of a start's runs, median over the starts
-    spread_max: float
+    spread_max: float  # max / min - 1 of a start's runs, the largest over the starts
 
 
 # ----------------------------------------------------------------------------- the run
@@ -505,16 +501,17 @@ class Rounds(Record):
     stopped, with the p-values the last look's tests had to reach (sequential boundaries)."""
 
     done: int  # complete rounds (one measurement of every point each)
-    adaptive: bool
+    adaptive: bool  # true: repetitions = "auto" (rounds until decided); false: a fixed number
     floor: int | None  # adaptive: at least, at most, within this budget (seconds)
-    ceiling: int | None
+    ceiling: int | None  # adaptive: the most rounds ([workload] max_repetitions); None: fixed
+    # adaptive: seconds of wall time, server starts included; None: fixed, or none set
     budget: float | None
     # "decided", "budget", "ceiling" or "futile" (runner.loop._look); None: fixed, or not finished
     stopped: str | None
     level_worse: float | None  # adaptive: a difference needed p below this at the last look
     level_same: float | None  # ... and equivalence this
     design: str | None = None  # "blocked" or "restarts" (None: a run from before designs)
-    design_why: str | None = None
+    design_why: str | None = None  # why that design, in words; None: a run from before designs
 
 
 @dataclass(frozen=True)
@@ -609,15 +606,16 @@ class Results:
 class ObjectiveNamed(Record):
     """What result.json says of the objective (the kind's own holds the rest)."""
 
-    metric: str = ""
-    direction: Direction = "minimize"
+    metric: str = ""  # "seconds" (query, script, replay) or "tps" (sysbench)
+    direction: Direction = "minimize"  # which way is better: "minimize" (times) or "maximize" (tps)
 
 
 @dataclass(frozen=True)
 class Build(Record):
     """The server binary a run measured, and the version it said."""
 
-    binary: str = ""
+    binary: str = ""  # each server's binary (a running server: its address), comma-separated
+    # the servers' versions, comma-separated, each once; None: not recorded
     version: str | None = None
 
 
@@ -625,9 +623,14 @@ class Build(Record):
 class Judged(Record):
     """How the run was judged, as result.json gives it (not the seed)."""
 
-    test: Test = Statistics.test
+    test: Test = Statistics.test  # the test that judged each difference ([statistics] test)
+    # the chance of a false "worse" or "equivalent" over the whole run
     alpha: float = Statistics.alpha
+    # a fraction (0.03: 3%): smaller differences are never "worse"; within ±min_effect of the best
+    # is "equivalent"
     min_effect: float = Statistics.min_effect
+    # the level of the points' intervals (0.95: 95%); a steps table's hold at it for the whole
+    # table at once
     confidence: float = Statistics.confidence
 
 
@@ -636,11 +639,12 @@ class Reproduce(Record):
     """What a run needs to be made again: the machine (knoblab.machine.describe), when it
     began and ended (epoch seconds), the spec as written, knoblab's version."""
 
+    # the machine it ran on, by name: cpu, cores, memory, disk, kernel …
     machine: dict[str, str] = field(default_factory=dict)
-    started_at: float | None = None
-    finished_at: float | None = None
-    spec: str = ""
-    knoblab_version: str = ""
+    started_at: float | None = None  # when it began, in epoch seconds
+    finished_at: float | None = None  # when it ended, in epoch seconds; None: still running
+    spec: str = ""  # the spec's text, as written
+    knoblab_version: str = ""  # the knoblab that ran it
 
 
 @dataclass(frozen=True)
@@ -649,34 +653,38 @@ class ResultsJSON(Record):
     conclusion are held as their JSON (a point's figures are read as its kind's objective
     says; the conclusion carries the report's sentence)."""
 
-    run_id: str
-    name: str
-    kind: Experiment = Experiment.SWEEP
-    status: RunStatus = RunStatus.DONE
-    objective: ObjectiveNamed = ObjectiveNamed()
-    server: Build = Build()
-    servers: list[ServerInfo] = field(default_factory=list)
-    workload: dict[str, Any] = field(default_factory=dict)
-    dataset: dict[str, Any] = field(default_factory=dict)
-    steady: Steady | None = None
-    knobs: list[str] = field(default_factory=list)
-    slices: list[str] = field(default_factory=list)
-    base: Settings = field(default_factory=dict)
-    regime: str | None = None
-    statistics: Judged = Judged()
+    run_id: str  # the run's id in the store
+    name: str  # the spec's name
+    kind: Experiment = Experiment.SWEEP  # what the run was
+    status: RunStatus = RunStatus.DONE  # how it ended (or that it runs)
+    objective: ObjectiveNamed = ObjectiveNamed()  # what was measured; which way is better
+    server: Build = Build()  # the binary measured, and its version
+    servers: list[ServerInfo] = field(default_factory=list)  # each server, or why left out
+    workload: dict[str, Any] = field(default_factory=dict)  # the workload, as its kind describes it
+    dataset: dict[str, Any] = field(default_factory=dict)  # the data it ran on
+    steady: Steady | None = None  # a time series' steady state: how it was found
+    knobs: list[str] = field(default_factory=list)  # the settings swept
+    slices: list[str] = field(default_factory=list)  # variants judged apart (rows, engine)
+    base: Settings = field(default_factory=dict)  # settings in force at every point
+    regime: str | None = None  # CPU-bound, I/O-bound, waiting or mixed
+    statistics: Judged = Judged()  # how comparisons were judged
+    # each configuration: its settings, figures and verdict
     points: list[JSON] = field(default_factory=list)
-    noise: Noise | None = None
-    explained_by: list[JSON] = field(default_factory=list)
-    tied: Settings = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    # these four keys are there only when the run has them
+    noise: Noise | None = None  # how much repeated measurements spread
+    explained_by: list[JSON] = field(default_factory=list)  # counters that moved with the values
+    tied: Settings = field(default_factory=dict)  # follower setting: its leader
+    warnings: list[str] = field(default_factory=list)  # what the run warned of, in words
+    # adaptive rounds: how many, and why they stopped
     rounds: Rounds | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    # a steps study's tables
     steps: list[StepsTable] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
+    # several servers, compared point by point
     servers_compared: list[ServersCompared] | None = field(default=None,
                                                            metadata=OMITTED_WHEN_NONE)
+    # a replay's statement classes, compared
     statement_classes: ClassComparison | None = field(default=None, metadata=OMITTED_WHEN_NONE)
-    conclusion: JSON = field(default_factory=dict)
-    reproduce: Reproduce = Reproduce()
+    conclusion: JSON = field(default_factory=dict)  # the answer, with the report's sentence
+    reproduce: Reproduce = Reproduce()  # the command that runs it again
 
 
 # --- a search (knoblab tune): what knoblab.search finds, and knoblab.report shows -------------
@@ -906,9 +914,9 @@ class Reduction(Record):
 class Importance(Record):
     """One setting's share of what matters, by one of two bases: "ablation", its share of the
     gain the validated configuration's changes were measured to bring, each put back alone
-    (low, high: from its measurement's 95% interval); "trials", its share of the objective's
-    variation over the search's trials (fANOVA: a description of the search; low, high: 10th
-    and 90th percentile over resamples)."""
+    (low, high: from its measurement's interval, at its Effect's confidence); "trials", its
+    share of the objective's variation over the search's trials (fANOVA: a description of the
+    search; low, high: 10th and 90th percentile over resamples)."""
 
     name: str
     share: float  # the shares of a space sum to about 1

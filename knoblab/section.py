@@ -6,12 +6,13 @@ Shared by the spec and by each workload kind, which reads its own [workload] sec
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 from typing import Any
 
 from knoblab.errors import UserError
 
 
-def check_keys(where: str, data: dict[str, Any], allowed: set[str] | frozenset[str]) -> None:
+def check_keys(where: str, data: dict[str, Any], allowed: Collection[str]) -> None:
     for key in data:
         if key not in allowed:
             close = difflib.get_close_matches(key, sorted(allowed), n=1)

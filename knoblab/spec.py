@@ -13,26 +13,81 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from knoblab import section, workloads
+from knoblab import datasets, section, workloads
 from knoblab import server as targets
 from knoblab.catalog import Catalog
 from knoblab.errors import UserError
 from knoblab.judging import Statistics, Test
+from knoblab.keys import Key, Keys
 from knoblab.server.shape import KEYS as SHAPE_KEYS
 from knoblab.server.shape import Shape
 from knoblab.units import parse_size
 from knoblab.vocabulary import Experiment, StepRole, StepVerdict
 from knoblab.workloads import Workload
 
-TOP_KEYS = {"name", "description", "server", "dataset", "workload", "sweep", "step", "steps", "tie",
-            "statistics", "tune", "machine"}
-SECTION_KEYS = {
+TOP_KEYS = Keys(
+    Key("name", "The experiment's name, in listings and reports.", "text",
+        "the spec file's name"),
+    Key("description", "A line of what the experiment asks, kept with its runs."),
+    Key("server", "The server under test: sandboxes knoblab starts (the default), or a "
+        "running server (kind = \"external\").", "a table"),
+    Key("dataset", "The data the workload runs on: the built-in scan table, or your dump.",
+        "a table"),
+    Key("workload", "What is measured: a query, sysbench, a script or a replay "
+        "(its kind).", "a table"),
+    Key("sweep", "The settings compared, each with its values (one: a sweep; several: the "
+        "full grid); also the workload's parameters and \"machine.*\".",
+        "a table of name = [values]"),
+    Key("step", "Settings applied one by one ([[step]] tables, in order), each step "
+        "cumulative, measured against the one before and the base.", "a list of tables"),
+    Key("steps", "How steps are measured ([steps]).", "a table"),
+    Key("tie", "Settings that follow another's value at every point (follower = "
+        "\"leader\").", "a table of name = \"leader\""),
+    Key("statistics", "How comparisons are judged.", "a table"),
+    Key("tune", "A search of several settings (knoblab tune): its knobs, budget and goal.",
+        "a table"),
+    Key("machine", "The shape of every sandbox's machine: memory, CPUs, disk limits, the file "
+        "system its data is on.", "a table"),
+)
+SERVER_KEYS = Keys(
+    Key("kind", "\"sandbox\": servers knoblab starts in private folders; \"external\": "
+        "a running server, its settings changed in place and always put back.", "text",
+        '"sandbox"', choices=tuple(targets.KINDS)),
+    Key("config", "Settings for every point ([server.config]), checked like the swept ones; "
+        "limits such as max_statement_time bind the workload, not knoblab's own statements.",
+        "a table of setting = value"),
+    Key("allow_durability_tradeoff", "Settings that let a crash lose or corrupt committed data "
+        "(innodb_flush_log_at_trx_commit 0 or 2, sync_binlog other than 1, …) are refused "
+        "unless this is true.", "true or false", "false"),
+    Key("memory_budget", "A configuration whose estimated memory is above this is refused "
+        "before it runs.", 'a size ("16G")', "80% of this machine's memory"),
+    Key("password", "Never taken: a password written in a spec is refused (use "
+        "password_env or option_file)."),
+) | targets.KEYS
+STATISTICS_KEYS = Keys(
+    Key("min_effect", "Differences smaller than this fraction are never \"worse\"; within "
+        "±min_effect of the best is \"equivalent\".", "a number", "0.03",
+        bounds="above 0, below 1"),
+    Key("alpha", "The chance of a false \"worse\" or \"equivalent\" over the whole run.",
+        "a number", "0.05", 1e-9, 0.5),
+    Key("confidence", "The confidence of the intervals shown.", "a number", "0.95", 0.5,
+        0.9999),
+    Key("test", "The test that judges a difference: \"welch-log\" (times: effects "
+        "multiply), \"welch\" (throughput) or \"mann-whitney\".", "text",
+        "the workload's objective's", choices=("welch-log", "welch", "mann-whitney")),
+    Key("seed", "Fixes the interleaved order of the points.", "a whole number", "1", 0,
+        2**63 - 1),
+)
+STEPS_KEYS = Keys(
+    Key("one_at_a_time", "Also measure each step's change alone, from the base.",
+        "true or false", "false"),
+)
+SECTION_KEYS: dict[str, Keys] = {
     # read here, and by the kind [server] names (knoblab.server.KINDS): each its own keys
-    "server": {"kind", "config", "allow_durability_tradeoff", "memory_budget", "password",
-               *targets.KEYS},
-    "dataset": {"kind", "rows", "size", "engine", "slack_type", "index", "dump", "database"},
-    "statistics": {"min_effect", "alpha", "confidence", "test", "seed"},
-    "steps": {"one_at_a_time"},
+    "server": SERVER_KEYS,
+    "dataset": datasets.KEYS,
+    "statistics": STATISTICS_KEYS,
+    "steps": STEPS_KEYS,
 }
 MACHINE = "machine."  # a swept name of the sandbox's machine: [sweep] "machine.memory"
 TESTS: dict[str, Test] = {"welch-log": "welch-log", "welch": "welch",
@@ -428,7 +483,7 @@ def _design_only_in_workload(data: dict[str, Any]) -> None:
     config = server.get("config") if isinstance(server, dict) else None
     steps = data.get("step")
     tables = [("at the top of the spec", data), ("in [server.config]", config),
-              *((f"in [{name}]", data.get(name)) for name in sorted(TOP_KEYS - {"workload"})),
+              *((f"in [{name}]", data.get(name)) for name in sorted(TOP_KEYS.names - {"workload"})),
               *(("in [[step]]", step) for step in (steps if isinstance(steps, list) else []))]
     for where, table in tables:
         if isinstance(table, dict) and "design" in table:

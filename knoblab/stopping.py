@@ -17,7 +17,7 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT
 def handle_stopping_signals() -> None:
     STOP.clear()
     UNWINDING.clear()
-    _SIGNALLED.update(stopping=False, ended=False)
+    _SIGNALLED.update(stopping=False, ended=False, taken=False)
     for signum in STOPPING_SIGNALS:
         signal.signal(signum, _interrupt)
     signal.signal(signal.SIGALRM, _interrupt_again)
@@ -48,7 +48,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 # Read and written by the signal handler alone (and reset when main() starts).
-_SIGNALLED = {"stopping": False, "ended": False}
+_SIGNALLED = {"stopping": False, "ended": False, "taken": False}
 
 
 def ignore_stopping_signals() -> None:
@@ -70,8 +70,15 @@ def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
 
 
 def _interrupt_again(signum: int, frame: object) -> None:
-    if STOP.is_set() and not UNWINDING.is_set():
+    if STOP.is_set() and not UNWINDING.is_set() and not _SIGNALLED["taken"]:
         stop_here()
+
+
+def taken() -> None:
+    """The command has caught the stop and is ending on it: a stop dropped in a finaliser
+    (`_unraisable`) is not raised again, where it would escape the command's own handler."""
+    _SIGNALLED["taken"] = True
+    signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def rearm() -> None:
@@ -80,11 +87,18 @@ def rearm() -> None:
     STOP.clear()
     UNWINDING.clear()
     _SIGNALLED["stopping"] = False
+    _SIGNALLED["taken"] = False
 
 
 def ended() -> None:
     """The command has its one exit code: a stopping signal from now until the process is
     gone changes nothing (see _interrupt), also after Python drops its handlers."""
     _SIGNALLED["ended"] = True
+    taken()
+    # CPython 3.11 remembers a KeyboardInterrupt raised inside exec() of a string (as a
+    # dataclass's generated methods are made), even one caught since, and at the exit of
+    # `python -m knoblab.cli` kills the process with SIGINT whatever its exit code: a stop
+    # landing there turned "interrupted, exit 130" into "killed". Running a string clears it.
+    exec("")
     atexit.unregister(ignore_stopping_signals)  # once, however often a command runs
     atexit.register(ignore_stopping_signals)

@@ -16,15 +16,18 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knoblab import __version__
 from knoblab.errors import UserError
 from knoblab.judging import Direction
-from knoblab.records import TrialOutcome, TuneResult
 from knoblab.store import Store
 from knoblab.units import plural
 from knoblab.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the records are read only from a finished study: `knoblab runs` of
+    # runs alone starts without them
+    from knoblab.records import TrialOutcome, TuneResult
 
 PREFIX = "study:"  # `knoblab report study:NAME`: never a run's id, which is hexadecimal
 
@@ -184,6 +187,8 @@ def result_to_json(result: TuneResult) -> dict[str, Any]:
 
 
 def result_from_json(data: dict[str, Any]) -> TuneResult:
+    from knoblab.records import TuneResult
+
     return TuneResult.from_json(data)
 
 

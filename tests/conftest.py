@@ -147,6 +147,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SESSION] = given or uuid.uuid4().hex[:6]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests first: the workers take tests in this order, one at a time, and a run
+    that met a long test last would end waiting on it alone while the other workers idle."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: else as found
+
+
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: its controller starting a worker
 def pytest_configure_node(node: Any) -> None:
     node.workerinput["knoblab_session"] = node.config.stash[_SESSION]

@@ -30,6 +30,7 @@ from knoblab.catalog import Catalog, Knob
 from knoblab.connection import DATABASE, Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import STOP
+from knoblab.keys import Key, Keys
 from knoblab.server.target import Data, ServerRefused
 from knoblab.workloads.base import (
     Measured,
@@ -114,7 +115,9 @@ class FakeData(Dataset):
 class FakeWorkload(Timed):
     kind: ClassVar[str] = "fake"
     parameters: ClassVar[tuple[str, ...]] = ()
-    keys: ClassVar[frozenset[str]] = frozenset({"kind"}) | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "The fake kind of the tests: times that need no server.",
+            choices=("fake",))) | Rounds.KEYS
     writes_data: ClassVar[bool] = False
 
     rounds: Rounds = Rounds(fixed=3, design="restarts")
@@ -122,7 +125,7 @@ class FakeWorkload(Timed):
     @classmethod
     def from_spec(cls, section: dict[str, Any], dataset: dict[str, Any],
                   sweep: dict[str, list[Any]], base_dir: Path | None) -> FakeWorkload:
-        return cls(rounds=Rounds.from_spec(section) if section.keys() & Rounds.KEYS
+        return cls(rounds=Rounds.from_spec(section) if section.keys() & Rounds.KEYS.names
                    else Rounds(fixed=3, design="restarts"))
 
     def parameter_axis(self, name: str, values: list[Any]) -> list[str]:

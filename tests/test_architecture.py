@@ -15,7 +15,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                      "knoblab.vocabulary", "knoblab.words", "knoblab.section", "knoblab.places",
                      "knoblab.terminal", "knoblab.machine", "knoblab.connection", "knoblab.admin",
                      "knoblab.catalog", "knoblab.safety", "knoblab.stopping", "knoblab.judging",
-                     "knoblab.owners", "knoblab.codec",
+                     "knoblab.owners", "knoblab.codec", "knoblab.keys", "knoblab.seconds",
                      # pure functions on samples
                      "knoblab.stats", "knoblab.timeseries", "knoblab.evidence",
                      "knoblab.classes")),
@@ -28,7 +28,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                      "knoblab.search", "knoblab.search.")),
     ("reports", ("knoblab.report", "knoblab.report.", "knoblab.studies")),
     ("commands", ("knoblab.capturing", "knoblab.verifying", "knoblab.consoles",
-                  "knoblab.commands", "knoblab.listings", "knoblab.cli")),
+                  "knoblab.commands", "knoblab.listings", "knoblab.cli", "knoblab.manual")),
 ]
 
 

@@ -68,12 +68,13 @@ def _capture(home: Path, folder: Path, spec: Path, *args: str
                           timeout=180)
 
 
+@pytest.mark.long
 def test_a_pool_that_prepared_before_the_window_is_captured_with_its_values(
         knoblab_home: Path, tmp_path: Path, production: Sandbox):
     before = _globals(production.socket)
     load = _load(production, pooled=True)
     # A connection inside a transaction that locked a row, throughout: never ended, however
-    # long it sleeps. (One that has only read InnoDB does not list: the README says so.)
+    # long it sleeps. (One that has only read InnoDB may not list: the capture guide says so.)
     holder = production.connect("sbtest")
     try:
         with holder.cursor() as cur:
@@ -112,6 +113,7 @@ def test_a_pool_that_prepared_before_the_window_is_captured_with_its_values(
     assert _globals(production.socket) == before
 
 
+@pytest.mark.long
 def test_a_client_that_does_not_reconnect_stops_it_at_the_first(
         knoblab_home: Path, tmp_path: Path, production: Sandbox):
     before = _globals(production.socket)

@@ -17,6 +17,7 @@ import pytest
 
 from knoblab import cli
 from knoblab.places import REPORT_MARK as MARK
+from knoblab.report import definitions
 from knoblab.store import Store
 from knoblab.units import num
 
@@ -29,12 +30,14 @@ def _runs() -> list[tuple[str, str]]:
 
 
 class _Page(HTMLParser):
-    """The cells of every table, the sources of every image and link, and the ids."""
+    """The cells of every table, the sources of every image and stylesheet, the links, and
+    the ids."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tables: list[list[list[str]]] = []
         self.sources: list[str] = []
+        self.links: list[str] = []
         self.ids: set[str] = set()
         self._cell: list[str] | None = None
 
@@ -42,9 +45,10 @@ class _Page(HTMLParser):
         found = dict(attrs)
         if found.get("id"):
             self.ids.add(str(found["id"]))
-        for name in ("src", "href"):
-            if found.get(name):
-                self.sources.append(str(found[name]))
+        if found.get("src") or (tag == "link" and found.get("href")):  # what a page fetches
+            self.sources.append(str(found.get("src") or found["href"]))
+        elif found.get("href"):
+            self.links.append(str(found["href"]))
         if tag == "table":
             self.tables.append([])
         elif tag == "tr":
@@ -103,6 +107,11 @@ def test_the_report_of_every_kind_says_what_its_json_says(name: str, run_id: str
     assert order == sorted(order)
     assert all(src.startswith("data:image/png;base64,") for src in page.sources)
     assert len(page.sources) == len(list(out.glob("*.png"))) >= 1
+    # the only links: to the manual's definitions of the words its tables judge with
+    base = definitions.manual_base()
+    assert all(link.startswith(f"{base}{definitions.PAGE}#") for link in page.links), \
+        page.links
+    assert bool(page.links) == bool(base)
     assert result["conclusion"]["text"].split(";")[0].split(".")[0] in \
         html.replace("&#39;", "'").replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
 

@@ -264,6 +264,7 @@ def test_tmp_table_groupby(tmp_path: Path, knoblab_home: Path):
 
 
 @pytest.mark.server
+@pytest.mark.long
 def test_oltp_buffer_pool(tmp_path: Path, knoblab_home: Path):
     """Throughput over time under sysbench, per buffer-pool size, on server starts of their
     own: its steady state and stability kept, and below the data's size pages read from disk."""
@@ -318,6 +319,7 @@ def test_replay_shop(tmp_path: Path, knoblab_home: Path, shop: Path):
 
 
 @pytest.mark.server
+@pytest.mark.long
 def test_write_steps(tmp_path: Path, knoblab_home: Path):
     """Each step compared with the one before and the defaults, each change also measured
     alone, the durability step on a line of its own."""
@@ -339,6 +341,7 @@ QUERY_MIX_SEARCH = {"tune": {"trials": 12, "batch": 2, "validate": 1, "rounds": 
 
 
 @pytest.mark.server
+@pytest.mark.long
 def test_tune_query_mix(tmp_path: Path, knoblab_home: Path):
     """Each trial scored against the current configuration on the same starts; run again with
     the same spec, the study goes on where it stopped, its budget counting both."""
@@ -364,6 +367,7 @@ def test_tune_query_mix(tmp_path: Path, knoblab_home: Path):
 
 
 @pytest.mark.server
+@pytest.mark.long
 def test_tune_oltp(tmp_path: Path, knoblab_home: Path):
     """Throughput searched with the 99th percentile held under its bound: every scored trial
     carries its p99 and whether it kept to the bound."""

@@ -17,7 +17,8 @@ from knoblab.machine import filesystem, filesystem_text
 from knoblab.store import Store
 from tests.fakes import cli_command, cli_env
 
-pytestmark = pytest.mark.server
+# its module's fixture (real runs, tens of seconds) made once: every test of it on one worker
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("filesystems")]
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "scripts" / "filesystems"

@@ -103,6 +103,7 @@ def test_run_runs_and_report_of_a_run_named_anything(name: str, description: str
 
 @_fuzz(12)
 @given(name=TEXT, description=TEXT, sql=TEXT, label=TEXT, error=TEXT)
+@pytest.mark.long
 def test_report_and_compare_of_stored_runs_holding_anything(
         name: str, description: str, sql: str, label: str, error: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -766,16 +766,22 @@ def test_another_knoblab_in_the_window_is_not_the_applications_load(
                         log, "--out", str(tmp_path / "cap")),
             env=cli_env(knoblab_home), cwd=tmp_path, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
-        with reaped(capture), ShortConnections(sock):
+        with reaped(capture), ShortConnections(sock) as app:
             switch = "general_log" if log == "general" else "slow_query_log"
             deadline = time.monotonic() + 60
             while _on(sock, f"SELECT @@{switch}") != [(1,)]:
                 assert capture.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
+            logged = app.ran + 5  # statements the application runs once the log is on
             for args in (("capture", str(spec), "--for", "1s", "--out", str(tmp_path / "cap2")),
                          ("run", str(run))):
                 refused = _knoblab(other, tmp_path / "other.sqlite", *args)
                 assert "is capturing" in _one_line(refused)
+            # however soon the refusals came back, the application ran in the window
+            deadline = time.monotonic() + 60
+            while app.ran < logged:
+                assert app.is_alive() and time.monotonic() < deadline, app.ran
+                time.sleep(0.05)
             os.killpg(capture.pid, signal.SIGINT)  # ends the window, keeping what it took
             _, stderr = capture.communicate(timeout=120)
     assert capture.returncode == 0, stderr

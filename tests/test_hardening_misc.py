@@ -58,21 +58,22 @@ def test_swept_numbers_of_the_machine_give_each_point_its_shape():
 
 
 def _readme_machine_sweep() -> dict:
-    """The read_buffer_size study with the README's own machine sweep, as written there."""
-    readme = (ROOT / "README.md").read_text()
+    """The read_buffer_size study with the machine shapes guide's own machine sweep, as
+    written there."""
+    readme = (ROOT / "docs" / "guides" / "machine-shapes.md").read_text()
     found = re.search(r'```toml\n(\[sweep\]\nread_buffer_size = .*?\n"machine\.memory" = .*?\n)'
                       r"```", readme)
-    assert found, "the README's machine sweep"
+    assert found, "the machine shapes guide's machine sweep"
     spec = tomllib.loads((ROOT / "examples/read-buffer-scan.toml").read_text())
     spec["sweep"] = tomllib.loads(found.group(1))["sweep"]
     return spec
 
 
 @pytest.mark.server
-def test_the_readmes_machine_sweep_passes_the_checks(binary, knoblab_home: Path,
-                                                     tmp_path: Path):
+def test_the_guides_machine_sweep_passes_the_checks(binary, knoblab_home: Path,
+                                                    tmp_path: Path):
     # The server's default caches (about 400M, counted full) were held against the 256M
-    # machine, so the README's example was refused as written: in a sandbox the kernel holds
+    # machine, so the guide's example was refused as written: in a sandbox the kernel holds
     # to its memory, only what the spec sets is held against it up front.
     from knoblab.runner import check_points
     from knoblab.server.sandbox import SandboxTarget
@@ -152,8 +153,11 @@ def test_tests_on_the_running_server_leave_no_database_there(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if k not in ("KNOBLAB_STORE", "KNOBLAB_HOME")}
     env["KNOBLAB_HOME"] = str(tmp_path / "home")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    # its temp folder inside this test's: the nested run fails on purpose, and pytest keeps a
+    # failed test's folder, which would outlive this suite in the system's temp directory
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest",
                            "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                           "--basetemp", str(tmp_path / "nested-temp"),
                            str(tmp_path / "test_nested.py")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
                           check=False)

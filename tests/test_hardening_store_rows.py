@@ -121,6 +121,7 @@ BAD = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=st.lists(st.tuples(st.sampled_from(sorted(COLUMNS)), st.data(), BAD,
                                  st.integers(1, 70)), min_size=1, max_size=3))
+@pytest.mark.long
 def test_any_damaged_column_is_exit_0_or_2_without_a_traceback(
         damage, tmp_path_factory, monkeypatch, capsys):
     tmp_path = tmp_path_factory.mktemp("damaged")

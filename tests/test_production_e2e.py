@@ -1,5 +1,6 @@
-"""The README's steps for a production server, end to end, on a server whose configuration is
-not the default: its load (a pool of sysbench connections opened before the capture) captured,
+"""The steps for a production server (docs/guides/your-server.md), end to end, on a server
+whose configuration is not the default: its load (a pool of sysbench connections opened before
+the capture) captured,
 the spec carrying the server's configuration, knoblab tune's recommendation over it, as a
 change to that configuration, and knoblab verify of that recommendation on the server itself,
 under its load again. How large the gain is on production is a claim about speed:
@@ -44,9 +45,10 @@ def _knoblab(home: Path, folder: Path, *args: str) -> subprocess.CompletedProces
                           cwd=folder, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.long
 def test_production_is_captured_tuned_and_the_answer_verified_on_it(
         binary, knoblab_home: Path, tmp_path: Path):
-    """capture → tune → verify: the README's story, each step reading what the last wrote."""
+    """capture → tune → verify: the guide's story, each step reading what the last wrote."""
     bench = ["sysbench", "oltp_read_only", "--tables=1", "--table-size=100000",
              "--db-ps-mode=disable", "--mysql-user=root", "--mysql-db=sbtest",
              "--db-driver=mysql"]
@@ -70,7 +72,7 @@ def test_production_is_captured_tuned_and_the_answer_verified_on_it(
         # production's load again, at the application's own pace, through the whole verify
         with _load([*bench, socket, "--threads=2", "--time=600", "--rate=150", "run"]):
             verified = _knoblab(knoblab_home, tmp_path, "verify", str(spec), "--from",
-                                str(tmp_path / "study"), "--for", "2m", "--window", "6s",
+                                str(tmp_path / "study"), "--for", "50s", "--window", "6s",
                                 "--settle", "3s", "--guard-latency", "8",
                                 "--json", str(tmp_path / "verify.json"))
         after = _globals(production)
@@ -89,10 +91,11 @@ def test_production_is_captured_tuned_and_the_answer_verified_on_it(
     study = json.loads((tmp_path / "study" / "tune.json").read_text())["recommended"]
     assert found["claim"]["ratio"] == pytest.approx(1 + study["gain"])
     # A pool eight or more times as large, on data four times the pool: reads from disk go,
-    # as the counters say. Whether the gain is decided in 2 minutes beside the suite's other
-    # servers is a claim about speed (once: 3.18x, [0.74x, 13.6x], not shown): the tests of
-    # verify decide it on a steadier load, benchmarks/verify_production.py measures it. Here:
-    # never a loss, and the sandbox's claim set beside whatever production showed.
+    # as the counters say. Whether the gain is decided at the first look (3 pairs, 50 s here)
+    # beside the suite's other servers is a claim about speed (once, in 2 minutes: 3.18x,
+    # [0.74x, 13.6x], not shown): the tests of verify decide it on a steadier load,
+    # benchmarks/verify_production.py measures it. Here: never a loss, and the sandbox's
+    # claim set beside whatever production showed.
     assert found["finding"] in ("helps", "unshown"), found["said"]
     assert found["guard_tripped"] is None, found["said"]
     assert found["against_claim"] in ("held", "smaller than claimed", "larger than claimed",

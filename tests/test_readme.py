@@ -1,7 +1,12 @@
-"""The README's promises, checked against the program: its spec snippets are read by knoblab's
-own spec loader, its commands by the real argument parser, the paths it names exist, and the
-files it says knoblab writes are the ones the code writes. A promise that drifts from the
-program turns this red."""
+"""The README's and the manual's promises, checked against the program: their spec snippets are
+read by knoblab's own spec loader, their commands by the real argument parser, the paths they
+name exist, the files they say knoblab writes are the ones the code writes, and their links
+lead somewhere. A promise that drifts from the program turns this red.
+
+Every page is checked: README.md and each page under docs/ but two folders, docs/reference/
+(generated from the code itself) and docs/data/ (the benchmarks' raw data). Each check runs
+per page, so a failure names the page. The benchmarks' commands of their own scripts pass
+because only `knoblab …` lines are taken for knoblab's commands."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import gzip
 import re
 import shlex
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,13 @@ from knoblab.spec import parse_spec
 from knoblab.store import Store, default_url
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+# Generated from the code when the manual is built: not checked here, only linked to.
+REFERENCE = DOCS / "reference"
+REFERENCE_PAGES = {"spec.md", "commands.md", "json.md"}
+# The benchmarks' raw data, report.md files among them: knoblab's output kept as data (their
+# charts not kept), not pages written to promise anything.
+DATA = DOCS / "data"
 
 
 def _fenced(text: str) -> tuple[list[tuple[str, str]], str]:
@@ -45,15 +57,137 @@ def _fenced(text: str) -> tuple[list[tuple[str, str]], str]:
             body.append(line)
         else:
             prose.append(line)
-    assert fence is None, "a fenced block of the README is never closed"
+    assert fence is None, "a fenced block is never closed"
     return blocks, "\n".join(prose)
 
 
-BLOCKS, PROSE = _fenced(README)
-TOML_BLOCKS = [body for lang, body in BLOCKS if lang == "toml"]
-COMMAND_BLOCKS = [body for lang, body in BLOCKS if lang == ""]
-# Inline code outside the fenced blocks; a span may go on over a line break (a space).
-INLINE = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", PROSE)]
+def _commands(text: str) -> list[str]:
+    """Each `knoblab SUBCOMMAND …` in `text`, up to a comment."""
+    found = []
+    for line in text.splitlines():
+        line = line.split("  #")[0].strip()
+        if line.startswith("#"):
+            continue
+        match = re.match(r"(?:\.venv/bin/)?knoblab\s+((?:--store\s+\S+\s+)?[a-z]+(?:\s.*)?)$",
+                         line)
+        if match:
+            found.append(match.group(1).strip())
+    return found
+
+
+@dataclass
+class Page:
+    """A page of the README or the manual, read once: its blocks, prose and commands."""
+
+    name: str  # its path from the repository's root
+    path: Path
+    text: str
+    blocks: list[tuple[str, str]] = field(default_factory=list)
+    prose: str = ""
+
+    def __post_init__(self) -> None:
+        self.blocks, self.prose = _fenced(self.text)
+
+    @property
+    def toml_blocks(self) -> list[str]:
+        return [body for lang, body in self.blocks if lang == "toml"]
+
+    @property
+    def command_blocks(self) -> list[str]:
+        return [body for lang, body in self.blocks if lang == ""]
+
+    @property
+    def inline(self) -> list[str]:
+        """Inline code outside the fenced blocks; a span may go on over a line break."""
+        return [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", self.prose)]
+
+    @property
+    def block_commands(self) -> list[str]:
+        return [c for block in self.command_blocks for c in _commands(block)]
+
+    @property
+    def inline_commands(self) -> list[str]:
+        return [c for span in self.inline for c in _commands(span)]
+
+
+def _read(path: Path) -> Page:
+    return Page(str(path.relative_to(ROOT)), path, path.read_text(encoding="utf-8"))
+
+
+PAGES = [_read(ROOT / "README.md"),
+         *(_read(p) for p in sorted(DOCS.rglob("*.md"))
+           if REFERENCE not in p.parents and DATA not in p.parents)]
+BY_NAME = {page.name: page for page in PAGES}
+README = BY_NAME["README.md"]
+TUNE_GUIDE = BY_NAME["docs/guides/tune.md"]
+SWEEP_GUIDE = BY_NAME["docs/guides/sweep.md"]
+
+
+def _each(items_of) -> list[Any]:
+    """pytest params of (page, item) for every page, named by the page."""
+    return [pytest.param(page, item, id=f"{page.name}:{_label(item)}")
+            for page in PAGES for item in items_of(page)]
+
+
+def _label(item: str) -> str:
+    lines = item.strip().splitlines()
+    return lines[0][:40] if lines else ""
+
+
+ON_EVERY_PAGE = pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+
+
+# --------------------------------------------------------------- the README's shape
+
+
+def test_the_readme_is_at_most_300_lines():
+    lines = README.text.count("\n")  # as wc -l counts them
+    assert lines <= 300, f"the README has {lines} lines, more than 300"
+
+
+def test_the_readme_opens_with_the_two_setup_commands():
+    """Within its first 40 lines, one fenced block holds ./scripts/demo and ./scripts/test."""
+    head = README.text.splitlines()[:40]
+    opening = [i for i, line in enumerate(head) if line.startswith("```")]
+    blocks = ["\n".join(head[a + 1:b]) for a, b in zip(opening[::2], opening[1::2], strict=False)]
+    assert any(re.search(r"^\./scripts/demo\b", b, re.M) and re.search(r"^\./scripts/test\b", b,
+                                                                         re.M) for b in blocks)
+
+
+def test_every_page_under_docs_is_checked():
+    """The pages the manual is made of (the reference apart) are all read here."""
+    assert {"docs/index.md", "docs/how-sure.md", "docs/guides/sweep.md",
+            "docs/guides/your-server.md"} <= set(BY_NAME)
+
+
+# --------------------------------------------------------------- the words' paragraphs
+
+
+def _anchor(kind: str, word: str) -> str:
+    """The id a report links a word to: its kind, then the word, each run of other characters
+    than letters and digits a '-' ("I/O-bound": regime-i-o-bound)."""
+    return f"{kind}-{re.sub(r'[^a-z0-9]+', '-', word.lower()).strip('-')}"
+
+
+def test_every_word_of_a_verdict_has_its_paragraph_in_how_sure():
+    """Each verdict, finding, regime, stop reason and design has a heading or paragraph of
+    its own on docs/how-sure.md, under the id the reports link to ({#point-best})."""
+    from knoblab import vocabulary as v
+    from knoblab.workloads.timed import regime
+
+    regimes = {regime(cpu, iowait, io) for cpu in (0.0, 0.5, 0.9) for iowait in (0.0, 0.5)
+               for io in (0.0, 1.0)}
+    words = {"point": v.PointVerdict, "step": v.StepVerdict, "validation": v.ValidationVerdict,
+             "class": v.ClassVerdict, "comparison": v.ComparisonVerdict, "finding": v.Finding,
+             "stop": v.StopReason, "design": v.Design, "regime": regimes}
+    ids = set(re.findall(r"\{:?\s*#([\w-]+)\s*\}", BY_NAME["docs/how-sure.md"].text))
+    missing = sorted(_anchor(kind, str(word)) for kind, vocabulary in words.items()
+                     for word in vocabulary if _anchor(kind, str(word)) not in ids)
+    assert "regime-i-o-bound" in {_anchor("regime", r) for r in regimes}
+    assert not missing, f"docs/how-sure.md has no paragraph for {missing}"
+
+
+# --------------------------------------------------------------- spec snippets
 
 # A fragment is completed with what a spec needs to be whole: a workload, its data, something
 # to measure. What the fragment gives is never overridden.
@@ -97,19 +231,19 @@ def _load(block: str, folder: Path):
     return loaded
 
 
-def test_the_readme_has_spec_snippets():
-    assert len(TOML_BLOCKS) >= 10
+def test_the_manual_has_spec_snippets():
+    assert sum(len(page.toml_blocks) for page in PAGES) >= 10
 
 
-@pytest.mark.parametrize("block", TOML_BLOCKS, ids=lambda b: b.strip().splitlines()[0][:40])
-def test_every_spec_snippet_is_accepted_by_the_spec_loader(block, tmp_path):
+@pytest.mark.parametrize(("page", "block"), _each(lambda page: page.toml_blocks))
+def test_every_spec_snippet_is_accepted_by_the_spec_loader(page, block, tmp_path):
     """Each section and key is one the loader takes (the function knoblab run uses)."""
     _load(block, tmp_path)
 
 
 @pytest.mark.server
-@pytest.mark.parametrize("block", TOML_BLOCKS, ids=lambda b: b.strip().splitlines()[0][:40])
-def test_every_setting_a_spec_snippet_names_is_the_servers(block, tmp_path, catalog):
+@pytest.mark.parametrize(("page", "block"), _each(lambda page: page.toml_blocks))
+def test_every_setting_a_spec_snippet_names_is_the_servers(page, block, tmp_path, catalog):
     """The server settings in [server.config], [sweep], [[step]] and [tie], and their values,
     as a run checks them against the server's own catalog."""
     spec = _load(block, tmp_path)
@@ -131,24 +265,6 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 PARSER = build_parser()
 SUBCOMMANDS = _subparsers(PARSER)
-
-
-def _commands(text: str) -> list[str]:
-    """Each `knoblab SUBCOMMAND …` in `text`, up to a comment."""
-    found = []
-    for line in text.splitlines():
-        line = line.split("  #")[0].strip()
-        if line.startswith("#"):
-            continue
-        match = re.match(r"(?:\.venv/bin/)?knoblab\s+((?:--store\s+\S+\s+)?[a-z]+(?:\s.*)?)$",
-                         line)
-        if match:
-            found.append(match.group(1).strip())
-    return found
-
-
-BLOCK_COMMANDS = [c for block in COMMAND_BLOCKS for c in _commands(block)]
-INLINE_COMMANDS = [c for span in INLINE for c in _commands(span)]
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -175,14 +291,16 @@ def _check_words(command: str) -> None:
                 assert choice in action.choices, f"{flag} takes no {choice} ({command!r})"
 
 
-def test_the_readme_has_commands():
-    assert {c.split()[0] for c in BLOCK_COMMANDS} >= {"run", "tune", "capture", "report",
-                                                      "compare", "runs", "resume", "restore",
-                                                      "knobs"}
+def test_the_manual_has_commands():
+    """Every command is shown in a block somewhere in the README or the manual."""
+    shown = {c.split()[0] for page in PAGES for c in page.block_commands}
+    assert shown >= {"run", "tune", "capture", "verify", "report", "compare", "runs", "resume",
+                     "restore", "knobs"}
 
 
-@pytest.mark.parametrize("command", BLOCK_COMMANDS + INLINE_COMMANDS)
-def test_every_readme_command_has_its_subcommand_and_flags(command):
+@pytest.mark.parametrize(("page", "command"),
+                         _each(lambda page: page.block_commands + page.inline_commands))
+def test_every_command_has_its_subcommand_and_flags(page, command):
     _check_words(command)
 
 
@@ -199,8 +317,8 @@ def _as_typed(command: str) -> list[str]:
     return words
 
 
-@pytest.mark.parametrize("command", BLOCK_COMMANDS)
-def test_every_command_line_parses(command):
+@pytest.mark.parametrize(("page", "command"), _each(lambda page: page.block_commands))
+def test_every_command_line_parses(page, command):
     """Whole lines of the command blocks, positional arguments included, parse as written."""
     PARSER.parse_args(_as_typed(command))
 
@@ -211,10 +329,10 @@ PATH = re.compile(r"(?:(?<=\./)|(?<![\w./~$-]))((?:examples|scripts|docs|knoblab
                   r"[\w/-]*(?:\.[\w-]+)*)")
 
 
-def _made_by_the_readmes_scripts() -> set[str]:
+def _made_by_the_pages_scripts(page: Page) -> set[str]:
     """Files a command block makes with the project's own scripts (a dump, a captured log)."""
     made = set()
-    for block in COMMAND_BLOCKS:
+    for block in page.command_blocks:
         for line in block.splitlines():
             words = line.split()
             for i, word in enumerate(words):
@@ -223,12 +341,70 @@ def _made_by_the_readmes_scripts() -> set[str]:
     return made
 
 
-def test_every_path_the_readme_names_exists():
-    made = _made_by_the_readmes_scripts()
-    named = set(PATH.findall(README))
-    assert "examples/read-buffer-scan.toml" in named
-    missing = sorted(p for p in named if p not in made and not (ROOT / p).exists())
-    assert not missing, f"the README names paths the repository lacks: {missing}"
+def _named_paths(text: str) -> set[str]:
+    """The repository's paths a text names; one followed by `*` is a pattern (`shape-*.txt`)."""
+    named = set()
+    for match in PATH.finditer(text):
+        pattern = re.match(r"\*[\w.*/-]*", text[match.end():])
+        named.add(match.group(1) + (pattern.group(0).rstrip(".") if pattern else ""))
+    return named
+
+
+def _generated(path: Path) -> bool:
+    """A page of the reference the manual's build generates."""
+    return path.parent == REFERENCE and path.name in REFERENCE_PAGES
+
+
+def _in_the_repository(name: str) -> bool:
+    if "*" in name:
+        return any(ROOT.glob(name))
+    return (ROOT / name).exists() or _generated(ROOT / name)
+
+
+def test_the_readme_names_the_first_example():
+    assert "examples/read-buffer-scan.toml" in _named_paths(README.text)
+
+
+@ON_EVERY_PAGE
+def test_every_path_a_page_names_exists(page):
+    made = _made_by_the_pages_scripts(page)
+    missing = sorted(p for p in _named_paths(page.text)
+                     if p not in made and not _in_the_repository(p))
+    assert not missing, f"{page.name} names paths the repository lacks: {missing}"
+
+
+# --------------------------------------------------------------- links
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_LINK = re.compile(r"^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M)
+HTML_LINK = re.compile(r"\b(?:href|src)=\"([^\"]+)\"")
+
+
+def _links(page: Page) -> list[str]:
+    """The targets of a page's links and images, outside code (fenced or inline)."""
+    prose = re.sub(r"`[^`]*`", "code", page.prose)
+    return [*LINK.findall(prose), *REFERENCE_LINK.findall(prose), *HTML_LINK.findall(prose)]
+
+
+def _leads_somewhere(page: Page, target: str) -> bool:
+    """A relative link's file exists (its anchor is not checked); a link to a page of the
+    generated reference names one the build generates."""
+    if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("#"):
+        return True  # an address elsewhere, or an anchor of this page
+    path = (page.path.parent / target.split("#")[0].split("?")[0]).resolve()
+    return path.exists() or _generated(path)
+
+
+def test_the_readme_links_to_the_manual():
+    targets = set(_links(README))
+    assert {"docs/index.md", "docs/how-sure.md", "docs/guides/your-server.md"} <= targets
+
+
+@ON_EVERY_PAGE
+def test_every_relative_link_leads_to_a_file(page):
+    broken = sorted(t for t in _links(page) if not _leads_somewhere(page, t))
+    assert not broken, f"{page.name} links to files that do not exist: {broken}"
 
 
 # --------------------------------------------------------------- files knoblab writes
@@ -252,38 +428,48 @@ def _png_written(name: str) -> bool:
     return re.search(rf"[\"']{stem}(\{{[^}}]*\}})?\.png[\"']", source) is not None
 
 
-# Names the README gives to files the user makes or names, not knoblab's outputs.
+# Names the pages give to files the user makes or names, not knoblab's outputs.
 USERS_FILES = {"prod.toml", "my.cnf"}
+FILE = re.compile(r"^(\w[\w.-]*\.(?:html|md|csv|cnf|json|png|sqlite|log|zst))$")
 
 
-def test_every_file_the_readme_says_knoblab_writes_is_one_it_writes(tmp_path):
+def _files_named_in(page: Page) -> set[str]:
+    return {n for span in page.inline for n in FILE.findall(span)}
+
+
+@pytest.mark.parametrize("page", [README, SWEEP_GUIDE], ids=lambda p: p.name)
+def test_the_report_files_are_named(page):
+    assert {"report.html", "recommended.cnf", "result.json", "measurements.csv"} \
+        <= _files_named_in(page)
+
+
+@ON_EVERY_PAGE
+def test_every_file_a_page_says_knoblab_writes_is_one_it_writes(page, tmp_path):
     store_file = Path(default_url(tmp_path).removeprefix("sqlite:///")).name
     study_file = _study_file(tmp_path)
     written = {*exporters.file_names(), capturing.LOG, capturing.DUMP, capturing.SPEC,
                capturing.SUMMARY, store_file, study_file}
-    named = {n for span in INLINE
-             for n in re.findall(r"^(\w[\w.-]*\.(?:html|md|csv|cnf|json|png|sqlite|log|zst))$",
-                                 span)}
-    # a study's file beside a store the README names
+    # the benchmarks' raw data, named by the pages that quote it
+    named = _files_named_in(page) - {p.name for p in DATA.iterdir()}
+    # a study's file beside a store the page names
     written |= {_study_file_beside(tmp_path, n.removesuffix("-tune.sqlite"))
                 for n in named if n.endswith("-tune.sqlite")}
-    assert {"report.html", "recommended.cnf", "result.json", "measurements.csv"} <= named
     unknown = sorted(n for n in named - written - USERS_FILES
                      if not (n.endswith(".png") and _png_written(n)))
-    assert not unknown, f"the README names files knoblab does not write: {unknown}"
+    assert not unknown, f"{page.name} names files knoblab does not write: {unknown}"
 
 
-def test_the_readme_names_the_study_file_the_code_writes(tmp_path):
+def test_the_tune_guide_names_the_study_file_the_code_writes(tmp_path):
     study_file = _study_file(tmp_path)
     assert study_file == "knoblab-tune.sqlite"
-    assert f"`{study_file}`" in README
-    assert f"`{_study_file_beside(tmp_path, 'runs')}`" in README
+    assert f"`{study_file}`" in TUNE_GUIDE.text
+    assert f"`{_study_file_beside(tmp_path, 'runs')}`" in TUNE_GUIDE.text
 
 
-def test_the_readme_names_the_default_report_folders():
+def test_the_tune_guide_names_the_default_report_folders():
     from knoblab.studies import report_folder
 
-    assert f"`{report_folder('NAME')}/`" in README
+    assert f"`{report_folder('NAME')}/`" in TUNE_GUIDE.text
 
 
 # --------------------------------------------------------------- what the scripts install
@@ -296,7 +482,7 @@ def _installed_by_setup() -> set[str]:
 def test_the_readme_says_what_setup_installs():
     packages = _installed_by_setup()
     assert {"mariadb-server", "chromium", "chromium-driver"} <= packages
-    unsaid = sorted(p for p in packages if f"`{p}`" not in README)
+    unsaid = sorted(p for p in packages if f"`{p}`" not in README.text)
     assert not unsaid, f"scripts/setup installs {unsaid}, which the README does not say"
 
 
@@ -328,14 +514,16 @@ def test_the_readme_names_exactly_what_setup_installs():
     """No package the script does not install (a build chain for a client that is gone), none
     it installs left out; for the plain set-up and for --browser alike."""
     always, browser = _setup_packages()
-    section = " ".join(README[README.index("## Set-up"):README.index("## Use")].split())
+    text = README.text
+    section = " ".join(text[text.index("## Set-up"):text.index("## Use")].split())
     assert _named_between(section, "which installs from Debian", "a virtualenv") == always
     assert _named_between(section, "which also installs", "and unpacks") == browser
 
 
 def test_the_readme_says_scripts_test_installs_the_browser_and_why():
     assert "setup --browser" in (ROOT / "scripts" / "test").read_text()
-    section = README[README.index("## Set-up"):README.index("## Use")]
+    text = README.text
+    section = text[text.index("## Set-up"):text.index("## Use")]
     assert "`./scripts/test` runs it with `--browser`" in section
     assert "Chromium to check how they render" in section
 
@@ -355,9 +543,14 @@ def _a_section_knoblab_reads(name: str) -> bool:
     return head in TOP_KEYS and (not sub or sub in tables.get(head, set()))
 
 
-def test_every_section_the_readme_names_is_one_a_spec_has():
-    named = {m for span in INLINE for m in re.findall(r"^\[\[?[a-z_.]+\]\]?", span)}
-    named.discard("[mysqld]")  # recommended.cnf's section, of the server's option file
+def test_the_readme_names_the_base_configuration_section():
+    named = {m for span in README.inline for m in re.findall(r"^\[\[?[a-z_.]+\]\]?", span)}
     assert "[server.config]" in named
+
+
+@ON_EVERY_PAGE
+def test_every_section_a_page_names_is_one_a_spec_has(page):
+    named = {m for span in page.inline for m in re.findall(r"^\[\[?[a-z_.]+\]\]?", span)}
+    named.discard("[mysqld]")  # recommended.cnf's section, of the server's option file
     unknown = sorted(n for n in named if not _a_section_knoblab_reads(n))
-    assert not unknown, f"the README names sections no spec has: {unknown}"
+    assert not unknown, f"{page.name} names sections no spec has: {unknown}"

@@ -96,6 +96,7 @@ def _measured(store: Store, run_id: str, point: int) -> dict[str, str]:
     return read_back[0]
 
 
+@pytest.mark.long
 def test_tunes_recommended_cnf_is_what_was_measured_and_beats_the_defaults(
         tmp_path: Path, knoblab_home: Path, binary: ServerBinary) -> None:
     from knoblab.server.sandbox import Sandbox, base_template

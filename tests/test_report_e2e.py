@@ -17,7 +17,8 @@ import pytest
 from knoblab.server.sandbox import base_template, copy_datadir
 from tests.fakes import cli_env, knoblab_here, store_args
 
-pytestmark = pytest.mark.server
+# its module's fixture (real runs, tens of seconds) made once: every test of it on one worker
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("report-e2e")]
 
 # A GROUP BY of 20,000 groups: its temporary table fits in memory with tmp_table_size = 64M
 # (max_heap_table_size, not tied, stays at its 16M default) and goes to disk with 16K.

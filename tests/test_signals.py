@@ -237,3 +237,28 @@ def test_a_signal_inside_the_handler_does_not_wait_for_its_lock():
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "stopped", done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+_STOP_INSIDE_GENERATED_CODE = """
+import sys
+from knoblab import stopping
+
+stopping.handle_stopping_signals()
+code = 0
+try:  # as a dataclass's methods are made: exec() of a string, where the stop lands
+    exec("import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(10**7): pass")
+except KeyboardInterrupt:
+    code = 130
+finally:
+    stopping.ended()
+sys.exit(code)
+"""
+
+
+def test_a_stop_caught_after_landing_in_generated_code_still_exits_130(tmp_path):
+    # Run as `python -m knoblab.cli` is: CPython 3.11 would end such a process by SIGINT (-2)
+    # whatever its exit code (seen as a flaky tune test).
+    (tmp_path / "stopped_in_generated_code.py").write_text(_STOP_INSIDE_GENERATED_CODE)
+    done = subprocess.run([sys.executable, "-m", "stopped_in_generated_code"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, (done.returncode, done.stderr)

@@ -13,7 +13,8 @@ import pytest
 from knoblab.store import Store
 from tests.fakes import cli_env, knoblab_here, store_args
 
-pytestmark = pytest.mark.server
+# its module's fixture (real runs, tens of seconds) made once: every test of it on one worker
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("steps-e2e")]
 
 STEPS = """\
 name = "steps-tiny"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from knoblab.errors import UserError
-from knoblab.records import Second
+from knoblab.seconds import Second
 from knoblab.server.binary import ServerBinary
 from knoblab.server.sandbox import Sandbox, derived_template
 from knoblab.workloads.sysbench import (

@@ -38,6 +38,7 @@ innodb_buffer_pool_size = ["16M", "64M"]
 """
 
 
+@pytest.mark.long
 def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp_path):
     spec = tmp_path / "oltp.toml"
     spec.write_text(SPEC.format(duration=4, repetitions=2))
@@ -73,6 +74,7 @@ def test_sweep_stores_every_second_and_judges_by_server_starts(knoblab_home, tmp
     assert "mean" in out.stdout and "CV" in out.stdout
 
 
+@pytest.mark.long
 def test_server_killed_mid_run_keeps_the_partial_series_and_goes_on(knoblab_home, tmp_path):
     spec = tmp_path / "oltp.toml"
     spec.write_text(SPEC.format(duration=8, repetitions=1))

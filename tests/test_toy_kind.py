@@ -19,6 +19,7 @@ from knoblab.connection import Server
 from knoblab.datasets import Dataset
 from knoblab.datasets.empty import EmptyServer
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.records import Evidence, Metric, Objective
 from knoblab.stats import Summary
 from knoblab.vocabulary import TrialState
@@ -50,7 +51,11 @@ class Toy(Workload):
     metrics: ClassVar[Mapping[str, Metric]] = {
         "statements_per_second": Metric(None, "stmt/s", "maximize")}
     parameters: ClassVar[tuple[str, ...]] = ()
-    keys: ClassVar[frozenset[str]] = frozenset({"kind", "statement", "times"}) | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "A statement run many times by one connection.", choices=("toy",)),
+        Key("statement", "The statement run.", "text", '"SELECT 1"'),
+        Key("times", "How many times a measurement runs it.", "a whole number", "200"),
+    ) | Rounds.KEYS
 
     statement: str
     times: int

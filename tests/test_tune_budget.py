@@ -135,6 +135,7 @@ def _parsed(budget: str, trials: int):
     return parse_spec(tomllib.loads(source), source=source)
 
 
+@pytest.mark.long
 def test_trials_measure_the_search_part_checks_theirs_and_the_study_keeps_them(
         capture_kind, store, tmp_path):
     listener = Quiet()

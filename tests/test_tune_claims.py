@@ -154,6 +154,7 @@ read_buffer_size = ["16K", "4M"]
 
 
 @pytest.mark.server
+@pytest.mark.long
 def test_a_replay_is_screened_on_part_of_its_capture_and_claimed_on_the_whole(
         knoblab_home, tmp_path):
     import json
@@ -197,6 +198,7 @@ def test_a_replay_is_screened_on_part_of_its_capture_and_claimed_on_the_whole(
     assert all(not store.run(r["id"])["info"]["workload"].get("slice") for r in checks)
 
 
+@pytest.mark.long
 def test_an_undecided_validation_gets_the_time_the_checks_after_it_did_not_need(
         fake_kind, tmp_path, monkeypatch):
     """A study's budget keeps a part for the reduction and the confirmation, which run only

@@ -62,6 +62,7 @@ net_retry_count = [1, 100000]
 '''
 
 
+@pytest.mark.long
 def test_a_placebo_on_a_cold_buffer_pool_scores_zero_and_is_not_recommended(
         tmp_path: Path, knoblab_home: Path) -> None:
     spec = parse_spec(tomllib.loads(SPEC), source=SPEC)

@@ -46,7 +46,7 @@ from tests import fakes
 from tests.test_tune import Quiet, _tune
 
 MB = 1 << 20
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "tune.md"
 TIME = Goal("seconds", Metric(None, "s", "minimize"), True)
 SPACE = Space((Dimension("sort_buffer_size", 32 * 1024, 64 * MB),
                Dimension("read_buffer_size", 8192, 8 * MB)))
@@ -308,23 +308,28 @@ def test_no_importance_is_said_with_why() -> None:
     assert "2 trial(s) were measured" in _printed(few) and "at least 8" in _printed(few)
 
 
-def test_importance_shown_is_drawn_and_the_readme_says_what_is_printed(tmp_path: Path) -> None:
+def test_importance_shown_is_drawn_and_the_guide_says_what_is_printed(tmp_path: Path) -> None:
     best = _trial(1, FULL, [-0.2, -0.21, -0.19])
     chosen = Validation(best, "v", "better", 0.22, (0.18, 0.26), 6)
     shares = [Importance("sort_buffer_size", 1.0, 0.9, 1.0, "ablation"),
               Importance("read_buffer_size", 0.0, 0.0, 0.05, "ablation")]
-    result = _result([chosen], importance=shares)
+    # the intervals are those of the run that put each setting back, at its level
+    reduction = Reduction([Effect("sort_buffer_size", 0.2, (0.1, 0.3), True, 0.983),
+                           Effect("read_buffer_size", 0.0, (-0.01, 0.02), False, 0.983)],
+                          "r", {"sort_buffer_size": "64M"}, None, None)
+    result = _result([chosen], reduction=reduction, importance=shares)
     printed = _printed(result)
-    assert "put back alone; 95% interval):" in printed and "Importance: not shown" not in printed
+    assert "put back alone; 98.3% interval):" in printed and \
+        "Importance: not shown" not in printed
     assert tmp_path / "importance.png" in write_tune_charts(result, tmp_path)
     described = _result([chosen], importance=[
         Importance(i.name, i.share, i.low, i.high, "trials") for i in shares])
     assert "10th to 90th percentile over resamples" in _printed(described)
-    readme = " ".join(README.read_text().split())
-    for promise in ("put back alone, with that measurement's 95% interval",
+    guide = " ".join(GUIDE.read_text().split())
+    for promise in ("put back alone, with that measurement's interval",
                     "with the 10th–90th percentile over resamples", "`importance.png`",
                     "one line says which"):
-        assert promise in readme, promise
+        assert promise in guide, promise
 
 
 def test_the_settings_put_back_one_by_one_are_said_in_the_same_words() -> None:

@@ -80,6 +80,7 @@ def _wait(condition, what: str, limit: float = 150.0) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.long
 def test_two_workers_make_one_study_and_a_killed_workers_trial_is_measured_again(
         tmp_path, knoblab_home, databases):
     store_url, study_url = databases
@@ -100,8 +101,17 @@ def test_two_workers_make_one_study_and_a_killed_workers_trial_is_measured_again
     # The first worker measures a trial, and is killed while measuring its next one.
     _wait(lambda: owned_by(first.pid, optuna.trial.TrialState.COMPLETE), "a first trial")
     second = _worker(knoblab_home, store_url, spec)
-    _wait(lambda: owned_by(first.pid, optuna.trial.TrialState.RUNNING), "a running trial")
-    killed = owned_by(first.pid, optuna.trial.TrialState.RUNNING)[0]
+    # Frozen (SIGSTOP) while its trial is read, so that it cannot tell that trial between
+    # the reading and the kill; a statement sent just before is given time to land.
+    while True:
+        _wait(lambda: owned_by(first.pid, optuna.trial.TrialState.RUNNING), "a running trial")
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        running = owned_by(first.pid, optuna.trial.TrialState.RUNNING)
+        if running:
+            break
+        first.send_signal(signal.SIGCONT)
+    killed = running[0]
     first.send_signal(signal.SIGKILL)
     first.wait()
 

@@ -111,6 +111,7 @@ def _start(home: Path, folder: Path, *args: str) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.long
 def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
         knoblab_home: Path, tmp_path: Path, small_pool: Sandbox):
     before = _globals(small_pool.socket)
@@ -119,10 +120,13 @@ def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
     (tmp_path / "tune.json").write_text(json.dumps({"recommended": {
         "changes": {"innodb_buffer_pool_size": "64M", "sort_buffer_size": "4M"},
         "gain": 1.0, "ci95": [0.5, 1.6], "confidence": 0.99, "said": "2× faster"}}))
-    done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "2m",
+    # Decided after 3 to 6 pairs here under two busy loops (71-117 s); beside the other tests'
+    # work a pair's ratio can swing from 1.4× to 4.6×, and 7 pairs (2 minutes) once left it
+    # unshown
+    done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "4m",
                    "--window", "6s", "--settle", "3s", "--guard-latency", "8",
                    "--json", str(tmp_path / "v.json"),
-                   "--out", str(tmp_path / "report"))
+                   "--out", str(tmp_path / "report"), timeout=420)
     assert done.returncode == 0, done.stderr
     found = json.loads((tmp_path / "v.json").read_text())
     assert found["finding"] == "helps", found["said"]
@@ -134,9 +138,10 @@ def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
     # a session variable cannot reach the application's open connections: said, not set
     assert "sort_buffer_size" in found["not_verified"]
     assert "session value" in found["not_verified"]["sort_buffer_size"]
-    # the claim read from tune.json is 2× [1.5×, 2.6×]: production's interval set beside it
-    verdict = ("larger than claimed" if low > 2.6 else
-               "smaller than claimed" if high < 1.5 else "held")
+    # the claim read from tune.json is 2× [1.5×, 2.6×]: production's interval (of the gain,
+    # the ratio less 1) set beside it
+    verdict = ("larger than claimed" if 1 + low > 2.6 else
+               "smaller than claimed" if 1 + high < 1.5 else "held")
     assert found["against_claim"] == verdict, found
     # performance_schema timed the statements: the load's own, knoblab's readings left out,
     # faster with the larger pool, and of the order Little's law says
@@ -176,12 +181,13 @@ def test_a_recommendation_that_helps_is_found_to_help_and_every_setting_is_back(
     assert (tmp_path / "again" / "report.md").exists()
 
 
+@pytest.mark.long
 def test_a_placebo_is_never_a_gain(knoblab_home: Path, tmp_path: Path, small_pool: Sandbox):
     before = _globals(small_pool.socket)
     spec = _spec(tmp_path, small_pool.socket, "[statistics]\nalpha = 0.01\nmin_effect = 0.05\n")
     # how page-compressed tables are compressed: this load has none
     cnf = _recommended(tmp_path, "innodb_compression_level = 1")
-    done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "75s",
+    done = _verify(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "40s",
                    "--window", "5s", "--settle", "2s", "--guard-latency", "8",
                    "--json", str(tmp_path / "v.json"))
     assert done.returncode == 0, done.stderr
@@ -191,6 +197,7 @@ def test_a_placebo_is_never_a_gain(knoblab_home: Path, tmp_path: Path, small_poo
     assert _globals(small_pool.socket) == before
 
 
+@pytest.mark.long
 def test_a_harmful_recommendation_trips_the_guard_and_is_put_back(
         knoblab_home: Path, tmp_path: Path, large_pool: Sandbox):
     before = _globals(large_pool.socket)
@@ -215,6 +222,7 @@ def test_a_harmful_recommendation_trips_the_guard_and_is_put_back(
 
 @pytest.mark.parametrize("phase", ["before any change", "while the pool resizes",
                                    "with B in force", "with A back after B"])
+@pytest.mark.long
 def test_kill_9_then_restore_leaves_the_globals_as_they_were(
         knoblab_home: Path, tmp_path: Path, small_pool: Sandbox, phase: str):
     socket = small_pool.socket
@@ -222,7 +230,7 @@ def test_kill_9_then_restore_leaves_the_globals_as_they_were(
     spec = _spec(tmp_path, socket)
     cnf = _recommended(tmp_path, "innodb_buffer_pool_size = 64M\ninnodb_io_capacity = 1000")
     proc = _start(knoblab_home, tmp_path, str(spec), "--from", str(cnf), "--for", "5m",
-                  "--window", "10s", "--settle", "4s", "--guard-latency", "50")
+                  "--window", "5s", "--settle", "2s", "--guard-latency", "50")
     try:
         deadline = time.monotonic() + 120
         if phase == "before any change":

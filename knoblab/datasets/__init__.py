@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from knoblab.datasets import dump, scan
 from knoblab.datasets.base import Dataset, DatasetKind
 from knoblab.datasets.dump import Dump
 from knoblab.datasets.scan import ScanTable
@@ -23,8 +24,9 @@ KINDS: dict[str, type[DatasetKind]] = {
     ScanTable.kind: ScanTable,
 }
 DEFAULT = ScanTable.kind  # what [dataset] is when it names no other kind
+KEYS = scan.KEYS | dump.KEYS  # every key [dataset] may hold, whichever kind it names
 
-__all__ = ["DEFAULT", "KINDS", "Dataset", "DatasetKind", "kind_of", "read"]
+__all__ = ["DEFAULT", "KEYS", "KINDS", "Dataset", "DatasetKind", "kind_of", "read"]
 
 
 def kind_of(section: Mapping[str, Any]) -> str:

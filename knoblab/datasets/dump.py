@@ -43,9 +43,15 @@ from knoblab import section
 from knoblab.connection import DATABASE, SYSTEM_DATABASES, Progress, Server
 from knoblab.datasets.base import Dataset
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.units import format_size
 
-KEYS = frozenset({"dump", "database"})
+KEYS = Keys(
+    Key("dump", "Your own data: a mariadb-dump (or mysqldump) file beside the spec, plain, "
+        ".gz or .zst; loaded once into a template that every sandbox starts from."),
+    Key("database", "The database a dump made without --databases is loaded into (one made "
+        "with it names its own)."),
+)
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Compressions knoblab does not read, known by their first bytes: said as such, not as SQL

@@ -20,6 +20,7 @@ from knoblab import section
 from knoblab.connection import DATABASE, Progress, Server, one
 from knoblab.datasets.base import Dataset
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.units import format_size, parse_size
 
 ENGINES = ("MyISAM", "Aria", "InnoDB")
@@ -27,6 +28,18 @@ ENGINES = ("MyISAM", "Aria", "InnoDB")
 VOLATILE = {"MEMORY": "a MEMORY table is emptied by every server start, and every measurement "
                       "starts a server"}
 SLACK_TYPES = ("VARCHAR(50)", "CHAR(50)")  # the first article's comments ask about CHAR
+KEYS = Keys(
+    Key("kind", "The built-in table: the articles' dt2 (grp INT UNSIGNED, slack), filled with "
+        "a repeating pattern.", "text", '"scan-table"', choices=("scan-table",)),
+    Key("rows", "Its rows (not with size); sweepable.", "a whole number"),
+    Key("size", "Its size on disk instead of rows (not with rows).", 'a size ("4G")'),
+    Key("engine", "Its storage engine, in any case; sweepable (a MEMORY table would not "
+        "survive a start).", "text", '"MyISAM"', choices=ENGINES),
+    Key("slack_type", "The slack column's type; sweepable.", "text", '"VARCHAR(50)"',
+        choices=SLACK_TYPES),
+    Key("index", "An index on grp, for index workloads (key cache, range scans).",
+        "true or false", "false"),
+)
 BLOCK = 65536  # rows in the pattern table
 BLOCKS_PER_INSERT = 32  # 2M rows per statement: progress without per-statement overhead
 

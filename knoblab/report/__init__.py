@@ -22,18 +22,36 @@ What lives where (each module imports only from those above it):
 - knoblab.report.charts: write_chart, write_charts and every matplotlib chart.
 """
 
-from knoblab.report.charts import write_chart, write_charts
-from knoblab.report.format import point_label, slice_label, slices
-from knoblab.report.tables import print_report
-from knoblab.report.text import (
-    conclusion_text,
-    durability_lines,
-    explanation_lines,
-    noise_text,
-    server_lines,
-    stalls_text,
-    tied_text,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from knoblab.report.charts import write_chart, write_charts
+    from knoblab.report.format import point_label, slice_label, slices
+    from knoblab.report.tables import print_report
+    from knoblab.report.text import (
+        conclusion_text,
+        durability_lines,
+        explanation_lines,
+        noise_text,
+        server_lines,
+        stalls_text,
+        tied_text,
+    )
+
+# Each name from its module on first use: a command that needs a sentence (knoblab runs, a
+# run's answer) does not pay for matplotlib, which the charts alone need.
+_HOME = {"write_chart": "charts", "write_charts": "charts", "point_label": "format",
+         "slice_label": "format", "slices": "format", "print_report": "tables",
+         **dict.fromkeys(("conclusion_text", "durability_lines", "explanation_lines",
+                          "noise_text", "server_lines", "stalls_text", "tied_text"), "text")}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+
 
 __all__ = [
     "conclusion_text",

@@ -77,6 +77,9 @@ class Table:
     ends: set[int]
     numeric: list[bool]
     notes: list[str] = field(default_factory=list)
+    # which words its verdict column judges with (knoblab.report.definitions.TERMS): the
+    # HTML links each to where the manual defines it
+    vocabulary: str = "point"
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,10 @@ class Report:
 
 
 def table(title: str, headers: list[str], rows: list[list[str]],
-          numeric: list[bool]) -> Table:
+          numeric: list[bool], vocabulary: str = "point") -> Table:
     """A table of plain cells (a verdict word gets its colour)."""
     return Table(title, headers, [[(cell, _class_of(cell)) for cell in row] for row in rows],
-                 set(), numeric)
+                 set(), numeric, vocabulary=vocabulary)
 
 
 # ----------------------------------------------------------------------------- the document
@@ -178,7 +181,7 @@ def compare_document(comparisons: list[Comparison], agreements: list[str]) -> Do
                                     f"{c.first.objective.unit})",
                                     ["configuration", f"in {a}", f"in {b}", change_header(c),
                                      "p (Holm)", "verdict"], rows,
-                                    [False, True, True, True, True, False]),
+                                    [False, True, True, True, True, False], "comparison"),
                               notes=[f"{WHY_NOT_BOUNDED}."] if unbounded else []))
     moves = runs_movement(runs)
     if moves is not None:
@@ -248,10 +251,14 @@ def _tables(results: Results) -> list[Table]:
         notes[0] = [line for line, _ in table_notes(results)]
     if class_grid(results) is not None:  # the last table
         notes[-1] = class_notes(results)
+    # the words each table judges with: a step's, else a point's; a replay's classes' last
+    vocabulary = ["step" if i < len(results.steps or []) else "point" for i in range(len(grids))]
+    if class_grid(results) is not None:
+        vocabulary[-1] = "class"
     return [Table(grid.title, grid.headers, [[(cell.plain, _class(cell)) for cell in row]
                                              for row in grid.rows],
-                  grid.ends, grid.numeric, found)
-            for grid, found in zip(grids, notes, strict=True)]
+                  grid.ends, grid.numeric, found, words)
+            for grid, found, words in zip(grids, notes, vocabulary, strict=True)]
 
 
 def _class(cell: Any) -> str:

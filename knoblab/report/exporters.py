@@ -19,6 +19,7 @@ from knoblab.errors import UserError
 from knoblab.literal import code_block, literal, markdown
 from knoblab.places import REPORT_MARK, check_report_folder
 from knoblab.records import Results, TuneResult
+from knoblab.report import definitions
 from knoblab.report.document import Report, measurements_csv
 from knoblab.report.shapes import CompareRow, ComparisonJSON, FastestJSON
 from knoblab.report.text import conclusion_text
@@ -47,7 +48,8 @@ class HtmlPage:
     file = "report.html"
 
     def export(self, report: Report) -> str:
-        return _environment("html").get_template("report.html.j2").render(doc=report.document)
+        return _environment("html").get_template("report.html.j2").render(
+            doc=report.document, base=definitions.manual_base(), href=definitions.href)
 
 
 class MarkdownPage:

@@ -27,7 +27,13 @@ from knoblab import recommend
 from knoblab.records import Dimension, TrialOutcome, TuneResult, Validation
 from knoblab.report.charts import VERDICT_COLOURS, log_axis_labels, save_figure, short_number
 from knoblab.report.format import as_number, signed, wrap_name
-from knoblab.report.tuning import STATES, direction_of, gain_validated, percent
+from knoblab.report.tuning import (
+    STATES,
+    ablation_interval,
+    direction_of,
+    gain_validated,
+    percent,
+)
 from knoblab.units import format_size, is_size, settings_text
 from knoblab.vocabulary import Finding, OutcomeState, PointVerdict, ValidationVerdict
 from knoblab.words import FINDING_WORDS
@@ -265,7 +271,8 @@ def _importance_figure(result: TuneResult) -> Figure | None:
         ax.set_xlabel("share of the recommendation's gain the setting brings")
         ax.set_title(_title(result, "what each change contributes",
                             "each setting of the recommendation put back alone: its share of "
-                            "the gain measured\nbar: the estimate; line: its 95% interval"),
+                            f"the gain measured\nbar: the estimate; line: its "
+                            f"{ablation_interval(result)}"),
                      fontsize="medium")
     else:
         # A description of the search, not a measurement of effect: said so in the title.

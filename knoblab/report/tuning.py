@@ -31,6 +31,7 @@ from knoblab.words import (
     FINDING_WORDS,
     NOT_BOUNDED,
     WHY_NOT_BOUNDED,
+    confidence_text,
     finding_of,
     finding_text,
     gain_bounds,
@@ -607,7 +608,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
                               gain_validated(v, result), str(v.rounds),
                               validation_words(v, result.min_effect)]
                              for v in result.validations],
-                            [True, False, True, True, False]))
+                            [True, False, True, True, False], "finding"))
     if result.importance:
         title = importance_title(result)
         tables.append(table(title[0].upper() + title[1:], ["setting", "share", "range"],
@@ -618,7 +619,7 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
     if classes is not None and measured is not None:
         tables.append(replace(table(classes.title, classes.headers,
                                     [[cell.plain for cell in row] for row in classes.rows],
-                                    classes.numeric), notes=class_notes(measured)))
+                                    classes.numeric, "class"), notes=class_notes(measured)))
     refused = [trial_text(t) for t in result.trials if t.state in NOT_RUN]
     return Document(
         title=f"knoblab tune — study {result.study}",
@@ -645,12 +646,21 @@ def tune_document(result: TuneResult, charts: list[Path], spec: str,
     )
 
 
+def ablation_interval(result: TuneResult) -> str:
+    """What the ablation's intervals are: each setting's own measurement's, at the level of
+    the run that put them back (its intervals hold for all its settings at once): "98.3%
+    interval"."""
+    levels = {e.confidence for e in result.reduction.effects} if result.reduction else set()
+    return f"{confidence_text(levels.pop())} interval" if len(levels) == 1 else \
+        "the interval of its measurement"
+
+
 def importance_title(result: TuneResult) -> str:
     """What the importance shown is, in words: the ablation's shares when the recommendation
     was reduced, else a description of the search (fANOVA), said to be one."""
     if result.importance and result.importance[0].basis == "ablation":
         return ("what each change contributes (its share of the gain measured with each "
-                "setting of the recommendation put back alone; 95% interval)")
+                f"setting of the recommendation put back alone; {ablation_interval(result)})")
     return ("how the search's trials varied (fANOVA: each setting's share of the variation in "
             "gain over the trials, a description of the search, not a measured effect; 10th to "
             "90th percentile over resamples)")

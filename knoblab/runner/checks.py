@@ -24,8 +24,8 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.errors import BudgetTooShort, UserError
-from knoblab.records import Second
 from knoblab.runner.wording import point_text, spec_file
+from knoblab.seconds import Second
 from knoblab.server import Data, Target
 from knoblab.server.sandbox import alive, other_owners, reap_orphans
 from knoblab.server.settings import set_globals

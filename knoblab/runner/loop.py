@@ -19,10 +19,10 @@ import pymysql
 
 from knoblab.connection import Server
 from knoblab.errors import STOP, UserError, stop_here
-from knoblab.records import Second
 from knoblab.results import build_results
 from knoblab.runner.checks import Listener, Prepared, Settings, trial_label
 from knoblab.runner.wording import next_command, point_text
+from knoblab.seconds import Second
 from knoblab.server import NoSpace, ServerRefused, Tampered
 from knoblab.server.cgroups import client_apart
 from knoblab.server.settings import SettingRefused, set_globals

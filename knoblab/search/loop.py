@@ -23,7 +23,7 @@ from knoblab import runner, safety
 from knoblab.errors import STOP, UserError, stop_here
 from knoblab.judging import Direction
 from knoblab.recommend import name
-from knoblab.records import Goal, Metric, Second, Space, TrialOutcome
+from knoblab.records import Goal, Metric, Space, TrialOutcome
 from knoblab.search.fidelity import Fidelity
 from knoblab.search.options import TuneOptions
 from knoblab.search.study import (
@@ -43,6 +43,7 @@ from knoblab.search.study import (
     typical_trial,
     worker_name,
 )
+from knoblab.seconds import Second
 from knoblab.spec import Spec
 from knoblab.store import Store
 from knoblab.units import setting_text

@@ -10,14 +10,52 @@ from typing import Any
 
 from knoblab import section
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.records import Constraint, Goal, Metric
 from knoblab.search import samplers
 from knoblab.store import hide_passwords, in_memory, names_no_database, parse_url
 from knoblab.units import parse_duration
 
-KEYS = frozenset({"knobs", "budget", "trials", "sampler", "rounds", "max_rounds", "study",
-                  "storage", "validate", "objective", "constraint", "pruner", "batch", "screen",
-                  "fidelity"})
+KEYS = Keys(
+    Key("knobs", "The settings searched, as a table ([tune.knobs]): setting = [\"32K\", "
+        "\"64M\"] (a range of a size or count, searched on a log scale), { low, high, scale "
+        "= \"linear\" }, [\"fsync\", \"O_DIRECT\"] (text: the choices) or { values = "
+        "[...] } (these values only); or \"auto\": settings known to matter for performance, "
+        "narrowed by the server's limits and the memory budget.", 'a table, or "auto"'),
+    Key("budget", "Wall time of the whole study, every invocation together; trials, checks, "
+        "the validation and the reduction share it.", 'a duration ("12m")'),
+    Key("trials", "The most configurations the study measures.", "a whole number", "100", 2,
+        100_000),
+    Key("sampler", "Optuna's sampler that proposes each configuration: \"tpe\", \"gp\" or "
+        "\"random\".", "text", '"tpe"'),
+    Key("pruner", "Optuna's pruner that stops trials that are not among the best at their "
+        "rung: \"halving\", \"hyperband\" or \"none\".", "text", '"halving"'),
+    Key("batch", "Candidates measured on one server start, each beside a measurement of the "
+        "baseline, when their settings need no restart and the workload leaves its data as "
+        "it found it.", "a whole number", "6", 1, 64),
+    Key("screen", "A replay's part each candidate is first measured on (\"60s\" or "
+        "\"25%\"): the pruner's cheap first rung.", "a duration or a share"),
+    Key("fidelity", "The part of the workload trials and checks measure: \"auto\" (sized "
+        "to the budget, where the workload can be cut), \"whole\", or a part (\"10s\").",
+        "text", '"auto"'),
+    Key("rounds", "A cold trial's server starts per step, each measuring the baseline and "
+        "the candidate.", "a whole number", "2", 2, 100),
+    Key("max_rounds", "A trial the pruner keeps is measured this many times, then complete.",
+        "a whole number", "8, or rounds if larger", 2, 400,
+        bounds="rounds to 400"),
+    Key("study", "The study's name: a study of that name in the storage is continued.",
+        "text", "the spec's name"),
+    Key("storage", "Optuna's storage URL, shared by workers on several machines "
+        "(postgresql://USER@HOST/DATABASE; no password in it: PGPASSWORD or ~/.pgpass).",
+        "text", "a file beside knoblab's SQLite store"),
+    Key("validate", "How many of the best candidates are measured again against the "
+        "baseline, each until decided.", "a whole number", "3", 1, 20),
+    Key("objective", "The metric searched, one the workload measures (sysbench: tps, p95, "
+        "p99).", "text", "the workload's own objective"),
+    Key("constraint", "A bound on a second metric: { metric = \"p99\", max = 20 } (or min = "
+        "... for a floor); a configuration that breaks it is never recommended.",
+        "a table"),
+)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ the runner go through the registry.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any, ClassVar, NamedTuple, Protocol
 from knoblab import section
 from knoblab.connection import DATABASE, SYSTEM_DATABASES, Endpoint
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.server.binary import ServerBinary, find_binary
 from knoblab.server.shape import Shape
 from knoblab.server.target import Data, NoSpace, ServerRefused, Tampered, Target
@@ -32,7 +35,7 @@ class TargetKind(Protocol):
 
     kind: ClassVar[str]  # [server] kind = "..."
     described: ClassVar[str]  # what it is, in the line naming every kind
-    keys: ClassVar[tuple[str, ...]]  # the keys of [server] only this kind reads
+    keys: ClassVar[Keys]  # the keys of [server] only this kind reads
     # An already running server, on its own machine and with its own load: [machine] does not
     # apply, and knoblab capture can read its statements. Else knoblab starts its servers.
     running: ClassVar[bool]
@@ -63,7 +66,10 @@ class SandboxKind:
 
     kind: ClassVar[str] = "sandbox"
     described: ClassVar[str] = "a server knoblab starts"
-    keys: ClassVar[tuple[str, ...]] = ("binary",)
+    keys: ClassVar[Keys] = Keys(
+        Key("binary", "The server binary: a name on PATH or a path (mysqld works as mariadbd "
+            "does); several, as a list or a table of label = binary (or { path, preload }), "
+            "to compare builds or allocators.", "text, a list or a table", '"mariadbd"'))
     running: ClassVar[bool] = False
 
     def __init__(self, binary: Entry | None, entries: dict[str, Entry]) -> None:
@@ -189,9 +195,22 @@ class ExternalKind:
 
     kind: ClassVar[str] = "external"
     described: ClassVar[str] = "a running server"
-    keys: ClassVar[tuple[str, ...]] = ("host", "port", "socket", "user", "password_env",
-                                       "option_file", "restart_command", "config_include",
-                                       "database")
+    keys: ClassVar[Keys] = Keys(
+        Key("host", "The running server's host (not with socket).", "text", '"127.0.0.1"'),
+        Key("port", "Its port.", "a whole number", "3306", 1, 65535),
+        Key("socket", "Its unix socket, instead of host and port."),
+        Key("user", "The account knoblab logs in as; it needs the rights to set global "
+            "variables and to create knoblab's database.", "text", '"root"'),
+        Key("password_env", "The environment variable holding the password (a password is "
+            "never written in a spec)."),
+        Key("option_file", "An option file whose [client] section gives the login."),
+        Key("restart_command", "The command that restarts the server, as a list of words run "
+            "without a shell; with config_include, it lets knoblab apply settings only a "
+            "restart applies.", "a list of text"),
+        Key("config_include", "A file the server's configuration includes, where knoblab "
+            "writes restart-only settings before restart_command."),
+        Key("database", "The database knoblab builds its data in, one it owns (a database it "
+            "did not make is never dropped).", "text", f'"{DATABASE}"'))
     running: ClassVar[bool] = True
 
     def __init__(self, endpoint: Endpoint, database: str = DATABASE) -> None:
@@ -264,7 +283,7 @@ KINDS: dict[str, type[TargetKind]] = {
     ExternalKind.kind: ExternalKind,
 }
 DEFAULT = SandboxKind.kind  # a spec that names no kind
-KEYS = frozenset(key for found in KINDS.values() for key in found.keys)  # every kind's own
+KEYS = functools.reduce(operator.or_, (found.keys for found in KINDS.values()))  # every kind's
 
 
 def kind_named(server: dict[str, Any]) -> type[TargetKind] | None:

@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-import psutil
-
 from knoblab.errors import UserError
 from knoblab.units import format_size
 
@@ -368,6 +366,8 @@ class Hierarchy:
         at_top = parent == self._mounts["memory"].point
         procs = {int(pid) for pid in _words(parent / "cgroup.procs")}
         if procs and not at_top:
+            import psutil  # here: `knoblab runs` reaps groups and needs none of it
+
             ours = {os.getpid(), *(child.pid for child in
                                    psutil.Process().children(recursive=True))}
             others = sorted(procs - ours)

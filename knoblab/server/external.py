@@ -89,6 +89,12 @@ class ExternalServer:
         conn = self.connect()
         try:
             return read_catalog(conn)
+        except pymysql.MySQLError as exc:
+            # The server's own failure (seen: an internal temporary table's file gone from
+            # its tmpdir under it): one line, as for a server that does not answer.
+            raise UserError(f"server {self.endpoint.describe()} failed to list its settings: "
+                            f"{exc.args[-1] if exc.args else exc}; run the command again, or "
+                            "look in the server's error log") from None
         finally:
             conn.close()
 

@@ -306,6 +306,23 @@ class QueryLog:
                     with contextlib.suppress(pymysql.MySQLError):
                         cur.execute(f"SET SESSION {knob.name} = %s", (value,))
 
+    def connections_now(self, conn: pymysql.Connection, interrupted: bool
+                        ) -> dict[int, tuple[str | None, int | None]]:
+        """The server's other connections at the window's end, to set beside `open_before`.
+        A stop may have landed halfway through a statement of the window's connection `conn`,
+        which is then out of step with the server: the reading is taken on a new connection,
+        kept out of the log as the first."""
+        if not interrupted:
+            with conn.cursor() as cur:
+                return open_connections(cur)
+        fresh = self.server.connect()
+        try:
+            self.silence(fresh)
+            with fresh.cursor() as cur:
+                return open_connections(cur)
+        finally:
+            fresh.close()
+
     def now(self, cur: Any) -> dict[str, str]:
         """The values of the settings the window changes, as the server shows them now."""
         return globals_on(cur, list(self.changes))

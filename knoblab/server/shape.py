@@ -23,14 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.section import check_keys
 from knoblab.server.cgroups import Hierarchy, Limits, device_of
 from knoblab.units import format_size, parse_size
 
-KEYS = frozenset({"memory", "cpus", "cpu", "disk_read", "disk_write", "iops", "datadir"})
 # The least a sandbox can be given and still start and run, measured on a 10.11 sandbox: its
 # resident set after start-up is about 80 MB, with the default buffer pool or a 16M one, and
 # what it then fills (buffers, the page cache it reads through) needs room beside it.
@@ -39,6 +37,23 @@ LEAST_MEMORY = 160 << 20
 # below these a start takes minutes and runs into the start's timeout.
 LEAST_RATE = 1_000_000
 LEAST_IOPS = 10
+KEYS = Keys(
+    Key("memory", "Memory every sandbox may use (a control group's limit: the server and the "
+        "page cache it reads through); at most this machine's.", 'a size ("2G")',
+        low=LEAST_MEMORY, bounds=f"at least {format_size(LEAST_MEMORY)}"),
+    Key("cpus", "How many CPUs every sandbox runs on (the first ones); at most this "
+        "machine's. Not with cpu.", "a whole number", low=1),
+    Key("cpu", "A share of CPU time, in CPUs (0.5: half of one); at most this machine's CPUs. "
+        "Not with cpus.", "a number", low=0.01),
+    Key("disk_read", "Bytes a second every sandbox may read from the disk holding its data.",
+        'a rate ("100MB/s")', low=LEAST_RATE, bounds="at least 1MB/s"),
+    Key("disk_write", "Bytes a second every sandbox may write to the disk holding its data.",
+        'a rate ("100MB/s")', low=LEAST_RATE, bounds="at least 1MB/s"),
+    Key("iops", "Reads and writes a second (each) every sandbox may make.", "a whole number",
+        low=LEAST_IOPS),
+    Key("datadir", "A folder on the file system under test, where every sandbox keeps its "
+        "data; sweep machine.datadir to compare file systems.", "a folder"),
+)
 _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B/s\s*\Z", re.IGNORECASE)
 _RATE_EXAMPLE = "e.g. \"100MB/s\" or \"1.5GB/s\" (bytes per second; K, M, G are powers of 1000)"
 
@@ -74,6 +89,8 @@ class Shape:
                                 "starts and runs in (about 80M once started, and room for "
                                 "what it reads); give at least "
                                 f"{format_size(LEAST_MEMORY)}")
+            import psutil  # here: a listing that imports this package needs none of it
+
             total = psutil.virtual_memory().total
             if memory > total:
                 raise UserError(f"[machine] memory = {section['memory']!r}: this machine has "

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from knoblab.records import Second
+from knoblab.seconds import Second
 from knoblab.vocabulary import TrialState
 
 SCHEMA_VERSION = 1
@@ -72,7 +72,7 @@ trials = sa.Table(
 
 
 # Per-second reports of time-series workloads (sysbench), stored as each second arrives: a
-# column for each field of the report (`knoblab.records.Second`; `t`, seconds since the
+# column for each field of the report (`knoblab.seconds.Second`; `t`, seconds since the
 # workload started, is the key with the trial).
 seconds = sa.Table(
     "seconds", metadata,

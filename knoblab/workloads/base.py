@@ -23,7 +23,9 @@ from knoblab.catalog import Catalog
 from knoblab.connection import Server
 from knoblab.datasets import Dataset
 from knoblab.errors import UserError
-from knoblab.records import Evidence, Metric, Objective, Second, Steady
+from knoblab.keys import Key, Keys
+from knoblab.records import Evidence, Metric, Objective, Steady
+from knoblab.seconds import Second
 from knoblab.stats import Summary
 from knoblab.units import parse_duration
 from knoblab.vocabulary import Design
@@ -57,8 +59,22 @@ class Rounds:
     # tell (a tune's checks): a budget the floor rounds cannot hold is refused before a run.
     expected: float | None = None
 
-    KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"repetitions", "min_repetitions", "max_repetitions", "budget", "design"})
+    KEYS: ClassVar[Keys] = Keys(
+        Key("repetitions", "Rounds of measurement, each measuring every point once: a fixed "
+            "number, or \"auto\": round after round until every comparison is decided, the "
+            "budget would be overrun, or the rounds left could not decide.",
+            "\"auto\" or a whole number", "\"auto\"", 1, 10_000),
+        Key("min_repetitions", "With repetitions = \"auto\": the rounds measured before the "
+            "first judgement.", "a whole number", "3", 2, 10_000),
+        Key("max_repetitions", "With repetitions = \"auto\": the most rounds measured.",
+            "a whole number", "20", 2, 10_000),
+        Key("budget", "With repetitions = \"auto\": the run stops before a round that would "
+            "not fit in this wall time (server starts included); knoblab resume RUN --budget "
+            "extends it.", "a duration (\"15m\")"),
+        Key("design", "How rounds use server starts: \"blocked\" measures every point of a "
+            "round on one start, the settings changed in place; \"restarts\" starts a server "
+            "for each measurement; \"auto\" is blocked wherever that is possible.",
+            "text", "\"auto\"", choices=("auto", "blocked", "restarts")))
     DESIGNS: ClassVar[tuple[str, ...]] = ("auto", *Design)
 
     @property
@@ -203,7 +219,7 @@ class Workload(ABC):
     # Sweepable besides the server's settings (threads; rows, engine, slack_type): verdicts
     # are given per value of these, never across them.
     parameters: ClassVar[tuple[str, ...]]
-    keys: ClassVar[frozenset[str]]  # the keys its [workload] section may hold
+    keys: ClassVar[Keys]  # the keys its [workload] section may hold
 
     @property
     @abstractmethod

@@ -28,6 +28,7 @@ from knoblab.connection import Server, one
 from knoblab.datasets import Dataset
 from knoblab.datasets.scan import ScanTable, parameter_axis
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.observe import Observation, SecondSampler, drop_from_page_cache
 from knoblab.workloads.base import (
     Headline,
@@ -52,8 +53,19 @@ class QueryWorkload(Timed):
 
     kind: ClassVar[str] = "query"
     parameters: ClassVar[tuple[str, ...]] = ScanTable.parameters
-    keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "sql", "cache", "timed_runs", "timeout"}) | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "One statement, timed: its wall time is the measurement.", "text",
+            choices=("query",)),
+        Key("sql", "The statement timed, on the data [dataset] builds (administrative "
+            "statements are refused)."),
+        Key("cache", "\"warm\": an untimed run first; \"cold\": the table's files evicted "
+            "from the OS page cache before each measurement.", "text", "\"warm\"",
+            choices=CACHE_MODES),
+        Key("timed_runs", "Timed runs per measurement; the measurement is the fastest of them.",
+            "a whole number", "1", 1, 1000),
+        Key("timeout", "Seconds one run may take before it is stopped and the measurement "
+            "failed.", "a number of seconds", "3600", 0.001, 7 * 86400),
+    ) | Rounds.KEYS
 
     sql: str
     cache: str = "warm"

@@ -52,6 +52,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ from knoblab.datasets.dump import DATA_USER, data_account
 from knoblab.datasets.empty import EmptyServer
 from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.observe import Observation, SecondSampler
 from knoblab.places import knoblab_home
 from knoblab.records import Evidence
@@ -163,9 +165,26 @@ class ReplayWorkload(Timed):
 
     kind: ClassVar[str] = "replay"
     parameters: ClassVar[tuple[str, ...]] = ()
-    keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "log", "speed", "sessions", "max_failing", "timeout", "prepared", "slice"}) \
-        | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "A captured log's sessions replayed by sysbench's engine; the measurement "
+            "is the replay's wall time (speed \"max\") or its statements' total time (speed "
+            "\"original\").", "text", choices=("replay",)),
+        Key("log", "The captured log, beside the spec: a slow query log at long_query_time = 0 "
+            "or a general query log (knoblab capture writes one)."),
+        Key("speed", "\"max\": each session's statements as fast as the server answers; "
+            "\"original\": at the captured arrival times.", "text", '"max"',
+            choices=SPEEDS),
+        Key("sessions", "Sessions replayed at once.", "a whole number",
+            f"the most the capture had open at once, up to {SESSIONS_AT_MOST}", 1, 1000),
+        Key("max_failing", "The share of a statement class's statements that may fail on the "
+            "first measurement before the replay is refused.", "a number", "0.05", 0.0, 1.0),
+        Key("timeout", "Seconds one replay may take before it is stopped and the measurement "
+            "failed.", "a number of seconds", "3600", 0.001, 7 * 86400),
+        Key("prepared", "What the application prepared is replayed prepared (a general log "
+            "shows it).", "true or false", "true"),
+        Key("slice", "Only part of the capture: its first seconds (\"60s\") or a share of its "
+            "sessions (\"25%\").", "a duration or a share"),
+    ) | Rounds.KEYS
 
     log: Path
     plan: Plan
@@ -881,16 +900,24 @@ class _Replay:
         shutil.rmtree(self.out, ignore_errors=True)
 
     def _kill_sessions(self) -> None:
-        """The replay's connections the server still runs statements for, killed."""
+        """The replay's connections the server still runs statements for, killed, and gone
+        from its process list: a killed connection lingers until its thread notices, and one
+        the client was opening when it died shows up only once the server has its socket."""
         with contextlib.suppress(pymysql.MySQLError):
             conn = self.server.connect(connect_timeout=5)
             try:
+                deadline = time.monotonic() + 10
                 with conn.cursor() as cur:
-                    cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = %s",
-                                (DATA_USER,))
-                    for (thread,) in cur.fetchall():
-                        with contextlib.suppress(pymysql.MySQLError):
-                            cur.execute(f"KILL CONNECTION {int(thread)}")
+                    while True:
+                        cur.execute("SELECT ID FROM information_schema.PROCESSLIST "
+                                    "WHERE USER = %s", (DATA_USER,))
+                        threads = [thread for (thread,) in cur.fetchall()]
+                        if not threads or time.monotonic() > deadline:
+                            return
+                        for thread in threads:
+                            with contextlib.suppress(pymysql.MySQLError):
+                                cur.execute(f"KILL CONNECTION {int(thread)}")
+                        time.sleep(0.05)
             finally:
                 conn.close()
 

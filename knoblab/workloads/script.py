@@ -37,6 +37,7 @@ from knoblab.datasets import Dataset
 from knoblab.datasets.dump import quoted
 from knoblab.datasets.scan import ScanTable
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.observe import Observation, SecondSampler
 from knoblab.workloads.base import (
     Measured,
@@ -251,9 +252,23 @@ class ScriptWorkload(Timed):
 
     kind: ClassVar[str] = "script"
     parameters: ClassVar[tuple[str, ...]] = ()
-    keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "setup", "body", "setup_file", "body_file", "connections", "iterations",
-         "transaction", "timeout"}) | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "A SQL body run by several connections, many times each; the measurement "
+            "is its wall time.", "text", choices=("script",)),
+        Key("setup", "SQL run once into the data template: tables, seed rows."),
+        Key("body", "SQL one iteration runs, one or several statements; {connection} (1..K), "
+            "{iteration} (0..N-1) and {row} (unique across connections) become numbers."),
+        Key("setup_file", "A file holding the setup, beside the spec (instead of setup)."),
+        Key("body_file", "A file holding the body, beside the spec (instead of body)."),
+        Key("connections", "Connections running the body at once.", "a whole number", "1", 1,
+            10_000),
+        Key("iterations", "Times each connection runs the body.", "a whole number", "1000", 1,
+            10**9),
+        Key("transaction", "Iterations committed together in one transaction (1: "
+            "autocommit).", "a whole number", "1", 1, 10**9),
+        Key("timeout", "Seconds one run may take before it is stopped and the measurement "
+            "failed.", "a number of seconds", "3600", 0.001, 7 * 86400),
+    ) | Rounds.KEYS
 
     setup: str  # SQL run once into the data template (DDL, seed rows); may be ""
     body: str  # SQL one iteration runs; may hold several statements

@@ -53,8 +53,10 @@ from knoblab.connection import Progress, Server
 from knoblab.datasets import Dataset
 from knoblab.datasets.dump import Dump
 from knoblab.errors import UserError
+from knoblab.keys import Key, Keys
 from knoblab.observe import Observation, SecondSampler
-from knoblab.records import Evidence, Metric, Objective, Second, Steady
+from knoblab.records import Evidence, Metric, Objective, Steady
+from knoblab.seconds import Second
 from knoblab.stats import Summary as StatsSummary
 from knoblab.units import threads_text
 from knoblab.vocabulary import TrialState
@@ -320,10 +322,37 @@ class SysbenchWorkload(Workload):
         "p99": Metric("latency_p99_ms", "ms", "minimize"),
     }
     parameters: ClassVar[tuple[str, ...]] = ("threads",)
-    keys: ClassVar[frozenset[str]] = frozenset(
-        {"kind", "test", "threads", "tables", "table_size", "rand_type", "duration", "rate",
-         "percentile", "warmup", "window", "stall_fraction", "timeout",
-         "options"}) | Rounds.KEYS
+    keys: ClassVar[Keys] = Keys(
+        Key("kind", "Concurrent OLTP load from sysbench, on sysbench's own tables (no "
+            "[dataset]); the measurement is transactions a second, per second.", "text",
+            choices=("sysbench",)),
+        Key("test", "sysbench's built-in test (oltp_read_write, oltp_read_only, "
+            "oltp_point_select, oltp_insert, …).", "text", '"oltp_read_write"'),
+        Key("threads", "Connections running transactions at once; sweepable ([sweep] threads "
+            "= [4, 16]: verdicts and charts per count).", "a whole number", "8", 1, 100_000),
+        Key("tables", "sysbench's tables, prepared once into a template.", "a whole number",
+            "4", 1, 100_000),
+        Key("table_size", "Rows in each table.", "a whole number", "100000", 1, 10**10),
+        Key("rand_type", "How rows are picked: uniform, gaussian, special or pareto.", "text",
+            '"uniform"'),
+        Key("duration", "Seconds each run lasts.", "a whole number of seconds", "60", 1,
+            10**7),
+        Key("rate", "Transactions a second the clients are held to (an open loop); 0: as many "
+            "as they can.", "a whole number", "0", 0, 10**9),
+        Key("percentile", "The latency percentile sysbench reports with each second.",
+            "a whole number", "99", 1, 100),
+        Key("warmup", "Seconds dropped before the steady state, or \"auto\": detected "
+            "(MSER-5). Shorter than the duration.", '"auto" or a whole number of seconds',
+            '"auto"', 0, 10**7),
+        Key("window", "Judge only the last N seconds of each run; 0: all of it after the "
+            "warm-up.", "a whole number of seconds", "0", 0, 10**7),
+        Key("stall_fraction", "A second below this fraction of the steady median is a stall.",
+            "a number", "0.1", 0.0, 1.0),
+        Key("timeout", "Seconds a run may overrun its duration before it is stopped and the "
+            "measurement failed.", "a number of seconds", "60", 1, 7 * 86400),
+        Key("options", "Any other option of the test, as a table ([workload.options]), checked "
+            "against `sysbench TEST help`.", "a table of option = value"),
+    ) | Rounds.KEYS
     # Its tests write; on a sandbox every trial starts from a copy of the prepared data.
     writes_data: ClassVar[bool] = True
 
@@ -338,6 +367,8 @@ class SysbenchWorkload(Workload):
     options: tuple[tuple[str, str], ...] = ()  # other sysbench options: name (no --) -> value
     database: str = "sbtest"
     binary: str = SYSBENCH  # a name on PATH or a path to the sysbench executable
+    # seconds past the duration before a run is killed and its measurement failed
+    overrun: float = TIMEOUT_MARGIN
     rounds: Rounds = Rounds()
     steady: Steady | None = field(default_factory=Steady)
 
@@ -398,6 +429,8 @@ class SysbenchWorkload(Workload):
             rate=integer("rate", 0, 0, 10**9),
             percentile=integer("percentile", 99, 1, 100),
             options=tuple(sorted((str(k), section.as_text(v)) for k, v in options.items())),
+            overrun=section.number(workload, "timeout", "workload", TIMEOUT_MARGIN, float, 1.0,
+                                   7 * 86400.0),
             rounds=Rounds.from_spec(workload),
             steady=steady,
         )
@@ -702,7 +735,7 @@ class SysbenchWorkload(Workload):
         """Run the test, calling on_second for each interval line as sysbench prints it.
 
         Failures of the run itself (sysbench's exit code, no final report, the timeout, by
-        default duration + 60 s) come back in RunResult.error with the seconds seen so far.
+        default duration + timeout) come back in RunResult.error with the seconds seen so far.
         On an exception (Ctrl-C, or one raised by on_second) sysbench is killed and it
         propagates.
         """
@@ -710,7 +743,7 @@ class SysbenchWorkload(Workload):
         if threads is not None and threads < 1:
             raise UserError(f"sysbench threads = {threads}: must be a whole number >= 1")
         threads = threads or self.threads
-        timeout = self.duration + TIMEOUT_MARGIN if timeout is None else timeout
+        timeout = self.duration + self.overrun if timeout is None else timeout
         limit = _max_prepared_stmt_count(server)
         self.validate(limit)  # an explicit db-ps-mode=auto against the server's real limit
         argv = self.run_command(server, threads=threads, max_prepared_stmt_count=limit)
