@@ -35,7 +35,7 @@ from knoblab.units import parse_duration, plural
 from knoblab.vocabulary import Experiment, PointVerdict, RunStatus, StopReason
 
 if TYPE_CHECKING:
-    from knoblab.records import TuneResult
+    from knoblab.records import Results, TuneResult
 
 
 def cmd_run(args: argparse.Namespace, store: Store, home: Path) -> int:
@@ -143,7 +143,17 @@ def _measure(action, args: argparse.Namespace, store: Store) -> int:
         run_id = action(listener)
     finally:
         listener.close()
-    return _show(store, run_id, args)
+    return _show(store, run_id, args, ended=True)
+
+
+def keep_answer(store: Store, results: Results) -> None:
+    """A finished run's answer, as its report says it, kept for `knoblab runs`, which then
+    lists it without judging the run again (see listings.answer)."""
+    from knoblab.report.text import answer_text
+
+    ended = store.run(results.run_id)["finished_at"]
+    if results.status == RunStatus.DONE and ended is not None:
+        store.update_info(results.run_id, answer={"said": answer_text(results), "ended": ended})
 
 
 def _warn_pending(store: Store) -> None:
@@ -353,12 +363,15 @@ def _not_a_capture(run: dict[str, Any], what: str) -> None:
                         "tune them with knoblab tune FOLDER/spec.toml")
 
 
-def _show(store: Store, run_id: str, args: argparse.Namespace) -> int:
+def _show(store: Store, run_id: str, args: argparse.Namespace, ended: bool = False) -> int:
+    """A run's report; `ended`: the run has just been measured, and its answer is kept."""
     from knoblab.report import exporters, print_report, write_charts
     from knoblab.report.document import Report, build_document
     from knoblab.results import build_results
 
     results = build_results(store, run_id)
+    if ended:
+        keep_answer(store, results)
     out = stdout()
     print_report(results, out)
     for warning in results.warnings:

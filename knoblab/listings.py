@@ -224,7 +224,7 @@ def _run_rows(args: argparse.Namespace, store: Store) -> list[Row]:
             else "killed (knoblab restore)",
             literal(run["server_version"] or ""), _machine_text(run["host"], info),
             _when(run["created_at"]), took,
-            literal(_answer(store, run["id"])) if state == RunStatus.DONE and has_points
+            literal(answer(store, {**run, "info": info})) if state == RunStatus.DONE and has_points
             else literal((info.get("verify") or {}).get("said") or "")]))
         if args.limit and len(rows) == args.limit:
             break
@@ -265,14 +265,20 @@ def _bytes_under(folder: Path) -> int:
     return total
 
 
-def _answer(store: Store, run_id: str) -> str:
+def answer(store: Store, run: dict[str, Any]) -> str:
     """A finished run's answer for its row: its best value, or that the values do not
-    differ (knoblab.report.text.answer_text), judged from the store as its report is."""
+    differ (knoblab.report.text.answer_text). As the run said it when it ended
+    (commands.keep_answer), or judged from the store as its report is: for a run that ended
+    before answers were kept, or that ended again since without keeping one."""
+    kept = run["info"].get("answer") if isinstance(run["info"], dict) else None
+    if isinstance(kept, dict) and kept.get("ended") == run["finished_at"] and \
+            isinstance(kept.get("said"), str):
+        return kept["said"]
     from knoblab.report.text import answer_text
     from knoblab.results import build_results
 
     try:
-        return answer_text(build_results(store, run_id))
+        return answer_text(build_results(store, run["id"]))
     except Exception:  # noqa: BLE001 - one run's unreadable rows must not hide the others
         return "—"
 

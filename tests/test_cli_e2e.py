@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -188,6 +189,36 @@ def test_runs_lists_the_run(sweep, knoblab_home):
                 None)
     assert line is not None, proc.stdout
     assert "tiny-sweep" in line and "done" in line
+
+
+def test_a_runs_answer_is_kept_as_it_ended_and_listed_without_judging_again(
+        sweep, knoblab_home, tmp_path):
+    """`knoblab runs` reads the answer the run said when it ended; a run that ended again
+    since (or before answers were kept) is judged again, as its report is."""
+    from knoblab.report.text import answer_text
+    from knoblab.results import build_results
+    from knoblab.store import Store
+
+    run_id = sweep["result"]["run_id"]
+    (info, ended), = _db(sweep["store"], "SELECT info, finished_at FROM runs WHERE id = ?", run_id)
+    kept = json.loads(info)["answer"]
+    assert kept == {"said": answer_text(build_results(Store(f"sqlite:///{sweep['store']}"),
+                                                      run_id)), "ended": ended}
+    assert kept["said"].startswith(("best: ", "keep the current value", "no difference",
+                                    "undecided")), kept
+    store = tmp_path / "s.sqlite"
+    shutil.copyfile(sweep["store"], store)
+
+    def listed(answer: dict) -> str:
+        _db(store, "UPDATE runs SET info = json_set(info, '$.answer', json(?)) WHERE id = ?",
+            json.dumps(answer), run_id)
+        done = knoblab_in_here(knoblab_home, store, "runs", "--limit", "1", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return _flat(done.stdout)
+
+    assert "as kept" in listed({"said": "as kept", "ended": ended})
+    judged = listed({"said": "as kept", "ended": ended - 60})
+    assert "as kept" not in judged and _flat(kept["said"])[:20] in judged, judged
 
 
 def test_knobs_lists_read_buffer_size_with_its_range(knoblab_home, catalog, tmp_path):

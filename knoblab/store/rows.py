@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from knoblab.codec import Record
+from knoblab.codec import OMITTED_WHEN_NONE, Record
 from knoblab.judging import Statistics
 from knoblab.store.schema import SCHEMA_VERSION
 from knoblab.vocabulary import RunStatus
@@ -47,6 +47,10 @@ class RunInfo(Record):
     study: str | None = None  # the tuning study it was measured for (a trial, a validation)
     # Cores other programs kept busy on the average while it ran (a tune's validations)
     others_load: float | None = None
+    # The answer in a few words as its report said it when the run ended, and when that was
+    # ({"said": ..., "ended": finished_at}): `knoblab runs` lists it without judging the run
+    # again, while the run ends when it said. Absent in runs that ended before it was kept.
+    answer: dict[str, Any] | None = field(default=None, metadata=OMITTED_WHEN_NONE)
 
     @property
     def workload_kind(self) -> str:
