@@ -1,5 +1,7 @@
 """How long a command takes to answer when it has little to do: `knoblab --help`, and
-`knoblab runs` listing a few rows of a store, each a new process as a user starts it.
+`knoblab runs` listing the newest three runs of a store of finished runs (the test suite's
+golden store: with their answers kept as runs now keep them, and as an older store without),
+each a new process as a user starts it.
 
     .venv/bin/python benchmarks/start_time.py --times 7
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,18 +27,32 @@ from pathlib import Path
 KNOBLAB = [sys.executable, "-m", "knoblab.cli"]
 
 
-def _store(folder: Path) -> str:
-    """A store with three runs in it, as `knoblab runs` would list."""
-    from knoblab.store import RunInfo, Store
-    from knoblab.vocabulary import Experiment
+GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "store.sqlite"
 
-    url = f"sqlite:///{folder / 'store.sqlite'}"
-    store = Store(url)
-    for number in range(3):
-        store.create_run(name=f"run {number}", experiment=Experiment.SWEEP, spec_source="",
-                         server_binary="mariadbd", server_version="10.11", info=RunInfo(),
-                         point_list=[])
+
+def _store(folder: Path, kept: bool) -> str:
+    """A store of finished runs, as `knoblab runs` would list: the test suite's golden store
+    (runs of every kind a real knoblab made). `kept`: with each run's answer kept as a run
+    keeps it when it ends (commands.keep_answer); without: a store of runs that ended before
+    answers were kept, each judged again to be listed."""
+    path = folder / ("kept.sqlite" if kept else "older.sqlite")
+    shutil.copyfile(GOLDEN, path)
+    url = f"sqlite:///{path}"
+    if kept:  # in a process of its own: what it imports would count in the commands' memory
+        subprocess.run([sys.executable, __file__, "--keep-answers", url], check=True)
     return url
+
+
+def _keep_answers(url: str) -> None:
+    from knoblab.commands import keep_answer
+    from knoblab.results import build_results
+    from knoblab.store import Store
+    from knoblab.vocabulary import Experiment, RunStatus
+
+    store = Store(url)
+    for run in store.each_run(None):
+        if run["status"] == RunStatus.DONE and Experiment(run["kind"]).has_points:
+            keep_answer(store, build_results(store, run["id"]))
 
 
 def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -68,15 +85,21 @@ def _imported(command: list[str], env: dict[str, str]) -> tuple[list[str], list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=int, default=7)
+    parser.add_argument("--keep-answers", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.keep_answers:
+        return _keep_answers(args.keep_answers)
     with tempfile.TemporaryDirectory() as folder:
-        url = _store(Path(folder))
+        kept, older = _store(Path(folder), kept=True), _store(Path(folder), kept=False)
         # As a user's shell runs it: Python keeps the bytecode of what it imported (some
         # environments switch that off, and every start then compiles knoblab anew).
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["KNOBLAB_HOME"] = folder
         commands = {"knoblab --help": [*KNOBLAB, "--help"],
-                    "knoblab runs --limit 3": [*KNOBLAB, "--store", url, "runs", "--limit", "3"]}
+                    "knoblab runs --limit 3": [*KNOBLAB, "--store", kept, "runs", "--limit",
+                                               "3"],
+                    "knoblab runs --limit 3, an older store": [
+                        *KNOBLAB, "--store", older, "runs", "--limit", "3"]}
         print("| command | median | range | peak memory | knoblab modules imported | "
               "packages imported |")
         print("|---|---|---|---|---|---|")
