@@ -6,6 +6,7 @@ score the cold start's cost as the setting's effect."""
 
 from __future__ import annotations
 
+import statistics
 import tomllib
 from pathlib import Path
 
@@ -79,7 +80,8 @@ def test_a_placebo_on_a_cold_buffer_pool_scores_zero_and_is_not_recommended(
     assert all(m.details["read_bytes"] < 5_000_000 for m in measured), \
         [m.details["read_bytes"] for m in measured]
     # The rest is the machine's noise, wide for one ratio of two 30-ms scans on a shared VM
-    # (their times fall about 26 or 45 ms, a log-ratio of 0.5 either way); a trial scored
-    # against a cold scan would be 2 off.
-    assert max(abs(r) for r in ratios) < 1.0, ratios
+    # (their times fall about 26 or 45 ms, a log-ratio of 0.5 either way; one of five was
+    # 1.34 with four test workers on two cores); a trial scored against a cold scan would be
+    # 2 off, and with that fault every trial is, one of its sides the first scan of a start.
+    assert statistics.median(abs(r) for r in ratios) < 1.0, ratios
     assert result.recommended is None and recommend.settings(result) == {}
