@@ -27,6 +27,7 @@ os.environ.setdefault("KNOBLAB_BUSY_BESIDE", "64")
 
 from knoblab.server.binary import ServerBinary, find_binary
 from tests.fakes import RUNNING, SERVER_WIDE, cli_env
+from tests.temp_policy import shared_templates
 
 # The suite's property tests draw the same examples on every run, so that a red run is one a
 # change caused; HYPOTHESIS_PROFILE=explore draws new ones (run it to look for new failures).
@@ -40,15 +41,12 @@ def knoblab_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh $KNOBLAB_HOME for the whole session. Set from the first test on, so that no
     test writes to the user's own (~/.knoblab). Its data templates are the whole run's, shared
     by the xdist workers (knoblab builds each once, under a lock, as for users' processes side
-    by side); its sandboxes are this worker's own."""
+    by side; tests/temp_policy.py); its sandboxes are this worker's own."""
     from knoblab.server.sandbox import reap_orphans
 
     home = tmp_path_factory.mktemp("knoblab-home")
-    base = tmp_path_factory.getbasetemp()
-    # an xdist worker's base is in its controller's, as `popen-gwN`
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "templates"
-    shared.mkdir(exist_ok=True)
-    (home / "templates").symlink_to(shared, target_is_directory=True)
+    (home / "templates").symlink_to(shared_templates(tmp_path_factory),
+                                    target_is_directory=True)
     os.environ["KNOBLAB_HOME"] = str(home)
     yield home
     # The sandboxes of a knoblab the tests killed (kill -9) are cleared by the next start in

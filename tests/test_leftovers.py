@@ -1,6 +1,6 @@
 """A test run leaves nothing behind in the temp directory, but what a failed test wrote: the
-suite's own settings (pyproject.toml), run on a small suite of a passing and a failing test,
-side by side as the real one runs (pytest-xdist)."""
+suite's own settings (pyproject.toml, with its plugin tests/temp_policy.py), run on a small
+suite of a passing and a failing test, side by side as the real one runs (pytest-xdist)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 SUITE = '''
 import pytest
+from tests.temp_policy import shared_templates
 
 @pytest.fixture(scope="session")
 def shared(tmp_path_factory):
-    home = tmp_path_factory.mktemp("home")  # as the suite's knoblab home: templates, datadirs
-    (home / "template").write_bytes(b"x" * 4096)
+    home = tmp_path_factory.mktemp("home")  # as the suite's knoblab home: a worker's own
+    (home / "settings").write_text("a worker's")
+    # the data templates the workers share, as the suite's
+    (shared_templates(tmp_path_factory) / "template").write_bytes(b"x" * 4096)
     return home
 
 def test_passes(tmp_path, shared):
@@ -33,7 +36,8 @@ def _suite(root: Path, tmp: Path, fails: bool) -> subprocess.CompletedProcess[st
     suite = root / "suite"
     suite.mkdir(exist_ok=True)
     (suite / "test_small.py").write_text(SUITE.format(fail="False" if fails else "True"))
-    env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(tmp)}
+    env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(tmp), "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))}  # the suite's plugin
     env.pop("PYTEST_XDIST_WORKER", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider",
@@ -53,11 +57,12 @@ def test_a_passing_run_leaves_nothing_and_a_failing_one_only_what_its_failure_wr
     tmp.mkdir()
     failing = _suite(tmp_path, tmp, fails=True)
     assert failing.returncode == 1, failing.stdout + failing.stderr
-    # The failed test's folder stays for a look, with the run's shared folders (a worker's
-    # each); the passed test's is gone.
+    # The failed test's folder stays for a look, with each worker's home; the passed test's
+    # is gone, and so are the data templates the workers shared (the real suite's: gigabytes).
     after_failure = _files(tmp)
     assert [f.rsplit("/", 1)[-1] for f in after_failure if f.endswith(".txt")] == ["failed.txt"]
-    assert sum(f.endswith("/template") for f in after_failure) == 2
+    assert sum(f.endswith("/settings") for f in after_failure) == 2
+    assert not any("template" in f for f in after_failure), after_failure
     # A run that passes leaves nothing of its own.
     passing = _suite(tmp_path, tmp, fails=False)
     assert passing.returncode == 0, passing.stdout + passing.stderr
