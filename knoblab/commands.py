@@ -151,9 +151,9 @@ def keep_answer(store: Store, results: Results) -> None:
     lists it without judging the run again (see listings.answer)."""
     from knoblab.report.text import answer_text
 
-    ended = store.run(results.run_id)["finished_at"]
-    if results.status == RunStatus.DONE and ended is not None:
-        store.update_info(results.run_id, answer={"said": answer_text(results), "ended": ended})
+    if results.status == RunStatus.DONE and results.finished_at is not None:
+        store.update_info(results.run_id, answer={"said": answer_text(results),
+                                                  "ended": results.finished_at})
 
 
 def _warn_pending(store: Store) -> None:
