@@ -261,6 +261,38 @@ def test_kill_9_of_the_owner_kills_the_server(knoblab_home, base_data, tmp_path)
     assert not Path(socket_dir).exists()
 
 
+KILLED_AS_ITS_SOCKET_FOLDER_IS_MADE = textwrap.dedent("""
+    import os, signal, sys, tempfile
+    from pathlib import Path
+    make = Path.mkdir
+    def mkdir(self, *args, **kwargs):
+        make(self, *args, **kwargs)
+        if self.parent == Path(tempfile.gettempdir()) and self.name.startswith("knoblab-"):
+            print(self, flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    Path.mkdir = mkdir
+    from knoblab.server.binary import find_binary
+    from knoblab.server.sandbox import Sandbox
+    Sandbox(find_binary(), Path(sys.argv[1]), {}, home=Path(sys.argv[2])).start()
+""")
+
+
+def test_a_knoblab_killed_as_its_socket_folder_is_made_leaves_it_to_the_reaper(
+        knoblab_home, base_data, tmp_path):
+    """The folder is named in the owner file before it exists: a kill -9 the moment it is
+    made leaves nothing the next knoblab does not remove."""
+    home = tmp_path / "home"
+    env = {**os.environ, "KNOBLAB_HOME": str(knoblab_home)}
+    child = subprocess.run([sys.executable, "-c", KILLED_AS_ITS_SOCKET_FOLDER_IS_MADE,
+                            str(base_data), str(home)], capture_output=True, text=True,
+                           env=env, cwd=REPO, timeout=60)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    socket_dir = Path(child.stdout.strip())
+    assert socket_dir.is_dir()
+    assert reap_orphans(home) == 0  # no server was started
+    assert not socket_dir.exists()
+
+
 def test_reap_orphans_kills_only_servers_whose_owner_died(binary, base_data, tmp_path):
     home = tmp_path / "home"  # private: the counts below must see only this test's sandboxes
     orphan = Sandbox(binary, base_data, {}, home=home)

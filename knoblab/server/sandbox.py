@@ -187,9 +187,21 @@ class Sandbox:
                 # group: the server would read them at memory speed whatever its limits.
                 uncache(self.datadir)
             self.copy_seconds = time.perf_counter() - began
-        # A short, private socket path: unix socket paths are limited to ~107 bytes.
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="knoblab-"))
-        self._write_owner()  # at once: a knoblab killed from here on leaves it to the reaper
+        # A short, private socket path (unix socket paths are limited to ~107 bytes), named
+        # and written in the owner file before it is made: a knoblab stopped or killed at any
+        # point of it leaves the folder to stop() or to the reaper (made first, as mkdtemp
+        # does, a kill -9 between the two left an empty folder behind).
+        while True:
+            name = Path(tempfile.gettempdir()) / f"knoblab-{uuid.uuid4().hex[:8]}"
+            if name.exists():
+                continue
+            self.socket_dir = name
+            self._write_owner()
+            try:
+                name.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                self.socket_dir = None  # another's, made meanwhile: never ours to remove
         os.chmod(self.socket_dir, 0o700)
         cnf = self.dir / "my.cnf"
         cnf.write_text(self._config_text())
