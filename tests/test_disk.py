@@ -94,3 +94,26 @@ def test_a_disk_filling_during_the_run_fails_measurements_and_leaves_nothing(tmp
                      stderr.strip().splitlines()[-1])
     assert "free space there, or set KNOBLAB_HOME to a larger disk" in stdout + stderr
     _nothing_half_made(home)
+
+
+def test_a_datadir_copy_is_byte_for_byte_with_its_zeros_allocated_not_left_out(tmp_path):
+    """A sandbox's copy writes only the blocks that hold something; its zeros are allocated
+    (as InnoDB allocates its files), so that the server never writes into a hole."""
+    from knoblab.server.sandbox import copy_datadir
+
+    source = tmp_path / "source"
+    (source / "db").mkdir(parents=True)
+    log = bytearray(5 * 65536 + 1234)  # mostly zeros, as a fresh redo log
+    log[100:105] = b"\x01\x02\x03\x04\x05"
+    log[3 * 65536 - 2: 3 * 65536 + 2] = b"edge"  # across two blocks
+    log[-1] = 9  # in the short last block
+    (source / "ib_logfile0").write_bytes(bytes(log))
+    (source / "db" / "t.ibd").write_bytes(os.urandom(70000))
+    (source / "empty").write_bytes(b"")
+    (source / "ib_buffer_pool").write_text("warm")
+    copy_datadir(source, tmp_path / "copy")
+    for name in ("ib_logfile0", "db/t.ibd", "empty"):
+        assert (tmp_path / "copy" / name).read_bytes() == (source / name).read_bytes(), name
+    copied = (tmp_path / "copy" / "ib_logfile0").stat()
+    assert copied.st_size == len(log) and copied.st_blocks * 512 >= len(log)
+    assert not (tmp_path / "copy" / "ib_buffer_pool").exists()

@@ -481,7 +481,6 @@ def _said(line: str) -> str:
 
 
 def copy_datadir(source: Path, target: Path) -> None:
-    # copyfile uses the kernel's in-place copy (sendfile/copy_file_range); no metadata needed.
     # Not shutil.copytree: it gathers the errors of its copies into one shutil.Error of
     # texts, whose errno is gone, and a disk filling up mid-copy must be said as one (NoSpace)
     # rather than crash.
@@ -494,9 +493,31 @@ def copy_datadir(source: Path, target: Path) -> None:
         here.mkdir(exist_ok=True)
         shutil.copymode(folder, here)  # the datadir's folders stay private (0700)
         for name in files:
-            shutil.copyfile(Path(folder) / name, here / name)
+            copy_allocating_zeros(Path(folder) / name, here / name)
     # A buffer-pool dump would make every start warm whatever the cache mode asks for.
     (target / "ib_buffer_pool").unlink(missing_ok=True)
+
+
+_BLOCK = 1 << 16
+_ZEROS = bytes(_BLOCK)
+
+
+def copy_allocating_zeros(source: Path, target: Path) -> None:
+    """A copy of `source` whose blocks of zeros are allocated rather than written, as InnoDB
+    allocates the files it makes (fallocate: the blocks are the file's, and read as zeros).
+    A datadir is mostly zeros: of a fresh one's 110 MB, the 96 MB redo log holds 44 KB of
+    records, and a table's file its free pages. Writing them all made every sandbox's start
+    write 100 MB to the disk."""
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        size = os.fstat(src.fileno()).st_size
+        if size:
+            # Where the file system cannot allocate, glibc writes the zeros itself.
+            os.posix_fallocate(dst.fileno(), 0, size)
+        offset = 0
+        while block := src.read(_BLOCK):
+            if block != _ZEROS[:len(block)]:
+                os.pwrite(dst.fileno(), block, offset)
+            offset += len(block)
 
 
 def uncache(folder: Path) -> None:
