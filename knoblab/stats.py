@@ -26,6 +26,82 @@ from knoblab.vocabulary import PointVerdict
 
 __all__ = ["Centre", "Direction", "Spending", "Statistics", "Test"]  # as knoblab.judging's
 
+# ----------------------------------------------------------------------------- distributions
+# Student's t and the normal distribution, computed as scipy.stats computes them (the same
+# scipy.special functions, tests/test_stats.py holds them to it): importing scipy.stats builds
+# all of its hundred distributions, about 0.6 s of a command's start, for these few calls.
+
+
+def _special() -> Any:
+    from scipy import special  # here, not at the top: a command that judges nothing
+
+    return special
+
+
+class StudentT:
+    """The standard t distribution with `df` degrees of freedom (scipy.stats.t's methods)."""
+
+    @staticmethod
+    def cdf(x: Any, df: Any) -> Any:
+        return _special().stdtr(df, x)
+
+    @staticmethod
+    def sf(x: Any, df: Any) -> Any:
+        return _special().stdtr(df, -np.asarray(x))
+
+    @staticmethod
+    def ppf(q: Any, df: Any) -> Any:
+        return _special().stdtrit(df, q)
+
+    @staticmethod
+    def isf(q: Any, df: Any) -> Any:
+        return -_special().stdtrit(df, q)
+
+
+class Normal:
+    """The normal distribution, centred on 0 (scipy.stats.norm's methods)."""
+
+    @staticmethod
+    def cdf(x: Any) -> Any:
+        return _special().ndtr(x)
+
+    @staticmethod
+    def sf(x: Any) -> Any:
+        return _special().ndtr(-np.asarray(x))
+
+    @staticmethod
+    def ppf(q: Any) -> Any:
+        return _special().ndtri(q)
+
+    @staticmethod
+    def isf(q: Any) -> Any:
+        return -_special().ndtri(q)
+
+    @staticmethod
+    def pdf(x: Any, scale: float = 1.0) -> Any:
+        z = np.asarray(x) / scale
+        return np.exp(-z ** 2 / 2.0) / math.sqrt(2 * math.pi) / scale
+
+
+def welch_p(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_b: int,
+            alternative: Literal["two-sided", "less", "greater"] = "two-sided") -> float:
+    """Welch's t-test of a against b from their summaries (scipy.stats.ttest_ind_from_stats
+    with equal_var=False): the p-value."""
+    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        freedom = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+        t = np.divide(mean_a - mean_b, np.sqrt(va + vb))
+    return _t_p(t, 1.0 if np.isnan(freedom) else freedom, alternative)
+
+
+def _t_p(t: Any, freedom: Any, alternative: Literal["two-sided", "less", "greater"]) -> float:
+    if alternative == "less":
+        return float(StudentT.cdf(t, freedom))
+    if alternative == "greater":
+        return float(StudentT.sf(t, freedom))
+    return float(2 * StudentT.sf(np.abs(t), freedom))
+
+
 @dataclass(frozen=True)
 class Summary:
     n: int
@@ -114,12 +190,7 @@ def p_value(
             # Both constant: t is 0/0 (equal) or x/0 (different).
             return 0.0 if la[0] != lb[0] else 1.0
         # From summary stats: ttest_ind warns spuriously when just one group is constant.
-        from scipy import stats as sps  # here: importing scipy costs the CLI ~1 s at start
-
-        res = sps.ttest_ind_from_stats(
-            la.mean(), la.std(ddof=1), la.size, lb.mean(), lb.std(ddof=1), lb.size, equal_var=False
-        )
-        return float(res.pvalue)
+        return welch_p(la.mean(), la.std(ddof=1), la.size, lb.mean(), lb.std(ddof=1), lb.size)
     if test == "mann-whitney":
         if xa.size < 2 or xb.size < 2:
             return 1.0
@@ -128,7 +199,7 @@ def p_value(
             return 1.0  # all values equal: rank statistic has zero variance
         no_ties = np.unique(both).size == both.size
         method = "exact" if no_ties and xa.size <= 8 and xb.size <= 8 else "asymptotic"
-        from scipy import stats as sps
+        from scipy import stats as sps  # here: rank tests only (see StudentT)
 
         return float(sps.mannwhitneyu(xa, xb, alternative="two-sided", method=method).pvalue)
     raise ValueError(f"unknown test: {test!r}")
@@ -140,20 +211,18 @@ def p_one_sided(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if xa.size < 2 or xb.size < 2:
         return 1.0
-    from scipy import stats as sps
-
     if test == "mann-whitney":
         if np.concatenate([xa, xb]).min() == np.concatenate([xa, xb]).max():
             return 1.0
+        from scipy import stats as sps  # here: rank tests only (see StudentT)
+
         return float(sps.mannwhitneyu(xa, xb, alternative=alternative).pvalue)
     la, lb = (np.log(xa), np.log(xb)) if test == "welch-log" else (xa, xb)
     if la.min() == la.max() and lb.min() == lb.max():
         holds = la[0] < lb[0] if alternative == "less" else la[0] > lb[0]
         return 0.0 if holds else 1.0
-    res = sps.ttest_ind_from_stats(la.mean(), la.std(ddof=1), la.size, lb.mean(),
-                                   lb.std(ddof=1), lb.size, equal_var=False,
-                                   alternative=alternative)
-    return float(res.pvalue)
+    return welch_p(la.mean(), la.std(ddof=1), la.size, lb.mean(), lb.std(ddof=1), lb.size,
+                   alternative)
 
 
 def p_equivalent(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
@@ -374,13 +443,17 @@ def _one_sample(d: np.ndarray, test: Test, shift: float,
     if float(np.ptp(x)) <= 1e-9 * max(1.0, abs(centre)):
         holds = {"two-sided": centre != 0, "less": centre < 0, "greater": centre > 0}
         return 0.0 if holds[alternative] else 1.0
-    from scipy import stats as sps
+    if test == "mann-whitney":
+        from scipy import stats as sps  # here: rank tests only (see StudentT)
 
-    with warnings.catch_warnings():  # precision notes on near-constant data: not the user's
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if test == "mann-whitney":
+        with warnings.catch_warnings():  # precision notes on near-constant data
+            warnings.simplefilter("ignore", RuntimeWarning)
             return float(sps.wilcoxon(x, alternative=alternative).pvalue)
-        return float(sps.ttest_1samp(x, 0.0, alternative=alternative).pvalue)
+    # The one-sample t-test, as scipy.stats.ttest_1samp: the variance as the mean squared
+    # deviation, scaled by n / (n - 1).
+    n = x.size
+    variance = float(np.mean((x - centre) ** 2)) * (n / (n - 1))
+    return _t_p(centre / math.sqrt(variance / n), n - 1, alternative)
 
 
 def _p_paired(d: np.ndarray, test: Test) -> float:
@@ -414,9 +487,7 @@ def _extra_samples(a: Sequence[float], b: Sequence[float], min_effect: float, al
     if se == 0.0:
         return None
     bound = math.log1p(min_effect) if test != "welch" else min_effect
-    from scipy import stats as sps
-
-    z = float(sps.norm.ppf(1.0 - alpha / comparisons / 2))
+    z = float(Normal.ppf(1.0 - alpha / comparisons / 2))
     # Worse needs |d| / se' > z; equivalent needs (bound - |d|) / se' > z (one-sided).
     margins = [m for m in (difference if difference >= bound else 0.0,
                            bound - difference) if m > 0.0]
@@ -467,8 +538,6 @@ class Reach:
 
 def reach(repetitions: int, alpha: float, test: Test) -> Reach:
     """The bar a comparison of `repetitions` rounds must clear with `test` at `alpha`."""
-    from scipy import stats as sps
-
     n = max(1, repetitions)
     if test == "mann-whitney":
         # Wilcoxon's signed-rank test on n paired rounds: the smallest exact two-sided p is
@@ -476,15 +545,15 @@ def reach(repetitions: int, alpha: float, test: Test) -> Reach:
         enough = 1 + math.ceil(math.log2(1.0 / alpha))
         least = min(1.0, 2.0 / 2 ** n) if n > 1 else 1.0
         return Reach(repetitions, None, None, least, enough)
-    z = float(sps.norm.ppf(1 - alpha / 2))
+    z = float(Normal.ppf(1 - alpha / 2))
     enough = 2
-    while float(sps.t.ppf(1 - alpha / 2, enough - 1)) > _ENOUGH * z:
+    while float(StudentT.ppf(1 - alpha / 2, enough - 1)) > _ENOUGH * z:
         enough += 1
-    enough_bar = float(sps.t.ppf(1 - alpha / 2, enough - 1))
+    enough_bar = float(StudentT.ppf(1 - alpha / 2, enough - 1))
     if n < 2:
         return Reach(repetitions, None, None, 1.0, enough, enough_bar)
-    return Reach(repetitions, float(sps.t.ppf(1 - alpha / 2, n - 1)),
-                 float(sps.t.ppf(1 - alpha, n - 1)), None, enough, enough_bar)
+    return Reach(repetitions, float(StudentT.ppf(1 - alpha / 2, n - 1)),
+                 float(StudentT.ppf(1 - alpha, n - 1)), None, enough, enough_bar)
 
 
 @dataclass(frozen=True)
@@ -526,16 +595,14 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
     """Welch's t on b against a, on the values given (log times for ratios of geometric
     means): the difference of means, its `confidence` interval and the two-sided p-value.
     Both samples need two values."""
-    from scipy import stats as sps
-
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     va, vb = float(xa.var(ddof=1)) / xa.size, float(xb.var(ddof=1)) / xb.size
     difference, se = float(xb.mean() - xa.mean()), math.sqrt(va + vb)
     if se == 0.0:
         return difference, difference, difference, 1.0 if difference == 0 else 0.0
     freedom = (va + vb) ** 2 / (va ** 2 / (xa.size - 1) + vb ** 2 / (xb.size - 1))
-    reach = float(sps.t.ppf(0.5 + confidence / 2, freedom)) * se
-    p = float(2 * sps.t.sf(abs(difference) / se, freedom))
+    reach = float(StudentT.ppf(0.5 + confidence / 2, freedom)) * se
+    p = float(2 * StudentT.sf(abs(difference) / se, freedom))
     return difference, difference - reach, difference + reach, p
 
 
@@ -566,18 +633,16 @@ def sequential_levels(alpha: float, fractions: tuple[float, ...],
     in advance (a budget running out) keep the error rate.
     """
     from scipy import optimize
-    from scipy import stats as sps
-
     t = np.asarray(fractions, dtype=float)
     if t.size == 0:
         return ()
     if np.any(t <= 0) or np.any(t > 1) or np.any(np.diff(t) <= 0):
         raise ValueError("fractions must increase within (0, 1]")
-    z_half = float(sps.norm.ppf(1.0 - alpha / 2.0))
+    z_half = float(Normal.ppf(1.0 - alpha / 2.0))
     if spending == "pocock":
         spent = alpha * np.log1p((math.e - 1.0) * t)
     elif spending == "obf":
-        spent = 2.0 - 2.0 * sps.norm.cdf(z_half / np.sqrt(t))
+        spent = 2.0 - 2.0 * Normal.cdf(z_half / np.sqrt(t))
     else:
         raise ValueError(f"unknown spending function: {spending!r}")
     spend = np.diff(np.concatenate([[0.0], spent]))
@@ -589,9 +654,9 @@ def sequential_levels(alpha: float, fractions: tuple[float, ...],
     for k, (fraction, amount) in enumerate(zip(t, spend, strict=True)):
         step = fraction - previous
         if k == 0:
-            bound = min(float(sps.norm.isf(amount)), _NEVER) * math.sqrt(fraction)
+            bound = min(float(Normal.isf(amount)), _NEVER) * math.sqrt(fraction)
             grid = np.linspace(-8.0 * math.sqrt(fraction), bound, _GRID)
-            density = sps.norm.pdf(grid, scale=math.sqrt(fraction))
+            density = Normal.pdf(grid, scale=math.sqrt(fraction))
         else:
             weights = density * np.gradient(grid)  # trapezoid-like weights on the grid
             high = _NEVER * math.sqrt(fraction)
@@ -602,10 +667,10 @@ def sequential_levels(alpha: float, fractions: tuple[float, ...],
                     lambda b, g=grid, w=weights, s=step, a=amount: _crossing(b, g, w, s) - a,
                     grid[0], high, xtol=1e-10))
             new_grid = np.linspace(-8.0 * math.sqrt(fraction), bound, _GRID)
-            kernel = sps.norm.pdf((new_grid[:, None] - grid[None, :]) / math.sqrt(step))
+            kernel = Normal.pdf((new_grid[:, None] - grid[None, :]) / math.sqrt(step))
             density = kernel @ weights / math.sqrt(step)
             grid = new_grid
-        levels.append(float(sps.norm.sf(bound / math.sqrt(fraction))))
+        levels.append(float(Normal.sf(bound / math.sqrt(fraction))))
         previous = fraction
     return tuple(levels)
 
@@ -613,9 +678,7 @@ def sequential_levels(alpha: float, fractions: tuple[float, ...],
 def _crossing(bound: float, grid: np.ndarray, weights: np.ndarray, step: float) -> float:
     """The chance that the score statistic, from the grid's (sub-)density, crosses `bound`
     after an increment of information `step`."""
-    from scipy import stats as sps
-
-    return float(np.sum(weights * sps.norm.sf((bound - grid) / math.sqrt(step))))
+    return float(np.sum(weights * Normal.sf((bound - grid) / math.sqrt(step))))
 
 
 # ----------------------------------------------------------------------------- speed levels
@@ -704,8 +767,6 @@ def drifting_mean_interval(values: Sequence[float], confidence: float = 0.95
     about 1/sqrt(n): on a validation's few rounds, one slow round reads as a strong drift, and
     a 4.4-fold gain's interval reached past zero), and r is taken at most DRIFT_MOST, a
     widening of at most twice."""
-    from scipy import stats as sps
-
     x = np.asarray(values, dtype=float)
     n = len(x)
     mean = float(x.mean())
@@ -716,4 +777,4 @@ def drifting_mean_interval(values: Sequence[float], confidence: float = 0.95
     r = float(d[1:] @ d[:-1]) / spread if n >= DRIFT_FROM and spread > 0 else 0.0
     r = min(max(r, 0.0), DRIFT_MOST)
     error = float(x.std(ddof=1)) / math.sqrt(n) * math.sqrt((1 + r) / (1 - r))
-    return mean, float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * error
+    return mean, float(StudentT.ppf(0.5 + confidence / 2, n - 1)) * error

@@ -61,7 +61,7 @@ from knoblab.errors import UserError, shielded
 from knoblab.server.external import ExternalServer, PutBack, Settings, refusal
 from knoblab.server.query_log import hold_lock
 from knoblab.server.settings import own_session
-from knoblab.stats import Levels, Statistics
+from knoblab.stats import Levels, Statistics, StudentT
 from knoblab.store import RunInfo
 from knoblab.units import format_duration, format_size, parse_size
 from knoblab.vocabulary import Experiment, Finding, RunStatus, TrialState, VerifyStop
@@ -562,8 +562,6 @@ class Decision:
 def decide(ratios: list[float], ceiling: int, statistics: Statistics) -> Decision:
     """The pairs' latency ratios (A over B) judged at the look after the last pair: the
     sequential levels of a sweep (floor FLOOR pairs, at most `ceiling`)."""
-    from scipy import stats as sps
-
     d = [math.log(r) for r in ratios]
     n = len(d)
     mean = sum(d) / n
@@ -577,10 +575,10 @@ def decide(ratios: list[float], ceiling: int, statistics: Statistics) -> Decisio
         half = 0.0
     else:
         se = sd / math.sqrt(n)
-        p = float(2 * sps.t.sf(abs(mean) / se, n - 1))
-        p_same = max(float(sps.t.sf((mean + margin) / se, n - 1)),
-                     float(sps.t.cdf((mean - margin) / se, n - 1)))
-        half = float(sps.t.isf(levels.worse / 2, n - 1)) * se
+        p = float(2 * StudentT.sf(abs(mean) / se, n - 1))
+        p_same = max(float(StudentT.sf((mean + margin) / se, n - 1)),
+                     float(StudentT.cdf((mean - margin) / se, n - 1)))
+        half = float(StudentT.isf(levels.worse / 2, n - 1)) * se
     finding = Finding.UNSHOWN
     if n >= FLOOR and p < levels.worse and abs(mean) >= margin:
         finding = Finding.HELPS if mean > 0 else Finding.HURTS

@@ -57,6 +57,7 @@ from knoblab.keys import Key, Keys
 from knoblab.observe import Observation, SecondSampler
 from knoblab.records import Evidence, Metric, Objective, Steady
 from knoblab.seconds import Second
+from knoblab.stats import StudentT
 from knoblab.stats import Summary as StatsSummary
 from knoblab.units import threads_text
 from knoblab.vocabulary import TrialState
@@ -928,9 +929,7 @@ def _mean_interval(samples: list[float], confidence: float) -> list[float]:
     mean = float(np.mean(x)) if k else 0.0
     if k < 2:
         return [mean, mean]
-    from scipy import stats as scipy_stats  # here, not at the top: it costs ~0.5 s to import
-
-    t = float(scipy_stats.t.ppf((1 + confidence) / 2, k - 1))
+    t = float(StudentT.ppf((1 + confidence) / 2, k - 1))
     if np.all(x > 0):
         logs = np.log(x)
         half = t * float(np.std(logs, ddof=1)) / math.sqrt(k)
