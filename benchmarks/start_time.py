@@ -1,7 +1,8 @@
 """How long a command takes to answer when it has little to do: `knoblab --help`, and
 `knoblab runs` listing the newest three runs of a store of finished runs (the test suite's
 golden store: with their answers kept as runs now keep them, and as an older store without),
-each a new process as a user starts it.
+and `knoblab report` of a query sweep of that store (a command that judges), each a new
+process as a user starts it.
 
     .venv/bin/python benchmarks/start_time.py --times 7
 
@@ -28,6 +29,7 @@ KNOBLAB = [sys.executable, "-m", "knoblab.cli"]
 
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "store.sqlite"
+QUERY_SWEEP = "b96b0a30"  # the golden store's golden-query-sweep
 
 
 def _store(folder: Path, kept: bool) -> str:
@@ -94,12 +96,17 @@ def main() -> None:
         # As a user's shell runs it: Python keeps the bytecode of what it imported (some
         # environments switch that off, and every start then compiles knoblab anew).
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["KNOBLAB_HOME"] = folder
+        env["KNOBLAB_HOME"] = f"{folder}/home"
         commands = {"knoblab --help": [*KNOBLAB, "--help"],
                     "knoblab runs --limit 3": [*KNOBLAB, "--store", kept, "runs", "--limit",
                                                "3"],
                     "knoblab runs --limit 3, an older store": [
-                        *KNOBLAB, "--store", older, "runs", "--limit", "3"]}
+                        *KNOBLAB, "--store", older, "runs", "--limit", "3"],
+                    # a command that judges: a query sweep's report (its statistics, its
+                    # tables, its chart), as a user asks for it again
+                    "knoblab report, a query sweep": [
+                        *KNOBLAB, "--store", kept, "report", QUERY_SWEEP, "--out",
+                        f"{folder}/report"]}
         print("| command | median | range | peak memory | knoblab modules imported | "
               "packages imported |")
         print("|---|---|---|---|---|---|")
