@@ -87,7 +87,7 @@ def welch_p(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float, n_
             alternative: Literal["two-sided", "less", "greater"] = "two-sided") -> float:
     """Welch's t-test of a against b from their summaries (scipy.stats.ttest_ind_from_stats
     with equal_var=False): the p-value."""
-    va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
+    va, vb = np.float64(sd_a) ** 2 / n_a, np.float64(sd_b) ** 2 / n_b  # 0 / 0: nan, as scipy
     with np.errstate(divide="ignore", invalid="ignore"):
         freedom = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
         t = np.divide(mean_a - mean_b, np.sqrt(va + vb))

@@ -619,3 +619,15 @@ def test_ranks_give_ties_their_mean_rank_as_scipy_does():
 
     for values in ([3.0, 1.0, 2.0], [1.0, 1.0, 2.0, 5.0, 5.0, 5.0], [7.0] * 4, [2.0, -1.0]):
         assert list(_ranks(tuple(values))) == list(sps.rankdata(values))
+
+
+@pytest.mark.parametrize("summaries", [(1.0, 0.0, 3, 1.0, 0.0, 3), (1.0, 0.0, 3, 2.0, 0.0, 3),
+                                       (1.0, 0.1, 3, 2.0, 0.0, 3), (5, 0, 2, 5, 0, 2)])
+def test_welch_of_constant_sides_is_scipys_too_even_from_plain_numbers(summaries):
+    from knoblab.stats import welch_p
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = sps.ttest_ind_from_stats(*summaries, equal_var=False).pvalue
+        got = welch_p(*summaries)
+    assert got == pytest.approx(expected, nan_ok=True)
