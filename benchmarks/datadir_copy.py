@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from knoblab.server.binary import find_binary
-from knoblab.server.sandbox import base_template, copy_datadir
+from knoblab.server.datadir import copy_datadir
+from knoblab.server.sandbox import base_template
 
 
 def _plain_copy(source: Path, target: Path) -> None:

@@ -99,7 +99,7 @@ def test_a_disk_filling_during_the_run_fails_measurements_and_leaves_nothing(tmp
 def test_a_datadir_copy_is_byte_for_byte_with_its_zeros_allocated_not_left_out(tmp_path):
     """A sandbox's copy writes only the blocks that hold something; its zeros are allocated
     (as InnoDB allocates its files), so that the server never writes into a hole."""
-    from knoblab.server.sandbox import copy_datadir
+    from knoblab.server.datadir import copy_datadir
 
     source = tmp_path / "source"
     (source / "db").mkdir(parents=True)

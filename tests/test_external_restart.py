@@ -20,8 +20,9 @@ import psutil
 import pymysql
 import pytest
 
+from knoblab.server.datadir import copy_datadir
 from knoblab.server.external import INCLUDE_MARK
-from knoblab.server.sandbox import base_template, copy_datadir
+from knoblab.server.sandbox import base_template
 from knoblab.store import Store
 from tests.fakes import cli_command, cli_env, reaped
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from knoblab.server.sandbox import base_template, copy_datadir
+from knoblab.server.datadir import copy_datadir
+from knoblab.server.sandbox import base_template
 from tests.fakes import cli_env, knoblab_here, store_args
 
 # its module's fixture (real runs, tens of seconds) made once: every test of it on one worker

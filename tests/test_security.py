@@ -470,13 +470,8 @@ def test_a_locked_root_is_said_at_once_not_after_the_start_timeout(binary, knobl
                                                                    tmp_path):
     import time
 
-    from knoblab.server.sandbox import (
-        Sandbox,
-        ServerStartError,
-        base_template,
-        copy_datadir,
-        derived_template,
-    )
+    from knoblab.server.datadir import copy_datadir
+    from knoblab.server.sandbox import Sandbox, ServerStartError, base_template, derived_template
 
     def lock_root(server: Sandbox) -> None:
         conn = server.connect()
